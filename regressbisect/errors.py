@@ -1,0 +1,34 @@
+"""User-facing failures and warnings.
+
+Every failure a user can cause ends as one line on stderr and a documented exit code
+(README, "Exit codes"); nothing else of ours is printed as a traceback.
+"""
+from __future__ import annotations
+
+import enum
+import sys
+
+
+class ExitCode(enum.IntEnum):
+    OK = 0                  # hunt finished: culprits found, or "none"
+    USER_ERROR = 1          # bad ref, bad flag, not a repo, another hunt running ...
+    NOT_REPRODUCED = 2      # endpoints do not differ: no regression to hunt
+    NIGHTLY_REGRESSION = 3  # nightly found (and hunted) a new slowdown
+    ALL_SKIPPED = 4         # every candidate in the range was skipped
+
+
+class UserError(Exception):
+    """A failure caused by input: printed as one line, exits with `exit_code`."""
+
+    def __init__(self, message: str, exit_code: ExitCode = ExitCode.USER_ERROR):
+        if "\n" in message:
+            raise ValueError("UserError messages are one line")
+        super().__init__(message)
+        self.message = message
+        self.exit_code = ExitCode(exit_code)
+
+
+def warn(message: str, flag: str | None = None) -> None:
+    """Print a warning; `flag` names the option that makes it go away (hyperfine style)."""
+    hint = f" (use {flag} to change this)" if flag else ""
+    print(f"warning: {message}{hint}", file=sys.stderr)
