@@ -1,0 +1,44 @@
+"""The `regressbisect` command: one module per sub-command, each a thin call into one core function.
+
+Importing this package must stay cheap and never import torch (`regressbisect --help`).
+"""
+from __future__ import annotations
+
+import sys
+
+import typer
+
+from regressbisect.errors import ExitCode, UserError
+
+app = typer.Typer(
+    name="regressbisect",
+    help="Find the commit, or the uncommitted hunk, that made a PyTorch training job slower.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+from regressbisect.cli import clean_cmd, run_cmd, workload_cmd  # noqa: E402,F401  (registers commands)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Console-script entry: user errors become one line on stderr and a documented exit code."""
+    try:
+        app(args=argv, standalone_mode=False)
+    except UserError as exc:
+        print(f"regressbisect: error: {exc.message}", file=sys.stderr)
+        sys.exit(int(exc.exit_code))
+    except KeyboardInterrupt:
+        print("regressbisect: interrupted; every finished sample is stored: re-run the same command "
+              "to resume", file=sys.stderr)
+        sys.exit(130)
+    except typer.Exit as exc:
+        sys.exit(exc.exit_code)
+    except typer.Abort:
+        sys.exit(130)
+    except Exception as exc:  # click usage errors come here in non-standalone mode
+        import click
+        if isinstance(exc, click.exceptions.ClickException):
+            exc.show()
+            sys.exit(int(ExitCode.USER_ERROR))
+        raise

@@ -1,0 +1,31 @@
+"""`regressbisect clean`: remove the pooled worktrees (and, on request, the stored samples)."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from regressbisect.cli import app
+from regressbisect.cli import options as o
+
+
+@app.command("clean")
+def clean(
+    repo: o.Repo = Path("."),
+    samples: Annotated[bool, typer.Option("--samples", help="Also delete the stored samples of this repo.")] = False,
+) -> None:
+    """Remove regressbisect's worktrees from this repository (never touches your checkout)."""
+    from regressbisect.config import default_store_path
+    from regressbisect.git.history import History
+    from regressbisect.git.worktrees import clean as clean_pool
+
+    history = History.open(repo)
+    removed = clean_pool(history)
+    print(f"removed {removed} worktree(s)")
+    if samples:
+        store = default_store_path(history.common_dir)
+        for path in (store, store.with_name(store.name + "-wal"), store.with_name(store.name + "-shm")):
+            if path.exists():
+                path.unlink()
+        print(f"removed stored samples ({store})")

@@ -1,0 +1,261 @@
+"""A pool of detached git worktrees, reused across probes and hunts, locked against a second hunt.
+
+Layout, all inside the user's git common dir (never in their work tree):
+
+    <common_dir>/regressbisect/lock                     flock'ed by the running hunt (pid, time)
+    <common_dir>/regressbisect/worktrees/slot-<k>/      detached worktree k
+
+A slot is created once (`git worktree add --detach`) and then switched in place
+(`git checkout --detach --force` + `git clean -ffdx`), which costs tens of milliseconds instead
+of the hundreds a fresh worktree costs. The switch is exact: every untracked and ignored file
+(build outputs, `__pycache__`) is removed too, so a probe never sees files of another candidate.
+The only writes to the user's repository are the worktree metadata git keeps under
+`<common_dir>/worktrees/` and our own directory.
+"""
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import shutil
+import threading
+import time
+from pathlib import Path
+from types import TracebackType
+
+from regressbisect.errors import UserError
+from regressbisect.git.history import GitFailed, History, run_git
+
+_OUR_DIR = "regressbisect"
+
+
+class PoolLocked(UserError):
+    """Another regressbisect process holds this repository's pool lock."""
+
+    def __init__(self, pid: int | None, since: str | None):
+        who = f"pid {pid}" if pid is not None else "pid unknown"
+        when = f", since {since}" if since else ""
+        super().__init__(f"another regressbisect hunt is running on this repo ({who}{when}); "
+                         f"wait for it or stop it")
+        self.pid = pid
+        self.since = since
+
+
+class PatchDoesNotApply(Exception):
+    """`git apply` refused the patch; the slot was reset to the plain commit."""
+
+    def __init__(self, line: str, stderr: str = ""):
+        super().__init__(line)
+        self.line = line
+        """The first `error:` line of git apply (e.g. 'error: patch failed: model.py:12')."""
+        self.stderr = stderr
+        """Everything git apply printed on stderr."""
+
+
+def pool_root(history: History) -> Path:
+    """`<common_dir>/regressbisect`: everything of ours inside the user's repository."""
+    return history.common_dir / _OUR_DIR
+
+
+def _read_lock_holder(fd: int) -> tuple[int | None, str | None]:
+    try:
+        raw = os.pread(fd, 4096, 0).decode(errors="replace")
+        holder = json.loads(raw)
+        return int(holder["pid"]), str(holder["since"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None, None  # holder is between truncate and write, or the file is foreign
+
+
+class _PoolLock:
+    """An exclusive `flock` on `<common_dir>/regressbisect/lock`.
+
+    flock, not a pid file: the kernel releases it when the holder dies, even by SIGKILL, so a
+    killed hunt never leaves the repository locked. The fd is not inherited by probes
+    (Python opens non-inheritable fds), so a leftover probe cannot keep the lock either.
+    """
+
+    def __init__(self, path: Path):
+        self.path = path
+        self._fd: int | None = None
+
+    @property
+    def held(self) -> bool:
+        return self._fd is not None
+
+    def acquire(self) -> None:
+        if self._fd is not None:
+            raise RuntimeError("pool lock already held by this pool")
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            pid, since = _read_lock_holder(fd)
+            os.close(fd)
+            raise PoolLocked(pid, since) from None
+        except BaseException:
+            os.close(fd)
+            raise
+        os.ftruncate(fd, 0)
+        since = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime())
+        os.pwrite(fd, json.dumps({"pid": os.getpid(), "since": since}).encode(), 0)
+        self._fd = fd
+
+    def release(self) -> None:
+        if self._fd is None:
+            return
+        fd, self._fd = self._fd, None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_UN)
+        finally:
+            os.close(fd)
+
+
+class WorktreePool:
+    """`slots` detached worktrees of one repository; use as a context manager (it holds the lock).
+
+    Slots may be switched from different threads at once (each worktree has its own index);
+    one slot must not be used by two threads at once.
+    """
+
+    def __init__(self, history: History, slots: int = 1):
+        if slots < 1:
+            raise ValueError("a pool needs at least one slot")
+        self.history = history
+        self.slots = slots
+        self.root = pool_root(history) / "worktrees"
+        self._lock = _PoolLock(pool_root(history) / "lock")
+        self._admin_lock = threading.Lock()  # `git worktree add/prune` edit shared metadata
+
+    # -- lock -------------------------------------------------------------------------------
+
+    def __enter__(self) -> "WorktreePool":
+        self._lock.acquire()
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self._lock.release()
+
+    # -- slots ------------------------------------------------------------------------------
+
+    def path(self, slot: int) -> Path:
+        """Where slot `slot` lives (it may not exist before its first checkout)."""
+        if not 0 <= slot < self.slots:
+            raise IndexError(f"slot {slot} out of range 0..{self.slots - 1}")
+        return self.root / f"slot-{slot}"
+
+    def checkout(self, slot: int, commit: str, patch: str | None = None) -> Path:
+        """Make slot `slot` exactly `commit` (plus `patch`, if given) and return its path.
+
+        The patch is applied with plain `git apply` (working tree only), so the slot's index
+        stays at `commit` and the next switch removes files the patch created. On
+        PatchDoesNotApply the slot is left clean at `commit`.
+        """
+        if not self._lock.held:
+            raise RuntimeError("WorktreePool.checkout needs the pool lock: use `with pool:`")
+        where = self.path(slot)
+        if not self._is_healthy(where):
+            self._recreate(where, commit)
+        else:
+            try:
+                self._switch(where, commit)
+            except GitFailed:
+                # A half-finished checkout of a killed hunt, a corrupt index ...: start afresh.
+                self._recreate(where, commit)
+        if patch:
+            self._apply(where, commit, patch)
+        return where
+
+    def _switch(self, where: Path, commit: str) -> None:
+        run_git(where, "checkout", "--quiet", "--detach", "--force", commit)
+        # -ff: also nested repositories; -d: directories; -x: ignored files (exact, see module doc)
+        run_git(where, "clean", "-ffdxq")
+
+    def _apply(self, where: Path, commit: str, patch: str) -> None:
+        data = patch if patch.endswith("\n") else patch + "\n"
+        proc = run_git(where, "apply", "--whitespace=nowarn", "-", input=data.encode(),
+                       check=False)
+        if proc.returncode == 0:
+            return
+        stderr = proc.stderr.decode(errors="replace")
+        # git apply is atomic, but reset anyway: the slot must be exactly `commit` after this.
+        self._switch(where, commit)
+        errors = [ln for ln in stderr.splitlines() if ln.startswith("error:")]
+        line = errors[0] if errors else (stderr.strip().splitlines() or ["git apply failed"])[0]
+        raise PatchDoesNotApply(line, stderr)
+
+    # -- creation and repair ----------------------------------------------------------------
+
+    def _is_healthy(self, where: Path) -> bool:
+        """True when `where` is a registered worktree whose metadata points back at it.
+
+        Reads three small files instead of spawning git (this runs before every switch).
+        Stale `index.lock`/`HEAD.lock` files of a killed hunt are removed: we hold the pool
+        lock, so no other git process of ours can be working in this slot.
+        """
+        try:
+            gitfile = (where / ".git").read_text().strip()
+            if not gitfile.startswith("gitdir: "):
+                return False
+            admin = Path(gitfile[len("gitdir: "):])
+            if not admin.is_absolute():
+                admin = (where / admin).resolve()
+            backlink = Path((admin / "gitdir").read_text().strip())
+            if not backlink.is_absolute():
+                backlink = (admin / backlink).resolve()
+            if backlink.resolve() != (where / ".git").resolve():
+                return False
+            if not (admin / "HEAD").is_file() or not (admin / "commondir").is_file():
+                return False
+        except OSError:
+            return False
+        for stale in ("index.lock", "HEAD.lock"):
+            (admin / stale).unlink(missing_ok=True)
+        return True
+
+    def _recreate(self, where: Path, commit: str) -> None:
+        """Remove whatever is at `where`, prune its stale metadata, and add a fresh worktree."""
+        with self._admin_lock:
+            if where.exists() or where.is_symlink():
+                shutil.rmtree(where, ignore_errors=True)
+                if where.exists():
+                    where.unlink()
+            where.parent.mkdir(parents=True, exist_ok=True)
+            common = self.history.common_dir
+            run_git(common, "worktree", "prune")
+            # --force: the path may still be registered by metadata that prune kept (locked).
+            run_git(common, "worktree", "add", "--quiet", "--detach", "--force", str(where),
+                    commit)
+
+
+def _registered_worktrees(history: History) -> list[Path]:
+    out = run_git(history.common_dir, "worktree", "list", "--porcelain", "-z").stdout.decode()
+    return [Path(field[len("worktree "):]) for field in out.split("\0")
+            if field.startswith("worktree ")]
+
+
+def clean(history: History) -> int:
+    """`regressbisect clean`: remove every pool worktree and the pool directory.
+
+    Returns how many worktrees were removed (registered ones and orphan slot directories).
+    Raises PoolLocked while a hunt holds the lock. The lock file and anything else under
+    `<common_dir>/regressbisect/` (the sample store) are kept.
+    """
+    pool = WorktreePool(history)
+    removed = 0
+    with pool:
+        pool_dir = pool.root.resolve()
+        for wt in _registered_worktrees(history):
+            if not wt.resolve().is_relative_to(pool_dir):
+                continue  # one of the user's own worktrees
+            proc = run_git(history.common_dir, "worktree", "remove", "--force", "--force",
+                           str(wt), check=False)
+            if proc.returncode != 0:
+                shutil.rmtree(wt, ignore_errors=True)  # prune below drops its metadata
+            removed += 1
+        if pool.root.exists():
+            removed += sum(1 for child in pool.root.iterdir() if child.is_dir())
+            shutil.rmtree(pool.root, ignore_errors=True)
+        run_git(history.common_dir, "worktree", "prune")
+    return removed

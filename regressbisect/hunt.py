@@ -1,0 +1,230 @@
+"""Orchestration of a commit hunt: control arm, instrumentation check, search, explanation.
+
+    history -> pool + store -> overhead arm on GOOD -> CommitSearch (control arm first) ->
+    counters at each culprit -> JSON report
+
+Everything measured is stored the moment it exists, so a killed hunt resumes by re-running the
+same command: the search is deterministic and is fed the stored samples in the order it asks.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Sequence
+
+from regressbisect import report as report_mod
+from regressbisect import stats
+from regressbisect.config import HuntConfig, default_store_path
+from regressbisect.errors import ExitCode, UserError, warn
+from regressbisect.git.history import CommitInfo, History
+from regressbisect.git.worktrees import WorktreePool
+from regressbisect.model import Candidate, SampleKey
+from regressbisect.oracle import Request, SampleSource, median_counters
+from regressbisect.probe.runner import ProbeSpec, environment_fingerprint
+from regressbisect.progress import HuntProgress
+from regressbisect.search.bisect import CommitSearch, SearchSettings
+from regressbisect.store import Store
+
+VERDICT_EXIT = {
+    "culprits": ExitCode.OK,
+    "none": ExitCode.OK,
+    "not-reproduced": ExitCode.NOT_REPRODUCED,
+    "all-skipped": ExitCode.ALL_SKIPPED,
+}
+
+
+@dataclass(frozen=True)
+class HuntOutcome:
+    """What a finished hunt hands to the CLI."""
+
+    report: dict[str, Any]
+    """The JSON report (DESIGN.md schema)."""
+    exit_code: ExitCode
+    hunt_id: int
+
+
+@dataclass(frozen=True)
+class InstrumentationPlan:
+    """Whether tok/s may come from shimmed runs, decided by measuring the shim on GOOD."""
+
+    main_instrumented: bool
+    """True: one arm gives tok/s and counters. False: tok/s unshimmed, counters in separate runs."""
+    overhead: stats.Comparison | None
+    """Shimmed vs unshimmed on GOOD (None when not measured)."""
+    note: str
+
+
+def slot_environments(config: HuntConfig, gpu_count: int) -> list[dict[str, str]]:
+    """Pin each slot to its own devices: explicit --slot-devices, else split the GPUs evenly."""
+    if config.slot_devices:
+        return [{"CUDA_VISIBLE_DEVICES": d} for d in config.slot_devices]
+    if config.slots == 1 or gpu_count < config.slots:
+        if config.slots > 1 and gpu_count:
+            warn(f"{config.slots} slots share {gpu_count} GPU(s): measurements will disturb each other",
+                 "--slots or --slot-devices")
+        return [{} for _ in range(config.slots)]
+    per_slot = gpu_count // config.slots
+    return [{"CUDA_VISIBLE_DEVICES": ",".join(str(s * per_slot + g) for g in range(per_slot))}
+            for s in range(config.slots)]
+
+
+def count_gpus() -> int:
+    """GPUs visible to probes, without importing torch in the parent."""
+    if shutil.which("nvidia-smi") is None:
+        return 0
+    try:
+        out = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=20).stdout
+    except (OSError, subprocess.SubprocessError):
+        return 0
+    gpus = [line for line in out.splitlines() if line.startswith("GPU ")]
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if visible is not None:
+        return min(len(gpus), len([v for v in visible.split(",") if v.strip()]))
+    return len(gpus)
+
+
+class CommitHunt:
+    """One `regressbisect run GOOD BAD`."""
+
+    def __init__(self, history: History, good_ref: str, bad_ref: str, config: HuntConfig, *,
+                 store_path: Path | None = None, progress: HuntProgress | None = None):
+        self.history = history
+        self.config = config
+        self.good = history.resolve(good_ref)
+        self.bad = history.resolve(bad_ref)
+        self.commits: list[CommitInfo] = history.first_parent_range(self.good, self.bad)
+        self.candidates = [Candidate(c.sha) for c in self.commits]
+        self.store_path = store_path or default_store_path(history.common_dir)
+        self.progress = progress or HuntProgress(quiet=True)
+        self.progress.set_labels([c.sha[:10] for c in self.commits])
+        self.env_fingerprint, self.env_facts = environment_fingerprint()
+        self._config_hash = config.probe.config_hash()
+        self._trees = {c.sha: c.tree for c in self.commits}
+
+    def key_for(self, candidate: Candidate) -> SampleKey:
+        tree = self._trees.get(candidate.commit) or self.history.tree_of(candidate.commit)
+        return SampleKey(tree=tree, patch_hash=candidate.patch_hash,
+                         config_hash=self._config_hash, env_fingerprint=self.env_fingerprint)
+
+    def run(self) -> HuntOutcome:
+        cfg = self.config
+        spec = ProbeSpec(command=cfg.probe.cmd, tokens=cfg.probe.tokens, timeout_s=cfg.probe.timeout_s,
+                         env={**cfg.probe.env, "REGRESSBISECT_LMHEAD_MIN_OUT": str(cfg.lm_head_min_out)},
+                         metric_regex=cfg.probe.metric_regex)
+        with Store(self.store_path) as store, WorktreePool(self.history, cfg.slots) as pool:
+            hunt_id = store.start_hunt(kind="commits", good=self.good, bad=self.bad,
+                                       config_hash=self._config_hash,
+                                       env_fingerprint=self.env_fingerprint,
+                                       settings=self._search_settings_json())
+            source = SampleSource(store=store, pool=pool, spec=spec,
+                                  env_fingerprint=self.env_fingerprint, hunt_id=hunt_id,
+                                  key_for=self.key_for,
+                                  slot_env=slot_environments(cfg, count_gpus()))
+            plan = self._plan_instrumentation(source)
+            result = self._search(source, plan)
+            counters = self._explain(source, plan, result)
+            report = report_mod.commit_report(
+                commits=self.commits, result=result, counters=counters, plan=plan,
+                probes=source.probes_run, cached=source.cached_used, config=cfg,
+                env_facts=self.env_facts, store_path=self.store_path, hunt_id=hunt_id,
+                cached_by_index=self._cached_by_index)
+            store.finish_hunt(hunt_id, report)
+        return HuntOutcome(report=report, exit_code=VERDICT_EXIT[result.verdict], hunt_id=hunt_id)
+
+    # -- phases -----------------------------------------------------------------------------
+
+    def _search_settings_json(self) -> dict[str, Any]:
+        c = self.config
+        return {"min_effect": c.min_effect, "direction": c.direction, "max_samples": c.max_samples,
+                "slots": c.slots, "instrument": c.instrument, "seed": c.seed}
+
+    def _draw_checked(self, source: SampleSource, requests: Sequence[Request], notes: Sequence[str]):
+        """Draw samples; an endpoint that cannot be measured ends the hunt with its reason."""
+        labels = [r.candidate.short for r in requests]
+        self.progress.measuring(", ".join(f"{l} ({n})" for l, n in zip(labels, notes)))
+        draws = source.draw_many(requests)
+        for request, draw in zip(requests, draws):
+            if draw.sample is None and request.candidate.commit in (self.good, self.bad):
+                which = "GOOD" if request.candidate.commit == self.good else "BAD"
+                raise UserError(f"the probe cannot be measured at {which} {request.candidate.commit[:10]}: "
+                                f"{draw.skip_reason} (check --cmd, or run it by hand in that commit)")
+        return draws
+
+    def _plan_instrumentation(self, source: SampleSource) -> InstrumentationPlan:
+        cfg = self.config
+        if cfg.instrument == "off":
+            return InstrumentationPlan(False, None, "counters off (--instrument off)")
+        if cfg.instrument == "separate":
+            return InstrumentationPlan(False, None, "tok/s from unshimmed runs; counters from separate "
+                                                    "shimmed runs (--instrument separate)")
+        self.progress.phase("measuring the counters shim's overhead on GOOD (interleaved)")
+        good = self.candidates[0]
+        plain: list[float] = []
+        shimmed: list[float] = []
+        for _ in range(cfg.overhead_pairs):
+            for instrumented in (False, True):
+                request = Request(good, instrumented=instrumented, namespace="overhead")
+                (draw,) = self._draw_checked(source, [request], ["shimmed" if instrumented else "plain"])
+                (shimmed if instrumented else plain).append(draw.value)
+                self._progress_sample(source, draw, note="overhead arm" + (" (shim)" if instrumented else ""))
+        # Paired comparison of interleaved pairs (drift cancels within a pair); overhead is the
+        # slowdown of the shimmed arm. Only an overhead proven below the limit lets tok/s come
+        # from shimmed runs: 'unsure' is treated as too much (DESIGN.md, lesson 1).
+        comparison = stats.compare(plain, shimmed, min_effect=cfg.overhead_limit, paired=True)
+        overhead_hi = -comparison.ci95[0]
+        if overhead_hi <= cfg.overhead_limit:
+            note = (f"shim overhead {-comparison.change:+.2%} (95% CI {-comparison.ci95[1]:+.2%}.."
+                    f"{-comparison.ci95[0]:+.2%}) is within {cfg.overhead_limit:.0%}: tok/s and counters "
+                    f"come from the same shimmed runs")
+            return InstrumentationPlan(True, comparison, note)
+        note = (f"shim overhead {-comparison.change:+.2%} (95% CI {-comparison.ci95[1]:+.2%}.."
+                f"{-comparison.ci95[0]:+.2%}) is not proven within {cfg.overhead_limit:.0%}: tok/s from "
+                f"unshimmed runs, counters from separate shimmed runs")
+        return InstrumentationPlan(False, comparison, note)
+
+    def _search(self, source: SampleSource, plan: InstrumentationPlan):
+        cfg = self.config
+        settings = SearchSettings(min_effect=cfg.min_effect, direction=cfg.direction,
+                                  max_samples=cfg.max_samples, seed=cfg.seed)
+        search = CommitSearch(len(self.candidates), settings)
+        self._cached_by_index: dict[int, int] = {}
+        self.progress.phase("control arm: GOOD and BAD interleaved, then the search")
+        while True:
+            batch = search.next_batch(cfg.slots)
+            if not batch:
+                break
+            requests = [Request(self.candidates[m.index], instrumented=plan.main_instrumented)
+                        for m in batch]
+            draws = self._draw_checked(source, requests, [m.reason for m in batch])
+            for measure, draw in zip(batch, draws):
+                search.record(measure.index, draw.value)
+                if draw.cached:
+                    self._cached_by_index[measure.index] = self._cached_by_index.get(measure.index, 0) + 1
+                self._progress_sample(source, draw, note=f"#{measure.index} {measure.reason}",
+                                      interval=search.live_interval(),
+                                      remaining=search.estimated_remaining())
+        return search.result()
+
+    def _explain(self, source: SampleSource, plan: InstrumentationPlan, result) -> dict[int, dict[str, float]]:
+        """Counters per iteration at GOOD, BAD and both sides of each culprit."""
+        if self.config.instrument == "off" or result.verdict not in ("culprits", "none"):
+            return {}
+        indices = sorted({0, len(self.candidates) - 1}
+                         | {c.first_bad for c in result.culprits} | {c.last_good for c in result.culprits})
+        if plan.main_instrumented:
+            return {i: median_counters(source.stored(self.candidates[i], instrumented=True)) for i in indices}
+        self.progress.phase("counters: shimmed runs at GOOD, BAD and each culprit and its parent")
+        counters: dict[int, dict[str, float]] = {}
+        for i in indices:
+            request = Request(self.candidates[i], instrumented=True, namespace="counters")
+            (draw,) = source.draw_many([request])
+            self._progress_sample(source, draw, note=f"#{i} counters (shim)")
+            counters[i] = median_counters([draw.sample]) if draw.sample is not None else {}
+        return counters
+
+    def _progress_sample(self, source: SampleSource, draw, note: str, **kw) -> None:
+        self.progress.sample(draw.candidate.short, draw.value, draw.skip_reason, draw.cached,
+                             probes=source.probes_run, cached_total=source.cached_used, note=note, **kw)

@@ -1,0 +1,164 @@
+"""Where samples come from: the store first, then new probe runs.
+
+The search asks for "one more sample of candidate X"; this module answers with a stored sample the
+hunt has not used yet (so a killed or repeated hunt re-measures nothing), or runs a probe in a
+pooled worktree and stores its outcome the moment it exists (hyperfine: "we would lose them if a
+later one fails"). Up to `slots` probes run at once, one per worktree slot.
+"""
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Callable, Mapping, Sequence
+
+from regressbisect.git.worktrees import PatchDoesNotApply, WorktreePool
+from regressbisect.model import Candidate, ProbeOutcome, Sample, SampleKey
+from regressbisect.probe.runner import ProbeSpec, run_probe
+from regressbisect.store import Store
+
+
+@dataclass(frozen=True)
+class Draw:
+    """One sample handed to the search."""
+
+    candidate: Candidate
+    sample: Sample | None
+    """None when the run was skipped."""
+    skip_reason: str | None
+    cached: bool
+    """True when the sample was stored before this hunt started (not re-measured)."""
+
+    @property
+    def value(self) -> float | None:
+        return None if self.sample is None else self.sample.tok_s
+
+
+@dataclass(frozen=True)
+class Request:
+    """One sample wanted: a candidate, in which arm, for which consumer."""
+
+    candidate: Candidate
+    instrumented: bool = False
+    """Take the sample with the counters shim loaded."""
+    namespace: str = "search"
+    """Consumers with separate cursors over the same stored samples (e.g. 'overhead', 'search'),
+    so the overhead arm's unshimmed GOOD runs are reused by the search instead of re-run."""
+
+
+class SampleSource:
+    """Serves samples for candidates: stored ones in order, then fresh probe runs."""
+
+    def __init__(self, *, store: Store, pool: WorktreePool, spec: ProbeSpec, env_fingerprint: str,
+                 hunt_id: int | None, key_for: Callable[[Candidate], SampleKey],
+                 patch_for: Callable[[Candidate], str | None] = lambda c: None,
+                 slot_env: Sequence[Mapping[str, str]] = ({},)):
+        self._store = store
+        self._pool = pool
+        self._spec = spec
+        self._env_fingerprint = env_fingerprint
+        self._hunt_id = hunt_id
+        self._key_for = key_for
+        self._patch_for = patch_for
+        self._slot_env = list(slot_env) or [{}]
+        self._cursor: dict[tuple[SampleKey, bool, str], int] = {}
+        self._initial_count: dict[tuple[SampleKey, bool], int] = {}
+        self.probes_run = 0
+        self.cached_used = 0
+        self.probe_seconds = 0.0
+
+    @property
+    def slots(self) -> int:
+        return len(self._slot_env)
+
+    def key(self, candidate: Candidate) -> SampleKey:
+        return self._key_for(candidate)
+
+    def stored(self, candidate: Candidate, instrumented: bool) -> list[Sample]:
+        return self._store.samples(self._key_for(candidate), instrumented=instrumented)
+
+    def draw_many(self, requests: Sequence[Request],
+                  on_start: Callable[[int, Request], None] | None = None) -> list[Draw]:
+        """One draw per request, in order; fresh runs go to slots 0..k-1 concurrently."""
+        if len(requests) > self.slots:
+            raise ValueError(f"{len(requests)} requests for {self.slots} slots")
+        draws: list[Draw | None] = [None] * len(requests)
+        fresh: list[tuple[int, Request]] = []
+        for i, request in enumerate(requests):
+            cached = self._from_store(request)
+            if cached is not None:
+                draws[i] = cached
+            else:
+                fresh.append((i, request))
+        if fresh:
+            outcomes = self._run_fresh(fresh, on_start)
+            for (i, request), outcome in zip(fresh, outcomes):
+                # Stored at once, in the caller's thread: SQLite connections are not shared.
+                self._store.add_outcome(self._key_for(request.candidate), request.candidate, outcome,
+                                        hunt_id=self._hunt_id,
+                                        arm="instrumented" if request.instrumented else "main")
+                self._advance(request)
+                self.probes_run += 1
+                self.probe_seconds += outcome.wall_seconds
+                draws[i] = Draw(request.candidate, outcome.sample, outcome.skip_reason, cached=False)
+        return [d for d in draws if d is not None]
+
+    # -- internals ---------------------------------------------------------------------------
+
+    def _cursor_key(self, request: Request) -> tuple[SampleKey, bool, str]:
+        return (self._key_for(request.candidate), request.instrumented, request.namespace)
+
+    def _advance(self, request: Request) -> None:
+        ck = self._cursor_key(request)
+        self._cursor[ck] = self._cursor.get(ck, 0) + 1
+
+    def _from_store(self, request: Request) -> Draw | None:
+        key = self._key_for(request.candidate)
+        stored = self._store.samples(key, instrumented=request.instrumented)
+        self._initial_count.setdefault((key, request.instrumented), len(stored))
+        position = self._cursor.get(self._cursor_key(request), 0)
+        if position < len(stored):
+            self._advance(request)
+            cached = position < self._initial_count[(key, request.instrumented)]
+            self.cached_used += int(cached)
+            return Draw(request.candidate, stored[position], None, cached=cached)
+        if not stored:
+            # A candidate that only ever failed keeps failing (crashes are deterministic far more
+            # often than not): reuse the stored skip instead of paying for the crash again.
+            skips = self._store.skips(key)
+            if skips:
+                self.cached_used += 1
+                return Draw(request.candidate, None, skips[-1], cached=True)
+        return None
+
+    def _run_fresh(self, fresh: list[tuple[int, Request]],
+                   on_start: Callable[[int, Request], None] | None) -> list[ProbeOutcome]:
+        def run(slot: int, request: Request) -> ProbeOutcome:
+            if on_start is not None:
+                on_start(slot, request)
+            patch = self._patch_for(request.candidate)
+            try:
+                worktree = self._pool.checkout(slot, request.candidate.commit, patch)
+            except PatchDoesNotApply as exc:
+                return ProbeOutcome(sample=None, skip_reason=f"patch does not apply: {exc}",
+                                    exit_code=None, wall_seconds=0.0)
+            spec = ProbeSpec(command=self._spec.command, tokens=self._spec.tokens,
+                             timeout_s=self._spec.timeout_s, env=self._spec.env,
+                             instrument=request.instrumented, metric_regex=self._spec.metric_regex)
+            return run_probe(spec, worktree, extra_env=self._slot_env[slot])
+
+        if len(fresh) == 1:
+            return [run(0, fresh[0][1])]
+        with ThreadPoolExecutor(max_workers=len(fresh)) as executor:
+            futures = [executor.submit(run, slot, request) for slot, (_, request) in enumerate(fresh)]
+            return [f.result() for f in futures]
+
+
+def median_counters(samples: Sequence[Sample]) -> dict[str, float]:
+    """Per-iteration counters of several instrumented samples: the median of each counter."""
+    import statistics
+
+    names = sorted({name for s in samples for name in s.counters})
+    return {name: statistics.median([s.counters[name] for s in samples if name in s.counters])
+            for name in names}
+
+

@@ -1,0 +1,213 @@
+"""The metrics line protocol a probe speaks, and the regex fallback for probes that do not.
+
+A probe prints one line per measured run on stdout::
+
+    @regressbisect {"tokens": 65536, "seconds": 2.1, "tok_s": 31207.6, "iters": [{"ms": 41.0, ...}]}
+
+The counters shim (loaded into every process of an instrumented probe) prints one line per
+process at exit::
+
+    @regressbisect-counters {"rank": 0, "pid": 4242, "iters": [{"lm_head_calls": 2, ...}, ...]}
+
+This module is imported by ``regressbisect/__init__.py`` (for :func:`report`), so it must stay
+cheap: stdlib only, and `regressbisect.model` (itself stdlib only) imported lazily.
+"""
+from __future__ import annotations
+
+import json
+import math
+import re
+import statistics
+import sys
+from typing import TYPE_CHECKING, Any, Iterable, Mapping, TextIO
+
+if TYPE_CHECKING:
+    from regressbisect.model import Sample
+
+PREFIX = "@regressbisect "
+"""Start of a metrics line (one per measured run)."""
+COUNTERS_PREFIX = "@regressbisect-counters "
+"""Start of a counters line (one per process, printed by the counters shim)."""
+
+DEFAULT_METRIC_REGEX = r"(\d[\d,]*(?:\.\d+)?(?:[eE][+-]?\d+)?\s?[kKmM]?)\s*tok(?:ens)?/s(?:ec)?\b"
+"""Fallback for probes without a protocol line: a number (thousands separators and a K/M
+suffix allowed) followed by `tok/s`. The last match in the output wins (the final summary)."""
+
+ROW_FIELDS = frozenset({"ms", "tokens", "iter", "step", "seconds", "tok_s"})
+"""Keys of a per-iteration row that are measurements or indices, not counters."""
+
+# Launchers may tag each line of a child's output ("[default0]:", "[rank1]: "); accept one tag.
+_LINE_TAG = r"^\s*(?:\[[^\]]*\]:?\s*)?"
+_PROTOCOL_LINE = re.compile(_LINE_TAG + re.escape(PREFIX) + r"(.*)$")
+_COUNTERS_LINE = re.compile(_LINE_TAG + re.escape(COUNTERS_PREFIX) + r"(.*)$")
+_SUFFIX = {"": 1.0, "k": 1e3, "m": 1e6}
+
+
+class ProtocolError(ValueError):
+    """A line starts with the protocol prefix but does not carry a valid metrics record."""
+
+
+def report(tokens: float, seconds: float, iters: list[dict] | None = None,
+           file: TextIO | None = None, **extra: Any) -> None:
+    """Print the metrics line for one measured run (the one-line helper for user scripts).
+
+    `tokens` processed in `seconds` of the measured stage (after warm-up); `iters` optional
+    per-iteration rows (`ms`, `tokens`, counters); `extra` keys are kept in the record.
+    """
+    for name, value in (("tokens", tokens), ("seconds", seconds)):
+        if isinstance(value, bool) or not isinstance(value, (int, float)) \
+                or not math.isfinite(value) or value <= 0:
+            raise ValueError(f"report(): {name} must be a finite positive number, got {value!r}")
+    if iters is not None and (not isinstance(iters, (list, tuple))
+                              or not all(isinstance(r, Mapping) for r in iters)):
+        raise ValueError("report(): iters must be a list of dicts (one per iteration)")
+    clash = {"tokens", "seconds", "tok_s", "iters"} & extra.keys()
+    if clash:
+        raise ValueError(f"report(): {sorted(clash)} are set by report() itself")
+    record: dict[str, Any] = {"tokens": tokens, "seconds": seconds, "tok_s": tokens / seconds}
+    if iters is not None:
+        record["iters"] = [dict(r) for r in iters]
+    record.update(extra)
+    out = sys.stdout if file is None else file
+    # allow_nan=False: NaN is not JSON, and the parent would reject the line anyway.
+    out.write(PREFIX + json.dumps(record, separators=(",", ":"), allow_nan=False) + "\n")
+    out.flush()
+
+
+def parse_output(text: str, metric_regex: str | None = DEFAULT_METRIC_REGEX,
+                 instrumented: bool = False) -> list["Sample"]:
+    """Read every sample a probe printed: one per protocol line, in order.
+
+    Without any protocol line, the last `metric_regex` match gives one Sample(tok_s=...);
+    with neither, the list is empty. Counters lines from the shim become `Sample.counters`
+    (sum over processes of each process's median per-iteration value).
+    Raises ProtocolError for a malformed protocol or counters line.
+    """
+    from regressbisect.model import Sample  # lazy: keeps `import regressbisect` minimal
+
+    records: list[tuple[dict[str, Any], str]] = []
+    process_rows: list[list[Mapping[str, Any]]] = []
+    for line in text.splitlines():
+        match = _PROTOCOL_LINE.match(line)
+        if match:
+            records.append((_load_record(match.group(1), line), line))
+            continue
+        match = _COUNTERS_LINE.match(line)
+        if match:
+            process_rows.append(_load_counters(match.group(1), line))
+
+    shim_counters = aggregate_counters(process_rows)
+    samples = []
+    for record, line in records:
+        iters = record.get("iters") or []
+        counters = dict(shim_counters)
+        # The probe's own per-iteration counters win: it knows its iteration boundaries.
+        counters.update(_median_counters(iters))
+        tok_s = record.get("tok_s")
+        if tok_s is None:
+            tok_s = record["tokens"] / record["seconds"]
+        try:
+            samples.append(Sample(tok_s=tok_s, tokens=record["tokens"], seconds=record["seconds"],
+                                  iters=tuple(iters), counters=counters,
+                                  instrumented=instrumented))
+        except (ValueError, TypeError) as error:
+            raise ProtocolError(f"invalid metrics line ({error}): {_clip(line)}") from None
+    if samples or metric_regex is None:
+        return samples
+
+    pattern = compile_metric_regex(metric_regex)
+    matches = list(pattern.finditer(text))
+    if not matches:
+        return []
+    raw = matches[-1].group(1)
+    try:
+        tok_s = parse_number(raw)
+        return [Sample(tok_s=tok_s, counters=shim_counters, instrumented=instrumented)]
+    except ValueError as error:
+        raise ProtocolError(f"--metric-regex matched {raw!r}, not a positive number: {error}") \
+            from None
+
+
+def compile_metric_regex(metric_regex: str) -> re.Pattern[str]:
+    """Compile a --metric-regex; it must have exactly one group (the number)."""
+    try:
+        pattern = re.compile(metric_regex)
+    except re.error as error:
+        raise ValueError(f"--metric-regex {metric_regex!r} is not a valid regex: {error}") from None
+    if pattern.groups != 1:
+        raise ValueError(f"--metric-regex {metric_regex!r} must have exactly one group "
+                         f"(the tok/s number), it has {pattern.groups}")
+    return pattern
+
+
+def parse_number(raw: str) -> float:
+    """'14,200.5' -> 14200.5, '11.2K' -> 11200.0, '1.5 M' -> 1.5e6."""
+    text = raw.strip().replace(",", "").replace("_", "")
+    suffix = text[-1:].lower() if text[-1:].lower() in ("k", "m") else ""
+    value = float(text[: len(text) - len(suffix)].strip()) * _SUFFIX[suffix]
+    if not math.isfinite(value) or value <= 0:
+        raise ValueError(f"{raw!r} is not a finite positive number")
+    return value
+
+
+def aggregate_counters(process_rows: Iterable[list[Mapping[str, Any]]]) -> dict[str, float]:
+    """Sum over processes (ranks) of each process's median per-iteration counter value.
+
+    The median per iteration is robust to the first iterations (compile, cache warm-up) doing
+    extra work; summing over ranks gives the job's per-step total. A counter absent from a row
+    did not fire in that iteration (0). Processes with no iteration (a launcher) are skipped.
+    """
+    totals: dict[str, float] = {}
+    for rows in process_rows:
+        for name, value in _median_counters(rows).items():
+            totals[name] = totals.get(name, 0.0) + value
+    return totals
+
+
+def _median_counters(rows: list[Mapping[str, Any]]) -> dict[str, float]:
+    names = sorted({k for r in rows for k, v in r.items()
+                    if k not in ROW_FIELDS and _is_number(v)})
+    return {name: float(statistics.median(float(r.get(name, 0) or 0) for r in rows))
+            for name in names}
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _load_record(payload: str, line: str) -> dict[str, Any]:
+    record = _load_json(payload, line, "metrics")
+    for name in ("tokens", "seconds"):
+        if not _is_number(record.get(name)):
+            raise ProtocolError(f"metrics line needs a number {name!r}: {_clip(line)}")
+    if "tok_s" in record and record["tok_s"] is not None and not _is_number(record["tok_s"]):
+        raise ProtocolError(f"metrics line has a non-numeric 'tok_s': {_clip(line)}")
+    iters = record.get("iters")
+    if iters is not None and (not isinstance(iters, list)
+                              or not all(isinstance(r, dict) for r in iters)):
+        raise ProtocolError(f"metrics line 'iters' must be a list of objects: {_clip(line)}")
+    return record
+
+
+def _load_counters(payload: str, line: str) -> list[Mapping[str, Any]]:
+    record = _load_json(payload, line, "counters")
+    iters = record.get("iters") or []
+    if not isinstance(iters, list) or not all(isinstance(r, dict) for r in iters):
+        raise ProtocolError(f"counters line 'iters' must be a list of objects: {_clip(line)}")
+    return iters
+
+
+def _load_json(payload: str, line: str, what: str) -> dict[str, Any]:
+    try:
+        record = json.loads(payload)
+    except json.JSONDecodeError as error:
+        raise ProtocolError(f"malformed {what} line ({error.msg} at column {error.pos + 1}): "
+                            f"{_clip(line)}") from None
+    if not isinstance(record, dict):
+        raise ProtocolError(f"{what} line must carry a JSON object: {_clip(line)}")
+    return record
+
+
+def _clip(line: str, limit: int = 200) -> str:
+    line = line.strip()
+    return line if len(line) <= limit else line[:limit] + "..."

@@ -1,0 +1,279 @@
+"""Run one probe command in one worktree: environment, budget, timeout, process-group kill.
+
+One probe = one process (pyperf style): the parent never imports the code it measures. Exit
+codes follow `git bisect run`: 0 measured, 125 skip, anything else (a crash, a timeout, a kill,
+no metric line) is a skip with the reason kept - a crash is never read as "slow".
+
+Output goes to temporary files, not pipes: no pipe can fill up and deadlock the probe, and a
+grandchild that keeps a descriptor open cannot hang the parent.
+"""
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import os
+import platform
+import re
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Mapping
+
+from regressbisect.model import ProbeOutcome, Sample
+from regressbisect.probe.protocol import DEFAULT_METRIC_REGEX, ProtocolError, parse_output
+
+SHIM_DIR = Path(__file__).resolve().parent / "shim"
+"""The counters shim (a `sitecustomize` directory) put first on an instrumented probe's PYTHONPATH."""
+TAIL_LINES = 40
+"""How many trailing output lines a ProbeOutcome keeps."""
+KILL_GRACE_S = 5.0
+"""Seconds between SIGTERM and SIGKILL to the probe's process group (time to flush, free the GPU)."""
+SKIP_EXIT_CODE = 125
+"""The exit code by which a probe asks to skip a candidate (as `git bisect run`)."""
+NO_METRIC_REASON = ('no metric line in output (print "@regressbisect {...}" '
+                    'or pass --metric-regex)')
+
+
+@dataclass(frozen=True)
+class ProbeSpec:
+    """How to run one probe process; part of the store key through the config hash."""
+
+    command: str
+    """Shell command (run by bash); `{tokens}` is replaced by the token budget."""
+    tokens: int
+    """Token budget of the measured stage; also exported as REGRESSBISECT_TOKENS."""
+    timeout_s: float
+    """Wall-clock limit of one probe process; past it the whole process group is killed."""
+    env: Mapping[str, str] = field(default_factory=dict)
+    """Extra environment variables for the probe (over the parent's environment)."""
+    instrument: bool = False
+    """Load the counters shim: its directory goes first on PYTHONPATH, REGRESSBISECT_INSTRUMENT=1."""
+    metric_regex: str | None = DEFAULT_METRIC_REGEX
+    """Fallback when the probe prints no protocol line: one group capturing tok/s; None disables it."""
+
+    def __post_init__(self) -> None:
+        if not self.command.strip():
+            raise ValueError("ProbeSpec.command is empty")
+        if isinstance(self.tokens, bool) or not isinstance(self.tokens, int) or self.tokens <= 0:
+            raise ValueError(f"ProbeSpec.tokens must be a positive int, got {self.tokens!r}")
+        if not self.timeout_s > 0:
+            raise ValueError(f"ProbeSpec.timeout_s must be > 0, got {self.timeout_s!r}")
+        object.__setattr__(self, "env", {str(k): str(v) for k, v in dict(self.env).items()})
+
+    def render_command(self) -> str:
+        # str.replace, not str.format: shell commands are full of braces (${VAR}, JSON).
+        return self.command.replace("{tokens}", str(self.tokens))
+
+
+def run_probe(spec: ProbeSpec, cwd: Path, extra_env: Mapping[str, str] | None = None,
+              *, kill_grace_s: float = KILL_GRACE_S) -> ProbeOutcome:
+    """Run the probe once in `cwd`; the outcome's sample is the FIRST run the probe reported.
+
+    Use :func:`run_probe_all` to get every sample of a probe that measures several runs.
+    """
+    return run_probe_all(spec, cwd, extra_env, kill_grace_s=kill_grace_s)[0]
+
+
+def run_probe_all(spec: ProbeSpec, cwd: Path, extra_env: Mapping[str, str] | None = None,
+                  *, kill_grace_s: float = KILL_GRACE_S) -> tuple[ProbeOutcome, list[Sample]]:
+    """Run the probe once in `cwd`: (outcome, every sample it printed, in order).
+
+    The outcome carries the first sample (or the skip reason); the list is empty on a skip.
+    `extra_env` is layered over `spec.env` (e.g. CUDA_VISIBLE_DEVICES of a GPU slot).
+    A KeyboardInterrupt kills the probe's whole process group and is re-raised.
+    """
+    env = probe_environment(spec, extra_env)
+    with tempfile.TemporaryFile() as out_file, tempfile.TemporaryFile() as err_file:
+        started = time.perf_counter()
+        process = subprocess.Popen(
+            ["bash", "-c", spec.render_command()], cwd=str(cwd), env=env,
+            stdin=subprocess.DEVNULL, stdout=out_file, stderr=err_file,
+            start_new_session=True)  # own process group: a timeout kills torchrun's workers too
+        timed_out = False
+        try:
+            try:
+                process.wait(timeout=spec.timeout_s)
+            except subprocess.TimeoutExpired:
+                timed_out = True
+                _kill_group(process, kill_grace_s)
+        except BaseException:  # KeyboardInterrupt, SystemExit: leave no probe running
+            _kill_group(process, min(kill_grace_s, 2.0))
+            raise
+        wall_seconds = time.perf_counter() - started
+        # Stragglers the probe left behind would compete with the next sample: kill them.
+        _signal_group(process.pid, signal.SIGKILL)
+        stdout = _read(out_file)
+        stderr = _read(err_file)
+
+    tail = _tail(stdout, stderr)
+    code = process.returncode
+
+    def skip(reason: str) -> tuple[ProbeOutcome, list[Sample]]:
+        return ProbeOutcome(sample=None, skip_reason=reason, exit_code=code,
+                            wall_seconds=wall_seconds, output_tail=tail), []
+
+    if timed_out:
+        return skip(f"timeout after {spec.timeout_s:g}s")
+    if code != 0:
+        return skip(_failure_reason(code, stderr, spec.render_command()))
+    try:
+        samples = parse_output(stdout, spec.metric_regex, instrumented=spec.instrument)
+    except ProtocolError as error:
+        return skip(str(error))
+    if not samples:
+        return skip(NO_METRIC_REASON)
+    return ProbeOutcome(sample=samples[0], skip_reason=None, exit_code=code,
+                        wall_seconds=wall_seconds, output_tail=tail), samples
+
+
+def probe_environment(spec: ProbeSpec, extra_env: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The probe's environment: the parent's, the protocol variables, spec.env, then extra_env."""
+    env = dict(os.environ)
+    env.update({"REGRESSBISECT": "1", "REGRESSBISECT_TOKENS": str(spec.tokens),
+                "PYTHONUNBUFFERED": "1"})  # protocol lines must not sit in a buffer at a kill
+    env.update(spec.env)
+    env.update({str(k): str(v) for k, v in (extra_env or {}).items()})
+    if spec.instrument:
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (str(SHIM_DIR), env.get("PYTHONPATH")) if p)
+        env["REGRESSBISECT_INSTRUMENT"] = "1"
+    else:
+        env.pop("REGRESSBISECT_INSTRUMENT", None)  # an instrumented parent must not leak it
+    return env
+
+
+def _failure_reason(code: int, stderr: str, command: str) -> str:
+    last = _last_nonempty_line(stderr)
+    if code == SKIP_EXIT_CODE:
+        return "exit 125 (probe asked to skip)"
+    if code == 127:
+        match = re.search(r"([^\s:]+): command not found", stderr)
+        name = match.group(1) if match else (command.split() or ["?"])[0]
+        return f"command not found: {name}"
+    # Negative: the shell itself was killed; 128+N: bash reports a child killed by signal N.
+    signum = -code if code < 0 else code - 128 if 128 < code <= 128 + 64 else None
+    if signum is not None:
+        try:
+            name = signal.Signals(signum).name
+        except ValueError:
+            name = f"signal {signum}"
+        hint = " (out of memory?)" if signum == signal.SIGKILL else f" ({name})"
+        return f"killed by signal {signum}{hint}" + (f": {last}" if last and signum != 9 else "")
+    return f"exit {code}: {last}" if last else f"exit {code}"
+
+
+def _kill_group(process: subprocess.Popen, grace_s: float) -> None:
+    """SIGTERM the probe's process group, then SIGKILL whatever is left after `grace_s`."""
+    _signal_group(process.pid, signal.SIGTERM)
+    deadline = time.monotonic() + grace_s
+    while time.monotonic() < deadline:
+        process.poll()  # reap the leader, or it keeps the group alive as a zombie
+        if process.returncode is not None and not _group_alive(process.pid):
+            break
+        time.sleep(0.05)
+    _signal_group(process.pid, signal.SIGKILL)
+    process.wait()
+
+
+def _signal_group(pgid: int, signum: int) -> None:
+    try:
+        os.killpg(pgid, signum)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def _group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except (ProcessLookupError, PermissionError):
+        return False
+    return True
+
+
+def _read(file) -> str:
+    file.seek(0)
+    return file.read().decode("utf-8", errors="replace")
+
+
+def _last_nonempty_line(text: str) -> str:
+    for line in reversed(text.splitlines()):
+        if line.strip():
+            return line.strip()[:300]
+    return ""
+
+
+def _tail(stdout: str, stderr: str) -> str:
+    """Last lines of stdout, then of stderr (files are separate, so order across them is lost)."""
+    out_lines = stdout.splitlines()
+    err_lines = stderr.splitlines()
+    keep_err = min(len(err_lines), TAIL_LINES // 2 if len(out_lines) > TAIL_LINES // 2 else
+                   TAIL_LINES - len(out_lines))
+    keep_out = min(len(out_lines), TAIL_LINES - keep_err)
+    parts = out_lines[len(out_lines) - keep_out:]
+    if keep_err:
+        parts += ["--- stderr ---"] + err_lines[len(err_lines) - keep_err:]
+    return "\n".join(parts)
+
+
+def environment_fingerprint() -> tuple[str, dict]:
+    """(hash, facts) of the machine and interpreter; samples taken elsewhere are not reused.
+
+    Cheap: no torch import (the torch version is read from package metadata), and the GPU
+    query runs once per process.
+    """
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    facts = {
+        "hostname": socket.gethostname(),
+        "platform": platform.system(),
+        "machine": platform.machine(),
+        "python": platform.python_version(),
+        "cpu": _cpu_model(),
+        "gpus": list(_gpu_names()),
+        "cuda_visible_devices": None if visible is None
+        else len([d for d in visible.split(",") if d.strip()]),
+        "torch": _package_version("torch"),
+    }
+    digest = hashlib.sha1(json.dumps(facts, sort_keys=True).encode()).hexdigest()[:16]
+    return digest, facts
+
+
+@functools.lru_cache(maxsize=1)
+def _cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
+            for line in f:
+                if line.lower().startswith(("model name", "hardware", "cpu model")):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+@functools.lru_cache(maxsize=1)
+def _gpu_names() -> tuple[str, ...]:
+    """GPU models from `nvidia-smi -L`, without UUIDs (any H200 of a host is the same machine)."""
+    try:
+        result = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return ()
+    if result.returncode != 0:
+        return ()
+    names = []
+    for line in result.stdout.splitlines():
+        match = re.match(r"GPU \d+: (.*?)(?: \(UUID: .*\))?$", line.strip())
+        if match:
+            names.append(match.group(1))
+    return tuple(names)
+
+
+@functools.lru_cache(maxsize=None)
+def _package_version(name: str) -> str | None:
+    from importlib import metadata
+    try:
+        return metadata.version(name)
+    except metadata.PackageNotFoundError:
+        return None

@@ -1,0 +1,132 @@
+"""Live progress of a hunt on stderr: the GOOD..BAD range drawn as it narrows.
+
+On a terminal a Rich live panel is redrawn after every sample; elsewhere (CI logs, pipes, tests)
+one plain line per sample is printed, so logs stay readable.
+"""
+from __future__ import annotations
+
+import sys
+import time
+from dataclasses import dataclass
+from typing import Sequence
+
+from rich.console import Console
+from rich.live import Live
+from rich.text import Text
+
+
+@dataclass
+class ProgressState:
+    phase: str = "starting"
+    total: int = 0
+    """Number of candidates in the range (GOOD and BAD included)."""
+    interval: tuple[int, int] = (0, 0)
+    measuring: str = ""
+    probes: int = 0
+    cached: int = 0
+    remaining: int | None = None
+    last: str = ""
+
+
+class HuntProgress:
+    """Receives hunt events; renders them live (TTY) or as log lines."""
+
+    def __init__(self, labels: Sequence[str] = (), *, console: Console | None = None,
+                 live: bool | None = None, quiet: bool = False):
+        self.console = console or Console(stderr=True)
+        self.labels = list(labels)
+        self.state = ProgressState(total=len(labels))
+        self.quiet = quiet
+        self._live_enabled = self.console.is_terminal if live is None else live
+        self._live: Live | None = None
+        self._started = time.monotonic()
+
+    def __enter__(self) -> "HuntProgress":
+        if self._live_enabled and not self.quiet:
+            self._live = Live(self._render(), console=self.console, refresh_per_second=4, transient=True)
+            self._live.__enter__()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self._live is not None:
+            self._live.__exit__(*exc)
+            self._live = None
+
+    def set_labels(self, labels: Sequence[str]) -> None:
+        self.labels = list(labels)
+        self.state.total = len(labels)
+        self.state.interval = (0, max(0, len(labels) - 1))
+
+    def phase(self, name: str) -> None:
+        self.state.phase = name
+        self._log(f"== {name}")
+        self._refresh()
+
+    def measuring(self, what: str) -> None:
+        self.state.measuring = what
+        self._refresh()
+
+    def sample(self, label: str, value: float | None, skip_reason: str | None, cached: bool,
+               *, probes: int, cached_total: int, interval: tuple[int, int] | None = None,
+               remaining: int | None = None, note: str = "") -> None:
+        self.state.probes = probes
+        self.state.cached = cached_total
+        self.state.remaining = remaining
+        if interval is not None:
+            self.state.interval = interval
+        what = f"{value:,.1f} tok/s" if value is not None else f"skipped ({skip_reason})"
+        tag = " (cached)" if cached else ""
+        self.state.last = f"{label}: {what}{tag}"
+        eta = f", ~{remaining} to go" if remaining is not None else ""
+        self._log(f"[{probes} run, {cached_total} cached{eta}] {label} {note}: {what}{tag}")
+        self._refresh()
+
+    def message(self, text: str) -> None:
+        self._log(text)
+
+    # -- rendering -------------------------------------------------------------------------
+
+    def _log(self, line: str) -> None:
+        if self.quiet:
+            return
+        if self._live is not None:
+            self._live.console.print(line, highlight=False)
+        else:
+            print(line, file=sys.stderr, flush=True)
+
+    def _refresh(self) -> None:
+        if self._live is not None:
+            self._live.update(self._render())
+
+    def _render(self) -> Text:
+        s = self.state
+        text = Text()
+        text.append(f"regressbisect: {s.phase}", style="bold")
+        elapsed = time.monotonic() - self._started
+        eta = f"  ~{s.remaining} probes to go" if s.remaining is not None else ""
+        text.append(f"   {s.probes} run, {s.cached} cached, {elapsed:.0f}s{eta}\n")
+        if s.total:
+            text.append(range_bar(s.total, s.interval))
+            lo, hi = s.interval
+            lo_label = self.labels[lo] if lo < len(self.labels) else lo
+            hi_label = self.labels[hi] if hi < len(self.labels) else hi
+            text.append(f"\n live interval: #{lo} {lo_label} .. #{hi} {hi_label}\n")
+        if s.measuring:
+            text.append(f" measuring: {s.measuring}\n", style="cyan")
+        if s.last:
+            text.append(f" last: {s.last}", style="dim")
+        return text
+
+
+def range_bar(total: int, interval: tuple[int, int], width: int = 60) -> Text:
+    """GOOD ... BAD as a bar; the part still searched is highlighted."""
+    lo, hi = interval
+    cells = min(total, width)
+    bar = Text(" GOOD ")
+    for c in range(cells):
+        first = c * total // cells
+        last = max(first, (c + 1) * total // cells - 1)
+        inside = last >= lo and first <= hi
+        bar.append("█" if inside else "·", style="yellow" if inside else "dim")
+    bar.append(" BAD")
+    return bar

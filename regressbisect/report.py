@@ -1,0 +1,103 @@
+"""The JSON report of a hunt (schema in DESIGN.md): data only; `render` turns it into text/HTML."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+from regressbisect import __version__
+
+SCHEMA = 1
+
+
+def _summary_json(summary) -> dict[str, Any] | None:
+    if summary is None:
+        return None
+    return {"median_tok_s": summary.median, "ci95": list(summary.ci95), "n": summary.n, "cv": summary.cv}
+
+
+def _pct(x: float) -> float:
+    return round(100.0 * x, 3)
+
+
+def commit_report(*, commits: Sequence, result, counters: Mapping[int, Mapping[str, float]], plan,
+                  probes: int, cached: int, config, env_facts: Mapping[str, Any], store_path: Path,
+                  hunt_id: int, cached_by_index: Mapping[int, int] | None = None) -> dict[str, Any]:
+    """Build the report of a commit hunt from the search result and the counters."""
+    cached_by_index = cached_by_index or {}
+    culprits = []
+    for c in result.culprits:
+        first_bad = commits[c.first_bad]
+        culprit: dict[str, Any] = {
+            "commit": first_bad.sha,
+            "parent": commits[c.first_bad - 1].sha,
+            "subject": first_bad.subject,
+            "index": c.first_bad,
+            "step_pct": _pct(c.step),
+            "ci95_pct": [_pct(c.step_ci95[0]), _pct(c.step_ci95[1])],
+            "step_tok_s": c.step_tok_s,
+            "share_of_gap": round(c.share_of_gap, 4),
+            "last_good": commits[c.last_good].sha,
+            "counters_before": dict(counters.get(c.last_good, {})),
+            "counters_after": dict(counters.get(c.first_bad, {})),
+        }
+        if c.first_bad - c.last_good > 1:
+            # Skipped commits lie between: any of them may be the culprit (git bisect's answer).
+            culprit["possible_commits"] = [commits[i].sha for i in range(c.last_good + 1, c.first_bad + 1)]
+        culprits.append(culprit)
+    candidates = []
+    for v in result.candidates:
+        commit = commits[v.index]
+        entry = {"index": v.index, "commit": commit.sha, "subject": commit.subject, "patch": None,
+                 "n": v.n, "cached": cached_by_index.get(v.index, 0), "verdict": v.verdict,
+                 "median_tok_s": v.summary.median if v.summary else None,
+                 "ci95": list(v.summary.ci95) if v.summary else None}
+        candidates.append(entry)
+    overhead = None
+    if plan.overhead is not None:
+        o = plan.overhead
+        overhead = {"value": _pct(-o.change), "ci95": [_pct(-o.ci95[1]), _pct(-o.ci95[0])],
+                    "verdict": o.verdict}
+    good_summary, bad_summary = result.endpoints
+    return {
+        "schema": SCHEMA,
+        "kind": "commits",
+        "tool_version": __version__,
+        "good": commits[0].sha,
+        "bad": commits[-1].sha,
+        "range_length": len(commits),
+        "verdict": result.verdict,
+        "endpoints": {"good": _summary_json(good_summary), "bad": _summary_json(bad_summary)},
+        "gap_pct": _pct(result.gap),
+        "unexplained_pct": _pct(result.unexplained * result.gap) if result.culprits else _pct(result.gap),
+        "unexplained_share": round(result.unexplained, 4),
+        "culprits": culprits,
+        "endpoint_counters": {"good": dict(counters.get(0, {})),
+                              "bad": dict(counters.get(len(commits) - 1, {}))},
+        "candidates": candidates,
+        "probes": probes,
+        "cached_samples": cached,
+        "instrumentation": {"mode": config.instrument, "tok_s_from_shimmed_runs": plan.main_instrumented,
+                            "note": plan.note},
+        "instrumentation_overhead_pct": overhead,
+        "settings": {"min_effect": config.min_effect, "direction": config.direction,
+                     "max_samples": config.max_samples, "slots": config.slots,
+                     "tokens": config.probe.tokens, "cmd": config.probe.cmd},
+        "environment": dict(env_facts),
+        "store": str(store_path),
+        "hunt_id": hunt_id,
+    }
+
+
+def counter_changes(before: Mapping[str, float], after: Mapping[str, float]) -> list[str]:
+    """Human lines such as 'create_block_mask calls/iter 1 -> 2' for counters that moved."""
+    lines = []
+    for name in sorted(set(before) | set(after)):
+        a, b = before.get(name), after.get(name)
+        if a is None or b is None or abs(b - a) < 1e-9:
+            continue
+        label = name.replace("_calls", " calls").replace("_ms", " host ms").replace("_", " ")
+        if name.endswith("_ms"):
+            lines.append(f"{label}/iter {a:.1f} -> {b:.1f} ({b - a:+.1f})")
+        else:
+            lines.append(f"{label}/iter {a:g} -> {b:g}")
+    return lines

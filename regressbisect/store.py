@@ -1,0 +1,417 @@
+"""SQLite store of hunts, samples, skips and per-iteration rows.
+
+Every sample is committed the moment it exists (WAL journal, synchronous=FULL, one
+transaction per sample), so a `kill -9` at any moment loses no stored sample and a resumed
+hunt reuses everything measured before. Samples are keyed by SampleKey (tree, patch hash,
+config hash, environment fingerprint): identical trees share samples across commits and hunts.
+
+pandas is imported only by the methods that return DataFrames.
+"""
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Iterable
+
+from regressbisect.errors import UserError
+from regressbisect.model import Candidate, ProbeOutcome, Sample, SampleKey
+
+if TYPE_CHECKING:
+    import pandas
+
+SCHEMA_VERSION = 1
+"""Bumped on every incompatible schema change; older stores are migrated, newer ones refused."""
+BUSY_TIMEOUT_MS = 30_000
+"""How long a writer waits for another process's transaction (parallel hunts on one store)."""
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (
+    key TEXT PRIMARY KEY,
+    value TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS hunts (
+    id INTEGER PRIMARY KEY,
+    kind TEXT NOT NULL,
+    good TEXT NOT NULL,
+    bad TEXT NOT NULL,
+    config_hash TEXT NOT NULL,
+    env_fingerprint TEXT NOT NULL,
+    settings TEXT NOT NULL,          -- canonical JSON (sorted keys): part of the resume key
+    started_at REAL NOT NULL,        -- unix seconds
+    finished_at REAL,
+    report TEXT                      -- JSON report, set by finish_hunt
+);
+CREATE TABLE IF NOT EXISTS samples (
+    id INTEGER PRIMARY KEY,
+    hunt_id INTEGER REFERENCES hunts(id),
+    tree TEXT NOT NULL,
+    patch_hash TEXT,
+    config_hash TEXT NOT NULL,
+    env_fingerprint TEXT NOT NULL,
+    commit_sha TEXT NOT NULL,
+    patch_ids TEXT NOT NULL,         -- JSON list of hunk ids
+    arm TEXT NOT NULL,               -- 'main' | 'instrumented' | 'control' | ...
+    instrumented INTEGER NOT NULL,
+    tok_s REAL NOT NULL,
+    tokens REAL,
+    seconds REAL,
+    counters TEXT NOT NULL,          -- JSON object
+    wall_seconds REAL NOT NULL,
+    exit_code INTEGER,
+    created_at REAL NOT NULL
+);
+CREATE INDEX IF NOT EXISTS samples_by_key
+    ON samples(tree, patch_hash, config_hash, env_fingerprint);
+CREATE INDEX IF NOT EXISTS samples_by_config ON samples(config_hash, env_fingerprint);
+CREATE TABLE IF NOT EXISTS iterations (
+    sample_id INTEGER NOT NULL REFERENCES samples(id),
+    iter INTEGER NOT NULL,           -- 0-based position in the sample's iters
+    name TEXT NOT NULL,              -- 'ms', 'tokens', or a counter name
+    value,                           -- usually REAL
+    PRIMARY KEY (sample_id, iter, name)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS skips (
+    id INTEGER PRIMARY KEY,
+    hunt_id INTEGER REFERENCES hunts(id),
+    tree TEXT NOT NULL,
+    patch_hash TEXT,
+    config_hash TEXT NOT NULL,
+    env_fingerprint TEXT NOT NULL,
+    commit_sha TEXT NOT NULL,
+    patch_ids TEXT NOT NULL,
+    arm TEXT NOT NULL,
+    reason TEXT NOT NULL,
+    exit_code INTEGER,
+    output_tail TEXT NOT NULL,
+    wall_seconds REAL NOT NULL,
+    created_at REAL NOT NULL
+);
+CREATE INDEX IF NOT EXISTS skips_by_key ON skips(tree, patch_hash, config_hash, env_fingerprint);
+CREATE TABLE IF NOT EXISTS machine_checks (
+    id INTEGER PRIMARY KEY,
+    env_fingerprint TEXT NOT NULL,
+    metrics TEXT NOT NULL,           -- JSON object
+    created_at REAL NOT NULL
+);
+"""
+
+_KEY_WHERE = "tree = ? AND patch_hash IS ? AND config_hash = ? AND env_fingerprint = ?"
+
+
+class Store:
+    """One SQLite file; safe to share between threads of one process and between processes."""
+
+    def __init__(self, path: Path):
+        self.path = Path(path)
+        self._lock = threading.RLock()
+        if self.path.is_dir():
+            raise UserError(f"store {self.path} is a directory; pass --store FILE")
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as error:
+            raise UserError(f"cannot create the store directory {self.path.parent}: "
+                            f"{error.strerror}; pass --store NEWPATH") from None
+        try:
+            self._conn = sqlite3.connect(str(self.path), timeout=BUSY_TIMEOUT_MS / 1000,
+                                         isolation_level=None, check_same_thread=False)
+        except sqlite3.Error as error:
+            raise self._invalid(error) from None
+        try:
+            self._open()
+        except UserError:
+            self._conn.close()
+            raise
+        except sqlite3.DatabaseError as error:
+            self._conn.close()
+            raise self._invalid(error) from None
+
+    def _invalid(self, error: Exception) -> UserError:
+        detail = str(error).replace("\n", " ")
+        if "unable to open" in detail or "readonly" in detail:
+            return UserError(f"cannot open store {self.path} ({detail}); "
+                             f"check its permissions or pass --store NEWPATH")
+        return UserError(f"store {self.path} is not a valid regressbisect store ({detail}); "
+                         f"move it away or pass --store NEWPATH")
+
+    def _open(self) -> None:
+        conn = self._conn
+        conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+        # Reading the schema first fails fast on a file that is not SQLite at all.
+        tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+        if tables and "meta" not in tables:
+            raise self._invalid(ValueError("no meta table: another program's database?"))
+        if "meta" in tables:
+            row = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+            try:
+                version = int(row[0]) if row else None
+            except ValueError:
+                version = None
+            if version is None:
+                raise self._invalid(ValueError("no schema version"))
+            if version > SCHEMA_VERSION:
+                raise UserError(f"store {self.path} was written by a newer regressbisect "
+                                f"(schema {version}); upgrade, or pass --store NEWPATH")
+        # WAL + FULL: a committed transaction survives kill -9 and power loss; readers in other
+        # processes see each sample at once without blocking the writer.
+        conn.execute("PRAGMA journal_mode = WAL")
+        conn.execute("PRAGMA synchronous = FULL")
+        conn.execute("PRAGMA foreign_keys = ON")
+        with self._transaction():
+            for statement in _SCHEMA.split(";"):
+                if statement.strip():
+                    conn.execute(statement)
+            conn.execute("INSERT OR IGNORE INTO meta(key, value) VALUES ('schema_version', ?)",
+                         (str(SCHEMA_VERSION),))
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    def close(self) -> None:
+        with self._lock:
+            self._conn.close()
+
+    def __enter__(self) -> "Store":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _transaction(self):
+        return _Transaction(self._conn, self._lock)
+
+    # -- samples -----------------------------------------------------------------------------
+
+    def add_outcome(self, key: SampleKey, candidate: Candidate, outcome: ProbeOutcome, *,
+                    hunt_id: int | None, arm: str = "main") -> int:
+        """Store one probe outcome (a sample with its iteration rows, or a skip), committed at
+        once. Returns the row id (in `samples` or in `skips`)."""
+        now = time.time()
+        common = (hunt_id, key.tree, key.patch_hash, key.config_hash, key.env_fingerprint,
+                  candidate.commit, json.dumps(list(candidate.patch)), arm)
+        with self._transaction() as conn:
+            if outcome.sample is None:
+                cursor = conn.execute(
+                    "INSERT INTO skips(hunt_id, tree, patch_hash, config_hash, env_fingerprint,"
+                    " commit_sha, patch_ids, arm, reason, exit_code, output_tail, wall_seconds,"
+                    " created_at) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                    common + (outcome.skip_reason, outcome.exit_code, outcome.output_tail,
+                              outcome.wall_seconds, now))
+                return int(cursor.lastrowid)
+            sample = outcome.sample
+            cursor = conn.execute(
+                "INSERT INTO samples(hunt_id, tree, patch_hash, config_hash, env_fingerprint,"
+                " commit_sha, patch_ids, arm, instrumented, tok_s, tokens, seconds, counters,"
+                " wall_seconds, exit_code, created_at) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                common + (int(sample.instrumented), sample.tok_s, sample.tokens, sample.seconds,
+                          json.dumps(dict(sample.counters)), outcome.wall_seconds,
+                          outcome.exit_code, now))
+            sample_id = int(cursor.lastrowid)
+            conn.executemany(
+                "INSERT INTO iterations(sample_id, iter, name, value) VALUES (?,?,?,?)",
+                [(sample_id, i, str(name), _sql_value(value))
+                 for i, row in enumerate(sample.iters) for name, value in row.items()])
+            return sample_id
+
+    def samples(self, key: SampleKey, *, instrumented: bool | None = False,
+                arm: str | None = None) -> list[Sample]:
+        """Samples stored under `key`, in insertion order; `instrumented`/`arm` None = any."""
+        where, params = _KEY_WHERE, list(_key_params(key))
+        if instrumented is not None:
+            where += " AND instrumented = ?"
+            params.append(int(instrumented))
+        if arm is not None:
+            where += " AND arm = ?"
+            params.append(arm)
+        with self._lock:
+            rows = self._conn.execute(
+                f"SELECT id, tok_s, tokens, seconds, counters, instrumented FROM samples "
+                f"WHERE {where} ORDER BY id", params).fetchall()
+            iters = self._iteration_rows([r[0] for r in rows])
+        return [Sample(tok_s=tok_s, tokens=tokens, seconds=seconds, iters=iters.get(sid, ()),
+                       counters=json.loads(counters), instrumented=bool(instr))
+                for sid, tok_s, tokens, seconds, counters, instr in rows]
+
+    def sample_ids(self, key: SampleKey, *, instrumented: bool | None = False,
+                   arm: str | None = None) -> list[int]:
+        """Ids of the samples `samples()` returns, same order (for `iterations()`)."""
+        where, params = _KEY_WHERE, list(_key_params(key))
+        if instrumented is not None:
+            where += " AND instrumented = ?"
+            params.append(int(instrumented))
+        if arm is not None:
+            where += " AND arm = ?"
+            params.append(arm)
+        with self._lock:
+            return [r[0] for r in self._conn.execute(
+                f"SELECT id FROM samples WHERE {where} ORDER BY id", params)]
+
+    def skips(self, key: SampleKey) -> list[str]:
+        """Skip reasons stored under `key`, in insertion order."""
+        with self._lock:
+            return [r[0] for r in self._conn.execute(
+                f"SELECT reason FROM skips WHERE {_KEY_WHERE} ORDER BY id", _key_params(key))]
+
+    def iterations(self, sample_id: int) -> "pandas.DataFrame":
+        """Per-iteration rows of one sample: column `iter`, then `ms`, `tokens`, counters."""
+        import pandas as pd
+
+        with self._lock:
+            rows = self._iteration_rows([sample_id]).get(sample_id, ())
+        frame = pd.DataFrame([dict(r) for r in rows])
+        frame.insert(0, "iter", range(len(frame)))
+        return frame
+
+    def _iteration_rows(self, sample_ids: list[int]) -> dict[int, tuple[dict[str, Any], ...]]:
+        result: dict[int, list[dict[str, Any]]] = {}
+        for chunk in _chunks(sample_ids, 500):  # SQLite caps bound parameters per statement
+            marks = ",".join("?" * len(chunk))
+            for sid, i, name, value in self._conn.execute(
+                    f"SELECT sample_id, iter, name, value FROM iterations "
+                    f"WHERE sample_id IN ({marks}) ORDER BY sample_id, iter", chunk):
+                rows = result.setdefault(sid, [])
+                while len(rows) <= i:
+                    rows.append({})
+                rows[i][name] = value
+        return {sid: tuple(rows) for sid, rows in result.items()}
+
+    # -- hunts -------------------------------------------------------------------------------
+
+    def start_hunt(self, *, kind: str, good: str, bad: str, config_hash: str,
+                   env_fingerprint: str, settings: dict) -> int:
+        """A new hunt id, or the id of the same unfinished hunt (resume after a kill)."""
+        settings_json = json.dumps(settings, sort_keys=True, default=str)
+        with self._transaction() as conn:
+            row = conn.execute(
+                "SELECT id FROM hunts WHERE kind = ? AND good = ? AND bad = ? AND config_hash = ?"
+                " AND env_fingerprint = ? AND settings = ? AND finished_at IS NULL"
+                " ORDER BY id DESC LIMIT 1",
+                (kind, good, bad, config_hash, env_fingerprint, settings_json)).fetchone()
+            if row:
+                return int(row[0])
+            cursor = conn.execute(
+                "INSERT INTO hunts(kind, good, bad, config_hash, env_fingerprint, settings,"
+                " started_at) VALUES (?,?,?,?,?,?,?)",
+                (kind, good, bad, config_hash, env_fingerprint, settings_json, time.time()))
+            return int(cursor.lastrowid)
+
+    def finish_hunt(self, hunt_id: int, report: dict) -> None:
+        """Mark the hunt finished and keep its JSON report."""
+        with self._transaction() as conn:
+            cursor = conn.execute("UPDATE hunts SET finished_at = ?, report = ? WHERE id = ?",
+                                  (time.time(), json.dumps(report, default=str), hunt_id))
+            if cursor.rowcount != 1:
+                raise KeyError(f"no hunt {hunt_id} in store {self.path}")
+
+    def hunts(self) -> "pandas.DataFrame":
+        """One row per hunt: id, kind, good, bad, started/finished (UTC), verdict, samples, skips."""
+        import pandas as pd
+
+        with self._lock:
+            frame = pd.read_sql_query(
+                "SELECT h.id, h.kind, h.good, h.bad, h.config_hash, h.env_fingerprint,"
+                " h.started_at, h.finished_at, json_extract(h.report, '$.verdict') AS verdict,"
+                " (SELECT COUNT(*) FROM samples s WHERE s.hunt_id = h.id) AS samples,"
+                " (SELECT COUNT(*) FROM skips k WHERE k.hunt_id = h.id) AS skips"
+                " FROM hunts h ORDER BY h.id", self._conn)
+        for column in ("started_at", "finished_at"):
+            frame[column] = pd.to_datetime(frame[column], unit="s", utc=True)
+        return frame
+
+    def hunt_report(self, hunt_id: int) -> dict | None:
+        """The JSON report of a finished hunt; None if unfinished or unknown."""
+        with self._lock:
+            row = self._conn.execute("SELECT report FROM hunts WHERE id = ?",
+                                     (hunt_id,)).fetchone()
+        return json.loads(row[0]) if row and row[0] is not None else None
+
+    def last_hunt_id(self) -> int | None:
+        with self._lock:
+            row = self._conn.execute("SELECT MAX(id) FROM hunts").fetchone()
+        return None if row[0] is None else int(row[0])
+
+    # -- nightly series and machine checks ---------------------------------------------------
+
+    def series(self, *, config_hash: str, env_fingerprint: str | None = None) -> "pandas.DataFrame":
+        """Per measured commit (plain commits, unprofiled samples): commit, tree, n,
+        median_tok_s, first, last - ordered by first measurement (the nightly series)."""
+        import pandas as pd
+
+        where, params = "config_hash = ? AND patch_hash IS NULL AND instrumented = 0", [config_hash]
+        if env_fingerprint is not None:
+            where += " AND env_fingerprint = ?"
+            params.append(env_fingerprint)
+        with self._lock:
+            raw = pd.read_sql_query(
+                f"SELECT commit_sha AS 'commit', tree, tok_s, created_at FROM samples "
+                f"WHERE {where} ORDER BY id", self._conn, params=params)
+        columns = ["commit", "tree", "n", "median_tok_s", "first", "last"]
+        if raw.empty:
+            return pd.DataFrame(columns=columns)
+        grouped = raw.groupby(["commit", "tree"], sort=False).agg(
+            n=("tok_s", "size"), median_tok_s=("tok_s", "median"),
+            first=("created_at", "min"), last=("created_at", "max")).reset_index()
+        grouped = grouped.sort_values("first", kind="stable").reset_index(drop=True)
+        for column in ("first", "last"):
+            grouped[column] = pd.to_datetime(grouped[column], unit="s", utc=True)
+        return grouped[columns]
+
+    def record_machine_check(self, env_fingerprint: str, metrics: dict) -> None:
+        """Keep one hardware sanity-check result (nightly / doctor)."""
+        with self._transaction() as conn:
+            conn.execute("INSERT INTO machine_checks(env_fingerprint, metrics, created_at)"
+                         " VALUES (?,?,?)", (env_fingerprint, json.dumps(metrics), time.time()))
+
+    def machine_checks(self, env_fingerprint: str) -> "pandas.DataFrame":
+        """Past checks of this machine, oldest first: `created_at` (UTC) then one column per metric."""
+        import pandas as pd
+
+        with self._lock:
+            rows = self._conn.execute(
+                "SELECT created_at, metrics FROM machine_checks WHERE env_fingerprint = ?"
+                " ORDER BY id", (env_fingerprint,)).fetchall()
+        frame = pd.DataFrame([{"created_at": created, **json.loads(metrics)}
+                              for created, metrics in rows])
+        if frame.empty:
+            return pd.DataFrame(columns=["created_at"])
+        frame["created_at"] = pd.to_datetime(frame["created_at"], unit="s", utc=True)
+        return frame
+
+
+class _Transaction:
+    """BEGIN IMMEDIATE ... COMMIT under the store's lock; ROLLBACK on any exception."""
+
+    def __init__(self, conn: sqlite3.Connection, lock: threading.RLock):
+        self._conn, self._lock = conn, lock
+
+    def __enter__(self) -> sqlite3.Connection:
+        self._lock.acquire()
+        try:
+            # IMMEDIATE takes the write lock up front: no deadlock upgrading a read lock.
+            self._conn.execute("BEGIN IMMEDIATE")
+        except BaseException:
+            self._lock.release()
+            raise
+        return self._conn
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        try:
+            self._conn.execute("ROLLBACK" if exc_type else "COMMIT")
+        finally:
+            self._lock.release()
+
+
+def _key_params(key: SampleKey) -> tuple[Any, ...]:
+    return (key.tree, key.patch_hash, key.config_hash, key.env_fingerprint)
+
+
+def _sql_value(value: Any) -> Any:
+    if value is None or isinstance(value, (int, float, str)):
+        return value
+    return json.dumps(value, default=str)  # a nested value in a row: keep it readable
+
+
+def _chunks(items: list[int], size: int) -> Iterable[list[int]]:
+    for start in range(0, len(items), size):
+        yield items[start:start + size]
