@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from regressbisect.errors import UserError
+from regressbisect.probe.protocol import DEFAULT_METRIC_REGEX
 
-DEFAULT_METRIC_REGEX = r"([0-9][0-9,_]*(?:\.[0-9]+)?\s*[kKmM]?)\s*tok(?:ens)?/s"
 
 DIRECTIONS = ("slower", "faster", "both")
 INSTRUMENT_MODES = ("auto", "off", "separate")

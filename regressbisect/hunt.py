@@ -13,7 +13,7 @@ import shutil
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 from regressbisect import report as report_mod
 from regressbisect import stats
@@ -21,9 +21,9 @@ from regressbisect.config import HuntConfig, default_store_path
 from regressbisect.errors import ExitCode, UserError, warn
 from regressbisect.git.history import CommitInfo, History
 from regressbisect.git.worktrees import WorktreePool
-from regressbisect.model import Candidate, SampleKey
+from regressbisect.model import Candidate, ProbeOutcome, SampleKey
 from regressbisect.oracle import Request, SampleSource, median_counters
-from regressbisect.probe.runner import ProbeSpec, environment_fingerprint
+from regressbisect.probe.runner import ProbeSpec, environment_fingerprint, run_probe
 from regressbisect.progress import HuntProgress
 from regressbisect.search.bisect import CommitSearch, SearchSettings
 from regressbisect.store import Store
@@ -90,7 +90,8 @@ class CommitHunt:
     """One `regressbisect run GOOD BAD`."""
 
     def __init__(self, history: History, good_ref: str, bad_ref: str, config: HuntConfig, *,
-                 store_path: Path | None = None, progress: HuntProgress | None = None):
+                 store_path: Path | None = None, progress: HuntProgress | None = None,
+                 probe_runner: Callable[..., ProbeOutcome] = run_probe):
         self.history = history
         self.config = config
         self.good = history.resolve(good_ref)
@@ -99,6 +100,7 @@ class CommitHunt:
         self.candidates = [Candidate(c.sha) for c in self.commits]
         self.store_path = store_path or default_store_path(history.common_dir)
         self.progress = progress or HuntProgress(quiet=True)
+        self.probe_runner = probe_runner
         self.progress.set_labels([c.sha[:10] for c in self.commits])
         self.env_fingerprint, self.env_facts = environment_fingerprint()
         self._config_hash = config.probe.config_hash()
@@ -122,7 +124,8 @@ class CommitHunt:
             source = SampleSource(store=store, pool=pool, spec=spec,
                                   env_fingerprint=self.env_fingerprint, hunt_id=hunt_id,
                                   key_for=self.key_for,
-                                  slot_env=slot_environments(cfg, count_gpus()))
+                                  slot_env=slot_environments(cfg, count_gpus()),
+                                  probe_runner=self.probe_runner)
             plan = self._plan_instrumentation(source)
             result = self._search(source, plan)
             counters = self._explain(source, plan, result)

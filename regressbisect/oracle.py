@@ -43,6 +43,14 @@ class Request:
     namespace: str = "search"
     """Consumers with separate cursors over the same stored samples (e.g. 'overhead', 'search'),
     so the overhead arm's unshimmed GOOD runs are reused by the search instead of re-run."""
+    flagged: bool = False
+    """Taken while the machine failed its sanity check: stored apart, never used as evidence."""
+
+    @property
+    def arm(self) -> str:
+        if self.flagged:
+            return "flagged"
+        return "instrumented" if self.instrumented else "main"
 
 
 class SampleSource:
@@ -51,7 +59,8 @@ class SampleSource:
     def __init__(self, *, store: Store, pool: WorktreePool, spec: ProbeSpec, env_fingerprint: str,
                  hunt_id: int | None, key_for: Callable[[Candidate], SampleKey],
                  patch_for: Callable[[Candidate], str | None] = lambda c: None,
-                 slot_env: Sequence[Mapping[str, str]] = ({},)):
+                 slot_env: Sequence[Mapping[str, str]] = ({},),
+                 probe_runner: Callable[..., ProbeOutcome] = run_probe):
         self._store = store
         self._pool = pool
         self._spec = spec
@@ -60,8 +69,9 @@ class SampleSource:
         self._key_for = key_for
         self._patch_for = patch_for
         self._slot_env = list(slot_env) or [{}]
-        self._cursor: dict[tuple[SampleKey, bool, str], int] = {}
-        self._initial_count: dict[tuple[SampleKey, bool], int] = {}
+        self._probe_runner = probe_runner  # a fake executor in unit tests (hyperfine's mock)
+        self._cursor: dict[tuple[SampleKey, str, str], int] = {}
+        self._initial_count: dict[tuple[SampleKey, str], int] = {}
         self.probes_run = 0
         self.cached_used = 0
         self.probe_seconds = 0.0
@@ -74,7 +84,8 @@ class SampleSource:
         return self._key_for(candidate)
 
     def stored(self, candidate: Candidate, instrumented: bool) -> list[Sample]:
-        return self._store.samples(self._key_for(candidate), instrumented=instrumented)
+        return self._store.samples(self._key_for(candidate), instrumented=instrumented,
+                                   arm="instrumented" if instrumented else "main")
 
     def draw_many(self, requests: Sequence[Request],
                   on_start: Callable[[int, Request], None] | None = None) -> list[Draw]:
@@ -94,8 +105,7 @@ class SampleSource:
             for (i, request), outcome in zip(fresh, outcomes):
                 # Stored at once, in the caller's thread: SQLite connections are not shared.
                 self._store.add_outcome(self._key_for(request.candidate), request.candidate, outcome,
-                                        hunt_id=self._hunt_id,
-                                        arm="instrumented" if request.instrumented else "main")
+                                        hunt_id=self._hunt_id, arm=request.arm)
                 self._advance(request)
                 self.probes_run += 1
                 self.probe_seconds += outcome.wall_seconds
@@ -104,8 +114,8 @@ class SampleSource:
 
     # -- internals ---------------------------------------------------------------------------
 
-    def _cursor_key(self, request: Request) -> tuple[SampleKey, bool, str]:
-        return (self._key_for(request.candidate), request.instrumented, request.namespace)
+    def _cursor_key(self, request: Request) -> tuple[SampleKey, str, str]:
+        return (self._key_for(request.candidate), request.arm, request.namespace)
 
     def _advance(self, request: Request) -> None:
         ck = self._cursor_key(request)
@@ -113,12 +123,12 @@ class SampleSource:
 
     def _from_store(self, request: Request) -> Draw | None:
         key = self._key_for(request.candidate)
-        stored = self._store.samples(key, instrumented=request.instrumented)
-        self._initial_count.setdefault((key, request.instrumented), len(stored))
+        stored = self._store.samples(key, instrumented=request.instrumented, arm=request.arm)
+        self._initial_count.setdefault((key, request.arm), len(stored))
         position = self._cursor.get(self._cursor_key(request), 0)
         if position < len(stored):
             self._advance(request)
-            cached = position < self._initial_count[(key, request.instrumented)]
+            cached = position < self._initial_count[(key, request.arm)]
             self.cached_used += int(cached)
             return Draw(request.candidate, stored[position], None, cached=cached)
         if not stored:
@@ -144,7 +154,7 @@ class SampleSource:
             spec = ProbeSpec(command=self._spec.command, tokens=self._spec.tokens,
                              timeout_s=self._spec.timeout_s, env=self._spec.env,
                              instrument=request.instrumented, metric_regex=self._spec.metric_regex)
-            return run_probe(spec, worktree, extra_env=self._slot_env[slot])
+            return self._probe_runner(spec, worktree, extra_env=self._slot_env[slot])
 
         if len(fresh) == 1:
             return [run(0, fresh[0][1])]

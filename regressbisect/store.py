@@ -154,6 +154,11 @@ class Store:
             if version > SCHEMA_VERSION:
                 raise UserError(f"store {self.path} was written by a newer regressbisect "
                                 f"(schema {version}); upgrade, or pass --store NEWPATH")
+            # quick_check reads every page (milliseconds for a store of this size): a damaged
+            # page fails here with one line, not as a traceback in the middle of a hunt.
+            problem = conn.execute("PRAGMA quick_check(1)").fetchone()[0]
+            if problem != "ok":
+                raise self._invalid(ValueError(f"integrity check: {problem}"))
         # WAL + FULL: a committed transaction survives kill -9 and power loss; readers in other
         # processes see each sample at once without blocking the writer.
         conn.execute("PRAGMA journal_mode = WAL")
@@ -338,7 +343,10 @@ class Store:
         median_tok_s, first, last - ordered by first measurement (the nightly series)."""
         import pandas as pd
 
-        where, params = "config_hash = ? AND patch_hash IS NULL AND instrumented = 0", [config_hash]
+        # Only the main arm is evidence: shimmed runs and runs of a night flagged by the
+        # hardware check ('flagged' arm) never enter the series.
+        where, params = ("config_hash = ? AND patch_hash IS NULL AND instrumented = 0 AND arm = 'main'",
+                         [config_hash])
         if env_fingerprint is not None:
             where += " AND env_fingerprint = ?"
             params.append(env_fingerprint)

@@ -52,7 +52,8 @@ def build_repo(root: Path, commits: int, files: int, seconds: float) -> list[str
     shas = []
     for c in range(commits):
         for k in range(5):  # each commit touches 5 files, as real history does
-            path = root / "src" / f"pkg{(c + k) % 10}" / f"mod{(c * 7 + k) % files}.py"
+            j = (c * 7 + k) % files
+            path = root / "src" / f"pkg{j % 10}" / f"mod{j}.py"
             path.write_text(path.read_text() + f"# commit {c}\n")
         git(root, "add", "-A")
         git(root, "commit", "-q", "-m", f"commit {c}")

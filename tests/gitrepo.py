@@ -54,7 +54,13 @@ def write_files(path: Path, files: Mapping[str, str | bytes | None]) -> None:
             target.write_text(content)
 
 
-_commit_counter = [0]
+def _next_date(path: Path) -> int:
+    """A date one minute after the previous commit of this repository: shas depend only on
+    the repository's own history, not on what other tests did before."""
+    proc = subprocess.run(["git", "rev-list", "--count", "--all"], cwd=path,
+                          capture_output=True, env=git_env())
+    count = int(proc.stdout.decode().strip() or 0) if proc.returncode == 0 else 0
+    return _BASE_DATE + 60 * (count + 1)
 
 
 def commit(path: Path, spec: CommitSpec, message: str | None = None) -> str:
@@ -64,10 +70,9 @@ def commit(path: Path, spec: CommitSpec, message: str | None = None) -> str:
         subject = spec(path)
     else:
         write_files(path, spec)
-    _commit_counter[0] += 1
-    date = _BASE_DATE + 60 * _commit_counter[0]
+    date = _next_date(path)
     git(path, "add", "-A")
-    msg = message or subject or f"commit {_commit_counter[0]}"
+    msg = message or subject or f"commit {(date - _BASE_DATE) // 60}"
     git(path, "commit", "-q", "--allow-empty", "-m", msg, date=date)
     return git(path, "rev-parse", "HEAD")
 
@@ -89,9 +94,7 @@ def make_repo(path: Path, commits: Sequence[CommitSpec], messages: Sequence[str]
 
 def merge(path: Path, other: str, message: str = "merge") -> str:
     """Create a merge commit of `other` into the current branch (--no-ff); return its sha."""
-    _commit_counter[0] += 1
-    git(path, "merge", "-q", "--no-ff", "-m", message, other,
-        date=_BASE_DATE + 60 * _commit_counter[0])
+    git(path, "merge", "-q", "--no-ff", "-m", message, other, date=_next_date(path))
     return git(path, "rev-parse", "HEAD")
 
 

@@ -119,6 +119,9 @@ class History:
         proc = run_git(path, "rev-parse", "--path-format=absolute", "--is-bare-repository",
                        "--show-toplevel", "--git-common-dir", check=False)
         if proc.returncode != 0:
+            if b"dubious ownership" in proc.stderr:  # git refuses repos owned by someone else
+                raise UserError(f"git refuses the repository at {path}: owned by another user "
+                                f"(see `git config --global --add safe.directory`)")
             raise not_a_repo
         lines = proc.stdout.decode().splitlines()
         if len(lines) < 3 or lines[0] == "true":
@@ -177,11 +180,13 @@ class History:
     def first_parent_range(self, good: str, bad: str) -> list[CommitInfo]:
         """[GOOD, ..., BAD], oldest first, along BAD's first-parent chain.
 
-        Walks first parents from BAD and stops at the first commit that is GOOD or an
-        ancestor of GOOD (`git rev-list --first-parent BAD ^GOOD`); GOOD is then put first.
-        When GOOD is on that chain this is exactly the chain between them. When GOOD sits on
-        a merged side branch, the merge that brought GOOD in is the oldest candidate after
-        GOOD and is tested as one step (a warning says so), as `git bisect --first-parent`.
+        The candidates are the commits on BAD's first-parent chain that descend from GOOD
+        (`git rev-list --first-parent BAD ^GOOD` intersected with `--ancestry-path`), with GOOD
+        put first. When GOOD is on that chain this is exactly the chain between them. When
+        GOOD sits on a merged side branch, the oldest candidate is the merge that brought GOOD
+        in, tested as one step (a warning says so); mainline commits beside the side branch
+        are left out, because they do not contain GOOD and bisection needs every candidate to
+        contain GOOD.
         """
         good_sha, bad_sha = self.resolve(good), self.resolve(bad)
         if good_sha == bad_sha:
@@ -190,22 +195,38 @@ class History:
         if not self.is_ancestor(good_sha, bad_sha):
             if self.is_ancestor(bad_sha, good_sha):
                 raise UserError(f"GOOD {good} ({good_sha[:10]}) is not an ancestor of BAD "
-                                f"{bad} ({bad_sha[:10]}): BAD is the older one; swap them")
+                                f"{bad} ({bad_sha[:10]}): the range GOOD..BAD is empty "
+                                f"because BAD is the older one; swap them")
             raise UserError(f"GOOD {good} ({good_sha[:10]}) is not an ancestor of BAD {bad} "
                             f"({bad_sha[:10]}); swap them or pick a GOOD on BAD's history "
                             f"(`git merge-base {good} {bad}` is one)")
         out = self._git("log", "--first-parent", "-z", f"--format={_FORMAT}",
                         bad_sha, f"^{good_sha}", "--").stdout.decode()
-        newer = [_parse_log_record(r) for r in out.split("\0") if r.strip("\n")]
+        chain = [_parse_log_record(r) for r in out.split("\0") if r.strip("\n")]
+        descendants = set(self._git("rev-list", "--ancestry-path", bad_sha, f"^{good_sha}",
+                                    "--").stdout.decode().split())
+        newer: list[CommitInfo] = []
+        for info in chain:  # newest first; descent from GOOD holds for a prefix of the chain
+            if info.sha not in descendants:
+                break
+            newer.append(info)
         if not newer:
             raise UserError(f"empty range: no commits after GOOD {good_sha[:10]} up to BAD "
                             f"{bad_sha[:10]}")
         newer.reverse()
-        oldest_parent = self._first_parent(newer[0].sha)
-        if oldest_parent != good_sha:
-            warn(f"GOOD {good_sha[:10]} is not on BAD's first-parent chain; the range starts "
-                 f"at merge {newer[0].sha[:10]}, which is tested as one step")
+        if self._first_parent(newer[0].sha) != good_sha:
+            warn(f"GOOD {good_sha[:10]} is not on BAD's first-parent chain; the range goes "
+                 f"on at merge {newer[0].sha[:10]}, which brought GOOD in, tested as one step")
         return [self.commit_info(good_sha), *newer]
+
+    def lineage(self, tip: str, limit: int) -> list[CommitInfo]:
+        """The last `limit` commits of `tip`'s first-parent chain, oldest first (nightly series)."""
+        out = self._git("log", "--first-parent", "-z", f"--format={_FORMAT}", f"-n{int(limit)}",
+                        self.resolve(tip), "--").stdout.decode()
+        infos = [_parse_log_record(r) for r in out.split("\0") if r.strip("\n")]
+        for info in infos:
+            self._info_cache.setdefault(info.sha, info)
+        return list(reversed(infos))
 
     def _first_parent(self, sha: str) -> str | None:
         proc = self._git("rev-parse", "--verify", "--quiet", f"{sha}^1", check=False)

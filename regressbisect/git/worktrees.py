@@ -17,6 +17,7 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import re
 import shutil
 import threading
 import time
@@ -27,6 +28,7 @@ from regressbisect.errors import UserError
 from regressbisect.git.history import GitFailed, History, run_git
 
 _OUR_DIR = "regressbisect"
+_FULL_SHA = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
 
 
 class PoolLocked(UserError):
@@ -155,6 +157,8 @@ class WorktreePool:
         if not self._lock.held:
             raise RuntimeError("WorktreePool.checkout needs the pool lock: use `with pool:`")
         where = self.path(slot)
+        if not _FULL_SHA.fullmatch(commit):
+            commit = self.history.resolve(commit)  # never hand git a name starting with '-'
         if not self._is_healthy(where):
             self._recreate(where, commit)
         else:

@@ -80,7 +80,9 @@ def parse_output(text: str, metric_regex: str | None = DEFAULT_METRIC_REGEX,
 
     Without any protocol line, the last `metric_regex` match gives one Sample(tok_s=...);
     with neither, the list is empty. Counters lines from the shim become `Sample.counters`
-    (sum over processes of each process's median per-iteration value).
+    (sum over processes of each process's median per-iteration value) of every sample; a
+    protocol line's own `iters` rows stay its per-iteration rows, and their median counters
+    fill `Sample.counters` for names the shim did not report.
     Raises ProtocolError for a malformed protocol or counters line.
     """
     from regressbisect.model import Sample  # lazy: keeps `import regressbisect` minimal
@@ -100,17 +102,19 @@ def parse_output(text: str, metric_regex: str | None = DEFAULT_METRIC_REGEX,
     samples = []
     for record, line in records:
         iters = record.get("iters") or []
-        counters = dict(shim_counters)
-        # The probe's own per-iteration counters win: it knows its iteration boundaries.
-        counters.update(_median_counters(iters))
-        tok_s = record.get("tok_s")
-        if tok_s is None:
-            tok_s = record["tokens"] / record["seconds"]
+        # The probe's own rows stay the per-iteration rows (Sample.iters); Sample.counters is
+        # the job total from the shim (every rank), falling back to the medians of the probe's
+        # own rows for counters the shim did not report (often rank 0 only).
+        counters = _median_counters(iters)
+        counters.update(shim_counters)
         try:
+            tok_s = record.get("tok_s")
+            if tok_s is None:
+                tok_s = record["tokens"] / record["seconds"]
             samples.append(Sample(tok_s=tok_s, tokens=record["tokens"], seconds=record["seconds"],
                                   iters=tuple(iters), counters=counters,
                                   instrumented=instrumented))
-        except (ValueError, TypeError) as error:
+        except (ValueError, TypeError, ZeroDivisionError) as error:
             raise ProtocolError(f"invalid metrics line ({error}): {_clip(line)}") from None
     if samples or metric_regex is None:
         return samples

@@ -122,13 +122,23 @@ def run_probe_all(spec: ProbeSpec, cwd: Path, extra_env: Mapping[str, str] | Non
     if code != 0:
         return skip(_failure_reason(code, stderr, spec.render_command()))
     try:
-        samples = parse_output(stdout, spec.metric_regex, instrumented=spec.instrument)
+        samples = _parse_streams(stdout, stderr, spec)
     except ProtocolError as error:
         return skip(str(error))
     if not samples:
         return skip(NO_METRIC_REASON)
     return ProbeOutcome(sample=samples[0], skip_reason=None, exit_code=code,
                         wall_seconds=wall_seconds, output_tail=tail), samples
+
+
+def _parse_streams(stdout: str, stderr: str, spec: ProbeSpec) -> list[Sample]:
+    """Protocol and counters lines count on either stream (stdout first: its order is the
+    probe's); the regex fallback takes the last match on stdout, else on stderr (where
+    `logging` writes)."""
+    samples = parse_output(stdout + "\n" + stderr, None, instrumented=spec.instrument)
+    if samples or spec.metric_regex is None:
+        return samples
+    return parse_output(stderr + "\n" + stdout, spec.metric_regex, instrumented=spec.instrument)
 
 
 def probe_environment(spec: ProbeSpec, extra_env: Mapping[str, str] | None = None) -> dict[str, str]:

@@ -90,10 +90,22 @@ class StepMasks:
     """Same for the sliding-window layers, or None when no layer is windowed."""
 
 
+def dense_mask(mask_mod: MaskMod, q_len: int, kv_len: int, device: torch.device) -> torch.Tensor:
+    """[1, 1, Q, KV] bool: the same mask_mod evaluated on broadcast index grids.
+
+    Equal to flex_attention's create_mask (tested), which vmaps the mask_mod and is ~100x
+    slower on CPU: it would dwarf the tiny preset's step and no GPU step pays it.
+    """
+    zero = torch.zeros((), dtype=torch.long, device=device)
+    q = torch.arange(q_len, device=device)[:, None]
+    kv = torch.arange(kv_len, device=device)[None, :]
+    return mask_mod(zero, zero, q, kv)[None, None]
+
+
 def build_mask(inputs: MaskInputs, window: int, dense: bool) -> object:
-    """One mask: create_block_mask always runs (it is the step's real cost on GPU, counted and
-    timed by the shim); on CPU, where flex_attention has no backward, the dense mask of the same
-    mask_mod is returned for scaled_dot_product_attention."""
+    """One mask: create_block_mask always runs (it is the step's real host cost on GPU, counted
+    and timed by the shim); on CPU, where flex_attention has no backward, the dense mask of the
+    same mask_mod is returned for scaled_dot_product_attention."""
     mask_mod = make_mask_mod(inputs, window)
     q_len = inputs.anchors.numel() * inputs.block_size
     kv_len = inputs.seq_len + q_len
@@ -101,7 +113,7 @@ def build_mask(inputs: MaskInputs, window: int, dense: bool) -> object:
     block_mask = flex_attention_module.create_block_mask(mask_mod, 1, None, q_len, kv_len, device=device)
     if not dense:
         return block_mask
-    return flex_attention_module.create_mask(mask_mod, 1, None, q_len, kv_len, device=device)
+    return dense_mask(mask_mod, q_len, kv_len, device)
 
 
 def build_step_masks(inputs: MaskInputs, window: int, dense: bool) -> StepMasks:

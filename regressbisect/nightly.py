@@ -1,0 +1,249 @@
+"""Nightly: measure the branch tip, keep the throughput series, find change points, hunt them.
+
+One night:
+  1. hardware sanity check (doctor) against this machine's own history; a slow or busy machine's
+     night is flagged: its samples are stored apart and never used as evidence;
+  2. measure the tip and commits the store has not seen (newest first, up to --max-new),
+     interleaved, `samples_per_commit` each - re-running a night re-measures nothing;
+  3. the series (median tok/s per first-parent commit, main arm only) -> change points with a
+     maintained library (changepoints.py);
+  4. each NEW change point in the hunted direction is bisected by a CommitHunt between the last
+     commit before it and the first after it;
+  5. the report: JSON, Markdown, HTML and PNG plots in --report-dir.
+"""
+from __future__ import annotations
+
+import datetime as dt
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+from regressbisect import stats
+from regressbisect.changepoints import ChangePointSettings, detect
+from regressbisect.config import HuntConfig, default_store_path
+from regressbisect.errors import ExitCode, UserError
+from regressbisect.git.history import CommitInfo, History
+from regressbisect.git.worktrees import WorktreePool
+from regressbisect.hunt import CommitHunt, count_gpus, slot_environments
+from regressbisect.model import Candidate, ProbeOutcome, SampleKey
+from regressbisect.oracle import Request, SampleSource
+from regressbisect.probe.runner import ProbeSpec, environment_fingerprint, run_probe
+from regressbisect.progress import HuntProgress
+from regressbisect.store import Store
+
+
+@dataclass(frozen=True)
+class NightlySettings:
+    """How a night is spent."""
+
+    branch: str = "main"
+    """Branch whose tip is measured."""
+    samples_per_commit: int = 5
+    """Samples per measured commit (interleaved across the night's commits)."""
+    max_new: int = 5
+    """Commits measured per night, the tip included, newest first (unseen ones only)."""
+    lookback: int = 200
+    """First-parent commits from the tip that form the series."""
+    changepoints: ChangePointSettings = field(default_factory=ChangePointSettings)
+    """Minimum magnitude and significance of a change point."""
+    hunt: bool = True
+    """Bisect each new change point automatically."""
+
+
+@dataclass(frozen=True)
+class NightOutcome:
+    report: dict[str, Any]
+    exit_code: ExitCode
+    report_files: tuple[Path, ...] = ()
+
+
+class Nightly:
+    """One night (or, with `replay`, a sequence of past nights) on one repository."""
+
+    def __init__(self, history: History, config: HuntConfig, settings: NightlySettings, *,
+                 store_path: Path | None = None, report_dir: Path | None = None,
+                 progress: HuntProgress | None = None,
+                 probe_runner: Callable[..., ProbeOutcome] = run_probe,
+                 machine_check: Callable[[], Any] | None = None):
+        self.history = history
+        self.config = config
+        self.settings = settings
+        self.store_path = store_path or default_store_path(history.common_dir)
+        self.report_dir = report_dir
+        self.progress = progress or HuntProgress(quiet=True)
+        self.probe_runner = probe_runner
+        self.machine_check = machine_check
+        self.env_fingerprint, self.env_facts = environment_fingerprint()
+        self.config_hash = config.probe.config_hash()
+
+    # -- public --------------------------------------------------------------------------------
+
+    def run(self, tip_ref: str | None = None) -> NightOutcome:
+        tip = self.history.resolve(tip_ref or self.settings.branch)
+        commits = self._lineage(tip)
+        health = self._check_machine()
+        flagged = health["status"] in ("slow", "busy")
+        measured = self._measure(commits, flagged)
+        series = self._series(commits)
+        points = self._change_points(series)
+        hunts, new_alarms = self._hunt(points)
+        report = self._report(tip, commits, health, flagged, measured, series, points, hunts, new_alarms)
+        files = self._write_report(report, tip)
+        code = ExitCode.NIGHTLY_REGRESSION if new_alarms else ExitCode.OK
+        return NightOutcome(report=report, exit_code=code, report_files=files)
+
+    def replay(self, nights: int) -> list[NightOutcome]:
+        """Re-live the last `nights` commits of the branch as one night each (oldest first)."""
+        tip = self.history.resolve(self.settings.branch)
+        lineage = self._lineage(tip)
+        if nights < 1 or nights > len(lineage):
+            raise UserError(f"--replay {nights}: the branch has {len(lineage)} commits within "
+                            f"--lookback {self.settings.lookback}; pick 1..{len(lineage)}")
+        return [self.run(c.sha) for c in lineage[-nights:]]
+
+    # -- steps ---------------------------------------------------------------------------------
+
+    def _lineage(self, tip: str) -> list[CommitInfo]:
+        """First-parent commits ending at `tip`, oldest first, at most `lookback`."""
+        return self.history.lineage(tip, self.settings.lookback)
+
+    def _check_machine(self) -> dict[str, Any]:
+        from regressbisect import doctor
+
+        check = (self.machine_check or doctor.run_check)()
+        with Store(self.store_path) as store:
+            past = store.machine_checks(self.env_fingerprint)
+            history = [json.loads(m) if isinstance(m, str) else m for m in past["metrics"]] if len(past) else []
+            health = doctor.assess(check, history)
+            store.record_machine_check(self.env_fingerprint, doctor.check_to_json(check))
+        return {"status": health.status, "reasons": list(health.reasons),
+                "check": doctor.check_to_json(check)}
+
+    def key_for(self, candidate: Candidate) -> SampleKey:
+        return SampleKey(tree=self.history.tree_of(candidate.commit), patch_hash=None,
+                         config_hash=self.config_hash, env_fingerprint=self.env_fingerprint)
+
+    def _measure(self, commits: Sequence[CommitInfo], flagged: bool) -> list[str]:
+        """Measure the tip and unseen commits; returns the shas measured tonight."""
+        with Store(self.store_path) as store:
+            seen = set(store.series(config_hash=self.config_hash,
+                                    env_fingerprint=self.env_fingerprint)["commit"])
+        tip = commits[-1].sha
+        todo = [tip] + [c.sha for c in reversed(commits[:-1]) if c.sha not in seen]
+        todo = list(dict.fromkeys(todo))[: self.settings.max_new]
+        cfg = self.config
+        spec = ProbeSpec(command=cfg.probe.cmd, tokens=cfg.probe.tokens, timeout_s=cfg.probe.timeout_s,
+                         env={**cfg.probe.env, "REGRESSBISECT_LMHEAD_MIN_OUT": str(cfg.lm_head_min_out)},
+                         metric_regex=cfg.probe.metric_regex)
+        self.progress.phase(f"nightly: measuring {len(todo)} commit(s) ending at {tip[:10]}"
+                            + (" (machine flagged: samples kept apart)" if flagged else ""))
+        with Store(self.store_path) as store, WorktreePool(self.history, 1) as pool:
+            source = SampleSource(store=store, pool=pool, spec=spec,
+                                  env_fingerprint=self.env_fingerprint, hunt_id=None,
+                                  key_for=self.key_for, slot_env=slot_environments(cfg, count_gpus())[:1],
+                                  probe_runner=self.probe_runner)
+            # Round-robin over the night's commits: drift during the night spreads evenly.
+            for _ in range(self.settings.samples_per_commit):
+                for sha in todo:
+                    (draw,) = source.draw_many([Request(Candidate(sha), namespace="nightly", flagged=flagged)])
+                    self.progress.sample(sha[:10], draw.value, draw.skip_reason, draw.cached,
+                                         probes=source.probes_run, cached_total=source.cached_used,
+                                         note="nightly")
+        return todo
+
+    def _series(self, commits: Sequence[CommitInfo]) -> list[dict[str, Any]]:
+        """Main-arm samples of the lineage's commits, in first-parent order."""
+        rows = []
+        with Store(self.store_path) as store:
+            for c in commits:
+                values = [s.tok_s for s in store.samples(self.key_for(Candidate(c.sha)), instrumented=False, arm="main")]
+                if not values:
+                    continue
+                summary = stats.summarize(values)
+                rows.append({"commit": c.sha, "subject": c.subject, "date": c.date, "n": summary.n,
+                             "median_tok_s": summary.median, "ci95": list(summary.ci95),
+                             "flagged": False})
+        return rows
+
+    def _change_points(self, series: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+        values = [row["median_tok_s"] for row in series]
+        points = detect(values, self.settings.changepoints, direction=self.config.direction)
+        out = []
+        for p in points:
+            out.append({"index": p.index, "commit": series[p.index]["commit"],
+                        "before_commit": series[p.index - 1]["commit"],
+                        "before": p.before, "after": p.after, "change": p.change,
+                        "change_pct": round(100 * p.change, 3), "p_value": p.p_value})
+        return out
+
+    def _hunt(self, points: Sequence[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+        """Bisect each change point once; a point hunted on an earlier night is only reported."""
+        hunts: list[dict[str, Any]] = []
+        new_alarms: list[dict[str, Any]] = []
+        for point in points:
+            previous = self._finished_hunt(point["before_commit"], point["commit"])
+            if previous is not None:
+                hunts.append({**previous, "first_reported": False})
+                continue
+            if not self.settings.hunt:
+                new_alarms.append(point)
+                continue
+            self.progress.phase(f"nightly: change point {point['change_pct']:+.1f}% at "
+                                f"{point['commit'][:10]}: hunting {point['before_commit'][:10]}..{point['commit'][:10]}")
+            hunt = CommitHunt(self.history, point["before_commit"], point["commit"], self.config,
+                              store_path=self.store_path, progress=self.progress,
+                              probe_runner=self.probe_runner)
+            outcome = hunt.run()
+            hunts.append({**outcome.report, "first_reported": True})
+            if outcome.report["verdict"] == "culprits":
+                new_alarms.append(point)
+        return hunts, new_alarms
+
+    def _finished_hunt(self, good: str, bad: str) -> dict[str, Any] | None:
+        with Store(self.store_path) as store:
+            table = store.hunts()
+            if table.empty:
+                return None
+            done = table[(table["kind"] == "commits") & (table["good"] == good) & (table["bad"] == bad)
+                         & (table["config_hash"] == self.config_hash) & table["finished_at"].notna()]
+            if done.empty:
+                return None
+            return store.hunt_report(int(done.iloc[-1]["id"]))
+
+    def _report(self, tip, commits, health, flagged, measured, series, points, hunts, new_alarms) -> dict[str, Any]:
+        culprits = [c for h in hunts for c in h.get("culprits", [])]
+        return {
+            "schema": 1, "kind": "nightly",
+            "good": series[0]["commit"] if series else tip, "bad": tip,
+            "verdict": "culprits" if culprits else "none",
+            "night": {"tip": tip, "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+                      "measured": measured, "flagged": flagged},
+            "machine": health,
+            "series": series,
+            "change_points": points,
+            "new_alarms": [p["commit"] for p in new_alarms],
+            "hunts": hunts,
+            "culprits": culprits,
+            "settings": {"branch": self.settings.branch, "samples_per_commit": self.settings.samples_per_commit,
+                         "max_new": self.settings.max_new,
+                         "min_magnitude": self.settings.changepoints.min_magnitude,
+                         "alpha": self.settings.changepoints.alpha,
+                         "min_segment": self.settings.changepoints.min_segment},
+            "environment": dict(self.env_facts),
+        }
+
+    def _write_report(self, report: dict[str, Any], tip: str) -> tuple[Path, ...]:
+        if self.report_dir is None:
+            return ()
+        from regressbisect.render import render_html, render_markdown
+
+        out = self.report_dir
+        out.mkdir(parents=True, exist_ok=True)
+        stem = f"nightly-{tip[:10]}"
+        json_path = out / f"{stem}.json"
+        json_path.write_text(json.dumps(report, indent=2) + "\n")
+        md_path = out / f"{stem}.md"
+        md_path.write_text(render_markdown(report))
+        html_path = render_html(report, out / stem)
+        return (json_path, md_path, html_path)

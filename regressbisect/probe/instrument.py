@@ -1,0 +1,188 @@
+"""Per-iteration compute counters, patched into a probe process by the `shim/sitecustomize.py`.
+
+Counted (DESIGN.md, "Counters"):
+- lm_head_calls: calls of torch.nn.functional.linear whose output width (weight.shape[0]) is at
+  least REGRESSBISECT_LMHEAD_MIN_OUT (default 32768). nn.Linear.forward calls it through the
+  module attribute (`F.linear`), so patching the attribute covers both.
+- create_block_mask_calls / create_block_mask_ms: calls and host milliseconds of
+  torch.nn.attention.flex_attention.create_block_mask.
+- host_syncs: calls of Tensor.item, Tensor.tolist and torch.cuda.synchronize.
+Iteration boundaries come from the global optimizer step post-hook: counts made between two
+optimizer steps belong to the later step; counts after the last step are not a row.
+
+Calls made while torch.compile traces are not counted (they are not executed per step).
+At exit each process that saw any counts prints ONE line on stdout:
+`@regressbisect-counters {"rank": r, "pid": p, "iters": [{...}, ...]}`.
+
+This module imports nothing heavy at import time; torch arrives as the argument of the hooks.
+"""
+from __future__ import annotations
+
+import atexit
+import functools
+import json
+import os
+import sys
+import time
+from types import ModuleType
+from typing import Any, Callable
+
+COUNTERS_PREFIX = "@regressbisect-counters "
+LMHEAD_ENV = "REGRESSBISECT_LMHEAD_MIN_OUT"
+ENABLE_ENV = "REGRESSBISECT_INSTRUMENT"
+DEFAULT_LMHEAD_MIN_OUT = 32768
+COUNTER_KEYS = ("lm_head_calls", "create_block_mask_calls", "create_block_mask_ms", "host_syncs")
+
+
+class _Counts:
+    """Mutable counters (a plain object: the patched functions add to it on the hot path)."""
+
+    __slots__ = COUNTER_KEYS
+
+    def __init__(self) -> None:
+        self.lm_head_calls = 0
+        self.create_block_mask_calls = 0
+        self.create_block_mask_ms = 0.0
+        self.host_syncs = 0
+
+    def as_row(self) -> dict[str, float]:
+        return {"lm_head_calls": self.lm_head_calls,
+                "create_block_mask_calls": self.create_block_mask_calls,
+                "create_block_mask_ms": round(self.create_block_mask_ms, 3),
+                "host_syncs": self.host_syncs}
+
+    def any(self) -> bool:
+        return bool(self.lm_head_calls or self.create_block_mask_calls or self.host_syncs)
+
+
+_current = _Counts()   # since the last optimizer step
+_total = _Counts()     # since the process started (what snapshot() returns)
+_rows: list[dict[str, float]] = []
+_torch_patched = False
+_flex_patched = False
+_printed = False
+
+
+def enabled() -> bool:
+    """The runner sets REGRESSBISECT_INSTRUMENT=1; '0' turns the shim off without a path change."""
+    return os.environ.get(ENABLE_ENV, "1") != "0"
+
+
+def active() -> bool:
+    """True once torch was imported in this process and the counters are patched in."""
+    return _torch_patched
+
+
+def snapshot() -> dict[str, float]:
+    """Cumulative counters of this process (diff two snapshots to count a region)."""
+    return _total.as_row()
+
+
+def rows() -> list[dict[str, float]]:
+    """Per-optimizer-step rows recorded so far."""
+    return [dict(r) for r in _rows]
+
+
+def lm_head_min_out() -> int:
+    try:
+        return int(os.environ.get(LMHEAD_ENV, DEFAULT_LMHEAD_MIN_OUT))
+    except ValueError:
+        return DEFAULT_LMHEAD_MIN_OUT
+
+
+def _compiling_probe(torch: ModuleType) -> Callable[[], bool]:
+    compiler = getattr(torch, "compiler", None)
+    probe = getattr(compiler, "is_compiling", None)
+    return probe if probe is not None else (lambda: False)
+
+
+def on_torch_imported(torch: ModuleType) -> None:
+    """Patch linear, the host-sync entry points and the optimizer hook (once)."""
+    global _torch_patched
+    if _torch_patched or not enabled():
+        return
+    is_compiling = _compiling_probe(torch)
+    min_out = lm_head_min_out()
+    functional = torch.nn.functional
+    original_linear = functional.linear
+
+    def linear(input: Any, weight: Any, bias: Any = None) -> Any:
+        if not is_compiling() and weight.shape[0] >= min_out:
+            _current.lm_head_calls += 1
+            _total.lm_head_calls += 1
+        return original_linear(input, weight, bias)
+
+    functional.linear = linear
+
+    def counting_sync(original: Callable) -> Callable:
+        @functools.wraps(original)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            if not is_compiling():
+                _current.host_syncs += 1
+                _total.host_syncs += 1
+            return original(*args, **kwargs)
+        return wrapper
+
+    torch.Tensor.item = counting_sync(torch.Tensor.item)
+    torch.Tensor.tolist = counting_sync(torch.Tensor.tolist)
+    torch.cuda.synchronize = counting_sync(torch.cuda.synchronize)
+
+    from torch.optim.optimizer import register_optimizer_step_post_hook
+
+    register_optimizer_step_post_hook(_on_optimizer_step)
+    atexit.register(print_counters_line)
+    _torch_patched = True
+    flex = sys.modules.get("torch.nn.attention.flex_attention")
+    if flex is not None:
+        on_flex_attention_imported(flex)
+
+
+def on_flex_attention_imported(flex: ModuleType) -> None:
+    """Wrap create_block_mask to count calls and their host milliseconds (once)."""
+    global _flex_patched
+    if _flex_patched or not enabled():
+        return
+    original = flex.create_block_mask
+    torch = sys.modules.get("torch")
+    is_compiling = _compiling_probe(torch) if torch is not None else (lambda: False)
+
+    @functools.wraps(original)
+    def create_block_mask(*args: Any, **kwargs: Any) -> Any:
+        if is_compiling():
+            return original(*args, **kwargs)
+        started = time.perf_counter()
+        try:
+            return original(*args, **kwargs)
+        finally:
+            ms = (time.perf_counter() - started) * 1e3
+            for counts in (_current, _total):
+                counts.create_block_mask_calls += 1
+                counts.create_block_mask_ms += ms
+
+    flex.create_block_mask = create_block_mask
+    _flex_patched = True
+
+
+def _on_optimizer_step(optimizer: Any, args: Any, kwargs: Any) -> None:
+    global _current
+    _rows.append(_current.as_row())
+    _current = _Counts()
+
+
+def counters_line() -> str:
+    record = {"rank": int(os.environ.get("RANK", "0")), "pid": os.getpid(), "iters": _rows}
+    return COUNTERS_PREFIX + json.dumps(record, separators=(",", ":"))
+
+
+def print_counters_line() -> None:
+    """atexit: one line per process, only when something was counted (a torchrun launcher
+    that imports torch but trains nothing stays silent)."""
+    global _printed
+    if _printed or not (_rows or _total.any()):
+        return
+    _printed = True
+    try:
+        sys.stdout.write(counters_line() + "\n")
+        sys.stdout.flush()
+    except (OSError, ValueError):  # stdout closed: nothing to report to
+        pass

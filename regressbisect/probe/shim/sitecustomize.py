@@ -1,0 +1,110 @@
+"""regressbisect counters shim: loaded at interpreter start-up through PYTHONPATH.
+
+Cheap by design: it imports no torch. A meta-path finder waits for `torch` (and
+`torch.nn.attention.flex_attention`) to be imported by the program, then lets
+regressbisect/probe/instrument.py patch them; a program that never imports torch pays one
+extra finder on sys.meta_path and nothing else. Any other `sitecustomize` further down the
+path is run afterwards, as if this one were not there.
+"""
+# Imports are kept to what the interpreter has loaded anyway: this runs in every probe.
+import importlib.machinery
+import importlib.util
+import os
+import sys
+
+_SHIM_DIR = os.path.dirname(os.path.abspath(__file__))
+_INSTRUMENT_NAME = "regressbisect.probe.instrument"
+
+
+def _instrument():
+    """Load ../instrument.py by path (regressbisect need not be importable in the probe) and
+    register it under its package name, so `import regressbisect.probe.instrument` in the
+    program finds this one instance and its counters."""
+    module = sys.modules.get(_INSTRUMENT_NAME)
+    if module is not None:
+        return module
+    path = os.path.join(os.path.dirname(_SHIM_DIR), "instrument.py")
+    spec = importlib.util.spec_from_file_location(_INSTRUMENT_NAME, path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[_INSTRUMENT_NAME] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def _on_torch(module) -> None:
+    _instrument().on_torch_imported(module)
+
+
+def _on_flex_attention(module) -> None:
+    _instrument().on_flex_attention_imported(module)
+
+
+class _PostImportHooks:
+    """A sys.meta_path finder: runs a hook right after a watched module has executed, then forgets that module."""
+
+    def __init__(self, hooks) -> None:
+        self.hooks = dict(hooks)
+
+    def find_spec(self, fullname, path, target=None):
+        hook = self.hooks.get(fullname)
+        if hook is None:
+            return None
+        spec = None
+        for finder in sys.meta_path:
+            if finder is self or not hasattr(finder, "find_spec"):
+                continue
+            spec = finder.find_spec(fullname, path, target)
+            if spec is not None:
+                break
+        if spec is None or spec.loader is None or not hasattr(spec.loader, "exec_module"):
+            return spec
+        del self.hooks[fullname]
+        if not self.hooks and self in sys.meta_path:
+            sys.meta_path.remove(self)
+        loader_exec = spec.loader.exec_module
+
+        def exec_module(module) -> None:
+            loader_exec(module)
+            try:
+                hook(module)
+            except Exception:  # counters must never break the measured program
+                import traceback
+
+                print("regressbisect shim: counters disabled:", file=sys.stderr)
+                traceback.print_exc()
+
+        spec.loader.exec_module = exec_module  # type: ignore[method-assign]
+        return spec
+
+
+def _install() -> None:
+    if os.environ.get("REGRESSBISECT_INSTRUMENT", "1") == "0":
+        return
+    hooks = {"torch": _on_torch, "torch.nn.attention.flex_attention": _on_flex_attention}
+    for name in list(hooks):
+        if name in sys.modules:  # imported before us (unusual): patch now
+            hooks.pop(name)(sys.modules[name])
+    if hooks:
+        sys.meta_path.insert(0, _PostImportHooks(hooks))
+
+
+def _chain_next_sitecustomize() -> None:
+    """Run the sitecustomize this one shadows (the first one on sys.path after our dir)."""
+    here = os.path.realpath(_SHIM_DIR)
+    rest = [p for p in sys.path if os.path.realpath(p or os.getcwd()) != here]
+    spec = importlib.machinery.PathFinder.find_spec("sitecustomize", rest)
+    if spec is None or spec.loader is None:
+        return
+    module = importlib.util.module_from_spec(spec)
+    try:
+        spec.loader.exec_module(module)
+    except Exception:  # as site.py does: report and go on
+        import traceback
+
+        print(f"Error in sitecustomize {spec.origin} (chained by regressbisect):", file=sys.stderr)
+        traceback.print_exc()
+
+
+_install()
+_chain_next_sitecustomize()

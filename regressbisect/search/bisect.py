@@ -1,0 +1,634 @@
+"""Commit search: find every commit in GOOD..BAD where tok/s steps in the hunted direction.
+
+Pure: no git, no processes, no I/O. The caller (hunt.py) asks `next_batch()` for a round of
+measures, runs them (concurrently when slots > 1), feeds each tok/s back with `record()`, and
+repeats until the batch is empty. Everything is decided from the recorded values alone, so
+replaying the same values in the same order gives the same requests (resume after a kill).
+
+The method (docs/search.md has the details and the references):
+
+1. Control arm. GOOD (index 0) and BAD (index n-1) are measured interleaved, in ABBA order when
+   one sample runs at a time, and compared with a paired t test on log tok/s (stats.compare,
+   paired=True) at looks of min_samples, 2x, 4x ... pairs up to max_samples. No regression in the
+   hunted direction (or one below min_effect) -> 'not-reproduced'.
+2. Localisation. Within an interval [lo, hi] whose ends differ, the first bad commit is a change
+   point. Its posterior uses every numeric sample (not pass/fail): log tok/s = level + step *
+   [index >= first_bad] + drift * time + noise, a Bayesian linear model where level and drift
+   have flat priors, the step a Gaussian prior (half-Gaussian in the hunted direction), and the
+   noise sigma a 1/sigma prior integrated numerically. Each round measures the commits that
+   split the posterior mass into slots + 1 equal parts (the median for one slot: the split of
+   greatest expected information).
+3. Confirmation. Once one step (last_good, first_bad) holds confirm_enter of the mass, the two
+   commits are measured interleaved and a Wald SPRT on their paired log differences (sigma pooled
+   from all samples) must accept the step, and the posterior must reach `confidence`. A drift of
+   the machine cancels in each pair, so it cannot make a culprit; an SPRT that accepts 'no step'
+   vetoes that pair and the search moves on.
+4. Every change point. After a culprit, the two sides [lo, last_good] and [first_bad, hi] are
+   searched the same way with a 'no step here' hypothesis added (Pinpoint-style recursion); a
+   side is explored only while the data favour a step in the hunted direction.
+
+Skips: a candidate whose probe is skipped (crash, exit 125, timeout) is asked again once; a second
+skip with no more successes than skips marks it unmeasurable (crashes are usually deterministic,
+a single one may be a flake). Unmeasurable commits are not hypotheses of their own: a step next to
+them is reported as the range (last_good, first_bad), as git bisect does.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Sequence
+
+import numpy as np
+from scipy.special import log_ndtr, logsumexp
+from scipy.stats import chi2
+from scipy.stats import t as student_t
+
+from regressbisect.stats import Summary, compare, log_threshold, pooled_log_sigma, sprt, summarize
+
+__all__ = ["SearchSettings", "Measure", "Culprit", "CandidateVerdict", "SearchResult", "CommitSearch"]
+
+_DIRECTIONS = ("slower", "faster", "both")
+
+
+@dataclass(frozen=True)
+class SearchSettings:
+    """How hard the search tries, and what counts as a culprit."""
+
+    min_effect: float = 0.02
+    """Smallest relative tok/s step that counts (0.02 = 2%). Below about 2% run-to-run noise of a
+    training job (clocks, data order, allocator) makes localisation cost many samples, and most
+    teams do not act on it; pass 0.01 to hunt smaller steps at higher cost."""
+    direction: str = "slower"
+    """'slower' hunts drops in tok/s, 'faster' rises, 'both' either; a step the other way is not a culprit."""
+    alpha: float = 0.05
+    """False-positive rate of the control-arm test and of the SPRT that confirms each step."""
+    beta: float = 0.05
+    """False-negative rate of the SPRT that confirms each step (accepting 'no step' wrongly)."""
+    confidence: float = 0.99
+    """Posterior mass a (last_good, first_bad) step must reach before it is reported."""
+    confirm_enter: float = 0.5
+    """Posterior mass at which the two commits of the leading step start being measured in pairs."""
+    min_samples: int = 3
+    """Pairs of GOOD/BAD at the first control-arm look; later looks double it."""
+    max_samples: int = 96
+    """Cap of samples per candidate (and of control pairs): bounds the cost of an undecidable case."""
+    max_probes: int = 2000
+    """Cap of benchmark executions for the whole search; reached, the search reports what it has."""
+    drift: bool = False
+    """Model a linear drift of the machine over time in the change-point posterior."""
+    side_explore: float = 0.5
+    """A side of a culprit is searched only when the posterior of 'a step here' is at least this."""
+    side_abandon: float = 0.95
+    """A side being searched is closed when the posterior of 'no step here' reaches this."""
+
+    def __post_init__(self) -> None:
+        if self.direction not in _DIRECTIONS:
+            raise ValueError(f"direction must be one of {_DIRECTIONS}, got {self.direction!r}")
+        if not 0 < self.min_effect < 1:
+            raise ValueError("min_effect must be in (0, 1)")
+        if not 0 < self.alpha < 0.5 or not 0 < self.beta < 0.5:
+            raise ValueError("alpha and beta must be in (0, 0.5)")
+        if not 0.5 <= self.confidence < 1 or not 0 < self.confirm_enter <= self.confidence:
+            raise ValueError("need 0 < confirm_enter <= confidence < 1 and confidence >= 0.5")
+        if self.min_samples < 2 or self.max_samples < self.min_samples:
+            raise ValueError("need 2 <= min_samples <= max_samples")
+        if self.max_probes < 2:
+            raise ValueError("max_probes must be >= 2")
+
+
+@dataclass(frozen=True)
+class Measure:
+    """One sample the caller should take."""
+
+    index: int
+    """Candidate index: 0 = GOOD ... n-1 = BAD (first-parent order)."""
+    reason: str = ""
+    """Short text for the progress display ('control arm', 'bisect 12..40', 'confirm step')."""
+
+
+@dataclass(frozen=True)
+class Culprit:
+    """One confirmed step of tok/s."""
+
+    first_bad: int
+    """Index of the culprit commit (the first at the new level)."""
+    last_good: int
+    """Index of the last commit measured at the old level; first_bad - last_good > 1 when the
+    commits between were unmeasurable (skipped): the culprit is then the whole range."""
+    step: float
+    """Relative change of tok/s at this step (first_bad vs last_good), e.g. -0.051."""
+    step_ci95: tuple[float, float]
+    """95% interval of `step` (paired differences, sigma pooled over the hunt)."""
+    step_tok_s: float
+    """Absolute change, tok/s (step times the median of last_good)."""
+    share_of_gap: float
+    """Fraction of the GOOD->BAD gap this step owns, on the log scale (steps compound)."""
+
+
+@dataclass(frozen=True)
+class CandidateVerdict:
+    """What the search concluded about one candidate it measured (or tried to)."""
+
+    index: int
+    """Candidate index."""
+    n: int
+    """Samples taken."""
+    summary: Summary | None
+    """Median and interval of its tok/s; None when it has no sample."""
+    verdict: str
+    """'good' (at GOOD's level), 'bad' (at BAD's level), 'level' (between two culprits), 'skip'
+    (unmeasurable), 'unsure' (inside a range the search could not resolve)."""
+
+
+@dataclass(frozen=True)
+class SearchResult:
+    """The outcome of a search."""
+
+    verdict: str
+    """'culprits', 'none' (the regression reproduced but no step could be confirmed),
+    'not-reproduced', 'all-skipped' (an endpoint, or every commit between them, unmeasurable)."""
+    culprits: tuple[Culprit, ...]
+    """Confirmed steps in the hunted direction, by index."""
+    endpoints: tuple[Summary, Summary]
+    """GOOD and BAD (an empty Summary with n=0 when an endpoint has no sample)."""
+    gap: float
+    """BAD relative to GOOD (paired estimate from the control arm)."""
+    unexplained: float
+    """Fraction of the gap not owned by the culprits (log scale; negative if they overshoot)."""
+    candidates: tuple[CandidateVerdict, ...]
+    """Every candidate measured or skipped, by index."""
+    probes: int
+    """Benchmark executions recorded (skipped runs included)."""
+
+
+@dataclass
+class _Interval:
+    """A bracket [lo, hi] searched for one step; `null_prior` > 0 when it may hold none."""
+
+    lo: int
+    hi: int
+    null_prior: float
+    exploring: bool = False
+    vetoed: set[tuple[int, int]] = field(default_factory=set)
+
+
+@dataclass(frozen=True)
+class _Posterior:
+    gaps: list[tuple[int, int]]
+    probs: np.ndarray          # mass of each gap
+    p_null: float              # mass of 'no step in this interval'
+    step_hat: np.ndarray       # least-squares step of each gap (log scale)
+
+
+_EMPTY = Summary(n=0, median=math.nan, ci95=(math.nan, math.nan), cv=math.nan)
+_SIGMA_GRID = np.exp(np.linspace(math.log(2e-4), math.log(0.7), 96))
+
+
+class CommitSearch:
+    """Adaptive search of the first-parent list 0 (GOOD) .. n-1 (BAD); see the module docstring."""
+
+    def __init__(self, n: int, settings: SearchSettings = SearchSettings()):
+        if n < 2:
+            raise ValueError("a commit search needs at least GOOD and BAD (n >= 2)")
+        self.n = n
+        self.settings = settings
+        self._raw: dict[int, list[float]] = {}          # tok/s per candidate, in recording order
+        self._time: dict[int, list[int]] = {}           # round of each sample
+        self._tag: dict[int, list[str | None]] = {}     # pairing tag of each sample
+        self._skips: dict[int, int] = {}
+        self._pending: list[tuple[int, str | None, int]] = []
+        self._round = 0
+        self._probes = 0
+        self._phase = "control"                         # 'control' | 'search' | 'done'
+        self._control_look = settings.min_samples
+        self._control: "object | None" = None           # final control Comparison
+        self._end_verdict: str | None = None
+        self._queue: list[_Interval] = []
+        self._culprits: list[Culprit] = []
+        self._unresolved: list[tuple[int, int]] = []
+        self._sign = 0
+        self._tau = log_threshold(settings.min_effect)
+        self._live = (0, n - 1)
+
+    # ------------------------------------------------------------------ public API
+
+    def next_batch(self, slots: int = 1) -> list[Measure]:
+        """One round: up to `slots` measures on distinct candidates, one sample each; [] when done."""
+        if slots < 1:
+            raise ValueError("slots must be >= 1")
+        if self._pending:
+            raise RuntimeError("record() every measure of the previous round before asking for the next")
+        batch = self._plan(slots)
+        if batch:
+            self._round += 1
+            self._pending = [(m.index, tag, self._round) for m, tag in batch]
+        return [m for m, _ in batch]
+
+    def record(self, index: int, value: float | None) -> None:
+        """Feed one sample (tok/s) of `index`, or None when its run was skipped."""
+        if not 0 <= index < self.n:
+            raise ValueError(f"index {index} out of range 0..{self.n - 1}")
+        tag, when = None, self._round
+        for k, (i, t, r) in enumerate(self._pending):
+            if i == index:
+                tag, when = t, r
+                del self._pending[k]
+                break
+        self._probes += 1
+        if value is None:
+            self._skips[index] = self._skips.get(index, 0) + 1
+            return
+        if not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):
+            raise ValueError(f"tok/s must be finite and positive, got {value!r}")
+        self._raw.setdefault(index, []).append(float(value))
+        self._time.setdefault(index, []).append(when)
+        self._tag.setdefault(index, []).append(tag)
+
+    @property
+    def done(self) -> bool:
+        """True once the search has nothing more to measure."""
+        if self._phase != "done" and not self._pending:
+            self._plan(1, dry=True)
+        return self._phase == "done"
+
+    def live_interval(self) -> tuple[int, int]:
+        """Narrowest bracket (last_good, first_bad) currently searched, for the progress display."""
+        return self._live
+
+    def estimated_remaining(self) -> int | None:
+        """Best-effort estimate of the probes still to run (None when unknown)."""
+        if self._phase == "done":
+            return 0
+        per = self._samples_per_decision()
+        if self._phase == "control":
+            pairs = min(len(self._values(0, "pair 0 %d" % (self.n - 1))), len(self._values(self.n - 1, "pair 0 %d" % (self.n - 1))))
+            return max(0, 2 * (self._control_look - pairs)) + int(math.log2(max(2, self.n)) * per) + 2 * per
+        lo, hi = self._live
+        width = max(1, hi - lo)
+        return int(math.log2(width) * per + 2 * per * (1 + len(self._queue)))
+
+    def result(self) -> SearchResult:
+        """What the search has found so far (final once `done`)."""
+        culprits = tuple(sorted(self._culprits, key=lambda c: c.first_bad))
+        gap = self._control.change if self._control is not None else math.nan
+        if self._end_verdict in ("not-reproduced", "all-skipped"):
+            verdict = self._end_verdict
+        elif culprits:
+            whole = len(culprits) == 1 and culprits[0].first_bad - culprits[0].last_good == self.n - 1
+            verdict = "all-skipped" if whole and self.n > 2 else "culprits"
+        else:
+            verdict = "none"
+        explained = sum(c.share_of_gap for c in culprits)
+        unexplained = (1.0 - explained) if verdict in ("culprits", "none") else math.nan
+        ends = tuple(summarize(self._raw[i]) if self._raw.get(i) else _EMPTY for i in (0, self.n - 1))
+        return SearchResult(verdict=verdict, culprits=culprits, endpoints=ends, gap=gap,  # type: ignore[arg-type]
+                            unexplained=unexplained, candidates=self._candidate_verdicts(culprits),
+                            probes=self._probes)
+
+    # ------------------------------------------------------------------ data helpers
+
+    def _values(self, i: int, tag: str | None = None) -> list[float]:
+        raw = self._raw.get(i, [])
+        if tag is None:
+            return raw
+        return [v for v, t in zip(raw, self._tag.get(i, [])) if t == tag]
+
+    def _unmeasurable(self, i: int) -> bool:
+        skips = self._skips.get(i, 0)
+        return skips >= 2 and skips > len(self._raw.get(i, []))
+
+    def _retry_wanted(self, i: int) -> bool:
+        return 0 < self._skips.get(i, 0) and not self._unmeasurable(i)
+
+    def _interior_all_skipped(self) -> bool:
+        return all(self._unmeasurable(i) for i in range(1, self.n - 1))
+
+    def _capped(self, i: int) -> bool:
+        return len(self._raw.get(i, [])) >= self.settings.max_samples
+
+    def _pooled_sigma(self) -> tuple[float, int]:
+        """Noise sigma (log scale) pooled over candidates, inflated to its 75% upper bound."""
+        sigma, df = pooled_log_sigma(v for i, v in self._raw.items() if len(v) > 1 and not self._unmeasurable(i))
+        if df == 0 or not sigma > 0:
+            return math.nan, 0
+        return sigma * math.sqrt(df / chi2.ppf(0.25, df)), df
+
+    def _samples_per_decision(self) -> int:
+        sigma, _ = self._pooled_sigma()
+        if not sigma > 0 or self._tau <= 0:
+            return 3
+        # samples for a log likelihood ratio of log(100) against a step of tau: n tau^2 / (2 s^2)
+        return int(min(self.settings.max_samples, max(1, math.ceil(2 * math.log(100) * sigma ** 2 / self._tau ** 2))))
+
+    # ------------------------------------------------------------------ the state machine
+
+    def _plan(self, slots: int, dry: bool = False) -> list[tuple[Measure, str | None]]:
+        while self._phase != "done":
+            if self._probes >= self.settings.max_probes:
+                self._finish_budget()
+                break
+            if self._phase == "control":
+                batch = self._plan_control(slots)
+            else:
+                batch = self._plan_search(slots)
+            if batch is not None:
+                return batch
+        return []
+
+    def _finish_budget(self) -> None:
+        if self._phase == "control":
+            self._end_verdict = "not-reproduced"
+        else:
+            for iv in self._queue:
+                if iv.null_prior == 0 or iv.exploring:
+                    self._unresolved.append((iv.lo, iv.hi))
+            self._queue = []
+        self._phase = "done"
+
+    # control arm -----------------------------------------------------------------
+
+    def _plan_control(self, slots: int) -> list[tuple[Measure, str | None]] | None:
+        good, bad = 0, self.n - 1
+        tag = f"pair {good} {bad}"
+        if self._unmeasurable(good) or self._unmeasurable(bad):
+            self._end_verdict = "all-skipped"
+            self._phase = "done"
+            return None
+        a, b = self._values(good, tag), self._values(bad, tag)
+        pairs = min(len(a), len(b))
+        s = self.settings
+        if pairs >= self._control_look:
+            cmp = compare(a[:pairs], b[:pairs], min_effect=s.min_effect, alpha=s.alpha, paired=True)
+            self._control = cmp
+            outcome = self._control_outcome(cmp)
+            if outcome == "go":
+                self._start_search(cmp.change)
+                return None
+            if outcome == "stop":
+                self._end_verdict = "not-reproduced"
+                self._phase = "done"
+                return None
+            self._control_look *= 2
+            if self._control_look > s.max_samples:
+                self._end_verdict = "not-reproduced"
+                self._phase = "done"
+                return None
+        reason = "control arm"
+        order = self._pair_order(good, bad, len(a), len(b))
+        picks = [(Measure(i, reason), tag) for i in order[: max(1, min(2, slots))]]
+        if slots > 2:
+            # spare slots: start the search in the interior (its samples serve the localisation)
+            iv = _Interval(0, self.n - 1, 0.0)
+            post = self._posterior(iv, sign=-1 if s.direction != "faster" else 1)
+            for i in self._quantile_picks(iv, post, slots - 2, exclude={good, bad}):
+                picks.append((Measure(i, f"bisect {good}..{bad}"), None))
+        return picks
+
+    def _control_outcome(self, cmp) -> str:
+        """'go' (regression in the hunted direction), 'stop' (none), or 'more'."""
+        margin = self.settings.min_effect
+        d = self.settings.direction
+        wanted = (d == "slower" and cmp.change < 0) or (d == "faster" and cmp.change > 0) or d == "both"
+        if cmp.verdict == "different":
+            return "go" if wanted else "stop"
+        if cmp.verdict == "same":
+            return "stop"
+        # one-sided equivalence: the interval already rules out a step of min_effect our way
+        lo, hi = cmp.ci95
+        if (d == "slower" and lo > -margin) or (d == "faster" and hi < margin):
+            return "stop"
+        return "more"
+
+    def _start_search(self, gap: float) -> None:
+        d = self.settings.direction
+        self._sign = -1 if d == "slower" else 1 if d == "faster" else 0
+        self._tau = max(abs(math.log1p(gap)), log_threshold(self.settings.min_effect))
+        self._queue = [_Interval(0, self.n - 1, 0.0, exploring=True)]
+        self._phase = "search"
+
+    # localisation and confirmation ----------------------------------------------------
+
+    def _plan_search(self, slots: int) -> list[tuple[Measure, str | None]] | None:
+        if not self._queue:
+            self._phase = "done"
+            return None
+        iv = self._queue[0]
+        s = self.settings
+        if self._unmeasurable(iv.lo) or self._unmeasurable(iv.hi):
+            # an end of a side became unmeasurable: widen to the next measurable commit is not
+            # possible without breaking the culprit next to it, so the side is left unresolved
+            self._queue.pop(0)
+            self._unresolved.append((iv.lo, iv.hi))
+            return None
+        post = self._posterior(iv, sign=self._sign)
+        if not post.gaps:
+            self._queue.pop(0)
+            return None
+        if iv.null_prior > 0:
+            if not iv.exploring:
+                if 1 - post.p_null < s.side_explore:
+                    self._queue.pop(0)
+                    return None
+                iv.exploring = True
+            elif post.p_null >= s.side_abandon:
+                self._queue.pop(0)
+                return None
+        best = int(np.argmax(post.probs))
+        a, b = post.gaps[best]
+        mass = float(post.probs[best])
+        self._live = self._central_bracket(post)
+        if mass >= s.confirm_enter:
+            tag = f"pair {a} {b}"
+            va, vb = self._values(a, tag), self._values(b, tag)
+            m = min(len(va), len(vb))
+            diffs = [math.log(y) - math.log(x) for x, y in zip(va[:m], vb[:m])]
+            sigma, _ = self._pooled_sigma()
+            delta = self._step_for_sprt(post.step_hat[best])
+            decision = sprt(diffs, sigma=sigma * math.sqrt(2), delta=delta, alpha=s.alpha, beta=s.beta) if sigma > 0 else "continue"
+            if decision == "H1" and mass >= s.confidence:
+                self._accept(iv, a, b, diffs)
+                return None
+            if decision == "H0":
+                iv.vetoed.add((a, b))
+                return None
+            if self._capped(a) and self._capped(b):
+                self._queue.pop(0)
+                self._unresolved.append((iv.lo, iv.hi))
+                return None
+            picks: list[tuple[Measure, str | None]] = []
+            for i in self._pair_order(a, b, len(va), len(vb))[: max(1, min(2, slots))]:
+                picks.append((Measure(i, "confirm step"), tag))
+            if slots > len(picks):
+                for i in self._quantile_picks(iv, post, slots - len(picks), exclude={a, b}):
+                    picks.append((Measure(i, f"bisect {iv.lo}..{iv.hi}"), None))
+            return picks
+        picks = [(Measure(i, f"bisect {iv.lo}..{iv.hi}"), None) for i in self._quantile_picks(iv, post, slots, exclude=set())]
+        if not picks:
+            self._queue.pop(0)
+            self._unresolved.append((iv.lo, iv.hi))
+            return None
+        return picks
+
+    def _step_for_sprt(self, step_hat: float) -> float:
+        """Alternative of the SPRT: the model's step, at least min_effect, in the hunted direction."""
+        margin = log_threshold(self.settings.min_effect)
+        sign = self._sign or (1 if step_hat >= 0 else -1)
+        return sign * max(abs(step_hat) if np.isfinite(step_hat) and np.sign(step_hat) == sign else 0.0, margin)
+
+    def _accept(self, iv: _Interval, a: int, b: int, diffs: list[float]) -> None:
+        sigma, df = self._pooled_sigma()
+        m = len(diffs)
+        mean = float(np.mean(diffs))
+        half = float(student_t.ppf(0.975, max(df, 1))) * sigma * math.sqrt(2 / m)
+        gap_log = math.log1p(self._control.change) if self._control is not None else math.nan
+        base = summarize(self._raw[a]).median
+        step = math.expm1(mean)
+        self._culprits.append(Culprit(
+            first_bad=b, last_good=a, step=step, step_ci95=(math.expm1(mean - half), math.expm1(mean + half)),
+            step_tok_s=step * base, share_of_gap=(mean / gap_log) if gap_log else math.nan))
+        self._queue.pop(0)
+        # the two sides may hold further steps (Pinpoint explores every differing pair)
+        sides = []
+        if a > iv.lo:
+            sides.append(_Interval(iv.lo, a, 0.5))
+        if iv.hi > b:
+            sides.append(_Interval(b, iv.hi, 0.5))
+        self._queue[0:0] = sides
+
+    # helpers --------------------------------------------------------------------------
+
+    def _pair_order(self, a: int, b: int, na: int, nb: int) -> list[int]:
+        """Which of a pair to measure next: the lagging one, else ABBA order (cancels linear drift)."""
+        if na < nb:
+            return [a]
+        if nb < na:
+            return [b]
+        return [a, b] if na % 2 == 0 else [b, a]
+
+    def _measurable_in(self, lo: int, hi: int) -> list[int]:
+        return [i for i in range(lo, hi + 1) if not self._unmeasurable(i)]
+
+    def _quantile_picks(self, iv: _Interval, post: _Posterior, k: int, exclude: set[int]) -> list[int]:
+        """Up to k distinct interior commits whose 'first bad <= x' mass is nearest j/(k+1)."""
+        if not post.gaps or k <= 0:
+            return []
+        cum = np.cumsum(post.probs)
+        total = cum[-1] if cum[-1] > 0 else 1.0
+        # candidate x = the 'last_good' of each gap except the first: P(first_bad <= x)
+        xs, qs = [], []
+        for j, (a, _) in enumerate(post.gaps):
+            if a == iv.lo or a in exclude or self._capped(a):
+                continue
+            xs.append(a)
+            qs.append(float(cum[j - 1] / total) if j > 0 else 0.0)
+        if not xs:
+            return []
+        xs_a, qs_a = np.array(xs), np.array(qs)
+        chosen: list[int] = []
+        for j in range(1, k + 1):
+            target = j / (k + 1)
+            order = np.lexsort((xs_a, np.abs(qs_a - target)))
+            for o in order:
+                x = int(xs_a[o])
+                if x not in chosen:
+                    chosen.append(x)
+                    break
+        # a retry is owed to a candidate skipped once: it comes first if it is among the useful
+        return sorted(chosen, key=lambda x: (not self._retry_wanted(x), chosen.index(x)))
+
+    def _central_bracket(self, post: _Posterior) -> tuple[int, int]:
+        cum = np.cumsum(post.probs) / max(float(np.sum(post.probs)), 1e-300)
+        j0 = int(np.searchsorted(cum, 0.025))
+        j1 = int(min(np.searchsorted(cum, 0.975), len(post.gaps) - 1))
+        return post.gaps[min(j0, j1)][0], post.gaps[j1][1]
+
+    def _posterior(self, iv: _Interval, sign: int) -> _Posterior:
+        """Posterior over the step position in [lo, hi] (and 'no step' when null_prior > 0).
+
+        Bayesian regression y = Z g + step * s_b + e with Z = [1, time] (flat prior on g),
+        step ~ N(0, tau^2) (truncated to `sign`), e ~ N(0, sigma^2), p(sigma) ~ 1/sigma on a grid.
+        After projecting Z out (r = residual of y, u = residual of s_b) the step integrates in
+        closed form: log BF = -1/2 log(1 + tau^2 u'u / s^2) + (u'r)^2 / (2 s^2 (u'u + s^2/tau^2)).
+        """
+        points = self._measurable_in(iv.lo, iv.hi)
+        gaps = [(points[j - 1], points[j]) for j in range(1, len(points)) if (points[j - 1], points[j]) not in iv.vetoed]
+        if not gaps:
+            return _Posterior([], np.zeros(0), 1.0, np.zeros(0))
+        idx, y, tm = [], [], []
+        for i in points:
+            for v, t in zip(self._raw.get(i, []), self._time.get(i, [])):
+                idx.append(i)
+                y.append(math.log(v))
+                tm.append(t)
+        weights = np.array([b - a for a, b in gaps], dtype=float)
+        log_prior = np.log(weights / weights.sum()) + (math.log1p(-iv.null_prior) if iv.null_prior > 0 else 0.0)
+        n_obs = len(y)
+        if n_obs < 2:
+            probs = np.exp(log_prior)
+            p_null = iv.null_prior
+            return _Posterior(gaps, probs, p_null, np.full(len(gaps), np.nan))
+        idx_a, y_a, t_a = np.array(idx), np.array(y), np.array(tm, dtype=float)
+        cols = [np.ones(n_obs)]
+        if self.settings.drift and len(set(tm)) >= 3 and n_obs >= 4:
+            span = t_a.max() - t_a.min()
+            cols.append((t_a - t_a.mean()) / span)
+        z = np.column_stack(cols)
+        ztz_inv = np.linalg.pinv(z.T @ z)
+        r = y_a - z @ (ztz_inv @ (z.T @ y_a))
+        rr = max(float(r @ r), 1e-12)
+        q = z.shape[1]
+        # suffix sums over candidate index: samples with index >= first_bad of each gap
+        order = np.argsort(idx_a, kind="stable")
+        idx_s = idx_a[order]
+        z_cum = np.cumsum(z[order][::-1], axis=0)[::-1]
+        r_cum = np.cumsum(r[order][::-1])[::-1]
+        firsts = np.array([b for _, b in gaps])
+        pos = np.searchsorted(idx_s, firsts, side="left")
+        has = pos < n_obs
+        zs = np.zeros((len(gaps), q))
+        ur = np.zeros(len(gaps))
+        zs[has] = z_cum[pos[has]]
+        ur[has] = r_cum[pos[has]]
+        s0 = zs[:, 0]                                  # s'1 = number of samples right of the gap
+        uu = np.maximum(s0 - np.einsum("gi,ij,gj->g", zs, ztz_inv, zs), 0.0)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            step_hat = np.where(uu > 1e-12, ur / uu, np.nan)
+        s2 = _SIGMA_GRID[None, :] ** 2
+        tau2 = self._tau ** 2
+        base = -(n_obs - q) * np.log(_SIGMA_GRID) - rr / (2 * s2[0])          # log L0(sigma)
+        denom = uu[:, None] + s2 / tau2
+        log_bf = -0.5 * np.log1p(tau2 * uu[:, None] / s2) + ur[:, None] ** 2 / (2 * s2 * denom)
+        if sign:
+            mean = ur[:, None] / denom
+            sd = np.sqrt(s2 / denom)
+            log_bf = log_bf + math.log(2) + log_ndtr(sign * mean / sd)
+        log_m1 = logsumexp(base[None, :] + log_bf, axis=1)
+        log_m0 = float(logsumexp(base))
+        log_post = log_prior + log_m1
+        if iv.null_prior > 0:
+            all_log = np.append(log_post, math.log(iv.null_prior) + log_m0)
+            norm = logsumexp(all_log)
+            probs = np.exp(log_post - norm)
+            p_null = float(math.exp(all_log[-1] - norm))
+        else:
+            probs = np.exp(log_post - logsumexp(log_post))
+            p_null = 0.0
+        return _Posterior(gaps, probs, p_null, step_hat)
+
+    def _candidate_verdicts(self, culprits: Sequence[Culprit]) -> tuple[CandidateVerdict, ...]:
+        out = []
+        bounds = sorted(c.first_bad for c in culprits)
+        for i in sorted(set(self._raw) | set(self._skips)):
+            vals = self._raw.get(i, [])
+            summ = summarize(vals) if vals else None
+            if self._unmeasurable(i) or not vals:
+                verdict = "skip"
+            elif any(lo < i < hi for lo, hi in self._unresolved) or (self._end_verdict == "not-reproduced" and i != 0):
+                verdict = "unsure"
+            elif not culprits:
+                verdict = "good" if i == 0 else "unsure"
+            else:
+                seg = sum(1 for b in bounds if b <= i)
+                verdict = "good" if seg == 0 else "bad" if seg == len(bounds) else "level"
+            out.append(CandidateVerdict(index=i, n=len(vals), summary=summ, verdict=verdict))
+        return tuple(out)

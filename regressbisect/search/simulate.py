@@ -1,0 +1,90 @@
+"""A fake probe executor for tests and the accuracy benchmark: a scripted history of tok/s levels.
+
+Pure (numpy only). Noise is lognormal with a given coefficient of variation; an optional drift
+scales the machine's speed linearly with time (rounds: the samples of one round run side by side
+and see the same machine); chosen commits can be unmeasurable (their probe always 'crashes').
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Mapping
+
+import numpy as np
+
+from regressbisect.search.bisect import CommitSearch, SearchResult, SearchSettings
+
+__all__ = ["FakeHistory", "step_levels", "FakeExecutor", "SimRun", "simulate"]
+
+
+def step_levels(n: int, steps: Mapping[int, float], base: float = 1000.0) -> tuple[float, ...]:
+    """True tok/s of n commits: `base`, times (1 + step) from each first-bad index in `steps` on."""
+    levels, level = [], base
+    for i in range(n):
+        if i in steps:
+            level *= 1.0 + steps[i]
+        levels.append(level)
+    return tuple(levels)
+
+
+@dataclass(frozen=True)
+class FakeHistory:
+    """What a simulated repository measures like."""
+
+    levels: tuple[float, ...]
+    """True tok/s of each commit, index 0 = GOOD."""
+    cv: float
+    """Run-to-run coefficient of variation (lognormal noise)."""
+    drift_per_round: float = 0.0
+    """Relative change of the machine's speed per round (0.001 = 0.1% slower each round if negative)."""
+    unmeasurable: frozenset[int] = frozenset()
+    """Commits whose probe always fails (returns no sample)."""
+
+
+class FakeExecutor:
+    """Draws one sample of a commit at a given round; seeded, so a trial is reproducible."""
+
+    def __init__(self, history: FakeHistory, seed: int):
+        self.history = history
+        self.rng = np.random.default_rng(seed)
+        # sigma of log noise with the requested CV: CV^2 = exp(s^2) - 1
+        self.sigma = math.sqrt(math.log1p(history.cv ** 2))
+        self.executions = 0
+
+    def measure(self, index: int, round_no: int) -> float | None:
+        self.executions += 1
+        if index in self.history.unmeasurable:
+            return None
+        drift = 1.0 + self.history.drift_per_round * round_no
+        return self.history.levels[index] * drift * float(np.exp(self.rng.normal(0.0, self.sigma)))
+
+
+@dataclass(frozen=True)
+class SimRun:
+    """One simulated hunt."""
+
+    result: SearchResult
+    """What the search reported."""
+    rounds: int
+    """next_batch calls that returned measures (wall-clock rounds with concurrent slots)."""
+    executions: int
+    """Benchmark executions (samples, skips included)."""
+    requests: tuple[tuple[int, ...], ...]
+    """The indices of every round, in order (to check determinism)."""
+
+
+def simulate(history: FakeHistory, settings: SearchSettings = SearchSettings(), *, slots: int = 1,
+             seed: int = 0) -> SimRun:
+    """Run a CommitSearch against a FakeHistory until it is done."""
+    search = CommitSearch(len(history.levels), settings)
+    executor = FakeExecutor(history, seed)
+    requests = []
+    while True:
+        batch = search.next_batch(slots)
+        if not batch:
+            break
+        requests.append(tuple(m.index for m in batch))
+        for m in batch:
+            search.record(m.index, executor.measure(m.index, len(requests)))
+    return SimRun(result=search.result(), rounds=len(requests), executions=executor.executions,
+                  requests=tuple(requests))

@@ -1,0 +1,190 @@
+"""Statistics on tok/s samples: summaries, three-way comparisons, and the small tests the search uses.
+
+Pure (numpy/scipy only). Throughput noise is multiplicative (a slow node, a busy PCIe link scale
+the whole run), so every test works on log(tok/s): a ratio of tok/s is a difference of logs, and
+lognormal noise becomes Gaussian there. Methods, with the reason for each:
+
+* ``summarize``: median with a distribution-free 95% interval from binomial order statistics
+  (the interval [x_(k), x_(n-k+1)] covers the median with probability >= 95%; Hahn & Meeker,
+  *Statistical Intervals*, 1991, sec. 5.2). No bootstrap: with 3-10 samples a bootstrap interval
+  is too narrow and not reproducible without a seed.
+* ``compare``: Student t on log ratios (Welch's unequal-variance t when unpaired; the one-sample t
+  on the log differences when paired). Rank tests (Mann-Whitney / Wilcoxon, with the
+  Hodges-Lehmann estimate) are distribution-free but cannot reach p < 0.05 with fewer than 4+4
+  unpaired or 6 paired samples, which is the regime a hunt lives in; the t test on logs is exact
+  for lognormal noise and its interval is what we report.
+* three-way verdict: 'different' when the change is significant at ``alpha`` and at least
+  ``min_effect`` in size; 'same' by equivalence (TOST, Schuirmann 1987: the (1 - 2 alpha)
+  interval lies inside +-min_effect); otherwise 'unsure' (take more samples).
+* ``sprt``: Wald's sequential probability ratio test (Wald 1945) on paired log differences with
+  a known (pooled) sigma: the search uses it to confirm one step with the fewest pairs.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Iterable, Sequence
+
+import numpy as np
+from scipy import stats as _st
+
+__all__ = [
+    "Summary", "summarize", "Comparison", "compare", "pooled_log_sigma", "sprt",
+    "log_threshold",
+]
+
+
+@dataclass(frozen=True)
+class Summary:
+    """Location and spread of the samples of one candidate."""
+
+    n: int
+    """Number of samples."""
+    median: float
+    """Median tok/s."""
+    ci95: tuple[float, float]
+    """Distribution-free interval of the median from binomial order statistics: >= 95% coverage
+    when n >= 6; below that the widest one possible, (min, max), which covers with 1 - 2**(1-n)."""
+    cv: float
+    """Coefficient of variation (sample standard deviation / mean); 0.0 with one sample."""
+
+
+def _order_statistic_rank(n: int, level: float = 0.95) -> int:
+    """Largest k (1-based) with P(x_(k) <= median <= x_(n-k+1)) >= level, or 1 if none."""
+    best = 1
+    for k in range(1, n // 2 + 1):
+        # coverage = P(k <= Binomial(n, 1/2) <= n - k)
+        coverage = _st.binom.cdf(n - k, n, 0.5) - _st.binom.cdf(k - 1, n, 0.5)
+        if coverage >= level:
+            best = k
+        else:
+            break
+    return best
+
+
+def summarize(values: Sequence[float]) -> Summary:
+    """Median, its order-statistic 95% interval and the CV of positive tok/s values."""
+    x = np.sort(np.asarray(list(values), dtype=float))
+    if x.size == 0:
+        raise ValueError("summarize needs at least one value")
+    n = int(x.size)
+    k = _order_statistic_rank(n)
+    cv = float(np.std(x, ddof=1) / np.mean(x)) if n > 1 else 0.0
+    return Summary(n=n, median=float(np.median(x)), ci95=(float(x[k - 1]), float(x[n - k])), cv=cv)
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """How b differs from a, with an interval and a three-way verdict."""
+
+    change: float
+    """b relative to a, median(b)/median(a) - 1, estimated as exp(mean log difference) - 1 (for
+    lognormal noise the ratio of medians is the ratio of geometric means); -0.05 is 5% slower."""
+    ci95: tuple[float, float]
+    """(1 - alpha) interval of `change` (95% at the default alpha); (-1, inf) when not estimable."""
+    p_value: float
+    """Two-sided p value of 'no change' (Welch t, or paired t on log differences)."""
+    verdict: str
+    """'different' (significant and |change| >= min_effect), 'same' (TOST equivalence within
+    +-min_effect), or 'unsure' (neither: more samples needed)."""
+
+
+def log_threshold(min_effect: float) -> float:
+    """A relative change of min_effect as a distance on the log scale."""
+    return math.log1p(abs(min_effect))
+
+
+def _logs(values: Iterable[float], name: str) -> np.ndarray:
+    x = np.asarray(list(values), dtype=float)
+    if np.any(~np.isfinite(x)) or np.any(x <= 0):
+        raise ValueError(f"{name}: tok/s values must be finite and positive")
+    return np.log(x)
+
+
+def compare(a: Sequence[float], b: Sequence[float], *, min_effect: float, alpha: float = 0.05,
+            paired: bool = False) -> Comparison:
+    """Compare tok/s samples b against a (see module docstring for the tests and the verdict).
+
+    paired=True pairs the i-th value of a with the i-th of b (samples taken interleaved, so a
+    slow drift of the machine cancels in each difference); extra unpaired values are ignored.
+    """
+    if not 0 < alpha < 0.5:
+        raise ValueError("alpha must be in (0, 0.5)")
+    la, lb = _logs(a, "a"), _logs(b, "b")
+    if paired:
+        m = min(la.size, lb.size)
+        d = lb[:m] - la[:m]
+        mean = float(np.mean(d)) if m else 0.0
+        df = float(m - 1)
+        se = float(np.std(d, ddof=1) / math.sqrt(m)) if m > 1 else math.inf
+    else:
+        mean = float(np.mean(lb) - np.mean(la)) if la.size and lb.size else 0.0
+        if la.size < 2 or lb.size < 2:
+            se, df = math.inf, 0.0
+        else:
+            va, vb = np.var(la, ddof=1) / la.size, np.var(lb, ddof=1) / lb.size
+            se = float(math.sqrt(va + vb))
+            # Welch-Satterthwaite degrees of freedom
+            df = float((va + vb) ** 2 / (va ** 2 / (la.size - 1) + vb ** 2 / (lb.size - 1))) if se > 0 else float(la.size + lb.size - 2)
+    return _verdict(mean, se, df, min_effect=min_effect, alpha=alpha)
+
+
+def _verdict(mean: float, se: float, df: float, *, min_effect: float, alpha: float) -> Comparison:
+    """Three-way verdict from a log-scale estimate, its standard error and degrees of freedom."""
+    change = math.expm1(mean)
+    if not (df >= 1) or not math.isfinite(se):
+        return Comparison(change=change, ci95=(-1.0, math.inf), p_value=1.0, verdict="unsure")
+    margin = log_threshold(min_effect)
+    if se == 0.0:  # identical samples: the interval is the point
+        p = 1.0 if mean == 0.0 else 0.0
+        lo = hi = lo90 = hi90 = mean
+    else:
+        t = mean / se
+        p = float(2 * _st.t.sf(abs(t), df))
+        half = float(_st.t.ppf(1 - alpha / 2, df)) * se
+        half_tost = float(_st.t.ppf(1 - alpha, df)) * se
+        lo, hi = mean - half, mean + half
+        lo90, hi90 = mean - half_tost, mean + half_tost
+    if p < alpha and abs(mean) >= margin:
+        verdict = "different"
+    elif -margin < lo90 and hi90 < margin:
+        verdict = "same"
+    else:
+        verdict = "unsure"
+    return Comparison(change=change, ci95=(math.expm1(lo), math.expm1(hi)), p_value=p, verdict=verdict)
+
+
+def pooled_log_sigma(groups: Iterable[Sequence[float]]) -> tuple[float, int]:
+    """Pooled within-group standard deviation of log(values) and its degrees of freedom.
+
+    'Pure error' of a one-way layout: it does not depend on any model of how the groups differ;
+    a drift of the machine inflates it, which only makes the tests that use it more cautious.
+    """
+    ss, df = 0.0, 0
+    for g in groups:
+        x = np.log(np.asarray(list(g), dtype=float))
+        if x.size > 1:
+            ss += float(np.sum((x - x.mean()) ** 2))
+            df += x.size - 1
+    return (math.sqrt(ss / df) if df else math.nan), df
+
+
+def sprt(diffs: Sequence[float], *, sigma: float, delta: float, alpha: float, beta: float) -> str:
+    """Wald's SPRT of H0 'mean 0' against H1 'mean delta' for Gaussian differences of known sd.
+
+    `diffs` are paired log differences (each with sd `sigma`). Returns 'H1' (accept a step of
+    about `delta`), 'H0' (no step) or 'continue'. Error rates are about alpha (false H1) and
+    beta (false H0) whatever the stopping time (Wald 1945).
+    """
+    if not diffs:
+        return "continue"
+    if not (sigma > 0) or delta == 0:
+        raise ValueError("sprt needs sigma > 0 and delta != 0")
+    d = np.asarray(diffs, dtype=float)
+    # log LR of N(delta, s^2) vs N(0, s^2), summed over pairs
+    llr = float(np.sum(delta * d - delta ** 2 / 2) / sigma ** 2)
+    if llr >= math.log((1 - beta) / alpha):
+        return "H1"
+    if llr <= math.log(beta / (1 - alpha)):
+        return "H0"
+    return "continue"

@@ -1,0 +1,156 @@
+#!/usr/bin/env python
+"""Simulate the hunk search (search/ddmin.py) with a noisy numeric probe; print a table.
+
+    python scripts/bench_hunks.py [--trials 100] [--seed 0] [--cv 0.02]
+
+The diff: N hunks in files of 5 hunks, functions of 2 (group_hunks' three levels). Scenarios:
+  one culprit      one hunk costs 10% of throughput
+  two culprits     two independent hunks cost 5% each (compound: neither alone is 'bad')
+  dependent pair   hunk A defines a helper hunk B calls: B alone does not import
+                   ('unresolved', one probe that crashes), A alone does nothing, A+B cost 10%
+Positions are random per trial.
+
+Probe: one sample = true tok/s x lognormal noise (sigma = CV, 2% by default).
+Control arm: base and base+all hunks, 10 samples each (counted in the probes).
+Verdict of a subset (adaptive, as the oracle does): on the log scale, p = position of the
+subset's mean between base (0) and full (1); its 95% t-interval (references taken as exact).
+Sample 3, then one more at a time, and stop as soon as the interval lies in one zone:
+    hi < 0.3 -> good,  lo > 0.7 -> bad,  0.2 < lo and hi < 0.8 -> partial;
+after 15 samples the point estimate decides (p < 0.3 good, p > 0.7 bad, else partial).
+A trial is correct when the culprit sets found equal the true ones exactly.
+"""
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+from scipy import stats
+from tabulate import tabulate
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from regressbisect.search.ddmin import (BAD, GOOD, PARTIAL, UNRESOLVED,  # noqa: E402
+                                        DdminResult, HunkSearch)
+
+BASE_TOK_S = 10_000.0
+CONTROL_SAMPLES = 10
+MIN_SAMPLES, MAX_SAMPLES = 3, 15
+PER_FILE, PER_FUNCTION = 5, 2
+
+
+@dataclass
+class Diff:
+    """A simulated diff: per-hunk and joint slowdowns, and import dependencies."""
+
+    n: int
+    effects: dict[str, float] = field(default_factory=dict)
+    joint: list[tuple[frozenset[str], float]] = field(default_factory=list)
+    needs: dict[str, frozenset[str]] = field(default_factory=dict)
+
+    @property
+    def ids(self) -> list[str]:
+        return [f"h{i:03d}" for i in range(self.n)]
+
+    def groups(self) -> list[list[list[str]]]:
+        ids = self.ids
+        files = [ids[i:i + PER_FILE] for i in range(0, self.n, PER_FILE)]
+        functions = [f[j:j + PER_FUNCTION] for f in files for j in range(0, len(f), PER_FUNCTION)]
+        return [files, functions, [[i] for i in ids]]
+
+    def applies(self, subset: frozenset[str]) -> bool:
+        return all(self.needs.get(h, frozenset()) <= subset for h in subset)
+
+    def true_tok_s(self, subset: frozenset[str]) -> float:
+        factor = math.prod(1 - self.effects.get(h, 0.0) for h in subset)
+        factor *= math.prod(1 - e for members, e in self.joint if members <= subset)
+        return BASE_TOK_S * factor
+
+    def culprits(self) -> set[frozenset[str]]:
+        return {frozenset({h}) for h in self.effects} | {m for m, _ in self.joint}
+
+
+def make_diff(n: int, scenario: str, rng: np.random.Generator) -> Diff:
+    picks = [f"h{i:03d}" for i in rng.choice(n, size=2, replace=False)]
+    if scenario == "one culprit":
+        return Diff(n, effects={picks[0]: 0.10})
+    if scenario == "two culprits":
+        return Diff(n, effects={picks[0]: 0.05, picks[1]: 0.05})
+    if scenario == "dependent pair":
+        a, b = picks
+        return Diff(n, joint=[(frozenset({a, b}), 0.10)], needs={b: frozenset({a})})
+    raise ValueError(scenario)
+
+
+class NoisyOracle:
+    """Measures subsets with the simulated probe and the adaptive verdict rule above."""
+
+    def __init__(self, diff: Diff, rng: np.random.Generator, cv: float):
+        self.diff, self.rng, self.sigma = diff, rng, cv
+        self.probes = 0
+        self.ref_base = self._mean_log(frozenset(), CONTROL_SAMPLES)
+        self.ref_full = self._mean_log(frozenset(diff.ids), CONTROL_SAMPLES)
+        self.gap = self.ref_base - self.ref_full
+
+    def _samples(self, subset: frozenset[str], k: int) -> np.ndarray:
+        self.probes += k
+        return math.log(self.diff.true_tok_s(subset)) + self.rng.normal(0.0, self.sigma, k)
+
+    def _mean_log(self, subset: frozenset[str], k: int) -> float:
+        return float(self._samples(subset, k).mean())
+
+    def verdict(self, subset: frozenset[str]) -> str:
+        if not self.diff.applies(subset):
+            self.probes += 1  # the probe crashes at import: one run, then skip
+            return UNRESOLVED
+        logs = list(self._samples(subset, MIN_SAMPLES))
+        while True:
+            k = len(logs)
+            position = (self.ref_base - np.mean(logs)) / self.gap
+            half = stats.t.ppf(0.975, k - 1) * np.std(logs, ddof=1) / math.sqrt(k) / self.gap
+            lo, hi = position - half, position + half
+            if hi < 0.3:
+                return GOOD
+            if lo > 0.7:
+                return BAD
+            if 0.2 < lo and hi < 0.8:
+                return PARTIAL
+            if k >= MAX_SAMPLES:
+                return GOOD if position < 0.3 else BAD if position > 0.7 else PARTIAL
+            logs.extend(self._samples(subset, 1))
+
+
+def run_trial(n: int, scenario: str, rng: np.random.Generator,
+              cv: float) -> tuple[bool, DdminResult, int]:
+    diff = make_diff(n, scenario, rng)
+    oracle = NoisyOracle(diff, rng, cv)
+    search = HunkSearch(diff.ids, diff.groups())
+    while (subset := search.next_subset()) is not None:
+        search.record(subset, oracle.verdict(subset))
+    result = search.result()
+    return set(result.culprits) == diff.culprits(), result, oracle.probes
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--trials", type=int, default=100)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--cv", type=float, default=0.02, help="probe noise (lognormal sigma)")
+    args = parser.parse_args(argv)
+    rng = np.random.default_rng(args.seed)
+    rows = []
+    for n in (10, 50, 200):
+        for scenario in ("one culprit", "two culprits", "dependent pair"):
+            outcomes = [run_trial(n, scenario, rng, args.cv) for _ in range(args.trials)]
+            rows.append([n, scenario, f"{np.mean([ok for ok, _, _ in outcomes]):.0%}",
+                         f"{np.mean([r.tests for _, r, _ in outcomes]):.1f}",
+                         f"{np.mean([p for _, _, p in outcomes]):.0f}"])
+    print(f"{args.trials} trials per row, probe CV {args.cv:.0%}, seed {args.seed}")
+    print(tabulate(rows, headers=["hunks", "scenario", "correct", "mean subsets tested",
+                                  "mean probes"], tablefmt="github"))
+
+
+if __name__ == "__main__":
+    main()

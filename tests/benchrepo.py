@@ -1,0 +1,58 @@
+"""A real git repository whose bench script's tok/s follows the code at each commit.
+
+`speed.py` holds SPEED (tok/s at that commit); `bench.py` prints it times seeded lognormal noise.
+The noise sequence is deterministic: each value is drawn from a counter kept per SPEED level in
+BENCH_STATE (outside the repo), so a test gets the same numbers on every run.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Sequence
+
+from tests.gitrepo import make_repo
+
+BENCH = '''\
+import json, math, os, random, sys, time
+from pathlib import Path
+from speed import SPEED
+
+state = Path(os.environ["BENCH_STATE"])
+state.mkdir(parents=True, exist_ok=True)
+counter = state / f"n-{SPEED}"
+n = int(counter.read_text()) + 1 if counter.exists() else 1
+counter.write_text(str(n))
+cv = float(os.environ.get("BENCH_NOISE", "0.02"))
+rng = random.Random(f"{SPEED}-{n}-{os.environ.get('BENCH_SEED', '0')}")
+value = SPEED * math.exp(rng.gauss(0.0, cv))
+time.sleep(float(os.environ.get("BENCH_SLEEP", "0")))
+if os.environ.get("BENCH_FAIL_AT") and os.environ["BENCH_FAIL_AT"] == str(SPEED):
+    sys.exit(int(os.environ.get("BENCH_FAIL_CODE", "1")))
+tokens = int(os.environ["REGRESSBISECT_TOKENS"])
+print("@regressbisect " + json.dumps({"tokens": tokens, "seconds": tokens / value, "tok_s": value}))
+'''
+
+
+def make_bench_repo(path: Path, speeds: Sequence[float], *, pyproject: dict | None = None) -> list[str]:
+    """One commit per speed; commits that keep the speed touch an unrelated file instead."""
+    commits: list[dict] = []
+    previous = None
+    for i, speed in enumerate(speeds):
+        files: dict[str, str] = {}
+        if i == 0:
+            files["bench.py"] = BENCH
+            files["README.md"] = "bench repo\n"
+            if pyproject is not None:
+                lines = ["[tool.regressbisect]"]
+                for key, value in pyproject.items():
+                    lines.append(f"{key} = {json.dumps(value)}")
+                files["pyproject.toml"] = "\n".join(lines) + "\n"
+        if speed != previous:
+            files["speed.py"] = f"SPEED = {speed!r}\n"
+        else:
+            files[f"notes/n{i}.txt"] = f"harmless change {i}\n"
+        commits.append(files)
+        previous = speed
+    messages = [f"{'set speed ' + str(s) if i == 0 or s != speeds[i - 1] else 'harmless ' + str(i)}"
+                for i, s in enumerate(speeds)]
+    return make_repo(path, commits, messages)

@@ -1,0 +1,40 @@
+"""Config merge: defaults <- [tool.regressbisect] <- flags; bad values are one-line user errors."""
+from __future__ import annotations
+
+import pytest
+
+from regressbisect.config import build_config
+from regressbisect.errors import ExitCode, UserError
+
+
+def test_flags_override_pyproject_which_overrides_defaults():
+    cfg = build_config({"cmd": "python b.py {tokens}", "tokens": 100, "min_effect": 0.03},
+                       {"tokens": 200, "slots": None})
+    assert cfg.probe.cmd == "python b.py {tokens}"
+    assert cfg.probe.tokens == 200          # flag wins
+    assert cfg.min_effect == 0.03           # pyproject wins over the default
+    assert cfg.slots == 1                   # default (flag None = not given)
+
+
+def test_config_hash_depends_on_what_a_sample_means_only():
+    base = build_config({"cmd": "x {tokens}"}, {})
+    assert base.probe.config_hash() == build_config({"cmd": "x {tokens}"}, {"timeout": 5.0, "min_effect": 0.05}).probe.config_hash()
+    assert base.probe.config_hash() != build_config({"cmd": "x {tokens}"}, {"tokens": 8192}).probe.config_hash()
+    assert base.probe.config_hash() != build_config({"cmd": "x {tokens}"}, {"env": {"A": "1"}}).probe.config_hash()
+
+
+@pytest.mark.parametrize("table, flags, words", [
+    ({}, {}, "no probe command"),
+    ({"cmd": "x", "bogus": 1}, {}, "unknown key 'bogus'"),
+    ({"cmd": "x", "tokens": "many"}, {}, "tokens"),
+    ({"cmd": "x"}, {"min_effect": 5.0}, "--min-effect"),
+    ({"cmd": "x"}, {"direction": "sideways"}, "--direction"),
+    ({"cmd": "x"}, {"slots": 2, "slot_devices": ["0"]}, "--slot-devices"),
+    ({"cmd": "x"}, {"tokens": 0}, "--tokens"),
+])
+def test_bad_config_is_a_one_line_user_error(table, flags, words):
+    with pytest.raises(UserError) as info:
+        build_config(table, flags)
+    assert words in info.value.message
+    assert "\n" not in info.value.message
+    assert info.value.exit_code == ExitCode.USER_ERROR

@@ -1,0 +1,203 @@
+"""End to end: real git repos, real probe processes, the real CLI.
+
+The bench script's tok/s follows `speed.py` at each commit, times seeded lognormal noise
+(tests/benchrepo.py), so these tests are deterministic.
+"""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from regressbisect.cli import main
+from tests.benchrepo import make_bench_repo
+from tests.gitrepo import git, make_dirty, snapshot_checkout
+
+pytestmark = pytest.mark.slow
+
+
+def run_cli(args: list[str]) -> int:
+    try:
+        main(args)
+    except SystemExit as exc:
+        return int(exc.code or 0)
+    return 0
+
+
+def hunt_args(repo: Path, state: Path, *extra: str) -> list[str]:
+    return ["run", "-C", str(repo), "--cmd", f"{sys.executable} bench.py", "--tokens", "1000",
+            "--env", f"BENCH_STATE={state}", "--quiet", *extra]
+
+
+def test_finds_a_5pct_step_at_2pct_noise_in_24_commits(tmp_path, capsys):
+    speeds = [1000.0] * 13 + [950.0] * 11          # culprit: index 13
+    shas = make_bench_repo(tmp_path / "repo", speeds)
+    out = tmp_path / "hunt.json"
+    code = run_cli(hunt_args(tmp_path / "repo", tmp_path / "state", "--instrument", "off",
+                             "--json", str(out), shas[0], shas[-1]))
+    assert code == 0
+    report = json.loads(out.read_text())
+    assert report["verdict"] == "culprits"
+    assert [c["commit"] for c in report["culprits"]] == [shas[13]]
+    culprit = report["culprits"][0]
+    assert culprit["parent"] == shas[12]
+    assert -8.0 < culprit["step_pct"] < -2.0
+    assert culprit["ci95_pct"][0] <= culprit["step_pct"] <= culprit["ci95_pct"][1]
+    assert culprit["share_of_gap"] > 0.7
+    assert report["endpoints"]["good"]["median_tok_s"] > report["endpoints"]["bad"]["median_tok_s"]
+    # bounded cost: far fewer runs than measuring every commit 5 times
+    assert report["probes"] < 5 * len(speeds)
+    printed = capsys.readouterr().out
+    assert shas[13][:10] in printed
+
+
+def test_a_a_range_is_not_reproduced_exit_2(tmp_path, capsys):
+    shas = make_bench_repo(tmp_path / "repo", [1000.0] * 12)
+    out = tmp_path / "hunt.json"
+    code = run_cli(hunt_args(tmp_path / "repo", tmp_path / "state", "--instrument", "off",
+                             "--json", str(out), shas[0], shas[-1]))
+    assert code == 2
+    report = json.loads(out.read_text())
+    assert report["verdict"] == "not-reproduced"
+    assert report["culprits"] == []
+    for side in ("good", "bad"):
+        ep = report["endpoints"][side]
+        assert ep["n"] >= 3 and ep["ci95"][0] <= ep["median_tok_s"] <= ep["ci95"][1]
+    printed = capsys.readouterr().out
+    assert "not reproduced" in printed.lower()
+
+
+def test_rerun_measures_nothing_already_stored(tmp_path):
+    speeds = [1000.0] * 6 + [900.0] * 6
+    shas = make_bench_repo(tmp_path / "repo", speeds)
+    first, second = tmp_path / "a.json", tmp_path / "b.json"
+    args = hunt_args(tmp_path / "repo", tmp_path / "state", "--instrument", "off")
+    assert run_cli([*args, "--json", str(first), shas[0], shas[-1]]) == 0
+    assert run_cli([*args, "--json", str(second), shas[0], shas[-1]]) == 0
+    a, b = json.loads(first.read_text()), json.loads(second.read_text())
+    assert a["probes"] > 0 and a["cached_samples"] == 0
+    assert b["probes"] == 0 and b["cached_samples"] == a["probes"]
+    assert [c["commit"] for c in a["culprits"]] == [c["commit"] for c in b["culprits"]] == [shas[6]]
+    assert any(c["cached"] > 0 for c in b["candidates"])
+
+
+def test_counters_shim_overhead_is_measured_and_reported(tmp_path):
+    speeds = [1000.0] * 5 + [900.0] * 5
+    shas = make_bench_repo(tmp_path / "repo", speeds)
+    out = tmp_path / "hunt.json"
+    code = run_cli(hunt_args(tmp_path / "repo", tmp_path / "state", "--json", str(out),
+                             "--instrument", "auto", shas[0], shas[-1]))
+    assert code == 0
+    report = json.loads(out.read_text())
+    overhead = report["instrumentation_overhead_pct"]
+    assert overhead is not None and overhead["ci95"][0] <= overhead["value"] <= overhead["ci95"][1]
+    assert report["instrumentation"]["note"]
+
+
+def test_probe_failing_at_an_endpoint_is_one_line_exit_1(tmp_path, capsys):
+    shas = make_bench_repo(tmp_path / "repo", [1000.0] * 3 + [900.0] * 3)
+    code = run_cli(["run", "-C", str(tmp_path / "repo"), "--cmd", "no-such-command-xyz", "--quiet",
+                    "--instrument", "off", shas[0], shas[-1]])
+    assert code == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "GOOD" in err[0] and "command not found" in err[0]
+
+
+def test_skipped_commits_next_to_the_culprit_give_a_range(tmp_path):
+    speeds = [1000.0] * 6 + [333.0] + [900.0] * 6   # commit 6 crashes (exit 125)
+    shas = make_bench_repo(tmp_path / "repo", speeds)
+    out = tmp_path / "hunt.json"
+    code = run_cli(hunt_args(tmp_path / "repo", tmp_path / "state", "--instrument", "off",
+                             "--env", "BENCH_FAIL_AT=333.0", "--env", "BENCH_FAIL_CODE=125",
+                             "--json", str(out), shas[0], shas[-1]))
+    assert code == 0
+    report = json.loads(out.read_text())
+    (culprit,) = report["culprits"]
+    assert set(culprit["possible_commits"]) == {shas[6], shas[7]}
+    assert any(c["verdict"] == "skip" and c["commit"] == shas[6] for c in report["candidates"])
+
+
+# -- the user's checkout is never touched: after a hunt, SIGINT, and SIGKILL + resume ---------
+
+def _count_samples(common_dir: Path) -> int:
+    db = common_dir / "regressbisect" / "store.sqlite"
+    if not db.exists():
+        return 0
+    try:
+        with sqlite3.connect(db, timeout=5) as con:
+            return con.execute("select count(*) from samples").fetchone()[0]
+    except sqlite3.Error:
+        return 0
+
+
+def _start_hunt(repo: Path, state: Path, shas: list[str], json_out: Path) -> subprocess.Popen:
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    args = hunt_args(repo, state, "--instrument", "off", "--env", "BENCH_SLEEP=0.15",
+                     "--json", str(json_out), shas[0], shas[-1])
+    return subprocess.Popen([sys.executable, "-c", "from regressbisect.cli import main; main()", *args],
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+
+
+def _wait_for_samples(repo: Path, proc: subprocess.Popen, at_least: int, timeout: float = 60) -> int:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        n = _count_samples(repo / ".git")
+        if n >= at_least:
+            return n
+        assert proc.poll() is None, proc.communicate()
+        time.sleep(0.05)
+    raise AssertionError("hunt stored too few samples in time")
+
+
+@pytest.fixture
+def dirty_repo(tmp_path):
+    speeds = [1000.0] * 9 + [920.0] * 9
+    repo = tmp_path / "repo"
+    shas = make_bench_repo(repo, speeds)
+    make_dirty(repo, tracked="bench.py", staged="README.md")
+    return repo, shas
+
+
+def test_dirty_checkout_is_byte_identical_after_a_hunt(dirty_repo, tmp_path):
+    repo, shas = dirty_repo
+    before = snapshot_checkout(repo)
+    assert run_cli(hunt_args(repo, tmp_path / "state", "--instrument", "off", shas[0], shas[-1])) == 0
+    assert snapshot_checkout(repo) == before
+
+
+def test_sigint_mid_hunt_leaves_checkout_identical_and_exits_130(dirty_repo, tmp_path):
+    repo, shas = dirty_repo
+    before = snapshot_checkout(repo)
+    proc = _start_hunt(repo, tmp_path / "state", shas, tmp_path / "h.json")
+    _wait_for_samples(repo, proc, 4)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert b"resume" in err
+    assert snapshot_checkout(repo) == before
+
+
+def test_sigkill_mid_hunt_then_resume_reuses_every_stored_sample(dirty_repo, tmp_path):
+    repo, shas = dirty_repo
+    before = snapshot_checkout(repo)
+    proc = _start_hunt(repo, tmp_path / "state", shas, tmp_path / "h.json")
+    _wait_for_samples(repo, proc, 6)
+    proc.kill()
+    proc.wait(timeout=30)
+    stored = _count_samples(repo / ".git")
+    assert snapshot_checkout(repo) == before
+    # the probe that was running when we killed the hunt may still be finishing: give it a moment
+    resumed = _start_hunt(repo, tmp_path / "state", shas, tmp_path / "resumed.json")
+    out, err = resumed.communicate(timeout=180)
+    assert resumed.returncode == 0, err
+    report = json.loads((tmp_path / "resumed.json").read_text())
+    assert report["cached_samples"] >= stored
+    assert [c["commit"] for c in report["culprits"]] == [shas[9]]
+    assert snapshot_checkout(repo) == before

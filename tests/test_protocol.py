@@ -1,0 +1,129 @@
+"""The metrics line protocol: report() round trip, regex fallback, counters aggregation, errors."""
+from __future__ import annotations
+
+import io
+import json
+
+import pytest
+
+from regressbisect.probe.protocol import (COUNTERS_PREFIX, PREFIX, ProtocolError, parse_number,
+                                          parse_output, report)
+
+
+def _reported(**kwargs) -> str:
+    buffer = io.StringIO()
+    report(file=buffer, **kwargs)
+    return buffer.getvalue()
+
+
+def test_report_round_trips_through_parse_output():
+    iters = [{"ms": 40.0, "tokens": 512, "lm_head_calls": 2},
+             {"ms": 42.0, "tokens": 512, "lm_head_calls": 4},
+             {"ms": 41.0, "tokens": 512, "lm_head_calls": 2}]
+    text = _reported(tokens=1536, seconds=0.123, iters=iters, seed=7)
+    assert text.startswith(PREFIX) and text.count("\n") == 1
+    assert json.loads(text[len(PREFIX):])["seed"] == 7
+    [sample] = parse_output("noise before\n" + text + "noise after\n")
+    assert sample.tokens == 1536 and sample.seconds == 0.123
+    assert sample.tok_s == pytest.approx(1536 / 0.123)
+    assert [r["ms"] for r in sample.iters] == [40.0, 42.0, 41.0]
+    assert sample.counters == {"lm_head_calls": 2.0}  # median per iteration, ms/tokens excluded
+    assert not sample.instrumented
+    assert parse_output(text, instrumented=True)[0].instrumented
+
+
+@pytest.mark.parametrize("tokens,seconds", [(0, 1.0), (10, 0), (-5, 1.0), (10, float("nan")),
+                                            (10, float("inf"))])
+def test_report_rejects_non_positive_or_non_finite(tokens, seconds):
+    with pytest.raises(ValueError):
+        report(tokens=tokens, seconds=seconds, file=io.StringIO())
+
+
+def test_missing_tok_s_is_computed_and_several_lines_give_several_samples():
+    text = (f'{PREFIX}{{"tokens": 100, "seconds": 4}}\n'
+            f'[default0]:{PREFIX}{{"tokens": 300, "seconds": 2, "tok_s": 150}}\n')
+    samples = parse_output(text)
+    assert [s.tok_s for s in samples] == [25.0, 150.0]
+
+
+@pytest.mark.parametrize("output,expected", [
+    ("step 100 | loss 2.31 | 14,200.5 tok/s\n", 14200.5),
+    ("throughput: 11.2K tok/s\n", 11200.0),
+    ("step 1 | 900 tok/s\nstep 2 | 1.5M tok/s\ndone\n", 1.5e6),  # the LAST match wins
+])
+def test_regex_fallback(output, expected):
+    [sample] = parse_output(output)
+    assert sample.tok_s == pytest.approx(expected)
+    assert sample.tokens is None and sample.seconds is None
+
+
+def test_protocol_line_beats_regex_and_no_metric_gives_nothing():
+    text = f"999 tok/s\n{PREFIX}{{\"tokens\": 10, \"seconds\": 1}}\n"
+    assert [s.tok_s for s in parse_output(text)] == [10.0]
+    assert parse_output("loss 2.0\nno throughput here\n") == []
+    assert parse_output("123 tok/s\n", metric_regex=None) == []
+
+
+def test_custom_metric_regex_needs_one_group():
+    assert parse_output("speed=812.5\n", metric_regex=r"speed=([\d.]+)")[0].tok_s == 812.5
+    with pytest.raises(ValueError, match="exactly one group"):
+        parse_output("speed=812.5\n", metric_regex=r"(speed)=([\d.]+)")
+
+
+def test_counters_from_two_ranks_are_summed_medians():
+    rank0 = {"rank": 0, "pid": 11, "iters": [{"lm_head_calls": 2, "host_syncs": 9},
+                                              {"lm_head_calls": 2, "host_syncs": 1},
+                                              {"lm_head_calls": 8, "host_syncs": 1}]}
+    rank1 = {"rank": 1, "pid": 12, "iters": [{"lm_head_calls": 3}, {"lm_head_calls": 3}]}
+    launcher = {"rank": -1, "pid": 10, "iters": []}
+    text = "\n".join([f"{PREFIX}{json.dumps({'tokens': 64, 'seconds': 1, 'iters': [{'ms': 5}]})}",
+                      *(COUNTERS_PREFIX + json.dumps(r) for r in (rank0, rank1, launcher))])
+    [sample] = parse_output(text, instrumented=True)
+    # rank0 medians: lm 2, syncs 1; rank1: lm 3, syncs absent -> 0
+    assert sample.counters == {"lm_head_calls": 5.0, "host_syncs": 1.0}
+
+
+def test_protocol_rows_stay_per_iteration_rows_and_the_shim_gives_job_totals():
+    # rank 0's own rows count rank 0 only; the shim sums every rank.
+    shim = [{"rank": r, "pid": r, "iters": [{"lm_head_calls": 2, "host_syncs": 3}]} for r in (0, 1)]
+    rows = [{"ms": 1, "lm_head_calls": 2, "create_block_mask_calls": 1}]
+    line = {"tokens": 8, "seconds": 1, "iters": rows}
+    text = "\n".join([PREFIX + json.dumps(line), *(COUNTERS_PREFIX + json.dumps(s) for s in shim)])
+    [sample] = parse_output(text)
+    assert sample.iters == tuple(rows)
+    assert sample.counters == {"lm_head_calls": 4.0, "host_syncs": 6.0,
+                               "create_block_mask_calls": 1.0}
+
+
+@pytest.mark.parametrize("line,message", [
+    (PREFIX + '{"tokens": 10, "seconds": ', "malformed metrics line"),
+    (PREFIX + '[1, 2]', "JSON object"),
+    (PREFIX + '{"tokens": "ten", "seconds": 1}', "'tokens'"),
+    (PREFIX + '{"tokens": 10, "seconds": 0}', "invalid metrics line"),
+    (COUNTERS_PREFIX + '{"rank": 0, "iters": [', "malformed counters line"),
+])
+def test_malformed_lines_raise_protocol_error_naming_the_line(line, message):
+    with pytest.raises(ProtocolError, match=message) as caught:
+        parse_output("ok\n" + line + "\n")
+    assert isinstance(caught.value, ValueError)
+    assert line.strip()[:20] in str(caught.value)
+
+
+def test_parse_number():
+    assert parse_number("14,200.5") == 14200.5
+    assert parse_number("11.2K") == pytest.approx(11200.0)
+    assert parse_number("2 m") == 2e6
+    with pytest.raises(ValueError):
+        parse_number("0")
+
+
+def test_importing_the_package_stays_cheap():
+    import subprocess
+    import sys
+    from pathlib import Path
+    code = ("import sys, regressbisect; regressbisect.report; "
+            "bad = [m for m in ('torch', 'pandas', 'numpy', 'git') if m in sys.modules]; "
+            "sys.exit(str(bad) if bad else 0)")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                            cwd=Path(__file__).resolve().parents[1])
+    assert result.returncode == 0, result.stderr

@@ -1,0 +1,230 @@
+"""The SQLite store: round trip, durability under kill -9, schema/corruption errors, resume."""
+from __future__ import annotations
+
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from regressbisect.errors import ExitCode, UserError
+from regressbisect.model import Candidate, ProbeOutcome, Sample, SampleKey
+from regressbisect.store import SCHEMA_VERSION, Store
+
+REPO = Path(__file__).resolve().parents[1]
+SHA_A, SHA_B = "a" * 40, "b" * 40
+KEY_A = SampleKey(tree="t" * 40, patch_hash=None, config_hash="cfg", env_fingerprint="env")
+KEY_P = SampleKey(tree="t" * 40, patch_hash="p1", config_hash="cfg", env_fingerprint="env")
+
+
+def _measured(tok_s: float, **kwargs) -> ProbeOutcome:
+    return ProbeOutcome(sample=Sample(tok_s=tok_s, **kwargs), skip_reason=None, exit_code=0,
+                        wall_seconds=1.5, output_tail="ok")
+
+
+def _skipped(reason: str, code: int | None = 1) -> ProbeOutcome:
+    return ProbeOutcome(sample=None, skip_reason=reason, exit_code=code, wall_seconds=0.2,
+                        output_tail="Traceback ...\nRuntimeError: boom")
+
+
+def test_round_trip_keys_arms_and_iterations(tmp_path):
+    with Store(tmp_path / "deep" / "dir" / "store.sqlite") as store:
+        hunt = store.start_hunt(kind="commits", good=SHA_A, bad=SHA_B, config_hash="cfg",
+                                env_fingerprint="env", settings={"n": 5})
+        iters = ({"ms": 40.0, "tokens": 512, "lm_head_calls": 2},
+                 {"ms": 41.5, "tokens": 512, "lm_head_calls": 3})
+        first = store.add_outcome(KEY_A, Candidate(SHA_A), _measured(
+            1000.0, tokens=512.0, seconds=0.5, iters=iters, counters={"lm_head_calls": 2.5}),
+            hunt_id=hunt)
+        store.add_outcome(KEY_A, Candidate(SHA_A), _measured(1100.0), hunt_id=hunt)
+        store.add_outcome(KEY_A, Candidate(SHA_A), _measured(900.0, instrumented=True),
+                          hunt_id=hunt, arm="instrumented")
+        store.add_outcome(KEY_P, Candidate(SHA_A, ("h2", "h1")), _measured(500.0), hunt_id=hunt)
+        store.add_outcome(KEY_A, Candidate(SHA_A), _skipped("exit 1: RuntimeError: boom"),
+                          hunt_id=hunt)
+        store.add_outcome(KEY_A, Candidate(SHA_A), _skipped("timeout after 60s", None),
+                          hunt_id=None)
+
+        plain = store.samples(KEY_A)
+        assert [s.tok_s for s in plain] == [1000.0, 1100.0]  # insertion order, no instrumented
+        assert plain[0].iters == iters and plain[0].counters == {"lm_head_calls": 2.5}
+        assert plain[0].tokens == 512.0 and plain[1].tokens is None
+        assert [s.tok_s for s in store.samples(KEY_A, instrumented=None)] == [1000, 1100, 900]
+        assert [s.tok_s for s in store.samples(KEY_A, instrumented=True, arm="instrumented")] \
+            == [900.0]
+        assert store.samples(KEY_A, arm="control") == []
+        assert [s.tok_s for s in store.samples(KEY_P)] == [500.0]  # the patch is part of the key
+        assert store.skips(KEY_A) == ["exit 1: RuntimeError: boom", "timeout after 60s"]
+        assert store.skips(KEY_P) == []
+
+        frame = store.iterations(first)
+        assert list(frame["iter"]) == [0, 1]
+        assert list(frame["ms"]) == [40.0, 41.5] and list(frame["lm_head_calls"]) == [2, 3]
+
+        hunts = store.hunts()
+        assert list(hunts["id"]) == [hunt] and list(hunts["samples"]) == [4]
+        assert list(hunts["skips"]) == [1]
+        assert store.hunt_report(hunt) is None
+        store.finish_hunt(hunt, {"schema": 1, "verdict": "none"})
+        assert store.hunt_report(hunt) == {"schema": 1, "verdict": "none"}
+        assert store.hunts()["verdict"].tolist() == ["none"]
+        assert store.last_hunt_id() == hunt
+
+
+def test_samples_are_visible_to_a_second_connection_at_once(tmp_path):
+    path = tmp_path / "store.sqlite"
+    with Store(path) as writer, Store(path) as reader:
+        writer.add_outcome(KEY_A, Candidate(SHA_A), _measured(123.0), hunt_id=None)
+        assert [s.tok_s for s in reader.samples(KEY_A)] == [123.0]
+        # and from a plain sqlite3 connection, without our code
+        with sqlite3.connect(path) as raw:
+            assert raw.execute("SELECT tok_s FROM samples").fetchall() == [(123.0,)]
+
+
+def test_kill_9_mid_writing_loses_no_reported_sample(tmp_path):
+    path = tmp_path / "store.sqlite"
+    writer = textwrap.dedent(f"""
+        import sys
+        from pathlib import Path
+        from regressbisect.model import Candidate, ProbeOutcome, Sample, SampleKey
+        from regressbisect.store import Store
+        key = SampleKey(tree="t" * 40, patch_hash=None, config_hash="cfg", env_fingerprint="env")
+        store = Store(Path({str(path)!r}))
+        iters = [{{"ms": 1.0 + i, "tokens": 8, "lm_head_calls": 2}} for i in range(20)]
+        for i in range(1, 100000):
+            outcome = ProbeOutcome(sample=Sample(tok_s=float(i), iters=iters), skip_reason=None,
+                                   exit_code=0, wall_seconds=0.1)
+            store.add_outcome(key, Candidate("a" * 40), outcome, hunt_id=None)
+            print(i, flush=True)  # reported only once add_outcome returned
+    """)
+    process = subprocess.Popen([sys.executable, "-c", writer], stdout=subprocess.PIPE,
+                               text=True, cwd=REPO)
+    reported = []
+    try:
+        for line in process.stdout:
+            reported.append(int(line))
+            if len(reported) >= 40:
+                break
+    finally:
+        os.kill(process.pid, signal.SIGKILL)
+        process.wait()
+    # Whatever the pipe still held was also written before the kill.
+    reported += [int(line) for line in process.stdout.read().split()]
+    assert len(reported) >= 40, "the writer did not get going"
+
+    with Store(path) as store:  # opens fine: WAL recovery, no corruption
+        stored = [s.tok_s for s in store.samples(KEY_A)]
+        assert set(map(float, reported)) <= set(stored)
+        assert stored == [float(i) for i in range(1, len(stored) + 1)]  # no gap, no half sample
+        assert all(len(s.iters) == 20 for s in store.samples(KEY_A))
+        assert sqlite3.connect(path).execute("PRAGMA integrity_check").fetchone() == ("ok",)
+
+
+def test_newer_schema_is_refused_with_one_line(tmp_path):
+    path = tmp_path / "store.sqlite"
+    Store(path).close()
+    with sqlite3.connect(path) as raw:
+        raw.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'",
+                    (str(SCHEMA_VERSION + 1),))
+    with pytest.raises(UserError) as caught:
+        Store(path)
+    assert caught.value.exit_code == ExitCode.USER_ERROR
+    assert caught.value.message == (
+        f"store {path} was written by a newer regressbisect (schema {SCHEMA_VERSION + 1}); "
+        f"upgrade, or pass --store NEWPATH")
+
+
+@pytest.mark.parametrize("content", [b"this is not sqlite at all\n" * 50,
+                                     b"SQLite format 3\x00" + b"\xff" * 4000])
+def test_corrupt_file_is_refused_with_one_line(tmp_path, content):
+    path = tmp_path / "store.sqlite"
+    path.write_bytes(content)
+    with pytest.raises(UserError) as caught:
+        Store(path)
+    assert caught.value.exit_code == ExitCode.USER_ERROR
+    assert caught.value.message.startswith(f"store {path} is not a valid regressbisect store (")
+    assert caught.value.message.endswith("move it away or pass --store NEWPATH")
+    assert path.read_bytes() == content  # the user's file is not touched
+
+
+def test_another_programs_database_is_refused(tmp_path):
+    path = tmp_path / "other.sqlite"
+    with sqlite3.connect(path) as raw:
+        raw.execute("CREATE TABLE users (name TEXT)")
+    with pytest.raises(UserError, match="not a valid regressbisect store"):
+        Store(path)
+
+
+def test_unfinished_hunt_is_resumed_finished_one_is_not(tmp_path):
+    path = tmp_path / "store.sqlite"
+    args = dict(kind="commits", good=SHA_A, bad=SHA_B, config_hash="cfg", env_fingerprint="env",
+                settings={"min_runs": 5, "alpha": 0.05})
+    with Store(path) as store:
+        hunt = store.start_hunt(**args)
+    with Store(path) as store:  # a new process after a kill
+        assert store.start_hunt(**{**args, "settings": {"alpha": 0.05, "min_runs": 5}}) == hunt
+        different = store.start_hunt(**{**args, "settings": {"min_runs": 7, "alpha": 0.05}})
+        assert different != hunt
+        store.finish_hunt(hunt, {"verdict": "none"})
+        again = store.start_hunt(**args)
+        assert again not in (hunt, different)
+        assert store.last_hunt_id() == again
+
+
+def test_series_per_commit_and_machine_checks(tmp_path):
+    with Store(tmp_path / "s.sqlite") as store:
+        key_b = SampleKey(tree="u" * 40, patch_hash=None, config_hash="cfg", env_fingerprint="env")
+        other_env = SampleKey(tree="u" * 40, patch_hash=None, config_hash="cfg",
+                              env_fingerprint="env2")
+        for tok_s in (100.0, 104.0, 98.0):
+            store.add_outcome(KEY_A, Candidate(SHA_A), _measured(tok_s), hunt_id=None)
+        for tok_s in (90.0, 92.0):
+            store.add_outcome(key_b, Candidate(SHA_B), _measured(tok_s), hunt_id=None)
+        store.add_outcome(other_env, Candidate(SHA_B), _measured(10.0), hunt_id=None)
+        store.add_outcome(KEY_P, Candidate(SHA_A, ("h",)), _measured(1.0), hunt_id=None)
+        store.add_outcome(KEY_A, Candidate(SHA_A), _measured(5.0, instrumented=True),
+                          hunt_id=None, arm="instrumented")
+
+        series = store.series(config_hash="cfg", env_fingerprint="env")
+        assert series["commit"].tolist() == [SHA_A, SHA_B]
+        assert series["n"].tolist() == [3, 2]
+        assert series["median_tok_s"].tolist() == [100.0, 91.0]
+        assert (series["first"] <= series["last"]).all()
+        assert store.series(config_hash="cfg")["n"].tolist() == [3, 3]
+        assert store.series(config_hash="nope").empty
+
+        assert store.machine_checks("env").empty
+        store.record_machine_check("env", {"matmul_tflops": 50.1, "memcpy_gbs": 20.0})
+        store.record_machine_check("env", {"matmul_tflops": 49.0, "memcpy_gbs": 21.0})
+        store.record_machine_check("env2", {"matmul_tflops": 1.0})
+        checks = store.machine_checks("env")
+        assert checks["matmul_tflops"].tolist() == [50.1, 49.0]
+
+
+def test_store_import_is_cheap():
+    code = ("import sys, regressbisect.store; "
+            "bad = [m for m in ('pandas', 'torch') if m in sys.modules]; "
+            "sys.exit(str(bad) if bad else 0)")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO)
+    assert result.returncode == 0, result.stderr
+
+
+def test_damaged_page_in_a_real_store_is_refused(tmp_path):
+    path = tmp_path / "store.sqlite"
+    with Store(path) as store:
+        iters = [{"ms": float(i), "tokens": 8} for i in range(50)]
+        for i in range(60):
+            store.add_outcome(KEY_A, Candidate(SHA_A), _measured(100.0 + i, iters=iters),
+                              hunt_id=None)
+    assert not Path(f"{path}-wal").exists() or Path(f"{path}-wal").stat().st_size == 0
+    data = bytearray(path.read_bytes())
+    page = 4096
+    assert len(data) > 8 * page
+    data[5 * page: 7 * page] = b"\xa5" * (2 * page)  # scribble over two b-tree pages
+    path.write_bytes(bytes(data))
+    with pytest.raises(UserError, match="not a valid regressbisect store"):
+        Store(path)
