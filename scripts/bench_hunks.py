@@ -34,10 +34,11 @@ from tabulate import tabulate
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from regressbisect.search.ddmin import (BAD, GOOD, PARTIAL, UNRESOLVED,  # noqa: E402
                                         DdminResult, HunkSearch)
+from regressbisect.search.levels import LevelRule, subset_verdict  # noqa: E402
 
 BASE_TOK_S = 10_000.0
 CONTROL_SAMPLES = 10
-MIN_SAMPLES, MAX_SAMPLES = 3, 15
+RULE = LevelRule()  # the rule the real hunk hunt uses
 PER_FILE, PER_FUNCTION = 5, 2
 
 
@@ -105,21 +106,11 @@ class NoisyOracle:
         if not self.diff.applies(subset):
             self.probes += 1  # the probe crashes at import: one run, then skip
             return UNRESOLVED
-        logs = list(self._samples(subset, MIN_SAMPLES))
-        while True:
-            k = len(logs)
-            position = (self.ref_base - np.mean(logs)) / self.gap
-            half = stats.t.ppf(0.975, k - 1) * np.std(logs, ddof=1) / math.sqrt(k) / self.gap
-            lo, hi = position - half, position + half
-            if hi < 0.3:
-                return GOOD
-            if lo > 0.7:
-                return BAD
-            if 0.2 < lo and hi < 0.8:
-                return PARTIAL
-            if k >= MAX_SAMPLES:
-                return GOOD if position < 0.3 else BAD if position > 0.7 else PARTIAL
-            logs.extend(self._samples(subset, 1))
+        base, full = math.exp(self.ref_base), math.exp(self.ref_full)
+        values = list(np.exp(self._samples(subset, RULE.min_samples)))
+        while (verdict := subset_verdict(values, base, full, RULE)) is None:
+            values.extend(np.exp(self._samples(subset, 1)))
+        return verdict
 
 
 def run_trial(n: int, scenario: str, rng: np.random.Generator,

@@ -63,6 +63,8 @@ BASE_FILES: dict[str, str | bytes] = {
     "nonl.txt": "first\nlast without newline",
     "crlf.txt": "one\r\ntwo\r\nthree\r\nfour\r\n",
     "sub dir/spaced name.txt": _numbered("spaced", 6),
+    'caf\u00e9 "q".txt': _numbered("quoted", 4),
+    "becomes_link.txt": "a file, then a symlink\n",
 }
 
 
@@ -95,15 +97,19 @@ def _dirty(repo: Path) -> None:
                        "crlf.txt": "one\r\nTWO\r\nthree\r\nfour\r\nfive\r\n",
                        "sub dir/spaced name.txt": _numbered("spaced", 6).replace("line 3", "L3"),
                        "weights.bin": bytes(range(255, -1, -1)) * 4})
+    _edit_lines(repo / 'caf\u00e9 "q".txt', edits={1: "quoted one changed"}, inserts={})
     (repo / "gone.txt").unlink()
     os.chmod(repo / "tool.sh", 0o755)
+    (repo / "becomes_link.txt").unlink()
+    (repo / "becomes_link.txt").symlink_to("big.txt")
     # Staged changes: an edit and a new file, both only in the index + work tree.
     _edit_lines(repo / "staged.txt", edits={3: "staged three changed"}, inserts={})
     write_files(repo, {"added_staged.py": "def added():\n    return 1\n"})
     git(repo, "add", "staged.txt", "added_staged.py")
     # Untracked files: only with include_untracked.
     write_files(repo, {"notes/untracked.txt": "not tracked\nat all\n",
-                       "untracked.bin": b"\x00\xff\x00binary"})
+                       "untracked.bin": b"\x00\xff\x00binary", "run me.sh": "#!/bin/sh\n"})
+    os.chmod(repo / "run me.sh", 0o755)
 
 
 @pytest.fixture()
@@ -121,6 +127,9 @@ def _worktree_state(root: Path) -> dict[str, tuple[bytes, bool]]:
         dirnames[:] = [d for d in dirnames if d != ".git"]
         for name in filenames:
             full = Path(dirpath) / name
+            if full.is_symlink():
+                state[full.relative_to(root).as_posix()] = (os.readlink(full).encode(), False)
+                continue
             state[full.relative_to(root).as_posix()] = (
                 full.read_bytes(), bool(full.stat().st_mode & stat.S_IXUSR))
     return state
@@ -140,10 +149,11 @@ def test_collects_modified_staged_deleted_added_binary_and_mode(dirty_repo: Path
     hunks = collect_hunks(dirty_repo)
     files = {h.file for h in hunks}
     assert files == {"model.py", "big.txt", "nonl.txt", "crlf.txt", "sub dir/spaced name.txt",
-                     "weights.bin", "gone.txt", "tool.sh", "staged.txt", "added_staged.py"}
+                     "weights.bin", "gone.txt", "tool.sh", "staged.txt", "added_staged.py",
+                     'caf\u00e9 "q".txt', "becomes_link.txt"}
     kinds = {h.file: h.kind for h in hunks if h.kind != "modify"}
     assert kinds == {"weights.bin": "binary", "gone.txt": "delete-file", "tool.sh": "mode",
-                     "added_staged.py": "add-file"}
+                     "added_staged.py": "add-file", "becomes_link.txt": "type-change"}
     # -U0: one hunk per run of changed lines (big.txt: 10 edits; the two deleted lines are one
     # run, and the last line's change + the appended line are another).
     assert sum(h.file == "big.txt" for h in hunks) == 8
@@ -157,6 +167,7 @@ def test_untracked_only_on_request(dirty_repo: Path) -> None:
     assert "notes/untracked.txt" not in without and "untracked.bin" not in without
     assert added["notes/untracked.txt"] == "add-file"
     assert added["untracked.bin"] == "binary"
+    assert added["run me.sh"] == "add-file"
 
 
 def test_ids_are_stable_across_collections_and_line_shifts(dirty_repo: Path) -> None:
@@ -193,7 +204,7 @@ def test_any_subset_applies_and_all_reproduce_the_work_tree(dirty_repo: Path,
 
     rng = random.Random(7)
     by_id = {h.id: h for h in hunks}
-    for trial in range(40):
+    for trial in range(60):
         size = rng.randint(1, len(hunks) - 1)
         subset = rng.sample(hunks, size)
         result = _apply(scratch, build_patch(subset))

@@ -12,6 +12,7 @@ from pathlib import Path
 import regressbisect.probe
 
 SHIM_DIR = Path(regressbisect.probe.__file__).parent / "shim"
+PACKAGE_ROOT = Path(regressbisect.__file__).parent.parent  # as if regressbisect were installed
 PREFIX = "@regressbisect-counters "
 
 
@@ -39,7 +40,6 @@ COUNTED_SCRIPT = """
     import torch.nn.functional as F
     from torch.nn.attention.flex_attention import create_block_mask
 
-    assert "regressbisect" not in sys.modules or "regressbisect.probe.instrument" in sys.modules
     head = nn.Linear(8, 3000, bias=False)    # >= REGRESSBISECT_LMHEAD_MIN_OUT (2048): lm_head
     wide = nn.Linear(8, 1000, bias=False)    # below the threshold: not counted
     opt = torch.optim.SGD([*head.parameters(), *wide.parameters()], lr=0.1)
@@ -57,13 +57,14 @@ COUNTED_SCRIPT = """
 
 CHECK_INSTANCE = """
     from regressbisect.probe import instrument   # the shim's instance, not a second copy
-    assert instrument.active()
+    assert instrument is sys.modules["regressbisect.probe.instrument"] and instrument.active()
     print("snapshot", instrument.snapshot()["lm_head_calls"])
 """
 
 
 def test_user_script_is_counted_exactly(tmp_path: Path) -> None:
-    proc = _run(COUNTED_SCRIPT + CHECK_INSTANCE, tmp_path, REGRESSBISECT_LMHEAD_MIN_OUT="2048", RANK="3")
+    proc = _run(COUNTED_SCRIPT + CHECK_INSTANCE, tmp_path, extra_path=[PACKAGE_ROOT],
+                REGRESSBISECT_LMHEAD_MIN_OUT="2048", RANK="3")
     assert proc.returncode == 0, proc.stderr
     lines = _counter_lines(proc.stdout)
     assert len(lines) == 1

@@ -18,7 +18,8 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 
-from regressbisect.cli import clean_cmd, run_cmd, workload_cmd  # noqa: E402,F401  (registers commands)
+from regressbisect.cli import (clean_cmd, demo_cmd, doctor_cmd, hunks_cmd,  # noqa: E402,F401
+                               nightly_cmd, report_cmd, run_cmd, workload_cmd)  # registers them
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -11,8 +11,9 @@ plus the line delta of the hunks of the subset that precede it in the same file.
 
 Renames are turned off (`--no-renames`): a renamed file is a delete-file hunk plus an
 add-file hunk, which are independent. A file's mode change (chmod +x) is its own hunk.
-New, deleted and binary files are one hunk per file. Submodule changes are left out (with a
-warning): a worktree cannot apply them.
+New, deleted and binary files are one hunk per file, and so is a type change (file <->
+symlink), which git writes as a delete and an add of one path. Submodule changes are left
+out (with a warning): a worktree cannot apply them.
 
 Text is decoded as UTF-8 with `surrogateescape`, so files in any encoding (and CRLF line
 ends) travel byte-exact: encode a patch with `encode_patch` (not plain `.encode()`).
@@ -78,7 +79,8 @@ class Hunk:
     excerpt: str
     """Up to 8 changed lines, for reports."""
     kind: str
-    """'modify' | 'add-file' | 'delete-file' | 'binary' | 'mode' (chmod only)."""
+    """'modify' | 'add-file' | 'delete-file' | 'binary' | 'mode' (chmod only) |
+    'type-change' (a file became a symlink or back: delete + add of one path)."""
 
     @property
     def body(self) -> str:
@@ -112,13 +114,36 @@ def collect_hunks(repo_root: Path, base: str = "HEAD", *,
     hunks: list[Hunk] = []
     for section in sections:
         hunks.extend(_section_hunks(repo_root, base, section))
+    hunks = _merge_type_changes(hunks)
     if not hunks:
         message = (f"no uncommitted changes against {base} (nothing to bisect; commit range? "
                    "use `regressbisect run`)")
         if untracked and not include_untracked:
             message += f"; {len(untracked)} untracked file(s) ignored (--include-untracked)"
         raise UserError(message)
-    return _with_stable_ids(hunks)
+    return sorted(_with_stable_ids(hunks), key=_file_order)
+
+
+def _file_order(hunk: Hunk) -> tuple[str, int, int]:
+    return (hunk.file, _KIND_ORDER[hunk.kind], hunk.old_start)
+
+
+def _merge_type_changes(hunks: list[Hunk]) -> list[Hunk]:
+    """A file that became a symlink (or back) is a delete + an add of one path in git's diff.
+
+    The add does not apply without the delete ("already exists"), so the two are one hunk.
+    """
+    out: list[Hunk] = []
+    for hunk in hunks:
+        previous = out[-1] if out else None
+        if (previous is not None and previous.kind == "delete-file" and hunk.file == previous.file
+                and hunk.kind in ("add-file", "binary")):
+            out[-1] = replace(hunk, kind="type-change", header=previous.header,
+                              text=previous.text + hunk.header + hunk.text,
+                              excerpt=f"type change of {hunk.file}\n{hunk.excerpt}")
+        else:
+            out.append(hunk)
+    return out
 
 
 def _check_base(repo_root: Path, base: str) -> Path:
@@ -373,7 +398,8 @@ def _with_stable_ids(hunks: list[Hunk]) -> list[Hunk]:
 # -- patches --------------------------------------------------------------------------------
 
 
-_KIND_ORDER = {"delete-file": 0, "mode": 1, "modify": 2, "add-file": 3, "binary": 3}
+_KIND_ORDER = {"delete-file": 0, "type-change": 0, "mode": 1, "modify": 2, "add-file": 3,
+               "binary": 3}
 
 
 def build_patch(hunks: Sequence[Hunk]) -> str:
@@ -385,7 +411,7 @@ def build_patch(hunks: Sequence[Hunk]) -> str:
     if len({h.id for h in hunks}) != len(hunks):
         raise ValueError("build_patch: duplicate hunks")
     by_file: dict[str, list[Hunk]] = {}
-    for hunk in sorted(hunks, key=lambda h: (h.file, _KIND_ORDER[h.kind], h.old_start)):
+    for hunk in sorted(hunks, key=_file_order):
         by_file.setdefault(hunk.file, []).append(hunk)
     out: list[str] = []
     for path, file_hunks in by_file.items():
@@ -438,7 +464,7 @@ def group_hunks(hunks: Sequence[Hunk]) -> list[list[list[str]]]:
     Level 0: one group per file; level 1: per (file, enclosing function/class; top-level code
     of a file is one group); level 2: single hunks. Groups keep file and line order.
     """
-    ordered = sorted(hunks, key=lambda h: (h.file, _KIND_ORDER[h.kind], h.old_start))
+    ordered = sorted(hunks, key=_file_order)
     by_file: dict[str, list[str]] = {}
     by_function: dict[tuple[str, str | None], list[str]] = {}
     for hunk in ordered:

@@ -25,6 +25,7 @@ from pathlib import Path
 from types import TracebackType
 
 from regressbisect.errors import UserError
+from regressbisect.git.hunks import APPLY_ARGS, encode_patch
 from regressbisect.git.history import GitFailed, History, run_git
 
 _OUR_DIR = "regressbisect"
@@ -178,8 +179,9 @@ class WorktreePool:
 
     def _apply(self, where: Path, commit: str, patch: str) -> None:
         data = patch if patch.endswith("\n") else patch + "\n"
-        proc = run_git(where, "apply", "--whitespace=nowarn", "-", input=data.encode(),
-                       check=False)
+        # The flags hunks.py builds its patches for (zero-context hunks apply in any subset);
+        # encode_patch keeps the original bytes of files that are not valid UTF-8.
+        proc = run_git(where, "apply", *APPLY_ARGS, "-", input=encode_patch(data), check=False)
         if proc.returncode == 0:
             return
         stderr = proc.stderr.decode(errors="replace")

@@ -30,10 +30,17 @@ Culprits are found by peeling:
     culprit, S joins that culprit's cluster (B is needed, and has no effect without A); with
     several, it is reported in `interactions`.
 
+Noise: a verdict is a statistical decision and can be wrong. With DdminSettings.confirm each
+culprit is measured once more, and so is each of its leave-one-out subsets that was 'good'
+(one noisy 'partial' would invent a culprit, one noisy 'good' would add a hunk to one); a
+culprit that is not slow the second time is dropped and ddmin takes another path (the fresh
+verdict replaces the cached one). A union that is not 'bad' is measured again before step 3.
+
 The orchestrator drives the search as a state machine: `next_subset()` -> measure ->
 `record(subset, verdict)`, until `next_subset()` is None; then `result()`. Verdicts are cached
 per subset; the empty set is 'good' and the full set 'bad' by assumption (the control arm has
-measured both endpoints before the search starts).
+measured both endpoints before the search starts). A subset asked for a second time
+(`confirming` is True) is a confirmation: measure it with fresh samples.
 """
 from __future__ import annotations
 

@@ -1,0 +1,47 @@
+"""`regressbisect hunks`: which uncommitted hunks made tok/s drop."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from regressbisect.cli import app
+from regressbisect.cli import options as o
+
+
+@app.command("hunks")
+def hunks(
+    base: Annotated[str, typer.Option("--base", help="Commit the work tree's changes are compared against.")] = "HEAD",
+    include_untracked: Annotated[bool, typer.Option("--include-untracked", help="Also bisect untracked files (as whole-file hunks).")] = False,
+    cmd: o.Cmd = None, tokens: o.Tokens = None, timeout: o.Timeout = None,
+    metric_regex: o.MetricRegex = None, env: o.Env = None, min_effect: o.MinEffect = None,
+    direction: o.Direction = None, max_samples: o.MaxSamples = None, instrument: o.Instrument = None,
+    seed: o.Seed = None, json_out: o.JsonOut = None, store: o.StorePath = None,
+    repo: o.Repo = Path("."), quiet: o.Quiet = False,
+) -> None:
+    """Delta-debug the uncommitted changes (staged + unstaged) hunk by hunk on tok/s.
+
+    Your work tree, index and untracked files are only read; candidates are built in pooled
+    worktrees. Exit codes: 0 finished, 1 user error, 2 no regression between BASE and BASE + changes.
+    """
+    from regressbisect.config import build_config
+    from regressbisect.git.history import History
+    from regressbisect.hunkhunt import HunkHunt
+    from regressbisect.progress import HuntProgress
+    from regressbisect.render import render_summary
+
+    history = History.open(repo)
+    flags = {"cmd": cmd, "tokens": tokens, "timeout": timeout, "metric_regex": metric_regex,
+             "env": o.parse_env(env), "min_effect": min_effect, "direction": direction,
+             "max_samples": max_samples, "instrument": instrument, "seed": seed}
+    config = build_config(history.read_pyproject_table(), flags, source=str(history.root / "pyproject.toml"))
+    with HuntProgress(quiet=quiet) as progress:
+        hunt = HunkHunt(history, config, base=base, include_untracked=include_untracked,
+                        store_path=store, progress=progress)
+        outcome = hunt.run()
+    if json_out is not None:
+        json_out.write_text(json.dumps(outcome.report, indent=2) + "\n")
+    print(render_summary(outcome.report))
+    raise typer.Exit(int(outcome.exit_code))

@@ -1,0 +1,55 @@
+"""`regressbisect nightly`: measure the branch tip, detect change points, hunt them."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from regressbisect.cli import app
+from regressbisect.cli import options as o
+
+
+@app.command("nightly")
+def nightly(
+    branch: Annotated[str, typer.Option("--branch", help="Branch whose tip is measured.")] = "main",
+    report_dir: Annotated[Path, typer.Option("--report-dir", help="Where the night's HTML, Markdown, PNG and JSON go.")] = Path("reports"),
+    samples: Annotated[int, typer.Option("--samples", help="Samples per measured commit.")] = 5,
+    max_new: Annotated[int, typer.Option("--max-new", help="Commits measured per night (tip first, then unseen ones).")] = 5,
+    lookback: Annotated[int, typer.Option("--lookback", help="First-parent commits that form the series.")] = 200,
+    min_magnitude: Annotated[float, typer.Option("--min-magnitude", help="Smallest relative step reported as a change point.")] = 0.02,
+    alpha: Annotated[float, typer.Option("--alpha", help="Significance level of a change point.")] = 0.01,
+    replay: Annotated[Optional[int], typer.Option("--replay", help="Re-live the last N commits as N nights (one tip each).")] = None,
+    no_hunt: Annotated[bool, typer.Option("--no-hunt", help="Report change points without bisecting them.")] = False,
+    cmd: o.Cmd = None, tokens: o.Tokens = None, timeout: o.Timeout = None, env: o.Env = None,
+    min_effect: o.MinEffect = None, direction: o.Direction = None, instrument: o.Instrument = None,
+    store: o.StorePath = None, repo: o.Repo = Path("."), quiet: o.Quiet = False,
+) -> None:
+    """One night of regression hunting. Exit 3 when a new regression is found, 0 otherwise."""
+    from regressbisect.changepoints import ChangePointSettings
+    from regressbisect.config import build_config
+    from regressbisect.errors import ExitCode
+    from regressbisect.git.history import History
+    from regressbisect.nightly import Nightly, NightlySettings
+    from regressbisect.progress import HuntProgress
+
+    history = History.open(repo)
+    flags = {"cmd": cmd, "tokens": tokens, "timeout": timeout, "env": o.parse_env(env),
+             "min_effect": min_effect, "direction": direction, "instrument": instrument}
+    config = build_config(history.read_pyproject_table(), flags, source=str(history.root / "pyproject.toml"))
+    settings = NightlySettings(branch=branch, samples_per_commit=samples, max_new=max_new, lookback=lookback,
+                               changepoints=ChangePointSettings(min_magnitude=min_magnitude, alpha=alpha),
+                               hunt=not no_hunt)
+    with HuntProgress(quiet=quiet) as progress:
+        runner = Nightly(history, config, settings, store_path=store, report_dir=report_dir, progress=progress)
+        outcomes = runner.replay(replay) if replay else [runner.run()]
+    found = [o_ for o_ in outcomes if o_.exit_code == ExitCode.NIGHTLY_REGRESSION]
+    last = outcomes[-1]
+    for outcome in found:
+        for sha in outcome.report["new_alarms"]:
+            print(f"new regression at {sha[:10]} (night of {outcome.report['night']['tip'][:10]})")
+    for culprit in (found[-1] if found else last).report.get("culprits", []):
+        print(f"culprit {culprit['commit'][:10]} {culprit['step_pct']:+.1f}%  {culprit['subject']}")
+    if last.report_files:
+        print(f"report: {last.report_files[-1]}")
+    raise typer.Exit(int(ExitCode.NIGHTLY_REGRESSION if found else ExitCode.OK))

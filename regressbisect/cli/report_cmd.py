@@ -1,0 +1,46 @@
+"""`regressbisect report [HUNT]`: render a stored hunt (table, Markdown, HTML + PNG)."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from regressbisect.cli import app
+from regressbisect.cli import options as o
+
+
+@app.command("report")
+def report(
+    hunt: Annotated[Optional[int], typer.Argument(help="Hunt id (default: the latest); `--list` shows them.")] = None,
+    list_hunts: Annotated[bool, typer.Option("--list", help="List stored hunts.")] = False,
+    html: Annotated[Optional[Path], typer.Option("--html", help="Write a self-contained HTML page (with PNG plots) into this folder.")] = None,
+    markdown: Annotated[bool, typer.Option("--markdown", help="Print Markdown (for a CI comment) instead of the table.")] = False,
+    store: o.StorePath = None, repo: o.Repo = Path("."),
+) -> None:
+    """Render any stored hunt the same way a hunt does."""
+    from tabulate import tabulate
+
+    from regressbisect.config import default_store_path
+    from regressbisect.errors import UserError
+    from regressbisect.git.history import History
+    from regressbisect.render import render_html, render_markdown, render_summary
+    from regressbisect.store import Store
+
+    path = store or default_store_path(History.open(repo).common_dir)
+    if not path.exists():
+        raise UserError(f"no store at {path}: run a hunt first, or pass --store")
+    with Store(path) as s:
+        if list_hunts:
+            table = s.hunts()
+            print(tabulate(table[["id", "kind", "good", "bad", "started_at", "verdict"]].values,
+                           headers=["id", "kind", "good", "bad", "started", "verdict"]))
+            return
+        hunt_id = hunt if hunt is not None else s.last_hunt_id()
+        data = s.hunt_report(hunt_id) if hunt_id is not None else None
+    if data is None:
+        raise UserError(f"no finished hunt {hunt_id if hunt_id is not None else ''} in {path} "
+                        "(see `regressbisect report --list`)")
+    print(render_markdown(data) if markdown else render_summary(data))
+    if html is not None:
+        print(f"wrote {render_html(data, html)}")
