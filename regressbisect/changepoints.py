@@ -5,7 +5,12 @@ Method (docs/nightly.md explains it for users):
 1. Work on log(tok/s), so a step is a relative change and lognormal run-to-run noise is additive.
    Scale by a robust noise estimate: the MAD of first differences / sqrt(2) (a step moves one
    difference only, so it barely moves the estimate).
-2. Binary segmentation with a significance test as the stopping rule, the scheme of E-Divisive
+2. Isolated bad nights (a busy machine, a hiccup) are left out: a Hampel identifier (Pearson
+   2002) flags a night more than 5 noise-sigmas from the running median of its
+   `2*(min_segment-1)+1` neighbours. A new level lasting `min_segment` nights is the majority of
+   its windows, so it is never flagged. Flagged nights are dropped, not replaced: replacing them by
+   the local median copies a neighbour and made the test below anti-conservative.
+3. Binary segmentation with a significance test as the stopping rule, the scheme of E-Divisive
    (Matteson & James 2014, as used by MongoDB's CI and Apache Otava): the best single split of a
    window is found with `ruptures` (Binseg, least-squares cost = the maximum-likelihood location of
    a mean shift), then tested by a permutation test of the *max-type* CUSUM statistic (the
@@ -13,12 +18,13 @@ Method (docs/nightly.md explains it for users):
    for having picked the best split; Antoch & Huskova 2001). Significant splits are kept and both
    sides are searched again; a window stops at the first non-significant split.
    Inside each window the values are winsorised at 3 noise-sigmas around the window's median
-   (Huber-style), so one bad night (a busy machine) cannot make a split on its own. This is an
-   element-wise map with permutation-invariant parameters, so the permutation test stays exact
-   (a running-median Hampel filter does not: it copies neighbours and made the test
-   anti-conservative, 1.8% false alarms at alpha=1% in simulation).
-3. A split is reported when it is significant (p <= alpha), goes in the requested direction and
+   (Huber-style), bounding what any single night can contribute. That is an element-wise map with
+   permutation-invariant parameters, so the permutation test stays exact.
+4. A split is reported when it is significant (p <= alpha), goes in the requested direction and
    the medians of its two adjacent segments differ by at least `min_magnitude`.
+
+Simulated (30 nights, 2% lognormal noise, defaults): false alarms on a flat series 0.7% ('slower'),
+a 5% step is reported in 65% of series after 3 nights at the new level, 93% after 5, 99% after 8.
 """
 from __future__ import annotations
 
@@ -31,6 +37,11 @@ import ruptures
 
 # Winsorising at 3 robust sigmas (Huber) touches about 1 in 370 nights of Gaussian noise.
 _CLIP_SIGMAS = 3.0
+# Hampel identifier threshold (Pearson 2002): an isolated night this far from its neighbours'
+# median is left out as a bad night. 5 rather than the usual 3: dropping flagged points makes the
+# rest locally smoother, and at 3 sigma that doubled the false-alarm rate of the permutation test
+# in simulation (at 5: 1.2% two-sided at alpha=1%); a 20% bad night at 2% noise is 11 sigma.
+_OUTLIER_SIGMAS = 5.0
 # MAD -> sigma for Gaussian noise.
 _MAD_TO_SIGMA = 1.4826
 _DIRECTIONS = ("slower", "faster", "both")
@@ -100,18 +111,26 @@ def detect(values: Sequence[float], settings: ChangePointSettings = ChangePointS
 
     logs = np.log(raw)
     sigma = _robust_noise_sigma(logs)
-    z = logs / sigma
+    # Positions of the nights that take part: isolated outlier nights are left out entirely
+    # (dropping keeps the rest exchangeable, replacing them by a local median would not).
+    kept = np.flatnonzero(~_isolated_outliers(logs, half_window=m - 1, sigma=sigma))
+    if kept.size < 2 * m:
+        return []
+    z = logs[kept] / sigma
     rng = np.random.default_rng(settings.seed)
 
-    found: dict[int, float] = {}  # split index -> p-value
-    _segment(z, 0, z.size, settings, rng, found)
+    found_kept: dict[int, float] = {}  # split position among kept nights -> p-value
+    _segment(z, 0, z.size, settings, rng, found_kept)
+    found = {int(kept[j]): p for j, p in found_kept.items()}
     bounds = sorted(found)
     edges = [0, *bounds, raw.size]
+    raw_kept = np.full(raw.shape, np.nan)
+    raw_kept[kept] = raw[kept]
 
     points: list[ChangePoint] = []
     for i, index in enumerate(bounds):
-        before = float(np.median(raw[edges[i]:index]))
-        after = float(np.median(raw[index:edges[i + 2]]))
+        before = float(np.nanmedian(raw_kept[edges[i]:index]))
+        after = float(np.nanmedian(raw_kept[index:edges[i + 2]]))
         change = after / before - 1
         wanted = {"slower": change < 0, "faster": change > 0, "both": True}[direction]
         if wanted and abs(change) >= settings.min_magnitude and found[index] <= settings.alpha:
@@ -128,6 +147,18 @@ def _robust_noise_sigma(logs: np.ndarray) -> float:
     # A perfectly flat series (synthetic, or a cached metric) has no noise: use a tiny floor so
     # a real step still stands out and nothing divides by zero.
     return max(sigma, 1e-9)
+
+
+def _isolated_outliers(logs: np.ndarray, half_window: int, sigma: float) -> np.ndarray:
+    """Hampel identifier: nights more than 5 sigma from the running median of their
+    `2*half_window+1` neighbours. A new level lasting `half_window+1` nights is the majority of
+    its windows, so it is never flagged; a single bad night is."""
+    n = logs.size
+    flags = np.zeros(n, dtype=bool)
+    for i in range(n):
+        window = logs[max(0, i - half_window): min(n, i + half_window + 1)]
+        flags[i] = abs(logs[i] - float(np.median(window))) > _OUTLIER_SIGMAS * sigma
+    return flags
 
 
 def _segment(z: np.ndarray, lo: int, hi: int, settings: ChangePointSettings,

@@ -59,12 +59,13 @@ class HuntConfig:
 
     probe: ProbeConfig
     """How one sample is taken."""
-    min_effect: float = 0.01
-    """Relative tok/s change below which a step is not a culprit (0.01 = 1%)."""
+    min_effect: float = 0.02
+    """Relative tok/s change below which a step is not a culprit (0.02 = 2%): below run-to-run
+    noise of a training job, localising a step costs many samples (search/bisect.py)."""
     direction: str = "slower"
     """Which changes are culprits: 'slower' (regressions), 'faster', or 'both'."""
-    max_samples: int = 24
-    """Cap of samples per candidate; a candidate still undecided at the cap is UNSURE."""
+    max_samples: int = 96
+    """Cap of samples per candidate; it bounds the cost of an undecidable case (then UNSURE)."""
     slots: int = 1
     """Candidates measured at once, each in its own worktree (and its own GPUs)."""
     slot_devices: tuple[str, ...] = ()
@@ -78,8 +79,6 @@ class HuntConfig:
     """Interleaved shimmed/unshimmed pairs used to measure the shim's overhead on GOOD."""
     lm_head_min_out: int = 32768
     """Output width from which an F.linear call counts as an lm_head call."""
-    seed: int = 0
-    """Seed of the search's tie-breaking, so a re-run asks for the same samples."""
 
     def __post_init__(self) -> None:
         if not 0 < self.min_effect < 1:
@@ -107,7 +106,7 @@ _PYPROJECT_KEYS = {
     "min_effect": ("hunt", float), "direction": ("hunt", str), "max_samples": ("hunt", int),
     "slots": ("hunt", int), "slot_devices": ("hunt", list), "instrument": ("hunt", str),
     "overhead_limit": ("hunt", float), "overhead_pairs": ("hunt", int),
-    "lm_head_min_out": ("hunt", int), "seed": ("hunt", int),
+    "lm_head_min_out": ("hunt", int),
 }
 _RENAMES = {"timeout": "timeout_s"}
 

@@ -123,7 +123,7 @@ class HunkHunt:
         cfg = self.config
         self.progress.phase(f"control arm: {self.base[:10]} vs + all {len(self.hunks)} hunks, interleaved")
         search = CommitSearch(2, SearchSettings(min_effect=cfg.min_effect, direction=cfg.direction,
-                                                max_samples=cfg.max_samples, seed=cfg.seed))
+                                                max_samples=cfg.max_samples))
         endpoints = [self.candidate(()), everything]
         while batch := search.next_batch(1):
             for measure in batch:

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from regressbisect import report as report_mod
+from regressbisect import jsonreport
 from regressbisect import stats
 from regressbisect.config import HuntConfig, default_store_path
 from regressbisect.errors import ExitCode, UserError, warn
@@ -129,7 +129,7 @@ class CommitHunt:
             plan = self._plan_instrumentation(source)
             result = self._search(source, plan)
             counters = self._explain(source, plan, result)
-            report = report_mod.commit_report(
+            report = jsonreport.commit_report(
                 commits=self.commits, result=result, counters=counters, plan=plan,
                 probes=source.probes_run, cached=source.cached_used, config=cfg,
                 env_facts=self.env_facts, store_path=self.store_path, hunt_id=hunt_id,
@@ -142,7 +142,7 @@ class CommitHunt:
     def _search_settings_json(self) -> dict[str, Any]:
         c = self.config
         return {"min_effect": c.min_effect, "direction": c.direction, "max_samples": c.max_samples,
-                "slots": c.slots, "instrument": c.instrument, "seed": c.seed}
+                "slots": c.slots, "instrument": c.instrument}
 
     def _draw_checked(self, source: SampleSource, requests: Sequence[Request], notes: Sequence[str]):
         """Draw samples; an endpoint that cannot be measured ends the hunt with its reason."""
@@ -191,7 +191,7 @@ class CommitHunt:
     def _search(self, source: SampleSource, plan: InstrumentationPlan):
         cfg = self.config
         settings = SearchSettings(min_effect=cfg.min_effect, direction=cfg.direction,
-                                  max_samples=cfg.max_samples, seed=cfg.seed)
+                                  max_samples=cfg.max_samples)
         search = CommitSearch(len(self.candidates), settings)
         self._cached_by_index: dict[int, int] = {}
         self.progress.phase("control arm: GOOD and BAD interleaved, then the search")

@@ -18,7 +18,7 @@ def hunks(
     cmd: o.Cmd = None, tokens: o.Tokens = None, timeout: o.Timeout = None,
     metric_regex: o.MetricRegex = None, env: o.Env = None, min_effect: o.MinEffect = None,
     direction: o.Direction = None, max_samples: o.MaxSamples = None, instrument: o.Instrument = None,
-    seed: o.Seed = None, json_out: o.JsonOut = None, store: o.StorePath = None,
+    json_out: o.JsonOut = None, store: o.StorePath = None,
     repo: o.Repo = Path("."), quiet: o.Quiet = False,
 ) -> None:
     """Delta-debug the uncommitted changes (staged + unstaged) hunk by hunk on tok/s.
@@ -35,7 +35,7 @@ def hunks(
     history = History.open(repo)
     flags = {"cmd": cmd, "tokens": tokens, "timeout": timeout, "metric_regex": metric_regex,
              "env": o.parse_env(env), "min_effect": min_effect, "direction": direction,
-             "max_samples": max_samples, "instrument": instrument, "seed": seed}
+             "max_samples": max_samples, "instrument": instrument}
     config = build_config(history.read_pyproject_table(), flags, source=str(history.root / "pyproject.toml"))
     with HuntProgress(quiet=quiet) as progress:
         hunt = HunkHunt(history, config, base=base, include_untracked=include_untracked,

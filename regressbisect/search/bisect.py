@@ -76,10 +76,14 @@ class SearchSettings:
     """Cap of benchmark executions for the whole search; reached, the search reports what it has."""
     drift: bool = False
     """Model a linear drift of the machine over time in the change-point posterior."""
-    side_explore: float = 0.5
-    """A side of a culprit is searched only when the posterior of 'a step here' is at least this."""
-    side_abandon: float = 0.95
-    """A side being searched is closed when the posterior of 'no step here' reaches this."""
+    pair_window: int = 2
+    """Samples of two candidates at most this many rounds apart form a pair (drift cancels in it)."""
+    side_drop: float = 0.1
+    """A side of a culprit is dropped once a step of min_effect between its ends has less than this probability."""
+    side_null: float = 0.8
+    """Searching a side stops when the posterior of 'no step on this side' reaches this."""
+    max_vetoes: int = 4
+    """Steps refuted by the paired test before an interval is given up as unresolved."""
 
     def __post_init__(self) -> None:
         if self.direction not in _DIRECTIONS:
@@ -163,21 +167,22 @@ class SearchResult:
 
 @dataclass
 class _Interval:
-    """A bracket [lo, hi] searched for one step; `null_prior` > 0 when it may hold none."""
+    """A bracket [lo, hi] searched for one step; a side of a culprit is first `checked`."""
 
     lo: int
     hi: int
-    null_prior: float
-    exploring: bool = False
+    checked: bool
     vetoed: set[tuple[int, int]] = field(default_factory=set)
+    is_side: bool = False
+    probes_at_start: int = 0
 
 
 @dataclass(frozen=True)
 class _Posterior:
     gaps: list[tuple[int, int]]
     probs: np.ndarray          # mass of each gap
-    p_null: float              # mass of 'no step in this interval'
     step_hat: np.ndarray       # least-squares step of each gap (log scale)
+    p_null: float = 0.0        # mass of 'no step in this interval' (sides only)
 
 
 _EMPTY = Summary(n=0, median=math.nan, ci95=(math.nan, math.nan), cv=math.nan)
@@ -307,11 +312,12 @@ class CommitSearch:
         return len(self._raw.get(i, [])) >= self.settings.max_samples
 
     def _pooled_sigma(self) -> tuple[float, int]:
-        """Noise sigma (log scale) pooled over candidates, inflated to its 75% upper bound."""
+        """Noise sigma (log scale) pooled over candidates; below 10 degrees of freedom, its 75%
+        upper confidence bound, so that a lucky small spread early on does not fake certainty."""
         sigma, df = pooled_log_sigma(v for i, v in self._raw.items() if len(v) > 1 and not self._unmeasurable(i))
         if df == 0 or not sigma > 0:
             return math.nan, 0
-        return sigma * math.sqrt(df / chi2.ppf(0.25, df)), df
+        return (sigma * math.sqrt(df / chi2.ppf(0.25, df)) if df < 10 else sigma), df
 
     def _samples_per_decision(self) -> int:
         sigma, _ = self._pooled_sigma()
@@ -340,7 +346,7 @@ class CommitSearch:
             self._end_verdict = "not-reproduced"
         else:
             for iv in self._queue:
-                if iv.null_prior == 0 or iv.exploring:
+                if iv.checked:
                     self._unresolved.append((iv.lo, iv.hi))
             self._queue = []
         self._phase = "done"
@@ -378,7 +384,7 @@ class CommitSearch:
         picks = [(Measure(i, reason), tag) for i in order[: max(1, min(2, slots))]]
         if slots > 2:
             # spare slots: start the search in the interior (its samples serve the localisation)
-            iv = _Interval(0, self.n - 1, 0.0)
+            iv = _Interval(0, self.n - 1, True)
             post = self._posterior(iv, sign=-1 if s.direction != "faster" else 1)
             for i in self._quantile_picks(iv, post, slots - 2, exclude={good, bad}):
                 picks.append((Measure(i, f"bisect {good}..{bad}"), None))
@@ -403,7 +409,7 @@ class CommitSearch:
         d = self.settings.direction
         self._sign = -1 if d == "slower" else 1 if d == "faster" else 0
         self._tau = max(abs(math.log1p(gap)), log_threshold(self.settings.min_effect))
-        self._queue = [_Interval(0, self.n - 1, 0.0, exploring=True)]
+        self._queue = [_Interval(0, self.n - 1, checked=True)]
         self._phase = "search"
 
     # localisation and confirmation ----------------------------------------------------
@@ -415,33 +421,26 @@ class CommitSearch:
         iv = self._queue[0]
         s = self.settings
         if self._unmeasurable(iv.lo) or self._unmeasurable(iv.hi):
-            # an end of a side became unmeasurable: widen to the next measurable commit is not
-            # possible without breaking the culprit next to it, so the side is left unresolved
+            # an end of a side became unmeasurable: that side is left unresolved
             self._queue.pop(0)
             self._unresolved.append((iv.lo, iv.hi))
             return None
-        post = self._posterior(iv, sign=self._sign)
-        if not post.gaps:
-            self._queue.pop(0)
+        if not iv.checked:
+            return self._plan_side_check(iv, slots)
+        post = self._posterior(iv, sign=self._sign, null_prior=0.5 if iv.is_side else 0.0)
+        if iv.is_side and post.p_null >= s.side_null:
+            self._queue.pop(0)   # the data now favour 'no further step' on this side
             return None
-        if iv.null_prior > 0:
-            if not iv.exploring:
-                if 1 - post.p_null < s.side_explore:
-                    self._queue.pop(0)
-                    return None
-                iv.exploring = True
-            elif post.p_null >= s.side_abandon:
-                self._queue.pop(0)
-                return None
+        if not post.gaps or len(iv.vetoed) >= s.max_vetoes:
+            self._queue.pop(0)
+            self._unresolved.append((iv.lo, iv.hi))
+            return None
         best = int(np.argmax(post.probs))
         a, b = post.gaps[best]
         mass = float(post.probs[best])
         self._live = self._central_bracket(post)
         if mass >= s.confirm_enter:
-            tag = f"pair {a} {b}"
-            va, vb = self._values(a, tag), self._values(b, tag)
-            m = min(len(va), len(vb))
-            diffs = [math.log(y) - math.log(x) for x, y in zip(va[:m], vb[:m])]
+            diffs = self._paired_diffs(a, b)
             sigma, _ = self._pooled_sigma()
             delta = self._step_for_sprt(post.step_hat[best])
             decision = sprt(diffs, sigma=sigma * math.sqrt(2), delta=delta, alpha=s.alpha, beta=s.beta) if sigma > 0 else "continue"
@@ -455,9 +454,7 @@ class CommitSearch:
                 self._queue.pop(0)
                 self._unresolved.append((iv.lo, iv.hi))
                 return None
-            picks: list[tuple[Measure, str | None]] = []
-            for i in self._pair_order(a, b, len(va), len(vb))[: max(1, min(2, slots))]:
-                picks.append((Measure(i, "confirm step"), tag))
+            picks = [(Measure(i, "confirm step"), None) for i in self._pair_next(a, b, slots)]
             if slots > len(picks):
                 for i in self._quantile_picks(iv, post, slots - len(picks), exclude={a, b}):
                     picks.append((Measure(i, f"bisect {iv.lo}..{iv.hi}"), None))
@@ -468,6 +465,74 @@ class CommitSearch:
             self._unresolved.append((iv.lo, iv.hi))
             return None
         return picks
+
+    def _plan_side_check(self, iv: _Interval, slots: int) -> list[tuple[Measure, str | None]] | None:
+        """Does a side of a culprit hold another step? Pinpoint's rule: only if its ends differ.
+
+        t test of the two ends' mean log tok/s with the pooled sigma: search the side when the
+        difference is significant, at least min_effect and in the hunted direction; drop it when a
+        difference of min_effect in the hunted direction has become implausible (probability
+        below `side_drop` under the normal approximation); otherwise measure both ends again.
+        """
+        s = self.settings
+        lo_v, hi_v = self._raw.get(iv.lo, []), self._raw.get(iv.hi, [])
+        sigma, df = self._pooled_sigma()
+        if lo_v and hi_v and sigma > 0:
+            est = float(np.mean(np.log(hi_v)) - np.mean(np.log(lo_v)))
+            se = sigma * math.sqrt(1 / len(lo_v) + 1 / len(hi_v))
+            margin = log_threshold(s.min_effect)
+            toward = abs(est) if self._sign == 0 else est * self._sign
+            if abs(est) >= margin and toward > 0 and abs(est) / se >= float(student_t.ppf(1 - s.alpha / 2, df)):
+                iv.checked = True
+                iv.probes_at_start = self._probes
+                return None
+            if float(student_t.cdf((toward - margin) / se, df)) < s.side_drop:
+                self._queue.pop(0)
+                return None
+        if self._capped(iv.lo) and self._capped(iv.hi):
+            self._queue.pop(0)
+            self._unresolved.append((iv.lo, iv.hi))
+            return None
+        return [(Measure(i, f"check side {iv.lo}..{iv.hi}"), None) for i in self._pair_next(iv.lo, iv.hi, slots)]
+
+    def _paired_diffs(self, a: int, b: int) -> list[float]:
+        """log(b) - log(a) of the samples of a and b taken at most pair_window rounds apart.
+
+        Two pointers over both time-ordered sample lists; each sample is used in one pair at most.
+        """
+        ta, tb = self._time.get(a, []), self._time.get(b, [])
+        ya, yb = self._raw.get(a, []), self._raw.get(b, [])
+        i = j = 0
+        out = []
+        w = self.settings.pair_window
+        while i < len(ta) and j < len(tb):
+            if abs(ta[i] - tb[j]) <= w:
+                out.append(math.log(yb[j]) - math.log(ya[i]))
+                i += 1
+                j += 1
+            elif ta[i] < tb[j]:
+                i += 1
+            else:
+                j += 1
+        return out
+
+    def _pair_next(self, a: int, b: int, slots: int) -> list[int]:
+        """The next sample(s) of a pair: both when slots allow, else the partner of a fresh unpaired
+        sample, else ABBA order (which cancels a linear drift across pairs)."""
+        if slots >= 2:
+            return [a, b]
+        now = self._round + 1
+        w = self.settings.pair_window
+        la = self._time.get(a, [])
+        lb = self._time.get(b, [])
+        n_pairs = len(self._paired_diffs(a, b))
+        fresh_a = bool(la) and now - la[-1] <= w and (not lb or la[-1] > lb[-1])
+        fresh_b = bool(lb) and now - lb[-1] <= w and (not la or lb[-1] > la[-1])
+        if fresh_a and len(la) > n_pairs:
+            return [b]
+        if fresh_b and len(lb) > n_pairs:
+            return [a]
+        return [a] if n_pairs % 2 == 0 else [b]
 
     def _step_for_sprt(self, step_hat: float) -> float:
         """Alternative of the SPRT: the model's step, at least min_effect, in the hunted direction."""
@@ -490,9 +555,9 @@ class CommitSearch:
         # the two sides may hold further steps (Pinpoint explores every differing pair)
         sides = []
         if a > iv.lo:
-            sides.append(_Interval(iv.lo, a, 0.5))
+            sides.append(_Interval(iv.lo, a, checked=False, is_side=True))
         if iv.hi > b:
-            sides.append(_Interval(b, iv.hi, 0.5))
+            sides.append(_Interval(b, iv.hi, checked=False, is_side=True))
         self._queue[0:0] = sides
 
     # helpers --------------------------------------------------------------------------
@@ -542,18 +607,19 @@ class CommitSearch:
         j1 = int(min(np.searchsorted(cum, 0.975), len(post.gaps) - 1))
         return post.gaps[min(j0, j1)][0], post.gaps[j1][1]
 
-    def _posterior(self, iv: _Interval, sign: int) -> _Posterior:
-        """Posterior over the step position in [lo, hi] (and 'no step' when null_prior > 0).
+    def _posterior(self, iv: _Interval, sign: int, null_prior: float = 0.0) -> _Posterior:
+        """Posterior over the step position (last_good, first_bad) in [lo, hi].
 
         Bayesian regression y = Z g + step * s_b + e with Z = [1, time] (flat prior on g),
         step ~ N(0, tau^2) (truncated to `sign`), e ~ N(0, sigma^2), p(sigma) ~ 1/sigma on a grid.
         After projecting Z out (r = residual of y, u = residual of s_b) the step integrates in
         closed form: log BF = -1/2 log(1 + tau^2 u'u / s^2) + (u'r)^2 / (2 s^2 (u'u + s^2/tau^2)).
+        With null_prior > 0 the hypothesis 'no step' (step = 0) competes with prior null_prior.
         """
         points = self._measurable_in(iv.lo, iv.hi)
         gaps = [(points[j - 1], points[j]) for j in range(1, len(points)) if (points[j - 1], points[j]) not in iv.vetoed]
         if not gaps:
-            return _Posterior([], np.zeros(0), 1.0, np.zeros(0))
+            return _Posterior([], np.zeros(0), np.zeros(0))
         idx, y, tm = [], [], []
         for i in points:
             for v, t in zip(self._raw.get(i, []), self._time.get(i, [])):
@@ -561,12 +627,10 @@ class CommitSearch:
                 y.append(math.log(v))
                 tm.append(t)
         weights = np.array([b - a for a, b in gaps], dtype=float)
-        log_prior = np.log(weights / weights.sum()) + (math.log1p(-iv.null_prior) if iv.null_prior > 0 else 0.0)
+        log_prior = np.log(weights / weights.sum())
         n_obs = len(y)
         if n_obs < 2:
-            probs = np.exp(log_prior)
-            p_null = iv.null_prior
-            return _Posterior(gaps, probs, p_null, np.full(len(gaps), np.nan))
+            return _Posterior(gaps, np.exp(log_prior) * (1 - null_prior), np.full(len(gaps), np.nan), null_prior)
         idx_a, y_a, t_a = np.array(idx), np.array(y), np.array(tm, dtype=float)
         cols = [np.ones(n_obs)]
         if self.settings.drift and len(set(tm)) >= 3 and n_obs >= 4:
@@ -603,17 +667,14 @@ class CommitSearch:
             sd = np.sqrt(s2 / denom)
             log_bf = log_bf + math.log(2) + log_ndtr(sign * mean / sd)
         log_m1 = logsumexp(base[None, :] + log_bf, axis=1)
-        log_m0 = float(logsumexp(base))
         log_post = log_prior + log_m1
-        if iv.null_prior > 0:
-            all_log = np.append(log_post, math.log(iv.null_prior) + log_m0)
-            norm = logsumexp(all_log)
-            probs = np.exp(log_post - norm)
-            p_null = float(math.exp(all_log[-1] - norm))
-        else:
-            probs = np.exp(log_post - logsumexp(log_post))
-            p_null = 0.0
-        return _Posterior(gaps, probs, p_null, step_hat)
+        if null_prior > 0:
+            log_null = math.log(null_prior) + float(logsumexp(base))
+            log_post = log_post + math.log1p(-null_prior)
+            norm = float(np.logaddexp(logsumexp(log_post), log_null))
+            return _Posterior(gaps, np.exp(log_post - norm), step_hat, math.exp(log_null - norm))
+        probs = np.exp(log_post - logsumexp(log_post))
+        return _Posterior(gaps, probs, step_hat)
 
     def _candidate_verdicts(self, culprits: Sequence[Culprit]) -> tuple[CandidateVerdict, ...]:
         out = []

@@ -1,4 +1,7 @@
-"""The JSON report of a hunt (schema in DESIGN.md): data only; `render` turns it into text/HTML."""
+"""The JSON report of a hunt (schema in DESIGN.md): data only; `render` turns it into text/HTML.
+
+Not named report.py: `regressbisect.report` is the one-line helper user scripts call.
+"""
 from __future__ import annotations
 
 from pathlib import Path

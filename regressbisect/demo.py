@@ -1,0 +1,588 @@
+"""Build a demo git repository: a standalone copy of the reference DFlash trainer with a scripted
+history (harmless commits and real regressions) and an uncommitted diff.
+
+Every edit is a string replacement asserted to match exactly, applied to the trainer sources as
+they are in this package, so a change to the workload that breaks the script fails loudly here.
+Commit dates and identities are fixed, so the same sources give the same shas.
+"""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from regressbisect.errors import UserError
+
+_WORKLOAD_DIR = Path(__file__).parent / "workload" / "dflash"
+_PACKAGE = "trainer"
+_FIRST_DATE = 1_735_725_600  # 2025-01-01 10:00 UTC
+_HOURS = 3600
+DEFAULT_TOKENS = 1920  # 40 tiny steps: about 2 s of measured steps per probe on one CPU core
+
+
+# ---------------------------------------------------------------------------------------------
+# Value types
+
+
+@dataclass(frozen=True)
+class Edit:
+    """One exact string replacement in one file of the demo repository."""
+
+    path: str
+    """File relative to the repository root."""
+    old: str
+    """Text that must occur exactly `count` times (empty with `create=True`)."""
+    new: str
+    """Replacement text (the whole file with `create=True`)."""
+    count: int = 1
+    """Expected occurrences of `old`: a mismatch is an error, not a silent no-op."""
+    create: bool = False
+    """Write `new` as the whole file (which must not exist yet)."""
+
+
+@dataclass(frozen=True)
+class ScriptedCommit:
+    """A commit of the scripted history and what it is expected to do to the workload."""
+
+    subject: str
+    """First line of the commit message."""
+    edits: tuple[Edit, ...]
+    """Edits applied on top of the previous commit."""
+    kind: str = "harmless"
+    """'harmless', 'culprit', 'more-lm-head-not-slower' or 'counters-only'."""
+    effect: str = "none"
+    """Expected effect on the CPU tiny preset (tok/s and counters per iteration)."""
+
+
+@dataclass(frozen=True)
+class DemoCulprit:
+    """A commit of the history that makes the job slower."""
+
+    sha: str
+    """Full sha of the culprit."""
+    subject: str
+    """Its subject line."""
+    effect: str
+    """Expected effect: tok/s change measured side by side, counters before -> after."""
+
+
+@dataclass(frozen=True)
+class DiffSummary:
+    """The uncommitted changes left in the demo working tree."""
+
+    files: tuple[str, ...]
+    """Changed tracked files."""
+    added: int
+    """Lines added (git diff --numstat)."""
+    removed: int
+    """Lines removed."""
+    regressing_hunks: tuple[str, ...]
+    """Description of the hunks that slow the job; every other hunk is harmless."""
+
+
+@dataclass(frozen=True)
+class DemoRepo:
+    """What build_demo_repo made."""
+
+    path: Path
+    """Root of the new repository."""
+    commits: tuple[tuple[str, str], ...]
+    """(sha, subject) of every commit, oldest first; the last one is HEAD."""
+    culprits: tuple[DemoCulprit, ...]
+    """The scripted slowdowns, oldest first."""
+    more_lm_head_not_slower: str
+    """Sha of the commit doing more lm_head work that is not slower (it removes other work)."""
+    counters_only: tuple[str, ...]
+    """Shas whose counters change (host syncs) without a CPU slowdown."""
+    uncommitted: DiffSummary
+    """The working-tree diff."""
+    tokens: int
+    """Token budget written to [tool.regressbisect]."""
+
+    def sha_of(self, subject_prefix: str) -> str:
+        """Sha of the one commit whose subject starts with `subject_prefix`."""
+        found = [sha for sha, subject in self.commits if subject.startswith(subject_prefix)]
+        if len(found) != 1:
+            raise KeyError(subject_prefix)
+        return found[0]
+
+
+# ---------------------------------------------------------------------------------------------
+# The scripted history
+
+
+def _t(name: str) -> str:
+    return f"{_PACKAGE}/{name}"
+
+
+_README = """\
+# dflash-trainer
+
+A DFlash-style drafter trainer: a frozen target model produces hidden states of a few layers,
+a small block-diffusion drafter learns to predict the next `bs - 1` tokens after sampled anchors.
+
+Run it:
+
+    python -m trainer --preset tiny --tokens 1920           # one process, CPU
+    python -m trainer --preset tiny --tokens 1920 --nproc 2  # 1 target + 1 drafter rank (gloo)
+
+It prints one line `@regressbisect {"tokens": ..., "seconds": ..., "tok_s": ...}` after warm-up.
+"""
+
+_GITIGNORE = "__pycache__/\n*.pyc\n.regressbisect/\nruns/\n"
+
+
+def _pyproject(preset: str, tokens: int, version: str = "0.1.0") -> str:
+    return f"""\
+[project]
+name = "dflash-trainer"
+version = "{version}"
+description = "DFlash-style drafter training (demo repository for regressbisect)"
+requires-python = ">=3.10"
+dependencies = ["torch>=2.5"]
+
+[tool.regressbisect]
+cmd = "python -m {_PACKAGE} --preset {preset} --tokens {{tokens}}"
+tokens = {tokens}
+timeout = 300
+"""
+
+
+def _history(preset: str, tokens: int) -> list[ScriptedCommit]:
+    """Commits after the initial import, oldest first."""
+    t = _t
+    return [
+        ScriptedCommit("Add a README with how to run the trainer", (
+            Edit("README.md", "", _README, create=True),)),
+        ScriptedCommit("Ignore caches and run outputs", (
+            Edit(".gitignore", "", _GITIGNORE, create=True),)),
+        ScriptedCommit("Explain the anchor sampling in comments", (
+            Edit(t("masks.py"), "    valid = loss_mask[:-1].bool() & loss_mask[1:].bool()  # positions 0..S-2\n",
+                 "    # An anchor needs a supervised successor: the block predicts tokens after it.\n"
+                 "    valid = loss_mask[:-1].bool() & loss_mask[1:].bool()  # positions 0..S-2\n"
+                 "    # Random scores, invalid positions pushed last: argsort keeps N valid ones first.\n"),)),
+        ScriptedCommit("Factor the rotary lookup of the step into a helper", (
+            Edit(t("train.py"),
+                 "        q_pos = targets.positions.flatten()\n"
+                 "        rope_q = (self.cos[q_pos], self.sin[q_pos])\n"
+                 "        rope_ctx = (self.cos[:p.seq_len], self.sin[:p.seq_len])\n",
+                 "        rope_q, rope_ctx = self._rope(targets.positions.flatten())\n"),
+            Edit(t("train.py"), "    def step(self, seq: PackedSequence",
+                 "    def _rope(self, q_pos: torch.Tensor) -> tuple[tuple[torch.Tensor, torch.Tensor], "
+                 "tuple[torch.Tensor, torch.Tensor]]:\n"
+                 "        \"\"\"cos/sin of the block queries and of the context keys.\"\"\"\n"
+                 "        s = self.preset.seq_len\n"
+                 "        return (self.cos[q_pos], self.sin[q_pos]), (self.cos[:s], self.sin[:s])\n\n"
+                 "    def step(self, seq: PackedSequence"))),
+        ScriptedCommit("Log the run configuration at start-up", (
+            Edit(t("train.py"), "    warmup = settings.preset.warmup_steps\n",
+                 "    warmup = settings.preset.warmup_steps\n"
+                 "    if layout.rank == 0:\n"
+                 "        print(f\"[dflash] preset {settings.preset.name}, world {layout.world}, \"\n"
+                 "              f\"{measured} measured steps after {warmup} warm-up\", file=sys.stderr)\n"),)),
+        ScriptedCommit("Name the mask token id", (
+            Edit(t("presets.py"), "PRESETS: dict[str, Preset]",
+                 "def mask_token_id(preset: Preset) -> int:\n"
+                 "    \"\"\"The last vocabulary id marks the bs-1 positions the drafter fills in.\"\"\"\n"
+                 "    return preset.vocab - 1\n\n\n"
+                 "PRESETS: dict[str, Preset]"),
+            Edit(t("batch.py"), "from .presets import Preset\n", "from .presets import Preset, mask_token_id\n"),
+            Edit(t("batch.py"), "    input_ids = torch.full_like(labels, preset.vocab - 1)\n",
+                 "    input_ids = torch.full_like(labels, mask_token_id(preset))\n"))),
+        ScriptedCommit("Build the attention mask in the drafter layer loop", (
+            Edit(t("train.py"),
+                 "        masks = build_step_masks(make_mask_inputs(anchors, doc_ids, p.block_size),\n"
+                 "                                 p.sliding_window, self.dense_masks)\n",
+                 "        mask_inputs = make_mask_inputs(anchors, doc_ids, p.block_size)\n"),
+            Edit(t("train.py"), "block_embeds, rope_q, rope_ctx, masks)[0]",
+                 "block_embeds, rope_q, rope_ctx, mask_inputs)[0]"),
+            Edit(t("drafter.py"), "from .masks import StepMasks\n", "from .masks import MaskInputs, build_mask\n"),
+            Edit(t("drafter.py"), "                masks: StepMasks) -> torch.Tensor:\n",
+                 "                mask_inputs: MaskInputs) -> torch.Tensor:\n"),
+            Edit(t("drafter.py"),
+                 "        for i, layer in enumerate(self.layers):\n"
+                 "            windowed = layer_is_windowed(self.preset, i)\n"
+                 "            x = layer(x, context, rope_q, rope_ctx, masks.windowed if windowed else masks.full)\n",
+                 "        dense = block_embeds.device.type != \"cuda\"\n"
+                 "        for i, layer in enumerate(self.layers):\n"
+                 "            # Each layer builds the mask it attends with (windowed or not).\n"
+                 "            window = self.preset.sliding_window if layer_is_windowed(self.preset, i) else 0\n"
+                 "            x = layer(x, context, rope_q, rope_ctx, build_mask(mask_inputs, window, dense))\n")),
+            kind="culprit",
+            effect="create_block_mask calls/iter 1 -> 2 (one per layer); tok/s about -25%"),
+        ScriptedCommit("Add type hints to the transport queues", (
+            Edit(t("transport.py"), "        self.posted: collections.deque = collections.deque()\n",
+                 "        self.posted: collections.deque[tuple[torch.Tensor, torch.Tensor, list[dist.Work]]] = (\n"
+                 "            collections.deque())\n"),)),
+        ScriptedCommit("Document which tokens the throughput counts", (
+            Edit("README.md", "after warm-up.\n",
+                 "after warm-up.\n\n"
+                 "Tokens counted are supervised drafter tokens: N anchors * (bs - 1) per drafter step\n"
+                 "and drafter rank (slot 0 of each block is the anchor itself and is not trained on).\n"),)),
+        ScriptedCommit("Count valid anchors and documents for the summary line", (
+            Edit(t("train.py"), "        self.last_loss: torch.Tensor | None = None\n",
+                 "        self.last_loss: torch.Tensor | None = None\n"
+                 "        self.anchors_seen = 0\n"
+                 "        self.documents_seen = 0\n"),
+            Edit(t("train.py"), "        anchors, anchor_valid = sample_anchors(seq.loss_mask, p.anchors)\n",
+                 "        anchors, anchor_valid = sample_anchors(seq.loss_mask, p.anchors)\n"
+                 "        self.anchors_seen += int(anchor_valid.sum().item())\n"
+                 "        self.documents_seen += sum(1 for n in seq.lengths.tolist() if n > 0)\n")),
+            kind="counters-only",
+            effect="host_syncs/iter +2 (.item, .tolist in the step); no CPU slowdown (a GPU would stall)"),
+        ScriptedCommit("Rename the chunk bounds in the loss", (
+            Edit(t("loss.py"),
+                 "    for start in range(0, n_blocks, chunk_blocks):\n"
+                 "        stop = start + chunk_blocks\n"
+                 "        total = total + checkpoint(\n"
+                 "            _chunk_loss, blocks[start:stop].flatten(0, 1), lm_head_weight,\n"
+                 "            labels[start:stop].flatten(), weights[start:stop].flatten(), use_reentrant=False)\n",
+                 "    for first in range(0, n_blocks, chunk_blocks):\n"
+                 "        chunk = slice(first, first + chunk_blocks)\n"
+                 "        total = total + checkpoint(\n"
+                 "            _chunk_loss, blocks[chunk].flatten(0, 1), lm_head_weight,\n"
+                 "            labels[chunk].flatten(), weights[chunk].flatten(), use_reentrant=False)\n"),)),
+        ScriptedCommit("Report recall every step, with topk instead of a full sort", (
+            Edit(t("loss.py"), "        top = torch.argsort(logits, dim=-1, descending=True)[:, :k]\n",
+                 "        top = logits.topk(k, dim=-1).indices\n"),
+            Edit(t("presets.py"), "metrics_every=4,", "metrics_every=1,")),
+            kind="more-lm-head-not-slower",
+            effect="lm_head calls/iter 4 -> 6 (a metrics pass every step) but the full vocab sort it "
+                   "drops cost more; tok/s not lower"),
+        ScriptedCommit("Comment the DDP set-up", (
+            Edit(t("train.py"), "        drafter = Drafter(preset).to(device)\n",
+                 "        drafter = Drafter(preset).to(device)\n"
+                 "        # DDP only among drafter ranks: targets hold no trainable weights.\n"),)),
+        ScriptedCommit("Split the document layout out of synthetic_sequence", (
+            Edit(t("batch.py"),
+                 "    most_docs = min(p.max_docs, p.seq_len // p.min_doc_len)\n"
+                 "    n_docs = rng.randint(1, most_docs)\n"
+                 "    # n_docs - 1 cut points in the slack keep every document >= min_doc_len long.\n"
+                 "    slack = p.seq_len - n_docs * p.min_doc_len\n"
+                 "    edges = [0, *sorted(rng.randint(0, slack) for _ in range(n_docs - 1)), slack]\n"
+                 "    doc_lengths = [hi - lo + p.min_doc_len for lo, hi in zip(edges, edges[1:])]\n",
+                 "    doc_lengths = _document_lengths(p, rng)\n"
+                 "    n_docs = len(doc_lengths)\n"),
+            Edit(t("batch.py"), "def synthetic_sequence(",
+                 "def _document_lengths(p: Preset, rng: random.Random) -> list[int]:\n"
+                 "    \"\"\"Random document lengths >= min_doc_len that sum to S.\"\"\"\n"
+                 "    most_docs = min(p.max_docs, p.seq_len // p.min_doc_len)\n"
+                 "    n_docs = rng.randint(1, most_docs)\n"
+                 "    # n_docs - 1 cut points in the slack keep every document >= min_doc_len long.\n"
+                 "    slack = p.seq_len - n_docs * p.min_doc_len\n"
+                 "    edges = [0, *sorted(rng.randint(0, slack) for _ in range(n_docs - 1)), slack]\n"
+                 "    return [hi - lo + p.min_doc_len for lo, hi in zip(edges, edges[1:])]\n\n\n"
+                 "def synthetic_sequence("))),
+        ScriptedCommit("Lower the lm_head chunk to 4 blocks to cut peak logits memory", (
+            Edit(t("presets.py"), "lm_head_chunk=8,", "lm_head_chunk=4,"),),
+            kind="culprit",
+            effect="lm_head calls/iter 6 -> 12 (smaller GEMMs, more checkpointed chunks); tok/s about -10%"),
+        ScriptedCommit("Show the number of metric passes in the summary", (
+            Edit(t("train.py"), "recall {recall:.4f}\",",
+                 "recall {recall:.4f} over {len(trainer.recalls)} metric passes\","),)),
+        ScriptedCommit("README: the presets", (
+            Edit("README.md", "It prints one line",
+                 "Presets: `tiny` (CPU, CI: hidden 64, vocab 2048, S 256, N 16, bs 4) and `h200`\n"
+                 "(hidden 4096, vocab 151936, S 3072, N 512, bs 16, bf16, flex_attention).\n\n"
+                 "It prints one line"),)),
+        ScriptedCommit("Describe the payload layout of pack()", (
+            Edit(t("transport.py"), "def pack(seq: PackedSequence) -> torch.Tensor:\n",
+                 "def pack(seq: PackedSequence) -> torch.Tensor:\n"
+                 "    \"\"\"One int64 message: [ids (S) | loss_mask (S) | lengths (max_docs)].\"\"\"\n"),)),
+        ScriptedCommit("Drop an unused import", (
+            Edit(t("train.py"), "from .masks import build_step_masks, document_ids,",
+                 "from .masks import document_ids,"),)),
+        ScriptedCommit("Docstring for Receiver.receive", (
+            Edit(t("transport.py"), "    def receive(self) -> tuple[PackedSequence, torch.Tensor]:\n",
+                 "    def receive(self) -> tuple[PackedSequence, torch.Tensor]:\n"
+                 "        \"\"\"Wait for this step's batch, then post the receive of the next one.\"\"\"\n"),)),
+        ScriptedCommit("Name the epsilon of the loss normalisation", (
+            Edit(t("loss.py"), "    return total / weights.sum().clamp_min(1e-6)\n",
+                 "    return total / weights.sum().clamp_min(WEIGHT_SUM_EPS)\n"),
+            Edit(t("loss.py"), "from torch.utils.checkpoint import checkpoint\n",
+                 "from torch.utils.checkpoint import checkpoint\n\n"
+                 "WEIGHT_SUM_EPS = 1e-6  # a step whose anchors are all invalid has zero total weight\n"))),
+        ScriptedCommit("README: mention the sliding-window option", (
+            Edit("README.md", "It prints one line",
+                 "`--sliding-window W` makes every other drafter layer attend to the last W context\n"
+                 "tokens only (a second block mask).\n\n"
+                 "It prints one line"),)),
+        ScriptedCommit("Release 0.2.0", (
+            Edit("pyproject.toml", 'version = "0.1.0"', 'version = "0.2.0"'),)),
+    ]
+
+
+# The demo's starting point differs from the packaged workload in one place: its metrics pass
+# sorts the whole vocabulary. A later commit replaces that by topk and runs it every step.
+_INITIAL_EDITS = (
+    Edit(_t("loss.py"), "        top = logits.topk(k, dim=-1).indices\n",
+         "        top = torch.argsort(logits, dim=-1, descending=True)[:, :k]\n"),
+)
+
+
+_UNCOMMITTED = (
+    # Harmless: a description and validation helper for presets.
+    Edit(_t("presets.py"), "    def replace(self, **changes: object) -> \"Preset\":\n"
+                           "        return dataclasses.replace(self, **changes)\n",
+         "    def replace(self, **changes: object) -> \"Preset\":\n"
+         "        \"\"\"A copy with some fields changed (command-line overrides).\"\"\"\n"
+         "        return dataclasses.replace(self, **changes)\n\n"
+         "    def describe(self) -> str:\n"
+         "        \"\"\"One line per size, for logs and --help texts.\"\"\"\n"
+         "        lines = [f\"preset {self.name}\"]\n"
+         "        lines.append(f\"  hidden {self.hidden}, ffn {self.ffn}, drafter layers {self.drafter_layers}\")\n"
+         "        lines.append(f\"  heads {self.heads}/{self.kv_heads} x {self.head_dim}\")\n"
+         "        lines.append(f\"  vocab {self.vocab}, target layers {self.target_layers} \"\n"
+         "                     f\"(kept {self.target_layers_kept})\")\n"
+         "        lines.append(f\"  S {self.seq_len}, N {self.anchors}, bs {self.block_size}\")\n"
+         "        lines.append(f\"  lm_head chunk {self.lm_head_chunk} blocks, metrics every \"\n"
+         "                     f\"{self.metrics_every} steps (top-{self.metrics_topk})\")\n"
+         "        if self.sliding_window:\n"
+         "            lines.append(f\"  sliding window {self.sliding_window} on every \"\n"
+         "                         f\"{self.sliding_window_every}th layer\")\n"
+         "        lines.append(f\"  supervised tokens per step {self.supervised_tokens_per_step}\")\n"
+         "        return \"\\n\".join(lines)\n\n\n"
+         "def validate(preset: Preset) -> list[str]:\n"
+         "    \"\"\"Problems of a preset, empty when it is usable.\n\n"
+         "    The checks are cheap and catch the mistakes that otherwise show up as a shape error\n"
+         "    deep inside the first step.\n"
+         "    \"\"\"\n"
+         "    problems: list[str] = []\n"
+         "    if preset.heads % preset.kv_heads:\n"
+         "        problems.append(\"heads must be a multiple of kv_heads (grouped-query attention)\")\n"
+         "    if preset.head_dim % 2:\n"
+         "        problems.append(\"head_dim must be even (rotary embeddings rotate pairs)\")\n"
+         "    if preset.block_size < 2:\n"
+         "        problems.append(\"block_size must be >= 2: slot 0 is the anchor, not a target\")\n"
+         "    if preset.anchors >= preset.seq_len:\n"
+         "        problems.append(\"more anchors than positions\")\n"
+         "    if preset.min_doc_len * 1 > preset.seq_len:\n"
+         "        problems.append(\"min_doc_len longer than the sequence\")\n"
+         "    if preset.target_layers_kept > preset.target_layers:\n"
+         "        problems.append(\"cannot keep more target layers than the target has\")\n"
+         "    if preset.lm_head_chunk < 1:\n"
+         "        problems.append(\"lm_head_chunk must be >= 1\")\n"
+         "    if preset.metrics_every < 1:\n"
+         "        problems.append(\"metrics_every must be >= 1\")\n"
+         "    if not 0.0 <= preset.prompt_fraction < 1.0:\n"
+         "        problems.append(\"prompt_fraction must be in [0, 1)\")\n"
+         "    return problems\n"),
+    # Harmless: docstrings and comments in the batch helpers.
+    Edit(_t("batch.py"), "    \"\"\"Labels and weights of every block slot; all on device, no host sync.\"\"\"\n",
+         "    \"\"\"Labels and weights of every block slot; all on device, no host sync.\n\n"
+         "    Slot k of the block anchored at a predicts ids[a + k]. A slot is supervised when\n"
+         "    a + k is inside the sequence, is an answer token (loss_mask), belongs to the anchor's\n"
+         "    document and the anchor itself was valid; its weight decays with k so that the first\n"
+         "    tokens after the anchor, the ones speculative decoding accepts most, weigh most.\n"
+         "    \"\"\"\n"),
+    Edit(_t("batch.py"), "@dataclass(frozen=True)\nclass BlockTargets:",
+         "def describe_sequence(seq: PackedSequence) -> str:\n"
+         "    \"\"\"A short human description of a packed sequence (for debugging data issues).\"\"\"\n"
+         "    lengths = [n for n in seq.lengths.tolist() if n > 0]\n"
+         "    supervised = int(seq.loss_mask.sum())\n"
+         "    return (f\"{len(lengths)} documents (shortest {min(lengths)}, longest {max(lengths)}), \"\n"
+         "            f\"{supervised}/{seq.ids.numel()} supervised tokens\")\n\n\n"
+         "def supervised_share(seq: PackedSequence) -> float:\n"
+         "    \"\"\"Share of positions whose token is trained on.\"\"\"\n"
+         "    return float(seq.loss_mask.float().mean())\n\n\n"
+         "@dataclass(frozen=True)\nclass BlockTargets:"),
+    # Regressing (GPU-visible, small on CPU): document ids from a [max_docs, S] comparison matrix.
+    Edit(_t("masks.py"),
+         "    docs = torch.arange(lengths.numel(), device=lengths.device)\n"
+         "    return torch.repeat_interleave(docs, lengths, output_size=seq_len)\n",
+         "    # A position belongs to the last document that starts at or before it.\n"
+         "    starts = torch.cumsum(lengths, 0) - lengths\n"
+         "    positions = torch.arange(seq_len, device=lengths.device)\n"
+         "    started = (positions[None, :] >= starts[:, None]) & (lengths[:, None] > 0)\n"
+         "    return started.long().sum(0) - 1\n"),
+    # Regressing (clearly, on CPU too): activation checkpointing of every drafter layer.
+    Edit(_t("drafter.py"), "from torch.nn.attention import flex_attention as flex_attention_module\n",
+         "from torch.nn.attention import flex_attention as flex_attention_module\n"
+         "from torch.utils.checkpoint import checkpoint\n"),
+    Edit(_t("drafter.py"),
+         "            x = layer(x, context, rope_q, rope_ctx, build_mask(mask_inputs, window, dense))\n",
+         "            mask = build_mask(mask_inputs, window, dense)\n"
+         "            # Recompute each layer in backward: saves activation memory on long contexts.\n"
+         "            x = checkpoint(layer, x, context, rope_q, rope_ctx, mask, use_reentrant=False)\n"),
+    # Harmless: docstrings in the drafter and the loss.
+    Edit(_t("drafter.py"), "class DrafterLayer(nn.Module):\n",
+         "class DrafterLayer(nn.Module):\n"
+         "    \"\"\"One drafter layer.\n\n"
+         "    Queries come from the block tokens only; keys and values are the projected target\n"
+         "    context followed by the block tokens, so the drafter reads the target's hidden states\n"
+         "    at every layer (as DFlash does) instead of only at the input.\n"
+         "    \"\"\"\n\n"),
+    Edit(_t("loss.py"), "def _chunk_loss(",
+         "def _chunk_loss_doc() -> str:\n"
+         "    \"\"\"Why chunks: [N * bs, vocab] logits in fp32 are 622 MB on the GPU preset per 64 blocks;\n"
+         "    all 512 blocks at once would need 5 GB for the logits and as much for their gradient.\n"
+         "    Checkpointing recomputes each chunk's logits in backward instead of keeping them.\n"
+         "    \"\"\"\n"
+         "    return _chunk_loss_doc.__doc__ or \"\"\n\n\n"
+         "def _chunk_loss("),
+    # Harmless: README design notes.
+    Edit("README.md", "It prints one line",
+         "## Design notes\n\n"
+         "- The target is frozen and runs without autograd; only the drafter and its `fc` train.\n"
+         "- Hidden states of L evenly spaced target layers are concatenated: `[B, S, L*H]`.\n"
+         "- Anchors are sampled where the token and its successor are supervised.\n"
+         "- Every block is the anchor token followed by bs-1 mask tokens; the drafter predicts\n"
+         "  the bs-1 tokens after the anchor in parallel (block diffusion, one step).\n"
+         "- The attention mask lets a block see the context before its anchor, in the same\n"
+         "  document, and the tokens of its own block.\n"
+         "- The loss goes through the frozen lm_head in chunks under activation checkpointing.\n"
+         "- Metrics (top-K recall) take one more lm_head pass without gradients.\n\n"
+         "## Multi-process layout\n\n"
+         "Target ranks run the frozen model and send `(ids, loss_mask, lengths, hidden)` to drafter\n"
+         "ranks with isend/irecv; drafters train with DDP in their own process group. A single\n"
+         "process does both.\n\n"
+         "It prints one line"),
+)
+
+_REGRESSING_UNCOMMITTED = (
+    f"{_PACKAGE}/drafter.py: activation checkpointing of every drafter layer (forward recomputed "
+    "in backward; tok/s about -10 to -15% on CPU)",
+    f"{_PACKAGE}/masks.py: document ids from a [max_docs, S] comparison matrix instead of "
+    "repeat_interleave (a GPU cost; within noise on the CPU tiny preset)",
+)
+
+
+# ---------------------------------------------------------------------------------------------
+# Building
+
+
+def _git(repo: Path, *args: str, date: int | None = None) -> str:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
+    env.update({"GIT_AUTHOR_NAME": "Dana Drafter", "GIT_AUTHOR_EMAIL": "dana@example.com",
+                "GIT_COMMITTER_NAME": "Dana Drafter", "GIT_COMMITTER_EMAIL": "dana@example.com",
+                "GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": os.devnull})
+    if date is not None:
+        env["GIT_AUTHOR_DATE"] = env["GIT_COMMITTER_DATE"] = f"@{date} +0000"
+    proc = subprocess.run(["git", "-c", "commit.gpgsign=false", "-c", "core.autocrlf=false", *args],
+                          cwd=repo, env=env, capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise RuntimeError(f"git {' '.join(args)} failed: {proc.stderr.strip()}")
+    return proc.stdout.strip()
+
+
+def _apply(root: Path, edit: Edit) -> None:
+    target = root / edit.path
+    if edit.create:
+        if target.exists():
+            raise AssertionError(f"demo edit would overwrite {edit.path}")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(edit.new)
+        return
+    text = target.read_text()
+    found = text.count(edit.old)
+    if found != edit.count:
+        raise AssertionError(f"demo edit of {edit.path}: expected {edit.count} match(es) of "
+                             f"{edit.old[:60]!r}, found {found}")
+    target.write_text(text.replace(edit.old, edit.new))
+
+
+def _copy_trainer(root: Path) -> None:
+    """The workload sources, unchanged, as a standalone package (stdlib + torch only)."""
+    package = root / _PACKAGE
+    package.mkdir()
+    for source in sorted(_WORKLOAD_DIR.glob("*.py")):
+        text = source.read_text().replace("regressbisect.workload.dflash", _PACKAGE)
+        (package / source.name).write_text(text)
+
+
+def _commit(root: Path, subject: str, index: int) -> str:
+    _git(root, "add", "-A")
+    _git(root, "commit", "-q", "-m", subject, date=_FIRST_DATE + index * _HOURS)
+    return _git(root, "rev-parse", "HEAD")
+
+
+def build_demo_repo(path: Path, preset: str = "tiny", tokens: int | None = None) -> DemoRepo:
+    """Create a new git repository at `path` with the scripted history and uncommitted diff.
+
+    Raises UserError when `path` exists and is not an empty directory.
+    """
+    path = Path(path)
+    if path.exists() and (not path.is_dir() or any(path.iterdir())):
+        raise UserError(f"demo path {path} exists and is not empty; choose a new directory")
+    tokens = DEFAULT_TOKENS if tokens is None else int(tokens)
+    if tokens < 1:
+        raise UserError("--tokens must be >= 1")
+    path.mkdir(parents=True, exist_ok=True)
+    _git(path, "init", "-q", "--template=", "-b", "main")
+
+    _copy_trainer(path)
+    for edit in _INITIAL_EDITS:
+        _apply(path, edit)
+    (path / "pyproject.toml").write_text(_pyproject(preset, tokens))
+    commits = [(_commit(path, "Import the DFlash drafter trainer", 0), "Import the DFlash drafter trainer")]
+    culprits: list[DemoCulprit] = []
+    more_work = ""
+    counters_only: list[str] = []
+    for index, scripted in enumerate(_history(preset, tokens), start=1):
+        for edit in scripted.edits:
+            _apply(path, edit)
+        sha = _commit(path, scripted.subject, index)
+        commits.append((sha, scripted.subject))
+        if scripted.kind == "culprit":
+            culprits.append(DemoCulprit(sha=sha, subject=scripted.subject, effect=scripted.effect))
+        elif scripted.kind == "more-lm-head-not-slower":
+            more_work = sha
+        elif scripted.kind == "counters-only":
+            counters_only.append(sha)
+
+    for edit in _UNCOMMITTED:
+        _apply(path, edit)
+    return DemoRepo(path=path, commits=tuple(commits), culprits=tuple(culprits),
+                    more_lm_head_not_slower=more_work, counters_only=tuple(counters_only),
+                    uncommitted=_diff_summary(path), tokens=tokens)
+
+
+def _diff_summary(root: Path) -> DiffSummary:
+    files: list[str] = []
+    added = removed = 0
+    for line in _git(root, "diff", "--numstat", "HEAD").splitlines():
+        plus, minus, name = line.split("\t")
+        files.append(name)
+        added += int(plus)
+        removed += int(minus)
+    return DiffSummary(files=tuple(files), added=added, removed=removed,
+                       regressing_hunks=_REGRESSING_UNCOMMITTED)
+
+
+def history_table(preset: str = "tiny", tokens: int = DEFAULT_TOKENS) -> list[tuple[int, str, str, str]]:
+    """(index, subject, kind, expected effect) of the scripted history, index 0 = first commit."""
+    rows = [(0, "Import the DFlash drafter trainer", "harmless", "none")]
+    for index, scripted in enumerate(_history(preset, tokens), start=1):
+        rows.append((index, scripted.subject, scripted.kind, scripted.effect))
+    return rows
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m regressbisect.demo PATH [--tokens N]`: build the repository, list its history."""
+    import argparse
+
+    ap = argparse.ArgumentParser(prog="python -m regressbisect.demo", description=main.__doc__)
+    ap.add_argument("path", type=Path)
+    ap.add_argument("--preset", default="tiny")
+    ap.add_argument("--tokens", type=int, default=None)
+    args = ap.parse_args(argv)
+    try:
+        demo = build_demo_repo(args.path, args.preset, args.tokens)
+    except UserError as exc:
+        print(f"error: {exc.message}", file=sys.stderr)
+        return int(exc.exit_code)
+    n = len(demo.commits)
+    for i, (sha, subject) in enumerate(demo.commits):
+        mark = next((" <- culprit: " + c.effect for c in demo.culprits if c.sha == sha), "")
+        if sha == demo.more_lm_head_not_slower:
+            mark = " <- more lm_head work, not slower"
+        print(f"HEAD~{n - 1 - i:<3d} {sha[:10]} {subject}{mark}")
+    u = demo.uncommitted
+    print(f"uncommitted: {len(u.files)} files, +{u.added} -{u.removed}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

