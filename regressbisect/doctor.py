@@ -174,17 +174,8 @@ def _measure() -> dict[str, Any]:
         name = f"cpu: {_cpu_model()} ({torch.get_num_threads()} threads)"
         sync = lambda: None  # noqa: E731 - CPU ops are synchronous
 
-    a = torch.randn(size, size, device=device, dtype=dtype)
-    b = torch.randn(size, size, device=device, dtype=dtype)
-    out = torch.empty(size, size, device=device, dtype=dtype)
-    matmul_rates = _rates(lambda: torch.matmul(a, b, out=out), 2 * size ** 3 / 1e12, sync)
-    del a, b, out
-
-    src = torch.ones(copy_elements, device=device, dtype=dtype)
-    dst = torch.empty_like(src)
-    copied_gb = 2 * src.numel() * src.element_size() / 1e9
-    copy_rates = _rates(lambda: dst.copy_(src), copied_gb, sync)
-    del src, dst
+    matmul_rates = _matmul_rates(torch, device, dtype, size, sync)
+    copy_rates = _copy_rates(torch, device, dtype, copy_elements, sync)
 
     check = MachineCheck(
         device=name,
@@ -201,6 +192,22 @@ def _measure() -> dict[str, Any]:
              "when": time.time()},
     )
     return check.to_json()
+
+
+def _matmul_rates(torch, device, dtype, size: int, sync: Callable[[], None]) -> list[float]:
+    """TFLOP/s of a size x size matmul (2 n^3 flops), per timed block."""
+    a = torch.randn(size, size, device=device, dtype=dtype)
+    b = torch.randn(size, size, device=device, dtype=dtype)
+    out = torch.empty(size, size, device=device, dtype=dtype)
+    return _rates(lambda: torch.matmul(a, b, out=out), 2 * size ** 3 / 1e12, sync)
+
+
+def _copy_rates(torch, device, dtype, elements: int, sync: Callable[[], None]) -> list[float]:
+    """GB/s of copying `elements` values into another tensor, read + write bytes counted."""
+    src = torch.ones(elements, device=device, dtype=dtype)
+    dst = torch.empty_like(src)
+    copied_gb = 2 * src.numel() * src.element_size() / 1e9
+    return _rates(lambda: dst.copy_(src), copied_gb, sync)
 
 
 def _rates(kernel: Callable[[], object], work: float, sync: Callable[[], None]) -> list[float]:

@@ -4,6 +4,8 @@ Not named report.py: `regressbisect.report` is the one-line helper user scripts 
 """
 from __future__ import annotations
 
+import json
+import math
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
@@ -89,6 +91,22 @@ def commit_report(*, commits: Sequence, result, counters: Mapping[int, Mapping[s
         "store": str(store_path),
         "hunt_id": hunt_id,
     }
+
+
+def strict_json(value: Any) -> Any:
+    """The report with NaN/inf replaced by None: strict JSON that every parser (and SQLite's
+    json_extract) reads; an interval with no finite bound is 'unknown', not a number."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: strict_json(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [strict_json(v) for v in value]
+    return value
+
+
+def dumps(report: Mapping[str, Any]) -> str:
+    return json.dumps(strict_json(report), indent=2, allow_nan=False, default=str) + "\n"
 
 
 def counter_changes(before: Mapping[str, float], after: Mapping[str, float]) -> list[str]:

@@ -25,6 +25,7 @@ from regressbisect.config import HuntConfig, default_store_path
 from regressbisect.errors import ExitCode, UserError
 from regressbisect.git.history import CommitInfo, History
 from regressbisect.git.worktrees import WorktreePool
+from regressbisect.jsonreport import dumps
 from regressbisect.hunt import CommitHunt, count_gpus, slot_environments
 from regressbisect.model import Candidate, ProbeOutcome, SampleKey
 from regressbisect.oracle import Request, SampleSource
@@ -114,7 +115,7 @@ class Nightly:
         check = (self.machine_check or doctor.run_check)()
         with Store(self.store_path) as store:
             past = store.machine_checks(self.env_fingerprint)
-            history = [json.loads(m) if isinstance(m, str) else m for m in past["metrics"]] if len(past) else []
+            history = past.drop(columns="created_at").to_dict("records") if len(past) else []
             health = doctor.assess(check, history)
             store.record_machine_check(self.env_fingerprint, doctor.check_to_json(check))
         return {"status": health.status, "reasons": list(health.reasons),
@@ -242,7 +243,7 @@ class Nightly:
         out.mkdir(parents=True, exist_ok=True)
         stem = f"nightly-{tip[:10]}"
         json_path = out / f"{stem}.json"
-        json_path.write_text(json.dumps(report, indent=2) + "\n")
+        json_path.write_text(dumps(report))
         md_path = out / f"{stem}.md"
         md_path.write_text(render_markdown(report))
         html_path = render_html(report, out / stem)

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable
 
 from regressbisect.errors import UserError
+from regressbisect.jsonreport import dumps
 from regressbisect.model import Candidate, ProbeOutcome, Sample, SampleKey
 
 if TYPE_CHECKING:
@@ -305,7 +306,7 @@ class Store:
         """Mark the hunt finished and keep its JSON report."""
         with self._transaction() as conn:
             cursor = conn.execute("UPDATE hunts SET finished_at = ?, report = ? WHERE id = ?",
-                                  (time.time(), json.dumps(report, default=str), hunt_id))
+                                  (time.time(), dumps(report), hunt_id))
             if cursor.rowcount != 1:
                 raise KeyError(f"no hunt {hunt_id} in store {self.path}")
 

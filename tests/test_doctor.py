@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from regressbisect.doctor import Health, MachineCheck, assess
+from regressbisect.doctor import Health, MachineCheck, assess, check_to_json
 
 REPO = Path(__file__).resolve().parents[1]
 DEVICE = "cuda: NVIDIA H200"
@@ -72,7 +72,7 @@ def test_other_processes_make_it_busy_and_are_listed():
 
 
 def test_history_may_be_stored_dicts():
-    stored = [json.loads(json.dumps(c.to_json())) for c in history()]
+    stored = [json.loads(json.dumps(check_to_json(c))) for c in history()]
     assert assess(machine(matmul=200), stored).status == "slow"
     assert MachineCheck.from_json(stored[0]) == history()[0]
 

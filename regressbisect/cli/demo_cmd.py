@@ -28,6 +28,7 @@ def demo(
     `regressbisect hunks` on its uncommitted diff, and prints both reports.
     """
     from regressbisect.config import build_config
+    from regressbisect.jsonreport import dumps
     from regressbisect.demo import build_demo_repo
     from regressbisect.git.history import History
     from regressbisect.hunkhunt import HunkHunt
@@ -56,5 +57,5 @@ def demo(
     found = {c["commit"] for c in outcome.report["culprits"]}
     print(f"scripted culprits found: {len(expected & found)}/{len(expected)}")
     if json_out is not None:
-        json_out.write_text(json.dumps(reports, indent=2) + "\n")
+        json_out.write_text(dumps(reports))
     raise typer.Exit(int(outcome.exit_code))

@@ -29,7 +29,7 @@ def doctor(
     path = store or default_store_path(History.open(repo).common_dir)
     with Store(path) as s:
         past = s.machine_checks(fingerprint)
-        history = [json.loads(m) if isinstance(m, str) else m for m in past["metrics"]] if len(past) else []
+        history = past.drop(columns="created_at").to_dict("records") if len(past) else []
         health = doc.assess(check, history)
         if record:
             s.record_machine_check(fingerprint, doc.check_to_json(check))

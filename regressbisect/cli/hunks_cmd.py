@@ -27,6 +27,7 @@ def hunks(
     worktrees. Exit codes: 0 finished, 1 user error, 2 no regression between BASE and BASE + changes.
     """
     from regressbisect.config import build_config
+    from regressbisect.jsonreport import dumps
     from regressbisect.git.history import History
     from regressbisect.hunkhunt import HunkHunt
     from regressbisect.progress import HuntProgress
@@ -42,6 +43,6 @@ def hunks(
                         store_path=store, progress=progress)
         outcome = hunt.run()
     if json_out is not None:
-        json_out.write_text(json.dumps(outcome.report, indent=2) + "\n")
+        json_out.write_text(dumps(outcome.report))
     print(render_summary(outcome.report))
     raise typer.Exit(int(outcome.exit_code))

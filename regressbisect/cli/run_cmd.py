@@ -29,6 +29,7 @@ def run(
     4 every candidate skipped.
     """
     from regressbisect.config import build_config
+    from regressbisect.jsonreport import dumps
     from regressbisect.git.history import History
     from regressbisect.hunt import CommitHunt
     from regressbisect.progress import HuntProgress
@@ -44,7 +45,7 @@ def run(
         hunt = CommitHunt(history, good, bad, config, store_path=store, progress=progress)
         outcome = hunt.run()
     if json_out is not None:
-        json_out.write_text(json.dumps(outcome.report, indent=2) + "\n")
+        json_out.write_text(dumps(outcome.report))
     print(render_summary(outcome.report))
     sys.stdout.flush()
     raise typer.Exit(int(outcome.exit_code))

@@ -6,9 +6,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
-
-from regressbisect.report import counter_changes
+from typing import Any, Mapping
 
 CANDIDATE_HEADERS = ("commit", "subject", "n", "median tok/s", "95% CI", "verdict", "cached")
 SERIES_HEADERS = ("#", "commit", "date", "subject", "n", "median tok/s", "95% CI", "note")
@@ -77,6 +75,24 @@ def culprit_facts(culprit: Mapping[str, Any]) -> CulpritFacts:
         hunks=hunks,
         possible_commits=tuple(short(s) for s in culprit.get("possible_commits") or ()),
     )
+
+
+def counter_changes(before: Mapping[str, Any], after: Mapping[str, Any]) -> list[str]:
+    """Counters that moved, per iteration: 'create_block_mask calls/iter 1 -> 2',
+    'create_block_mask host ms/iter 12.0 -> 50.0 (+38.0)'. Unchanged counters are left out: they
+    explain nothing (but the counters plot shows them when nothing moved)."""
+    lines = []
+    for name in sorted(set(before) & set(after)):
+        a, b = before[name], after[name]
+        if not (_finite(a) and _finite(b)) or abs(b - a) < 1e-9:
+            continue
+        if name.endswith("_ms"):
+            lines.append(f"{name[:-3]} host ms/iter {a:.1f} -> {b:.1f} ({b - a:+.1f})")
+        elif name.endswith("_calls"):
+            lines.append(f"{name[:-6]} calls/iter {a:g} -> {b:g}")
+        else:
+            lines.append(f"{name}/iter {a:g} -> {b:g}")
+    return lines
 
 
 def hunk_location(hunk: Mapping[str, Any]) -> str:
@@ -231,7 +247,3 @@ def _clip(text: str, width: int) -> str:
 
 def _finite(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-
-
-def as_list(value: Any) -> Sequence[Any]:
-    return value if isinstance(value, (list, tuple)) else []

@@ -61,7 +61,10 @@ class SearchSettings:
     direction: str = "slower"
     """'slower' hunts drops in tok/s, 'faster' rises, 'both' either; a step the other way is not a culprit."""
     alpha: float = 0.05
-    """False-positive rate of the control-arm test and of the SPRT that confirms each step."""
+    """False-positive rate of the control-arm test and of the side checks."""
+    confirm_alpha: float = 0.1
+    """False-accept rate of the SPRT that confirms each step on pairs. It guards against a drift
+    fooling the posterior, which must reach `confidence` as well, so it need not be as strict."""
     beta: float = 0.05
     """False-negative rate of the SPRT that confirms each step (accepting 'no step' wrongly)."""
     confidence: float = 0.99
@@ -90,7 +93,7 @@ class SearchSettings:
             raise ValueError(f"direction must be one of {_DIRECTIONS}, got {self.direction!r}")
         if not 0 < self.min_effect < 1:
             raise ValueError("min_effect must be in (0, 1)")
-        if not 0 < self.alpha < 0.5 or not 0 < self.beta < 0.5:
+        if not all(0 < x < 0.5 for x in (self.alpha, self.beta, self.confirm_alpha)):
             raise ValueError("alpha and beta must be in (0, 0.5)")
         if not 0.5 <= self.confidence < 1 or not 0 < self.confirm_enter <= self.confidence:
             raise ValueError("need 0 < confirm_enter <= confidence < 1 and confidence >= 0.5")
@@ -409,7 +412,7 @@ class CommitSearch:
         d = self.settings.direction
         self._sign = -1 if d == "slower" else 1 if d == "faster" else 0
         self._tau = max(abs(math.log1p(gap)), log_threshold(self.settings.min_effect))
-        self._queue = [_Interval(0, self.n - 1, checked=True)]
+        self._queue = [_Interval(0, self.n - 1, checked=True, probes_at_start=self._probes)]
         self._phase = "search"
 
     # localisation and confirmation ----------------------------------------------------
@@ -431,7 +434,7 @@ class CommitSearch:
         if iv.is_side and post.p_null >= s.side_null:
             self._queue.pop(0)   # the data now favour 'no further step' on this side
             return None
-        if not post.gaps or len(iv.vetoed) >= s.max_vetoes:
+        if not post.gaps or len(iv.vetoed) >= s.max_vetoes or self._over_budget(iv):
             self._queue.pop(0)
             self._unresolved.append((iv.lo, iv.hi))
             return None
@@ -443,7 +446,7 @@ class CommitSearch:
             diffs = self._paired_diffs(a, b)
             sigma, _ = self._pooled_sigma()
             delta = self._step_for_sprt(post.step_hat[best])
-            decision = sprt(diffs, sigma=sigma * math.sqrt(2), delta=delta, alpha=s.alpha, beta=s.beta) if sigma > 0 else "continue"
+            decision = sprt(diffs, sigma=sigma * math.sqrt(2), delta=delta, alpha=s.confirm_alpha, beta=s.beta) if sigma > 0 else "continue"
             if decision == "H1" and mass >= s.confidence:
                 self._accept(iv, a, b, diffs)
                 return None
@@ -470,7 +473,7 @@ class CommitSearch:
         """Does a side of a culprit hold another step? Pinpoint's rule: only if its ends differ.
 
         t test of the two ends' mean log tok/s with the pooled sigma: search the side when the
-        difference is significant, at least min_effect and in the hunted direction; drop it when a
+        difference is significant (at alpha/5: the check is repeated as pairs come in), at least min_effect and in the hunted direction; drop it when a
         difference of min_effect in the hunted direction has become implausible (probability
         below `side_drop` under the normal approximation); otherwise measure both ends again.
         """
@@ -482,7 +485,7 @@ class CommitSearch:
             se = sigma * math.sqrt(1 / len(lo_v) + 1 / len(hi_v))
             margin = log_threshold(s.min_effect)
             toward = abs(est) if self._sign == 0 else est * self._sign
-            if abs(est) >= margin and toward > 0 and abs(est) / se >= float(student_t.ppf(1 - s.alpha / 2, df)):
+            if abs(est) >= margin and toward > 0 and abs(est) / se >= float(student_t.ppf(1 - s.alpha / 10, df)):
                 iv.checked = True
                 iv.probes_at_start = self._probes
                 return None
@@ -533,6 +536,12 @@ class CommitSearch:
         if fresh_b and len(lb) > n_pairs:
             return [a]
         return [a] if n_pairs % 2 == 0 else [b]
+
+    def _over_budget(self, iv: _Interval) -> bool:
+        """An interval may spend a few times what one step should cost, then it is unresolved."""
+        per = self._samples_per_decision()
+        budget = (4 if iv.is_side else 8) * per * (math.log2(iv.hi - iv.lo + 1) + 4)
+        return self._probes - iv.probes_at_start > budget
 
     def _step_for_sprt(self, step_hat: float) -> float:
         """Alternative of the SPRT: the model's step, at least min_effect, in the hunted direction."""

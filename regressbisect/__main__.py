@@ -1,0 +1,4 @@
+"""`python -m regressbisect ...` = the `regressbisect` command (for machines without the script)."""
+from regressbisect.cli import main
+
+main()

@@ -1,0 +1,74 @@
+"""Markdown for a CI comment (GitHub flavoured): verdict, culprits with counters, the table."""
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+from tabulate import tabulate
+
+from regressbisect.render import facts
+
+
+def render_markdown(report: Mapping[str, Any]) -> str:
+    if report.get("kind") == "nightly":
+        return "\n".join(_nightly(report)) + "\n"
+    return "\n".join(_hunt(report, level=2)) + "\n"
+
+
+def _hunt(report: Mapping[str, Any], level: int) -> list[str]:
+    h = "#" * level
+    kind = "uncommitted hunks" if report.get("kind") == "hunks" else "commits"
+    lines = [f"{h} regressbisect ({kind}): {report.get('verdict', 'unknown')}", "",
+             f"**{facts.verdict_line(report)}**", ""]
+    if report.get("endpoints"):
+        lines += [_code(facts.endpoint_text(report)), ""]
+    culprits = report.get("culprits") or []
+    if culprits:
+        lines += [f"{h}# Culprits", ""]
+        for number, culprit in enumerate(culprits, 1):
+            c = facts.culprit_facts(culprit)
+            share = f", {c.share}" if c.share else ""
+            lines.append(f"{number}. **{_escape(c.title)}**: {c.step}{share}")
+            if c.possible_commits:
+                lines.append(f"   - may be any of (skipped commits): {', '.join(map(_code, c.possible_commits))}")
+            if c.counters:
+                lines.append(f"   - counters before -> after: {'; '.join(c.counters)}")
+            for hunk in c.hunks:
+                lines.append(f"   - {_code(facts.hunk_location(hunk))}")
+                if hunk.get("excerpt"):
+                    lines += ["", "     ```diff"] + [f"     {line}" for line in str(hunk["excerpt"]).splitlines()] + ["     ```", ""]
+        lines.append("")
+    rows = facts.candidate_rows(report)
+    if rows:
+        lines += [f"{h}# Candidates", "",
+                  tabulate([[_escape(cell) for cell in row] for row in rows], headers=facts.CANDIDATE_HEADERS,
+                           tablefmt="github", disable_numparse=True), ""]
+    for extra in (facts.remainder_line(report), facts.overhead_line(report), facts.cost_line(report)):
+        if extra:
+            lines.append(f"- {extra}")
+    return lines
+
+
+def _nightly(report: Mapping[str, Any]) -> list[str]:
+    status, reasons = facts.machine_lines(report)
+    lines = ["## regressbisect nightly", "", f"**{facts.nightly_verdict_line(report)}**", "",
+             f"- {status}"] + [f"  - {_escape(r)}" for r in reasons] + [""]
+    points = facts.change_point_lines(report)
+    if points:
+        lines += ["### Change points", ""] + [f"- {_escape(p)}" for p in points] + [""]
+    rows = facts.series_rows(report)
+    if rows:
+        lines += ["<details><summary>Series (" + str(len(rows)) + " commits)</summary>", "",
+                  tabulate([[_escape(cell) for cell in row] for row in rows], headers=facts.SERIES_HEADERS,
+                           tablefmt="github", disable_numparse=True), "", "</details>", ""]
+    for hunt in report.get("hunts") or ():
+        lines += _hunt(hunt, level=3) + [""]
+    return lines
+
+
+def _code(text: str) -> str:
+    return f"`{text.replace('`', '')}`"
+
+
+def _escape(text: str) -> str:
+    """Keep table cells and titles from breaking the Markdown (pipes, stray HTML)."""
+    return str(text).replace("|", "\\|").replace("<", "&lt;")

@@ -1,0 +1,165 @@
+"""PNG plots of a report (matplotlib, Agg canvas; no pyplot, so no global state or GUI backend).
+
+- the nightly series: median tok/s per commit with 95% CI bars, change points marked;
+- each hunt's candidates: x = first-parent position, y = median tok/s with CI bars, culprits marked;
+- each culprit's counters: before/after bars, one small panel per counter (units differ).
+"""
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+
+from regressbisect.render import facts
+
+_VERDICT_COLOURS = {"good": "#2a9d4b", "bad": "#c8372d", "unsure": "#8a8a8a", "skip": "#e0a100"}
+_DPI = 100
+
+
+def render_plots(report: Mapping[str, Any], out_dir: Path) -> list[Path]:
+    """Write the report's plots into `out_dir` (created if needed); returns the PNG paths."""
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    written: list[Path] = []
+    if report.get("kind") == "nightly":
+        if report.get("series"):
+            written.append(_save(_series_figure(report), out_dir / "series.png"))
+        hunts = list(report.get("hunts") or ())
+    else:
+        hunts = [report]
+    for number, hunt in enumerate(hunts, 1):
+        prefix = f"hunt{number}-" if report.get("kind") == "nightly" else ""
+        if _plottable(hunt.get("candidates")):
+            written.append(_save(_candidates_figure(hunt), out_dir / f"{prefix}candidates.png"))
+        for c_number, culprit in enumerate(hunt.get("culprits") or (), 1):
+            figure = _counters_figure(culprit)
+            if figure is not None:
+                written.append(_save(figure, out_dir / f"{prefix}culprit{c_number}-counters.png"))
+    return written
+
+
+def _series_figure(report: Mapping[str, Any]) -> Figure:
+    series = list(report["series"])
+    fig, ax = _figure(width=max(7.0, min(14.0, 0.35 * len(series) + 4)))
+    xs = list(range(len(series)))
+    medians = [_value(s.get("median_tok_s")) for s in series]
+    for flagged in (False, True):
+        idx = [i for i in xs if bool(series[i].get("flagged")) == flagged and math.isfinite(medians[i])]
+        if not idx:
+            continue
+        low, high = _error_bars([series[i] for i in idx])
+        ax.errorbar(idx, [medians[i] for i in idx], yerr=[low, high], fmt="x" if flagged else "o",
+                    color="#8a8a8a" if flagged else "#1f5fa8", capsize=3, ms=5,
+                    label="machine flagged" if flagged else "median tok/s (95% CI)")
+    for point in report.get("change_points") or ():
+        index = point.get("index")
+        if not isinstance(index, int):
+            continue
+        ax.axvline(index - 0.5, color="#c8372d", ls="--", lw=1.2)
+        change = point.get("change_pct", 100 * (point.get("change") or math.nan))
+        ax.annotate(f"{facts.pct(change)} @ {facts.short(point.get('commit'))[:7]}",
+                    xy=(index - 0.5, 1.0), xycoords=("data", "axes fraction"), xytext=(3, -12),
+                    textcoords="offset points", color="#c8372d", fontsize=9)
+        # The segment levels either side, as the detector saw them.
+        for level, span in ((point.get("before"), (index - 3.5, index - 0.5)),
+                            (point.get("after"), (index - 0.5, index + 2.5))):
+            if isinstance(level, (int, float)):
+                ax.hlines(level, *span, color="#c8372d", lw=1, alpha=0.6)
+    ax.set_xticks(xs)
+    ax.set_xticklabels([facts.short(s.get("commit"))[:7] for s in series], rotation=60, fontsize=7, ha="right")
+    ax.set_xlabel("first-parent commit (oldest left)")
+    ax.set_ylabel("tok/s")
+    ax.set_title("Nightly throughput")
+    ax.legend(loc="lower left", fontsize=8)
+    return fig
+
+
+def _candidates_figure(hunt: Mapping[str, Any]) -> Figure:
+    candidates = sorted((c for c in hunt.get("candidates") or () if _finite(c.get("median_tok_s"))),
+                        key=lambda c: c.get("index", 0))
+    fig, ax = _figure()
+    for verdict in sorted({str(c.get("verdict")) for c in candidates}):
+        group = [c for c in candidates if str(c.get("verdict")) == verdict]
+        xs = [_position(c, candidates) for c in group]
+        low, high = _error_bars(group)
+        ax.errorbar(xs, [c["median_tok_s"] for c in group], yerr=[low, high], fmt="o", capsize=3,
+                    color=_VERDICT_COLOURS.get(verdict, "#444444"), label=verdict)
+    for culprit in hunt.get("culprits") or ():
+        match = [c for c in candidates if c.get("commit") == culprit.get("commit")]
+        if not match:
+            continue
+        x = _position(match[0], candidates)
+        ax.axvline(x - 0.5, color="#c8372d", ls="--", lw=1.2)
+        ax.annotate(f"{facts.short(culprit.get('commit'))[:7]} {facts.pct(culprit.get('step_pct'))}",
+                    xy=(x - 0.5, 1.0), xycoords=("data", "axes fraction"), xytext=(3, -12),
+                    textcoords="offset points", color="#c8372d", fontsize=9)
+    ax.set_xlabel(f"first-parent position ({facts.short(hunt.get('good'))[:7]} = 0)")
+    ax.set_ylabel("median tok/s (95% CI)")
+    ax.set_title(f"Candidates {facts.short(hunt.get('good'))[:7]}..{facts.short(hunt.get('bad'))[:7]}")
+    ax.legend(fontsize=8)
+    return fig
+
+
+def _counters_figure(culprit: Mapping[str, Any]) -> Figure | None:
+    before = culprit.get("counters_before") or {}
+    after = culprit.get("counters_after") or {}
+    names = [n for n in sorted(set(before) & set(after)) if _finite(before[n]) and _finite(after[n])]
+    if not names:
+        return None
+    moved = [n for n in names if abs(after[n] - before[n]) > 1e-9]
+    names = (moved or names)[:8]  # the ones that explain something first
+    fig = Figure(figsize=(max(3.6, 2.2 * len(names) + 1), 3.2), dpi=_DPI, layout="constrained")
+    FigureCanvasAgg(fig)
+    axes = fig.subplots(1, len(names), squeeze=False)[0]
+    for ax, name in zip(axes, names):
+        ax.bar(["before", "after"], [before[name], after[name]], color=["#2a9d4b", "#c8372d"])
+        ax.set_title(name, fontsize=8)
+        ax.tick_params(labelsize=8)
+    if culprit.get("hunks"):
+        title = "per iteration: without -> with the hunk(s)"
+    else:
+        title = f"per iteration: {facts.short(culprit.get('parent'))[:7]} -> {facts.short(culprit.get('commit'))[:7]}"
+    fig.suptitle(title, fontsize=9)
+    return fig
+
+
+def _figure(width: float = 8.0, height: float = 4.0):
+    fig = Figure(figsize=(width, height), dpi=_DPI, layout="constrained")
+    FigureCanvasAgg(fig)
+    return fig, fig.add_subplot()
+
+
+def _save(fig: Figure, path: Path) -> Path:
+    fig.savefig(path, format="png")
+    return path
+
+
+def _error_bars(rows: Sequence[Mapping[str, Any]]) -> tuple[list[float], list[float]]:
+    """Distances from the median to the CI ends (0 where no CI is known)."""
+    low, high = [], []
+    for r in rows:
+        median, ci = _value(r.get("median_tok_s")), r.get("ci95") or ()
+        ok = len(ci) == 2 and all(_finite(v) for v in ci) and math.isfinite(median)
+        low.append(max(0.0, median - ci[0]) if ok else 0.0)
+        high.append(max(0.0, ci[1] - median) if ok else 0.0)
+    return low, high
+
+
+def _position(candidate: Mapping[str, Any], ordered: Sequence[Mapping[str, Any]]) -> int:
+    index = candidate.get("index")
+    return index if isinstance(index, int) else list(ordered).index(candidate)
+
+
+def _plottable(candidates: Any) -> bool:
+    return any(_finite(c.get("median_tok_s")) for c in candidates or ())
+
+
+def _value(value: Any) -> float:
+    return float(value) if _finite(value) else math.nan
+
+
+def _finite(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)

@@ -1,0 +1,60 @@
+"""Plain-text rendering for the terminal: the candidate table and the end-of-hunt summary."""
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+from tabulate import tabulate
+
+from regressbisect.render import facts
+
+
+def render_table(report: Mapping[str, Any]) -> str:
+    """Candidates of a hunt (or the measured series of a nightly report) as a text table."""
+    if report.get("kind") == "nightly":
+        return tabulate(facts.series_rows(report), headers=facts.SERIES_HEADERS, tablefmt="simple",
+                        disable_numparse=True)
+    rows = facts.candidate_rows(report)
+    if not rows:
+        return "(no candidates measured)"
+    return tabulate(rows, headers=facts.CANDIDATE_HEADERS, tablefmt="simple", disable_numparse=True)
+
+
+def render_summary(report: Mapping[str, Any]) -> str:
+    """What a hunt prints when it ends: verdict, culprits, table, remainder, overhead, cost."""
+    if report.get("kind") == "nightly":
+        return _nightly_summary(report)
+    return "\n".join(_hunt_lines(report))
+
+
+def _hunt_lines(report: Mapping[str, Any]) -> list[str]:
+    lines = [facts.verdict_line(report)]
+    if report.get("endpoints"):
+        lines.append("  " + facts.endpoint_text(report))
+    for number, culprit in enumerate(report.get("culprits") or (), 1):
+        c = facts.culprit_facts(culprit)
+        lines.append(f"culprit {number}: {c.title}")
+        lines.append(f"  step {c.step}" + (f", {c.share}" if c.share else ""))
+        if c.possible_commits:
+            lines.append(f"  any of (skipped between): {', '.join(c.possible_commits)}")
+        for hunk in c.hunks:
+            lines.append(f"  hunk {facts.hunk_location(hunk)}")
+        for counter in c.counters:
+            lines.append(f"  {counter}")
+    if report.get("candidates"):
+        lines += ["", render_table(report), ""]
+    for extra in (facts.remainder_line(report), facts.overhead_line(report), facts.cost_line(report)):
+        if extra:
+            lines.append(extra)
+    return lines
+
+
+def _nightly_summary(report: Mapping[str, Any]) -> str:
+    status, reasons = facts.machine_lines(report)
+    lines = [facts.nightly_verdict_line(report), status] + [f"  {r}" for r in reasons]
+    lines += [f"change point: {line}" for line in facts.change_point_lines(report)]
+    if report.get("series"):
+        lines += ["", render_table(report)]
+    for hunt in report.get("hunts") or ():
+        lines += ["", f"hunt {facts.short(hunt.get('good'))}..{facts.short(hunt.get('bad'))}:"]
+        lines += ["  " + line if line else "" for line in "\n".join(_hunt_lines(hunt)).splitlines()]
+    return "\n".join(lines)

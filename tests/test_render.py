@@ -1,0 +1,244 @@
+"""Rendering of JSON reports: text table, Markdown, PNG plots, self-contained HTML, screenshot."""
+from __future__ import annotations
+
+import copy
+import importlib.util
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from matplotlib import image as mpimg
+
+from regressbisect.render import render_html, render_markdown, render_plots, render_summary, render_table
+
+REPO = Path(__file__).resolve().parents[1]
+SCRIPT = REPO / "scripts" / "screenshot_report.py"
+
+
+def sha(n: int) -> str:
+    return f"{n:x}".rjust(2, "0") * 20
+
+
+# ------------------------------------------------------------------ fixture factory
+
+def commits_report(*, verdict: str = "culprits", culprits: int = 1, length: int = 9) -> dict[str, Any]:
+    """A commits report as the hunt writes it: a 5.1% step at position 4 (and 2.2% at 7)."""
+    levels = [1000.0] * 4 + [949.0] * 3 + [928.0] * (length - 7)
+    candidates = [{"index": i, "commit": sha(i + 1), "subject": f"change number {i}", "patch": None,
+                   "n": 5 + i % 3, "cached": i % 2, "median_tok_s": tok,
+                   "ci95": [tok * 0.99, tok * 1.01], "verdict": "good" if i < 4 else "bad"}
+                  for i, tok in enumerate(levels)]
+    steps = [{"commit": sha(5), "parent": sha(4), "subject": "build the block mask per layer",
+              "index": 4, "step_pct": -5.1, "ci95_pct": [-6.0, -4.2], "share_of_gap": 0.70,
+              "counters_before": {"create_block_mask_calls": 1, "create_block_mask_ms": 12.0,
+                                  "lm_head_calls": 8, "host_syncs": 3},
+              "counters_after": {"create_block_mask_calls": 2, "create_block_mask_ms": 50.0,
+                                 "lm_head_calls": 8, "host_syncs": 3}},
+             {"commit": sha(8), "parent": sha(7), "subject": "metrics every step",
+              "index": 7, "step_pct": -2.2, "ci95_pct": [-3.1, -1.4], "share_of_gap": 0.30,
+              "counters_before": {"lm_head_calls": 8}, "counters_after": {"lm_head_calls": 10}}]
+    return {
+        "schema": 1, "kind": "commits", "good": sha(1), "bad": sha(length), "verdict": verdict,
+        "endpoints": {"good": {"median_tok_s": 1000.0, "ci95": [990.0, 1010.0], "n": 10},
+                      "bad": {"median_tok_s": levels[-1], "ci95": [levels[-1] - 9, levels[-1] + 9], "n": 10}},
+        "gap_pct": -7.2, "unexplained_pct": -0.4, "unexplained_share": 0.05,
+        "culprits": steps[:culprits] if verdict == "culprits" else [],
+        "candidates": candidates,
+        "probes": 37, "cached_samples": 4,
+        "instrumentation_overhead_pct": {"value": 0.3, "ci95": [-0.2, 0.8]},
+        "instrumentation": {"mode": "auto", "note": "tok/s from unshimmed runs"},
+    }
+
+
+def minimal_report() -> dict[str, Any]:
+    """The least a report can be: endpoints that do not differ, nothing else."""
+    return {"schema": 1, "kind": "commits", "good": sha(1), "bad": sha(2), "verdict": "not-reproduced",
+            "endpoints": {"good": {"median_tok_s": 1000.0, "ci95": [990.0, 1010.0], "n": 5},
+                          "bad": {"median_tok_s": 998.0, "ci95": [989.0, 1009.0], "n": 5}},
+            "culprits": [], "candidates": [], "probes": 10, "cached_samples": 0,
+            "instrumentation_overhead_pct": None}
+
+
+def hunks_report() -> dict[str, Any]:
+    report = commits_report(culprits=1)
+    report.update(kind="hunks", good=sha(3), bad=sha(3), candidates=[], gap_pct=-4.8)
+    culprit = report["culprits"][0]
+    culprit.update(commit=sha(3), parent=sha(3), subject="1 uncommitted hunk(s) in dflash/train.py",
+                   hunks=[{"id": "h1", "file": "dflash/train.py", "lines": [120, 134],
+                           "function": "drafter_step",
+                           "excerpt": "-    mask = build_mask(ids)\n+    for layer in layers:\n+        mask = build_mask(ids)  # <per layer>"}])
+    return report
+
+
+def nightly_report() -> dict[str, Any]:
+    rng = np.random.default_rng(0)
+    tok = 1000 * np.exp(rng.normal(0, 0.01, 20))
+    tok[12:] *= 0.95
+    series = [{"commit": sha(i + 1), "subject": f"nightly commit {i}", "date": f"2026-03-{i + 1:02d}T02:00:00",
+               "median_tok_s": float(t), "ci95": [float(t) * 0.99, float(t) * 1.01], "n": 5,
+               "flagged": i == 5} for i, t in enumerate(tok)]
+    hunt = commits_report(culprits=1)
+    hunt.update(good=sha(12), bad=sha(13))
+    return {"schema": 1, "kind": "nightly", "good": sha(1), "bad": sha(20), "verdict": "culprits",
+            "night": {"tip": sha(20), "date": "2026-03-20T02:00:00", "measured": [sha(20)], "flagged": False},
+            "machine": {"status": "ok", "reasons": ["matmul 531 TFLOP/s is within 15% of this machine's median 530 (12 checks)"],
+                        "check": {"device": "cuda: NVIDIA H200"}},
+            "series": series,
+            "change_points": [{"index": 12, "commit": sha(13), "before_commit": sha(12), "before": 1000.0,
+                               "after": 950.0, "change": -0.05, "change_pct": -5.0, "p_value": 0.0005}],
+            "hunts": [hunt], "culprits": hunt["culprits"]}
+
+
+# ------------------------------------------------------------------ text and Markdown
+
+def test_table_lists_candidates_and_marks_the_culprit():
+    table = render_table(commits_report())
+    lines = table.splitlines()
+    assert lines[0].split()[:4] == ["commit", "subject", "n", "median"]
+    assert len(lines) == 2 + 9  # header, rule, one row per candidate
+    culprit_rows = [line for line in lines if "(culprit)" in line]
+    assert len(culprit_rows) == 1 and culprit_rows[0].startswith(sha(5)[:10])
+    assert "949 .. " not in table and "939.5 .. 958.5" in table  # CI printed as lo .. hi
+
+
+def test_summary_gives_verdict_step_share_counters_and_overhead():
+    text = render_summary(commits_report(culprits=2))
+    assert text.splitlines()[0] == "2 culprit commit(s) found (tok/s -7.2% from good to bad)."
+    assert "step -5.1% tok/s (95% CI -6.0% .. -4.2%), 70% of the gap" in text
+    assert "create_block_mask calls/iter 1 -> 2" in text
+    assert "lm_head calls/iter 8 -> 10" in text
+    assert "Instrumentation overhead: +0.3%" in text
+
+
+def test_markdown_has_counters_before_after_and_the_remainder():
+    md = render_markdown(commits_report(culprits=2))
+    assert f"**{sha(5)[:10]} build the block mask per layer**: -5.1% tok/s (95% CI -6.0% .. -4.2%), 70% of the gap" in md
+    assert ("counters before -> after: create_block_mask calls/iter 1 -> 2; "
+            "create_block_mask host ms/iter 12.0 -> 50.0 (+38.0)") in md
+    assert "lm_head calls/iter 8 -> 10" in md
+    assert "host_syncs" not in md  # unchanged counters explain nothing
+    assert "Unexplained remainder: 5% of the gap (-0.4% tok/s)" in md
+    assert re.search(r"^\| commit\s+\| subject", md, re.M)  # a GitHub table
+    assert "Probes run: 37, cached samples reused: 4." in md
+
+
+def test_minimal_not_reproduced_report_renders_everywhere(tmp_path):
+    report = minimal_report()
+    md = render_markdown(report)
+    assert "No regression reproduced" in md and "Culprits" not in md
+    assert render_table(report) == "(no candidates measured)"
+    assert "No regression reproduced" in render_summary(report)
+    assert render_plots(report, tmp_path / "plots") == []
+    page = render_html(report, tmp_path / "html").read_text()
+    assert "No regression reproduced" in page and "<img" not in page
+
+
+def test_report_with_missing_fields_still_renders(tmp_path):
+    bare = {"kind": "commits", "verdict": "culprits",
+            "culprits": [{"commit": sha(7), "step_pct": None}], "candidates": [{"commit": sha(7)}]}
+    assert sha(7)[:10] in render_markdown(bare)
+    assert sha(7) in render_html(bare, tmp_path).read_text()
+
+
+def test_hunks_report_shows_file_lines_function_and_excerpt(tmp_path):
+    report = hunks_report()
+    md = render_markdown(report)
+    assert "`dflash/train.py:120-134 in drafter_step`" in md
+    assert "```diff" in md and "+        mask = build_mask(ids)" in md
+    page = render_html(report, tmp_path).read_text()
+    assert "dflash/train.py:120-134 in drafter_step" in page
+    assert "# &lt;per layer&gt;" in page  # excerpt escaped, not markup
+
+
+# ------------------------------------------------------------------ plots
+
+def _assert_png(path: Path) -> np.ndarray:
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    pixels = mpimg.imread(path)
+    assert pixels.ndim == 3 and pixels.shape[0] > 100 and pixels.shape[1] > 100
+    assert float(pixels[..., :3].var()) > 0  # something was drawn
+    return pixels
+
+
+def test_commit_plots_are_valid_images(tmp_path):
+    paths = render_plots(commits_report(culprits=2), tmp_path)
+    assert [p.name for p in paths] == ["candidates.png", "culprit1-counters.png", "culprit2-counters.png"]
+    for path in paths:
+        _assert_png(path)
+
+
+def test_nightly_plots_series_and_each_hunt(tmp_path):
+    paths = render_plots(nightly_report(), tmp_path)
+    assert [p.name for p in paths] == ["series.png", "hunt1-candidates.png", "hunt1-culprit1-counters.png"]
+    series = _assert_png(paths[0])
+    assert series.shape[1] >= 700
+
+
+# ------------------------------------------------------------------ HTML
+
+def test_html_is_self_contained_and_names_culprit_and_step(tmp_path):
+    report = commits_report(culprits=2)
+    page_path = render_html(report, tmp_path)
+    page = page_path.read_text()
+    assert page_path.name == "report.html"
+    assert "http://" not in page and "https://" not in page
+    assert not re.search(r"<(script|link|iframe)\b", page)
+    sources = re.findall(r'src="([^"]*)"', page)
+    assert len(sources) == 3 and all(s.startswith("data:image/png;base64,") for s in sources)
+    assert sha(5) in page and sha(8) in page  # full culprit shas
+    assert "-5.1% tok/s (95% CI -6.0% .. -4.2%)" in page
+    assert "create_block_mask calls/iter 1 -&gt; 2" in page
+
+
+def test_html_escapes_subjects(tmp_path):
+    report = commits_report()
+    report["culprits"][0]["subject"] = "<script>alert(1)</script>"
+    page = render_html(report, tmp_path).read_text()
+    assert "<script>" not in page and "&lt;script&gt;" in page
+
+
+def test_nightly_html_and_markdown_show_machine_change_point_and_hunt(tmp_path):
+    report = nightly_report()
+    page = render_html(report, tmp_path).read_text()
+    md = render_markdown(report)
+    for text in (page, md):
+        assert "Machine (cuda: NVIDIA H200): ok" in text
+        assert f"-5.0% at {sha(13)[:10]} nightly commit 12 (night #12, p=0.0005)" in text
+        assert "build the block mask per layer" in text  # the hunt's culprit
+    assert page.count("data:image/png;base64,") == 3
+    assert "1 change point(s), 1 culprit(s) bisected" in render_summary(report)
+
+
+def test_renderers_do_not_modify_the_report(tmp_path):
+    report = nightly_report()
+    before = copy.deepcopy(report)
+    render_html(report, tmp_path)
+    render_summary(report)
+    assert report == before
+
+
+def _load_script():
+    spec = importlib.util.spec_from_file_location("screenshot_report", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_html_renders_in_chromium(tmp_path):
+    if _load_script().find_chromium() is None:
+        pytest.skip("no Chromium on this machine (apt-get install -y chromium)")
+    report_path = tmp_path / "report.json"
+    report_path.write_text(json.dumps(commits_report(culprits=2)))
+    out = tmp_path / "shot.png"
+    done = subprocess.run([sys.executable, str(SCRIPT), str(report_path), str(out), "--height", "1200"],
+                          capture_output=True, text=True, timeout=180)
+    assert done.returncode == 0, done.stderr
+    pixels = _assert_png(out)
+    assert pixels.shape[:2] == (1200, 1280)
+    # The page is not blank: a good share of pixels differ from the white background.
+    assert (pixels[..., :3] < 0.9).any(axis=-1).mean() > 0.01
