@@ -71,7 +71,7 @@ def test_a_a_range_is_not_reproduced_exit_2(tmp_path, capsys):
         ep = report["endpoints"][side]
         assert ep["n"] >= 3 and ep["ci95"][0] <= ep["median_tok_s"] <= ep["ci95"][1]
     printed = capsys.readouterr().out
-    assert "not reproduced" in printed.lower()
+    assert "no regression reproduced" in printed.lower()
 
 
 def test_rerun_measures_nothing_already_stored(tmp_path):

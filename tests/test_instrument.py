@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 import textwrap
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import regressbisect.probe
@@ -99,10 +100,14 @@ def test_disabled_and_idle_processes_print_nothing(tmp_path: Path) -> None:
         import torch
         torch.ones(2) + 1
     """
-    idle = _run(script, tmp_path)
+    (tmp_path / "idle").mkdir()
+    (tmp_path / "disabled").mkdir()
+    with ThreadPoolExecutor(2) as pool:  # two independent processes: run them side by side
+        idle_run = pool.submit(_run, script, tmp_path / "idle")
+        disabled_run = pool.submit(_run, COUNTED_SCRIPT, tmp_path / "disabled", REGRESSBISECT_INSTRUMENT="0")
+        idle, disabled = idle_run.result(), disabled_run.result()
     assert idle.returncode == 0, idle.stderr
     assert _counter_lines(idle.stdout) == []
-    disabled = _run(COUNTED_SCRIPT, tmp_path, REGRESSBISECT_INSTRUMENT="0")
     assert disabled.returncode == 0, disabled.stderr
     assert _counter_lines(disabled.stdout) == []
 

@@ -25,21 +25,21 @@ from regressbisect.cli import (clean_cmd, demo_cmd, doctor_cmd, hunks_cmd,  # no
 def main(argv: list[str] | None = None) -> None:
     """Console-script entry: user errors become one line on stderr and a documented exit code."""
     try:
-        app(args=argv, standalone_mode=False)
+        # Non-standalone click returns the code of a typer.Exit instead of exiting.
+        code = app(args=argv, standalone_mode=False)
     except UserError as exc:
         print(f"regressbisect: error: {exc.message}", file=sys.stderr)
         sys.exit(int(exc.exit_code))
-    except KeyboardInterrupt:
+    except (KeyboardInterrupt, typer.Abort):  # click turns Ctrl-C into Abort
         print("regressbisect: interrupted; every finished sample is stored: re-run the same command "
               "to resume", file=sys.stderr)
         sys.exit(130)
     except typer.Exit as exc:
         sys.exit(exc.exit_code)
-    except typer.Abort:
-        sys.exit(130)
     except Exception as exc:  # click usage errors come here in non-standalone mode
         import click
         if isinstance(exc, click.exceptions.ClickException):
             exc.show()
             sys.exit(int(ExitCode.USER_ERROR))
         raise
+    sys.exit(code if isinstance(code, int) else 0)

@@ -87,8 +87,9 @@ class DrafterTrainer:
     def __init__(self, preset: Preset, device: torch.device, group: object | None):
         self.preset, self.device = preset, device
         self.dtype = _compute_dtype(preset, device)
-        self.vocab = FrozenVocab(preset).to(device=device, dtype=self.dtype)
-        drafter = Drafter(preset).to(device)
+        with device:  # parameters are created (and initialised) on the compute device
+            self.vocab = FrozenVocab(preset).to(dtype=self.dtype)
+            drafter = Drafter(preset)
         self.model = (DistributedDataParallel(drafter, process_group=group)
                       if group is not None else drafter)
         self.optimizer = torch.optim.AdamW(drafter.parameters(), lr=preset.lr,
@@ -133,7 +134,8 @@ class LocalSource:
     def __init__(self, preset: Preset, device: torch.device, seed: int):
         self.preset, self.device, self.seed = preset, device, seed
         dtype = _compute_dtype(preset, device)
-        self.target = TargetModel(preset, FrozenVocab(preset)).to(device=device, dtype=dtype)
+        with device:
+            self.target = TargetModel(preset, FrozenVocab(preset)).to(dtype=dtype)
         self.index = 0
 
     def receive(self) -> tuple[PackedSequence, torch.Tensor]:
@@ -148,7 +150,8 @@ def run_target(settings: RunSettings, layout: Layout, device: torch.device, tota
     """Produce every sequence this target rank owns and send it to its drafter rank."""
     p = settings.preset
     dtype = _compute_dtype(p, device)
-    target = TargetModel(p, FrozenVocab(p)).to(device=device, dtype=dtype)
+    with device:
+        target = TargetModel(p, FrozenVocab(p)).to(dtype=dtype)
     sender = Sender(p.max_in_flight)
     n_sequences = total_steps * len(layout.drafter_ranks)
     for g in range(n_sequences):

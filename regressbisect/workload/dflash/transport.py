@@ -91,20 +91,23 @@ class Sender:
 
     def __init__(self, max_in_flight: int):
         self.max_in_flight = max_in_flight
-        self.pending: collections.deque[list[dist.Work]] = collections.deque()
+        self.pending: collections.deque[tuple[list[dist.Work], tuple[torch.Tensor, ...]]] = (
+            collections.deque())
 
     def send(self, ints: torch.Tensor, hidden: torch.Tensor, dst: int) -> None:
-        # Keep the tensors referenced until the work completes.
         works = [dist.isend(ints, dst), dist.isend(hidden, dst)]
-        self.pending.append(works)
+        self.pending.append((works, (ints, hidden)))  # the tensors live until the sends complete
         while len(self.pending) > self.max_in_flight:
-            for work in self.pending.popleft():
-                work.wait()
+            self._complete_oldest()
 
     def drain(self) -> None:
         while self.pending:
-            for work in self.pending.popleft():
-                work.wait()
+            self._complete_oldest()
+
+    def _complete_oldest(self) -> None:
+        works, _tensors = self.pending.popleft()
+        for work in works:
+            work.wait()
 
 
 class Receiver:
