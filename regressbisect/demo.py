@@ -12,6 +12,7 @@ import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 from regressbisect.errors import UserError
 
@@ -56,14 +57,11 @@ class ScriptedCommit:
     """Expected effect on the CPU tiny preset (tok/s and counters per iteration)."""
 
 
-@dataclass(frozen=True)
-class DemoCulprit:
-    """A commit of the history that makes the job slower."""
+class DemoCulprit(NamedTuple):
+    """A commit of the history that makes the job slower; unpacks as (sha, effect)."""
 
     sha: str
     """Full sha of the culprit."""
-    subject: str
-    """Its subject line."""
     effect: str
     """Expected effect: tok/s change measured side by side, counters before -> after."""
 
@@ -91,7 +89,7 @@ class DemoRepo:
     commits: tuple[tuple[str, str], ...]
     """(sha, subject) of every commit, oldest first; the last one is HEAD."""
     culprits: tuple[DemoCulprit, ...]
-    """The scripted slowdowns, oldest first."""
+    """The scripted slowdowns (sha, expected effect), oldest first."""
     more_lm_head_not_slower: str
     """Sha of the commit doing more lm_head work that is not slower (it removes other work)."""
     counters_only: tuple[str, ...]
@@ -253,8 +251,8 @@ def _history(preset: str, tokens: int) -> list[ScriptedCommit]:
                    "every step), but the full-vocabulary sort it drops cost as much; tok/s not lower "
                    "(measured +0.5 to +6%)"),
         ScriptedCommit("Comment the DDP set-up", (
-            Edit(t("train.py"), "        drafter = Drafter(preset).to(device)\n",
-                 "        drafter = Drafter(preset).to(device)\n"
+            Edit(t("train.py"), "            drafter = Drafter(preset)\n",
+                 "            drafter = Drafter(preset)\n"
                  "        # DDP only among drafter ranks: targets hold no trainable weights.\n"),)),
         ScriptedCommit("Split the document layout out of synthetic_sequence", (
             Edit(t("batch.py"),
@@ -718,7 +716,7 @@ def build_demo_repo(path: Path, preset: str = "tiny", tokens: int | None = None)
         sha = _commit(path, scripted.subject, index)
         commits.append((sha, scripted.subject))
         if scripted.kind == "culprit":
-            culprits.append(DemoCulprit(sha=sha, subject=scripted.subject, effect=scripted.effect))
+            culprits.append(DemoCulprit(sha=sha, effect=scripted.effect))
         elif scripted.kind == "more-lm-head-not-slower":
             more_work = sha
         elif scripted.kind == "counters-only":

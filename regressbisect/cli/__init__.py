@@ -22,6 +22,10 @@ from regressbisect.cli import (clean_cmd, demo_cmd, doctor_cmd, hunks_cmd,  # no
                                nightly_cmd, report_cmd, run_cmd, workload_cmd)  # registers them
 
 
+INTERRUPTED = ("regressbisect: interrupted; every finished sample is stored: re-run the same "
+               "command to resume")
+
+
 def main(argv: list[str] | None = None) -> None:
     """Console-script entry: user errors become one line on stderr and a documented exit code."""
     try:
@@ -30,10 +34,8 @@ def main(argv: list[str] | None = None) -> None:
     except UserError as exc:
         print(f"regressbisect: error: {exc.message}", file=sys.stderr)
         sys.exit(int(exc.exit_code))
-    except (KeyboardInterrupt, typer.Abort):  # click turns Ctrl-C into Abort
-        print("regressbisect: interrupted; every finished sample is stored: re-run the same command "
-              "to resume", file=sys.stderr)
-        sys.exit(130)
+    except (KeyboardInterrupt, typer.Abort):
+        code = 130
     except typer.Exit as exc:
         sys.exit(exc.exit_code)
     except Exception as exc:  # click usage errors come here in non-standalone mode
@@ -42,4 +44,6 @@ def main(argv: list[str] | None = None) -> None:
             exc.show()
             sys.exit(int(ExitCode.USER_ERROR))
         raise
+    if code == 130:  # typer turns Ctrl-C into Exit(130)
+        print(INTERRUPTED, file=sys.stderr)
     sys.exit(code if isinstance(code, int) else 0)

@@ -1,0 +1,118 @@
+"""stats.py: summaries, three-way comparisons, pooled sigma and the SPRT, on seeded lognormal data."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from regressbisect.stats import compare, pooled_log_sigma, sprt, summarize
+
+
+def lognormal(rng: np.random.Generator, level: float, cv: float, n: int) -> list[float]:
+    return list(level * np.exp(rng.normal(0.0, math.sqrt(math.log1p(cv * cv)), n)))
+
+
+def test_summarize_median_interval_and_cv():
+    values = [100.0, 101.0, 99.0, 102.0, 98.0, 100.5, 99.5, 100.2, 99.8, 250.0]   # one outlier
+    s = summarize(values)
+    assert s.n == 10
+    assert s.median == pytest.approx(100.1)
+    lo, hi = s.ci95
+    # order statistics: the interval is made of sample values and ignores the outlier at n=10
+    assert lo in values and hi in values
+    assert lo <= s.median <= hi < 250.0
+    assert s.cv > 0.3                      # the outlier shows in the CV, not in the median
+
+
+def test_summarize_small_sample_uses_min_max_and_one_sample_has_zero_cv():
+    assert summarize([3.0, 1.0, 2.0]).ci95 == (1.0, 3.0)
+    one = summarize([5.0])
+    assert one.cv == 0.0 and one.ci95 == (5.0, 5.0)
+    with pytest.raises(ValueError):
+        summarize([])
+
+
+def test_order_statistic_interval_covers_the_median_at_least_95_percent():
+    rng = np.random.default_rng(7)
+    hits = 0
+    for _ in range(400):
+        s = summarize(lognormal(rng, 1000.0, 0.05, 12))
+        hits += s.ci95[0] <= 1000.0 <= s.ci95[1]
+    assert hits / 400 >= 0.93
+
+
+def test_compare_detects_a_5pct_slowdown_and_estimates_it():
+    rng = np.random.default_rng(1)
+    a = lognormal(rng, 1000.0, 0.01, 10)
+    b = lognormal(rng, 950.0, 0.01, 10)
+    c = compare(a, b, min_effect=0.02)
+    assert c.verdict == "different"
+    assert c.change == pytest.approx(-0.05, abs=0.01)
+    assert c.ci95[0] < c.change < c.ci95[1] < 0
+    assert c.p_value < 1e-6
+
+
+def test_compare_calls_identical_distributions_same_with_enough_samples():
+    rng = np.random.default_rng(2)
+    a = lognormal(rng, 1000.0, 0.01, 30)
+    b = lognormal(rng, 1000.0, 0.01, 30)
+    c = compare(a, b, min_effect=0.02)
+    assert c.verdict == "same"
+    assert -0.02 < c.ci95[0] < c.ci95[1] < 0.02
+
+
+def test_compare_is_unsure_with_too_few_noisy_samples():
+    rng = np.random.default_rng(3)
+    c = compare(lognormal(rng, 1000.0, 0.05, 3), lognormal(rng, 970.0, 0.05, 3), min_effect=0.02)
+    assert c.verdict == "unsure"
+
+
+def test_significant_but_below_min_effect_is_not_different():
+    rng = np.random.default_rng(4)
+    a = lognormal(rng, 1000.0, 0.002, 40)
+    b = lognormal(rng, 995.0, 0.002, 40)          # 0.5% slower, very precisely measured
+    c = compare(a, b, min_effect=0.02)
+    assert c.p_value < 0.001
+    assert c.verdict == "same"                    # real, but inside the +-2% band that does not count
+
+
+def test_pairing_cancels_a_drift_that_hides_the_step_unpaired():
+    rng = np.random.default_rng(5)
+    n = 12
+    drift = np.linspace(1.0, 0.85, n)             # the machine slows 15% over the run
+    a = list(1000.0 * drift * np.exp(rng.normal(0, 0.005, n)))
+    b = list(970.0 * drift * np.exp(rng.normal(0, 0.005, n)))   # 3% slower, measured interleaved
+    paired = compare(a, b, min_effect=0.02, paired=True)
+    unpaired = compare(a, b, min_effect=0.02, paired=False)
+    assert paired.verdict == "different" and paired.change == pytest.approx(-0.03, abs=0.006)
+    assert unpaired.verdict == "unsure"
+
+
+def test_compare_rejects_bad_values_and_handles_identical_samples():
+    with pytest.raises(ValueError):
+        compare([1.0, -2.0], [1.0, 1.0], min_effect=0.01)
+    c = compare([100.0] * 4, [95.0] * 4, min_effect=0.02)
+    assert c.change == pytest.approx(-0.05)
+    assert c.verdict == "different" and c.ci95 == pytest.approx((-0.05, -0.05))
+    one = compare([100.0], [90.0], min_effect=0.02)
+    assert one.verdict == "unsure" and one.p_value == 1.0
+
+
+def test_pooled_log_sigma_recovers_the_noise():
+    rng = np.random.default_rng(6)
+    groups = [lognormal(rng, level, 0.03, 8) for level in (900.0, 1000.0, 1100.0, 1200.0)]
+    sigma, df = pooled_log_sigma(groups + [[5.0]])      # a single value adds no degree of freedom
+    assert df == 28
+    assert sigma == pytest.approx(0.03, rel=0.3)
+
+
+def test_sprt_accepts_a_real_step_rejects_none_and_waits_when_unclear():
+    rng = np.random.default_rng(8)
+    sigma = 0.02 * math.sqrt(2)
+    step = list(rng.normal(-0.05, sigma, 12))
+    null = list(rng.normal(0.0, sigma, 12))
+    assert sprt(step, sigma=sigma, delta=-0.05, alpha=0.05, beta=0.05) == "H1"
+    assert sprt(null, sigma=sigma, delta=-0.05, alpha=0.05, beta=0.05) == "H0"
+    assert sprt(null[:1], sigma=sigma, delta=-0.01, alpha=0.05, beta=0.05) == "continue"
+    assert sprt([], sigma=sigma, delta=-0.05, alpha=0.05, beta=0.05) == "continue"
