@@ -209,7 +209,7 @@ def _history(preset: str, tokens: int) -> list[ScriptedCommit]:
                  "            window = self.preset.sliding_window if layer_is_windowed(self.preset, i) else 0\n"
                  "            x = layer(x, context, rope_q, rope_ctx, build_mask(mask_inputs, window, dense))\n")),
             kind="culprit",
-            effect="create_block_mask calls/iter 1 -> 2 (one per layer); tok/s about -25% (measured -24 to -25%)"),
+            effect="create_block_mask calls/iter 1 -> 2 (one per layer); tok/s about -25% (measured -24 to -26%)"),
         ScriptedCommit("Add type hints to the transport queues", (
             Edit(t("transport.py"), "        self.posted: collections.deque = collections.deque()\n",
                  "        self.posted: collections.deque[tuple[torch.Tensor, torch.Tensor, list[dist.Work]]] = (\n"
@@ -278,7 +278,7 @@ def _history(preset: str, tokens: int) -> list[ScriptedCommit]:
             Edit(t("presets.py"), "lm_head_chunk=8,", "lm_head_chunk=2,"),),
             kind="culprit",
             effect="lm_head calls/iter 6 -> 24 (4x more, 4x smaller GEMMs, 8 checkpointed chunks); "
-                   "tok/s about -12% (measured -11 to -14%)"),
+                   "tok/s about -11% (measured -8 to -14%)"),
         ScriptedCommit("Show the number of metric passes in the summary", (
             Edit(t("train.py"), "recall {recall:.4f}\",",
                  "recall {recall:.4f} over {len(trainer.recalls)} metric passes\","),)),

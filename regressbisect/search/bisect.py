@@ -35,7 +35,7 @@ them is reported as the range (last_good, first_bad), as git bisect does.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Sequence
 
 import numpy as np
@@ -126,7 +126,7 @@ class Culprit:
     step: float
     """Relative change of tok/s at this step (first_bad vs last_good), e.g. -0.051."""
     step_ci95: tuple[float, float]
-    """95% interval of `step` (paired differences, sigma pooled over the hunt)."""
+    """95% interval of `step` (t interval on all samples of the two commits, sigma pooled over the hunt)."""
     step_tok_s: float
     """Absolute change, tok/s (step times the median of last_good)."""
     share_of_gap: float
@@ -160,7 +160,7 @@ class SearchResult:
     endpoints: tuple[Summary, Summary]
     """GOOD and BAD (an empty Summary with n=0 when an endpoint has no sample)."""
     gap: float
-    """BAD relative to GOOD (paired estimate from the control arm)."""
+    """BAD relative to GOOD: ratio of the geometric means of all their samples, minus 1."""
     unexplained: float
     """Fraction of the gap not owned by the culprits (log scale; negative if they overshoot)."""
     candidates: tuple[CandidateVerdict, ...]
@@ -278,8 +278,10 @@ class CommitSearch:
 
     def result(self) -> SearchResult:
         """What the search has found so far (final once `done`)."""
-        culprits = tuple(sorted(self._culprits, key=lambda c: c.first_bad))
-        gap = self._control.change if self._control is not None else math.nan
+        gap_log = self._total_log_gap()
+        culprits = tuple(sorted((replace(c, share_of_gap=math.log1p(c.step) / gap_log if gap_log else math.nan)
+                                 for c in self._culprits), key=lambda c: c.first_bad))
+        gap = math.expm1(gap_log)
         if self._end_verdict in ("not-reproduced", "all-skipped"):
             verdict = self._end_verdict
         elif culprits:
@@ -552,17 +554,28 @@ class CommitSearch:
         sign = self._sign or (1 if step_hat >= 0 else -1)
         return sign * max(abs(step_hat) if np.isfinite(step_hat) and np.sign(step_hat) == sign else 0.0, margin)
 
-    def _accept(self, iv: _Interval, a: int, b: int, diffs: list[float]) -> None:
+    def _log_gap(self, a: int, b: int) -> tuple[float, float, int]:
+        """Mean log tok/s of b minus a over all their samples, its standard error (pooled sigma), df."""
+        va, vb = self._raw[a], self._raw[b]
         sigma, df = self._pooled_sigma()
-        m = len(diffs)
-        mean = float(np.mean(diffs))
-        half = float(student_t.ppf(0.975, max(df, 1))) * sigma * math.sqrt(2 / m)
-        gap_log = math.log1p(self._control.change) if self._control is not None else math.nan
+        est = float(np.mean(np.log(vb)) - np.mean(np.log(va)))
+        return est, sigma * math.sqrt(1 / len(va) + 1 / len(vb)), df
+
+    def _total_log_gap(self) -> float:
+        if self._raw.get(0) and self._raw.get(self.n - 1):
+            return self._log_gap(0, self.n - 1)[0]
+        return math.nan
+
+    def _accept(self, iv: _Interval, a: int, b: int, diffs: list[float]) -> None:
+        # the step is estimated from every sample of the pair (most were taken interleaved in the
+        # confirmation); its existence was decided on the pairs alone
+        est, se, df = self._log_gap(a, b)
+        half = float(student_t.ppf(0.975, max(df, 1))) * se if se > 0 else math.inf
         base = summarize(self._raw[a]).median
-        step = math.expm1(mean)
+        step = math.expm1(est)
         self._culprits.append(Culprit(
-            first_bad=b, last_good=a, step=step, step_ci95=(math.expm1(mean - half), math.expm1(mean + half)),
-            step_tok_s=step * base, share_of_gap=(mean / gap_log) if gap_log else math.nan))
+            first_bad=b, last_good=a, step=step, step_ci95=(math.expm1(est - half), math.expm1(est + half)),
+            step_tok_s=step * base, share_of_gap=math.nan))
         self._queue.pop(0)
         # the two sides may hold further steps (Pinpoint explores every differing pair)
         sides = []

@@ -1,0 +1,142 @@
+"""search/bisect.py against fake histories with seeded lognormal noise (search/simulate.py)."""
+from __future__ import annotations
+
+import pytest
+
+from regressbisect.search.bisect import CommitSearch, SearchSettings
+from regressbisect.search.simulate import FakeExecutor, FakeHistory, simulate, step_levels
+
+
+def culprit_steps(run) -> list[tuple[int, int]]:
+    return [(c.last_good, c.first_bad) for c in run.result.culprits]
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_finds_a_5pct_step_at_2pct_noise_in_24_commits(seed):
+    first_bad = 5 + 4 * seed
+    run = simulate(FakeHistory(step_levels(24, {first_bad: -0.05}), cv=0.02), seed=seed)
+    assert run.result.verdict == "culprits"
+    assert culprit_steps(run) == [(first_bad - 1, first_bad)]
+    c = run.result.culprits[0]
+    assert c.step_ci95[0] < -0.02 and c.step_ci95[0] <= c.step <= c.step_ci95[1] < 0
+    assert c.step == pytest.approx(-0.05, abs=0.03)
+    assert c.step_tok_s == pytest.approx(c.step * 1000.0, rel=0.05)
+    assert c.share_of_gap == pytest.approx(1.0, abs=0.4)
+    assert run.result.gap == pytest.approx(-0.05, abs=0.03)
+    # far fewer executions than measuring every commit a few times
+    assert run.executions < 3 * 24
+
+
+def test_finds_both_steps_and_accounts_for_the_gap():
+    run = simulate(FakeHistory(step_levels(40, {9: -0.05, 27: -0.08}), cv=0.02), seed=11)
+    assert sorted(culprit_steps(run)) == [(8, 9), (26, 27)]
+    shares = sum(c.share_of_gap for c in run.result.culprits)
+    assert shares == pytest.approx(1.0, abs=0.25)
+    assert run.result.unexplained == pytest.approx(1.0 - shares)
+    verdicts = {cv.index: cv.verdict for cv in run.result.candidates}
+    assert verdicts[0] == "good" and verdicts[39] == "bad"
+    assert all(v == "level" for i, v in verdicts.items() if 9 <= i < 27)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_a_a_range_is_not_reproduced(seed):
+    run = simulate(FakeHistory(step_levels(32, {}), cv=0.02), seed=seed)
+    assert run.result.verdict == "not-reproduced"
+    assert run.result.culprits == ()
+    # only the endpoints are measured when no slot is spare
+    assert {i for r in run.requests for i in r} == {0, 31}
+
+
+def test_slower_mode_does_not_hunt_an_improvement():
+    faster = FakeHistory(step_levels(20, {7: +0.10}), cv=0.01)
+    assert simulate(faster, seed=1).result.verdict == "not-reproduced"
+    found = simulate(faster, SearchSettings(direction="faster"), seed=1)
+    assert culprit_steps(found) == [(6, 7)]
+
+
+def test_an_improvement_inside_a_slowdown_is_not_a_culprit():
+    run = simulate(FakeHistory(step_levels(30, {6: +0.06, 20: -0.15}), cv=0.01), seed=3)
+    assert culprit_steps(run) == [(19, 20)]
+    both = simulate(FakeHistory(step_levels(30, {6: +0.06, 20: -0.15}), cv=0.01),
+                    SearchSettings(direction="both"), seed=3)
+    assert sorted(culprit_steps(both)) == [(5, 6), (19, 20)]
+
+
+def test_skipped_commits_next_to_the_culprit_make_a_range():
+    history = FakeHistory(step_levels(24, {14: -0.08}), cv=0.01, unmeasurable=frozenset({12, 13, 14}))
+    run = simulate(history, seed=4)
+    assert culprit_steps(run) == [(11, 14 + 1)] or culprit_steps(run) == [(11, 15)]
+    c = run.result.culprits[0]
+    assert c.first_bad - c.last_good == 4            # a range, never a guess inside it
+    skipped = {cv.index for cv in run.result.candidates if cv.verdict == "skip"}
+    assert skipped <= {12, 13, 14} and skipped
+    # a skip is retried once (flakes happen), then the commit is routed around
+    asked = [i for r in run.requests for i in r]
+    assert all(asked.count(i) <= 2 for i in (12, 13, 14))
+
+
+def test_unmeasurable_endpoint_gives_all_skipped():
+    run = simulate(FakeHistory(step_levels(10, {5: -0.1}), cv=0.01, unmeasurable=frozenset({9})), seed=0)
+    assert run.result.verdict == "all-skipped"
+    assert run.executions <= 6
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_a_slow_linear_drift_without_a_step_makes_no_culprit(seed):
+    # the machine loses 0.1% per round: 6% over 60 rounds, more than the 3-5% steps hunted
+    history = FakeHistory(step_levels(64, {}), cv=0.01, drift_per_round=-0.001)
+    run = simulate(history, seed=seed)
+    assert run.result.culprits == ()
+    assert run.result.verdict == "not-reproduced"
+
+
+def test_drift_with_a_step_still_names_the_step():
+    history = FakeHistory(step_levels(64, {40: -0.05}), cv=0.01, drift_per_round=-0.001)
+    run = simulate(history, seed=2)
+    assert culprit_steps(run) == [(39, 40)]
+
+
+def test_eight_slots_give_rounds_of_up_to_eight_distinct_commits_and_fewer_rounds():
+    history = FakeHistory(step_levels(256, {101: -0.05}), cv=0.02)
+    wide = simulate(history, slots=8, seed=5)
+    narrow = simulate(history, slots=1, seed=5)
+    assert culprit_steps(wide) == [(100, 101)]
+    assert all(1 <= len(r) <= 8 and len(set(r)) == len(r) for r in wide.requests)
+    assert max(len(r) for r in wide.requests) == 8
+    assert all(len(r) == 1 for r in narrow.requests)
+    assert wide.rounds < 0.6 * narrow.rounds
+
+
+def test_same_values_give_the_same_requests():
+    history = FakeHistory(step_levels(50, {17: -0.04}), cv=0.02)
+    first = simulate(history, slots=3, seed=9)
+    again = simulate(history, slots=3, seed=9)
+    assert first.requests == again.requests
+    assert first.result == again.result
+    # replaying the recorded values into a fresh search reproduces every request
+    executor = FakeExecutor(history, 9)
+    log = []
+    s = CommitSearch(50)
+    while batch := s.next_batch(3):
+        log.append(tuple(m.index for m in batch))
+        for m in batch:
+            s.record(m.index, executor.measure(m.index, len(log)))
+    assert tuple(log) == first.requests
+
+
+def test_api_contract_guards():
+    s = CommitSearch(5)
+    assert not s.done
+    batch = s.next_batch(1)
+    assert [m.index for m in batch] == [0] and batch[0].reason == "control arm"
+    with pytest.raises(RuntimeError):
+        s.next_batch(1)                      # the round is not recorded yet
+    s.record(0, 1000.0)
+    assert s.live_interval() == (0, 4)
+    assert isinstance(s.estimated_remaining(), int)
+    with pytest.raises(ValueError):
+        s.record(7, 1.0)
+    with pytest.raises(ValueError):
+        CommitSearch(1)
+    with pytest.raises(ValueError):
+        SearchSettings(direction="sideways")
