@@ -77,8 +77,9 @@ class HuntConfig:
     """Shim overhead above which tok/s must come from unshimmed runs (DESIGN.md: 1%)."""
     overhead_pairs: int = 6
     """Interleaved shimmed/unshimmed pairs used to measure the shim's overhead on GOOD."""
-    lm_head_min_out: int = 32768
-    """Output width from which an F.linear call counts as an lm_head call."""
+    lm_head_min_out: int | None = None
+    """Output width from which an F.linear call counts as an lm_head call; None leaves it to the
+    probe (REGRESSBISECT_LMHEAD_MIN_OUT, else the shim's default 32768)."""
 
     def __post_init__(self) -> None:
         if not 0 < self.min_effect < 1:

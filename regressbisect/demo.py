@@ -191,9 +191,7 @@ def _history(preset: str, tokens: int) -> list[ScriptedCommit]:
                  "    input_ids = torch.full_like(labels, mask_token_id(preset))\n"))),
         ScriptedCommit("Build the attention mask in the drafter layer loop", (
             Edit(t("train.py"),
-                 "        masks = build_step_masks(make_mask_inputs(anchors, doc_ids, p.block_size),\n"
-                 "                                 p.sliding_window, self.dense_masks)\n",
-                 "        mask_inputs = make_mask_inputs(anchors, doc_ids, p.block_size)\n"),
+                 "        masks = build_step_masks(mask_inputs, p.sliding_window, self.dense_masks)\n", ""),
             Edit(t("train.py"), "block_embeds, rope_q, rope_ctx, masks)[0]",
                  "block_embeds, rope_q, rope_ctx, mask_inputs)[0]"),
             Edit(t("drafter.py"), "from .masks import StepMasks\n", "from .masks import MaskInputs, build_mask\n"),
@@ -292,8 +290,8 @@ def _history(preset: str, tokens: int) -> list[ScriptedCommit]:
                  "def pack(seq: PackedSequence) -> torch.Tensor:\n"
                  "    \"\"\"One int64 message: [ids (S) | loss_mask (S) | lengths (max_docs)].\"\"\"\n"),)),
         ScriptedCommit("Drop an unused import", (
-            Edit(t("train.py"), "from .masks import build_step_masks, document_ids,",
-                 "from .masks import document_ids,"),)),
+            Edit(t("train.py"), "from .masks import MaskInputsBuffer, build_step_masks, document_ids,",
+                 "from .masks import MaskInputsBuffer, document_ids,"),)),
         ScriptedCommit("Docstring for Receiver.receive", (
             Edit(t("transport.py"), "    def receive(self) -> tuple[PackedSequence, torch.Tensor]:\n",
                  "    def receive(self) -> tuple[PackedSequence, torch.Tensor]:\n"

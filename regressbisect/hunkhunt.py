@@ -20,7 +20,7 @@ from regressbisect.errors import UserError
 from regressbisect.git.history import History
 from regressbisect.git.hunks import Hunk, build_patch, collect_hunks, group_hunks
 from regressbisect.git.worktrees import WorktreePool
-from regressbisect.hunt import (VERDICT_EXIT, HuntOutcome, InstrumentationPlan, count_gpus,
+from regressbisect.hunt import (probe_spec, VERDICT_EXIT, HuntOutcome, InstrumentationPlan, count_gpus,
                                 slot_environments)
 from regressbisect.model import Candidate, ProbeOutcome, SampleKey
 from regressbisect.oracle import Request, SampleSource, median_counters
@@ -80,9 +80,7 @@ class HunkHunt:
 
     def run(self) -> HuntOutcome:
         cfg = self.config
-        spec = ProbeSpec(command=cfg.probe.cmd, tokens=cfg.probe.tokens, timeout_s=cfg.probe.timeout_s,
-                         env={**cfg.probe.env, "REGRESSBISECT_LMHEAD_MIN_OUT": str(cfg.lm_head_min_out)},
-                         metric_regex=cfg.probe.metric_regex)
+        spec = probe_spec(cfg)
         everything = self.candidate(self.by_id)
         with Store(self.store_path) as store, WorktreePool(self.history, cfg.slots) as pool:
             hunt_id = store.start_hunt(kind="hunks", good=self.base, bad=everything.patch_hash or "",

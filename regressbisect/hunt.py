@@ -57,6 +57,15 @@ class InstrumentationPlan:
     note: str
 
 
+def probe_spec(config: HuntConfig) -> ProbeSpec:
+    """The runner's view of the probe config (shared by commit, hunk and nightly hunts)."""
+    env = dict(config.probe.env)
+    if config.lm_head_min_out is not None:
+        env["REGRESSBISECT_LMHEAD_MIN_OUT"] = str(config.lm_head_min_out)
+    return ProbeSpec(command=config.probe.cmd, tokens=config.probe.tokens,
+                     timeout_s=config.probe.timeout_s, env=env, metric_regex=config.probe.metric_regex)
+
+
 def slot_environments(config: HuntConfig, gpu_count: int) -> list[dict[str, str]]:
     """Pin each slot to its own devices: explicit --slot-devices, else split the GPUs evenly."""
     if config.slot_devices:
@@ -113,9 +122,7 @@ class CommitHunt:
 
     def run(self) -> HuntOutcome:
         cfg = self.config
-        spec = ProbeSpec(command=cfg.probe.cmd, tokens=cfg.probe.tokens, timeout_s=cfg.probe.timeout_s,
-                         env={**cfg.probe.env, "REGRESSBISECT_LMHEAD_MIN_OUT": str(cfg.lm_head_min_out)},
-                         metric_regex=cfg.probe.metric_regex)
+        spec = probe_spec(cfg)
         with Store(self.store_path) as store, WorktreePool(self.history, cfg.slots) as pool:
             hunt_id = store.start_hunt(kind="commits", good=self.good, bad=self.bad,
                                        config_hash=self._config_hash,

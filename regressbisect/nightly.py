@@ -26,7 +26,7 @@ from regressbisect.errors import ExitCode, UserError
 from regressbisect.git.history import CommitInfo, History
 from regressbisect.git.worktrees import WorktreePool
 from regressbisect.jsonreport import dumps
-from regressbisect.hunt import CommitHunt, count_gpus, slot_environments
+from regressbisect.hunt import probe_spec, CommitHunt, count_gpus, slot_environments
 from regressbisect.model import Candidate, ProbeOutcome, SampleKey
 from regressbisect.oracle import Request, SampleSource
 from regressbisect.probe.runner import ProbeSpec, environment_fingerprint, run_probe
@@ -134,9 +134,7 @@ class Nightly:
         todo = [tip] + [c.sha for c in reversed(commits[:-1]) if c.sha not in seen]
         todo = list(dict.fromkeys(todo))[: self.settings.max_new]
         cfg = self.config
-        spec = ProbeSpec(command=cfg.probe.cmd, tokens=cfg.probe.tokens, timeout_s=cfg.probe.timeout_s,
-                         env={**cfg.probe.env, "REGRESSBISECT_LMHEAD_MIN_OUT": str(cfg.lm_head_min_out)},
-                         metric_regex=cfg.probe.metric_regex)
+        spec = probe_spec(cfg)
         self.progress.phase(f"nightly: measuring {len(todo)} commit(s) ending at {tip[:10]}"
                             + (" (machine flagged: samples kept apart)" if flagged else ""))
         with Store(self.store_path) as store, WorktreePool(self.history, 1) as pool:

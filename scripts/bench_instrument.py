@@ -110,7 +110,8 @@ def main() -> int:
     try:
         from tabulate import tabulate
 
-        print(tabulate(rows, headers=[f"{args.preset}, {args.pairs} pairs", "median tok/s", "interval"]))
+        print(tabulate(rows, headers=[f"{args.preset}, {args.pairs} pairs", "median tok/s", "interval"],
+                       disable_numparse=True))
     except ImportError:
         for row in rows:
             print("  ".join(row))

@@ -117,3 +117,18 @@ def test_rank_split_and_command() -> None:
     assert "--tokens" not in two
     with pytest.raises(ValueError):
         workload_command("nope", 1, None)
+
+
+def test_mask_buffer_keeps_one_mask_mod_and_refills_in_place() -> None:
+    buffer = masks.MaskInputsBuffer()
+    results = []
+    for seed in (1, 2):
+        lengths, anchors, bs = random_case(seed)
+        doc_ids = masks.document_ids(torch.tensor(lengths + [0] * 3), sum(lengths))
+        inputs = buffer.fill(torch.tensor(anchors), doc_ids, bs)
+        step = masks.build_step_masks(inputs, 0, dense=True)
+        assert torch.equal(step.full[0, 0], reference_mask(lengths, anchors, bs, 0))
+        results.append((inputs, masks.make_mask_mod(inputs, 0)))
+    (first, first_mod), (second, second_mod) = results
+    # Same tensors and the same function object: torch.compile sees one mask_mod for the run.
+    assert first is second and first_mod is second_mod

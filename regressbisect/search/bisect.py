@@ -124,11 +124,12 @@ class Culprit:
     """Index of the last commit measured at the old level; first_bad - last_good > 1 when the
     commits between were unmeasurable (skipped): the culprit is then the whole range."""
     step: float
-    """Relative change of tok/s at this step (first_bad vs last_good), e.g. -0.051."""
+    """Relative change of tok/s at this step, e.g. -0.051: ratio of the geometric means of all
+    samples in the segments after and before it (segments are delimited by the culprits)."""
     step_ci95: tuple[float, float]
-    """95% interval of `step` (t interval on all samples of the two commits, sigma pooled over the hunt)."""
+    """95% interval of `step` (t interval, residual sigma of the segment fit)."""
     step_tok_s: float
-    """Absolute change, tok/s (step times the median of last_good)."""
+    """Absolute change, tok/s (step times the level of the segment before it)."""
     share_of_gap: float
     """Fraction of the GOOD->BAD gap this step owns, on the log scale (steps compound)."""
 
@@ -189,8 +190,12 @@ class _Posterior:
     p_null: float = 0.0        # mass of 'no step in this interval' (sides only)
 
 
+def _logsumexp_rows(x: np.ndarray) -> np.ndarray:
+    top = np.max(x, axis=1)
+    return top + np.log(np.sum(np.exp(x - top[:, None]), axis=1))
+
+
 _EMPTY = Summary(n=0, median=math.nan, ci95=(math.nan, math.nan), cv=math.nan)
-_SIGMA_GRID = np.exp(np.linspace(math.log(2e-4), math.log(0.7), 96))
 
 
 class CommitSearch:
@@ -278,10 +283,8 @@ class CommitSearch:
 
     def result(self) -> SearchResult:
         """What the search has found so far (final once `done`)."""
-        gap_log = self._total_log_gap()
-        culprits = tuple(sorted((replace(c, share_of_gap=math.log1p(c.step) / gap_log if gap_log else math.nan)
-                                 for c in self._culprits), key=lambda c: c.first_bad))
-        gap = math.expm1(gap_log)
+        culprits = tuple(self._segment_steps())
+        gap = math.expm1(self._total_log_gap())
         if self._end_verdict in ("not-reproduced", "all-skipped"):
             verdict = self._end_verdict
         elif culprits:
@@ -370,7 +373,9 @@ class CommitSearch:
         pairs = min(len(a), len(b))
         s = self.settings
         if pairs >= self._control_look:
-            cmp = compare(a[:pairs], b[:pairs], min_effect=s.min_effect, alpha=s.alpha, paired=True)
+            # alpha/2 per look: the looks repeat (3, 6, 12 ... pairs), and a false 'go' on an A/A
+            # range costs a whole search before it ends with no culprit
+            cmp = compare(a[:pairs], b[:pairs], min_effect=s.min_effect, alpha=s.alpha / 2, paired=True)
             self._control = cmp
             outcome = self._control_outcome(cmp)
             if outcome == "stop" and pairs < 2 * s.min_samples:
@@ -543,9 +548,10 @@ class CommitSearch:
         return [a] if n_pairs % 2 == 0 else [b]
 
     def _over_budget(self, iv: _Interval) -> bool:
-        """An interval may spend a few times what one step should cost, then it is unresolved."""
+        """An interval may spend 3x what finding one step should cost, then it is unresolved
+        (bounds the cost of a range whose step cannot be pinned, e.g. a gradual slowdown)."""
         per = self._samples_per_decision()
-        budget = (4 if iv.is_side else 8) * per * (math.log2(iv.hi - iv.lo + 1) + 4)
+        budget = 3 * per * (math.log2(iv.hi - iv.lo + 1) + 4)
         return self._probes - iv.probes_at_start > budget
 
     def _step_for_sprt(self, step_hat: float) -> float:
@@ -553,6 +559,38 @@ class CommitSearch:
         margin = log_threshold(self.settings.min_effect)
         sign = self._sign or (1 if step_hat >= 0 else -1)
         return sign * max(abs(step_hat) if np.isfinite(step_hat) and np.sign(step_hat) == sign else 0.0, margin)
+
+    def _segment_steps(self) -> list[Culprit]:
+        """Size every confirmed step from the piecewise-constant fit with breaks at the culprits.
+
+        Each level is the mean log tok/s of every sample in its segment, so a step uses far more
+        samples than its two commits, and is not inflated by the sequential stop that accepted it
+        (the two commits' own samples are what crossed the threshold). Interval: t with the
+        residual sigma of that fit.
+        """
+        culprits = sorted(self._culprits, key=lambda c: c.first_bad)
+        if not culprits:
+            return []
+        bounds = [c.first_bad for c in culprits]
+        groups: list[list[float]] = [[] for _ in range(len(bounds) + 1)]
+        for i, vals in self._raw.items():
+            if not self._unmeasurable(i):
+                groups[int(np.searchsorted(bounds, i, side="right"))].extend(math.log(v) for v in vals)
+        means = [float(np.mean(g)) if g else math.nan for g in groups]
+        ss = sum(float(np.sum((np.array(g) - m) ** 2)) for g, m in zip(groups, means) if g)
+        df = sum(len(g) for g in groups) - sum(1 for g in groups if g)
+        sigma = math.sqrt(ss / df) if df > 0 else math.nan
+        tq = float(student_t.ppf(0.975, df)) if df > 0 else math.inf
+        gap_log = self._total_log_gap()
+        out = []
+        for k, c in enumerate(culprits):
+            est = means[k + 1] - means[k]
+            se = sigma * math.sqrt(1 / max(len(groups[k]), 1) + 1 / max(len(groups[k + 1]), 1))
+            step = math.expm1(est)
+            out.append(replace(c, step=step, step_ci95=(math.expm1(est - tq * se), math.expm1(est + tq * se)),
+                               step_tok_s=step * math.exp(means[k]),
+                               share_of_gap=est / gap_log if gap_log else math.nan))
+        return out
 
     def _log_gap(self, a: int, b: int) -> tuple[float, float, int]:
         """Mean log tok/s of b minus a over all their samples, its standard error (pooled sigma), df."""
@@ -567,15 +605,9 @@ class CommitSearch:
         return math.nan
 
     def _accept(self, iv: _Interval, a: int, b: int, diffs: list[float]) -> None:
-        # the step is estimated from every sample of the pair (most were taken interleaved in the
-        # confirmation); its existence was decided on the pairs alone
-        est, se, df = self._log_gap(a, b)
-        half = float(student_t.ppf(0.975, max(df, 1))) * se if se > 0 else math.inf
-        base = summarize(self._raw[a]).median
-        step = math.expm1(est)
-        self._culprits.append(Culprit(
-            first_bad=b, last_good=a, step=step, step_ci95=(math.expm1(est - half), math.expm1(est + half)),
-            step_tok_s=step * base, share_of_gap=math.nan))
+        # size and interval are filled in by result(), from all samples of the segments
+        self._culprits.append(Culprit(first_bad=b, last_good=a, step=math.nan, step_ci95=(math.nan, math.nan),
+                                      step_tok_s=math.nan, share_of_gap=math.nan))
         self._queue.pop(0)
         # the two sides may hold further steps (Pinpoint explores every differing pair)
         sides = []
@@ -682,16 +714,21 @@ class CommitSearch:
         uu = np.maximum(s0 - np.einsum("gi,ij,gj->g", zs, ztz_inv, zs), 0.0)
         with np.errstate(divide="ignore", invalid="ignore"):
             step_hat = np.where(uu > 1e-12, ur / uu, np.nan)
-        s2 = _SIGMA_GRID[None, :] ** 2
+        # sigma grid (uniform in log sigma = the 1/sigma prior) around the residual sd of y on Z,
+        # wide enough that the integrand is negligible at both ends
+        center = 0.5 * math.log(rr / max(n_obs - q, 1))
+        half = 1.5 + 3.0 / math.sqrt(n_obs)
+        grid = np.exp(np.linspace(center - half, center + 1.0, 40))
+        s2 = grid[None, :] ** 2
         tau2 = self._tau ** 2
-        base = -(n_obs - q) * np.log(_SIGMA_GRID) - rr / (2 * s2[0])          # log L0(sigma)
+        base = -(n_obs - q) * np.log(grid) - rr / (2 * s2[0])          # log L0(sigma)
         denom = uu[:, None] + s2 / tau2
         log_bf = -0.5 * np.log1p(tau2 * uu[:, None] / s2) + ur[:, None] ** 2 / (2 * s2 * denom)
         if sign:
             mean = ur[:, None] / denom
             sd = np.sqrt(s2 / denom)
             log_bf = log_bf + math.log(2) + log_ndtr(sign * mean / sd)
-        log_m1 = logsumexp(base[None, :] + log_bf, axis=1)
+        log_m1 = _logsumexp_rows(base[None, :] + log_bf)
         log_post = log_prior + log_m1
         if null_prior > 0:
             log_null = math.log(null_prior) + float(logsumexp(base))

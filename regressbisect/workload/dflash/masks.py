@@ -6,7 +6,7 @@ Query q belongs to block q // bs, anchored at position a. It may see:
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable
 
 import torch
@@ -54,6 +54,8 @@ class MaskInputs:
     """S: number of context keys."""
     block_size: int
     """bs: queries per block."""
+    mask_mods: dict[int, MaskMod] = field(default_factory=dict, compare=False, repr=False)
+    """The mask_mod of each window, made once per MaskInputs (see MaskInputsBuffer)."""
 
 
 def make_mask_inputs(anchors: torch.Tensor, doc_ids: torch.Tensor, block_size: int) -> MaskInputs:
@@ -62,8 +64,37 @@ def make_mask_inputs(anchors: torch.Tensor, doc_ids: torch.Tensor, block_size: i
                       seq_len=doc_ids.numel(), block_size=block_size)
 
 
+class MaskInputsBuffer:
+    """Mask inputs kept for the whole run and refilled in place every step.
+
+    torch.compile guards on the mask_mod a BlockMask carries; refilling the same tensors keeps
+    one mask_mod object per window for the whole run, so a new closure per step can never cause
+    a recompilation of flex_attention.
+    """
+
+    def __init__(self) -> None:
+        self.inputs: MaskInputs | None = None
+
+    def fill(self, anchors: torch.Tensor, doc_ids: torch.Tensor, block_size: int) -> MaskInputs:
+        fresh = make_mask_inputs(anchors, doc_ids, block_size)
+        held = self.inputs
+        if (held is None or held.anchors.shape != fresh.anchors.shape
+                or held.doc_of_key.shape != fresh.doc_of_key.shape or held.block_size != block_size):
+            self.inputs = fresh
+            return fresh
+        held.anchors.copy_(fresh.anchors)
+        held.doc_of_key.copy_(fresh.doc_of_key)
+        return held
+
+
 def make_mask_mod(inputs: MaskInputs, window: int = 0) -> MaskMod:
-    """mask_mod(b, h, q, kv) -> bool of the DFlash drafter attention (see module docstring)."""
+    """mask_mod(b, h, q, kv) -> bool of the DFlash drafter attention (see module docstring).
+
+    The same function object is returned for the same (inputs, window).
+    """
+    cached = inputs.mask_mods.get(window)
+    if cached is not None:
+        return cached
     anchors, doc_of_key = inputs.anchors, inputs.doc_of_key
     seq_len, block_size = inputs.seq_len, inputs.block_size
 
@@ -77,6 +108,7 @@ def make_mask_mod(inputs: MaskInputs, window: int = 0) -> MaskMod:
         draft_ok = (~is_context) & ((kv - seq_len) // block_size == block)
         return context_ok | draft_ok
 
+    inputs.mask_mods[window] = mask_mod
     return mask_mod
 
 

@@ -19,7 +19,7 @@ from .batch import PackedSequence, block_targets, synthetic_sequence
 from .drafter import Drafter
 from .layers import rope_tables
 from .loss import chunked_loss, topk_recall
-from .masks import build_step_masks, document_ids, make_mask_inputs, sample_anchors
+from .masks import MaskInputsBuffer, build_step_masks, document_ids, sample_anchors
 from .presets import Preset
 from .target import FrozenVocab, TargetModel
 from .transport import Layout, Receiver, Sender, layout_from_env, pack, unpack
@@ -96,6 +96,7 @@ class DrafterTrainer:
                                            fused=device.type == "cuda")
         self.cos, self.sin = rope_tables(preset.seq_len + preset.block_size, preset.head_dim, device)
         self.dense_masks = device.type != "cuda"
+        self.mask_buffer = MaskInputsBuffer()
         self.recalls: list[torch.Tensor] = []
         self.last_loss: torch.Tensor | None = None
 
@@ -108,8 +109,8 @@ class DrafterTrainer:
         p = self.preset
         doc_ids = document_ids(seq.lengths, p.seq_len)
         anchors, anchor_valid = sample_anchors(seq.loss_mask, p.anchors)
-        masks = build_step_masks(make_mask_inputs(anchors, doc_ids, p.block_size),
-                                 p.sliding_window, self.dense_masks)
+        mask_inputs = self.mask_buffer.fill(anchors, doc_ids, p.block_size)
+        masks = build_step_masks(mask_inputs, p.sliding_window, self.dense_masks)
         targets = block_targets(seq.ids, seq.loss_mask, doc_ids, anchors, anchor_valid, p)
         q_pos = targets.positions.flatten()
         rope_q = (self.cos[q_pos], self.sin[q_pos])

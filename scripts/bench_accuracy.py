@@ -1,0 +1,363 @@
+#!/usr/bin/env python
+"""Accuracy and cost of the commit search against simulated histories, next to three baselines.
+
+Every trial draws a history (1 or 2 step commits at random positions, or none), lognormal noise
+of a given CV and optionally a slow linear drift of the machine, then runs:
+
+* ours      regressbisect.search.CommitSearch (slots 1, and 4 / 8 for the rounds column)
+* naive     `git bisect run` with one sample per commit and the threshold halfway between GOOD
+            and BAD measured once each (stops when BAD does not measure slower than GOOD)
+* careful   the same with the median of 5 samples per commit (endpoints included)
+* bayes     a Bayesian bisector fed one thresholded sample per probe: git_bayesect's Bisector
+            (PyPI `git_bayesect`) when installed, else the equivalent Beta-Bernoulli posterior
+            over the first bad commit implemented below; threshold halfway between the medians of
+            5 samples of GOOD and of BAD, stop at posterior mass 0.95 (git bayesect's default)
+
+Reported per cell and method: exact-hit rate (the reported culprits are exactly the true steps),
+hit (at least one true step), both-found (two-step cells), false-culprit rate (a reported commit
+that is no step), mean benchmark executions, and for ours the mean rounds at each slot count.
+
+    python scripts/bench_accuracy.py --quick                       # CI smoke, a minute
+    python scripts/bench_accuracy.py --trials 200 --out docs/accuracy.md --out results.json
+"""
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("OMP_NUM_THREADS", "1")       # one BLAS thread per worker process
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
+import argparse  # noqa: E402
+import json  # noqa: E402
+import math  # noqa: E402
+import multiprocessing as mp  # noqa: E402
+import sys  # noqa: E402
+import time  # noqa: E402
+from dataclasses import dataclass  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+import numpy as np  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from regressbisect.search.bisect import SearchSettings  # noqa: E402
+from regressbisect.search.simulate import FakeExecutor, FakeHistory, simulate, step_levels  # noqa: E402
+
+try:  # the real thing when available (pip install git_bayesect)
+    from git_bayesect import Bisector as _BayesectBisector  # type: ignore[import-not-found]
+    BAYES_IMPL = "git_bayesect " + __import__("importlib.metadata").metadata.version("git_bayesect")
+except Exception:  # pragma: no cover - depends on the environment
+    _BayesectBisector = None
+    BAYES_IMPL = "built-in Beta-Bernoulli posterior (git_bayesect not installed)"
+
+BAYES_CONFIDENCE = 0.95
+BAYES_MAX_PROBES = 4000
+
+
+# ----------------------------------------------------------------------------- cells
+
+@dataclass(frozen=True)
+class Cell:
+    """One grid cell: history length, step sizes (relative, negative = slower), noise, drift."""
+
+    n: int
+    steps: tuple[float, ...]
+    cv: float
+    drift: float = 0.0
+    key: bool = False           # a cell a stated goal rests on: it gets the full trial count
+    slots: tuple[int, ...] = (1,)
+
+    @property
+    def name(self) -> str:
+        kind = "A/A" if not self.steps else "+".join(f"{-s:.0%}" for s in self.steps)
+        drift = f" drift {self.drift:+.2%}/round" if self.drift else ""
+        return f"n={self.n} {kind} cv={self.cv:.0%}{drift}"
+
+
+def grid(quick: bool) -> list[Cell]:
+    if quick:
+        return [Cell(32, (-0.05,), 0.02, key=True, slots=(1, 8)), Cell(128, (-0.05,), 0.02, key=True),
+                Cell(128, (-0.05, -0.08), 0.02, key=True), Cell(128, (), 0.02, key=True)]
+    cells = []
+    for n in (32, 128, 1024):
+        for step in (0.03, 0.05, 0.10):
+            for cv in (0.01, 0.02, 0.05):
+                key = n == 128 and cv >= 0.02
+                cells.append(Cell(n, (-step,), cv, key=key, slots=(1, 4, 8) if n == 128 else (1,)))
+        for cv in (0.01, 0.02, 0.05):
+            cells.append(Cell(n, (-0.05, -0.08), cv, key=(n == 128 and cv == 0.02)))
+            cells.append(Cell(n, (), cv, key=True))
+    cells.append(Cell(128, (), 0.02, drift=-0.001, key=True))
+    cells.append(Cell(128, (-0.05,), 0.02, drift=-0.001, key=True))
+    return cells
+
+
+# ----------------------------------------------------------------------------- baselines
+
+class _Measurer:
+    """Counts executions; the samples of one round share the machine state (drift)."""
+
+    def __init__(self, history: FakeHistory, seed: int):
+        self.ex = FakeExecutor(history, seed)
+
+    def __call__(self, index: int) -> float:
+        value = self.ex.measure(index, self.ex.executions + 1)
+        assert value is not None
+        return value
+
+    @property
+    def executions(self) -> int:
+        return self.ex.executions
+
+
+def naive_bisect(history: FakeHistory, seed: int, per_commit: int) -> tuple[list[int], int]:
+    """git bisect run: threshold halfway between the endpoints; per_commit samples (median)."""
+    m = _Measurer(history, seed)
+    n = len(history.levels)
+
+    def value(i: int) -> float:
+        return float(np.median([m(i) for _ in range(per_commit)]))
+
+    good, bad = value(0), value(n - 1)
+    if bad >= good:
+        return [], m.executions                       # "not slower": nothing to bisect
+    threshold = (good + bad) / 2
+    lo, hi = 0, n - 1                                 # lo is good, hi is bad
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if value(mid) < threshold:
+            hi = mid
+        else:
+            lo = mid
+    return [hi], m.executions
+
+
+class _BetaBernoulliBisector:
+    """Equivalent of git_bayesect.Bisector (index 0 = newest): posterior over the first bad
+    commit with Beta(1/2, 1/2) priors on the 'slow' rate before and after it, and the probe that
+    minimises the expected posterior entropy."""
+
+    def __init__(self, prior: np.ndarray):
+        self.prior = prior.astype(float)
+        self.yes = np.zeros(len(prior), dtype=np.int64)
+        self.tot = np.zeros(len(prior), dtype=np.int64)
+
+    def record(self, index: int, slow: bool) -> None:
+        self.tot[index:] += 1
+        if slow:
+            self.yes[index:] += 1
+
+    def _post(self) -> np.ndarray:
+        from scipy.special import betaln
+        yl, tl = self.yes, self.tot
+        yr, tr = yl[-1] - yl, tl[-1] - tl
+        ll = betaln(0.5 + yl, 0.5 + tl - yl) + betaln(0.5 + yr, 0.5 + tr - yr)
+        lp = np.where(self.prior > 0, np.log(np.maximum(self.prior, 1e-300)), -np.inf) + ll
+        p = np.exp(lp - lp.max())
+        return p / p.sum()
+
+    @property
+    def distribution(self) -> np.ndarray:
+        return self._post()
+
+    def select(self) -> int:
+        post = self._post()
+        yl, tl = self.yes, self.tot
+        yr, tr = yl[-1] - yl, tl[-1] - tl
+        p_new = (0.5 + yl) / (1 + tl)
+        p_old = (0.5 + yr) / (1 + tr)
+        best, best_h = 0, math.inf
+        for x in range(len(post)):
+            # measuring x: slow with p_new if the first bad index b >= x (x is at or after it)
+            q = float(np.sum(post[x:] * p_new[x:]) + np.sum(post[:x] * p_old[:x]))
+            h = 0.0
+            for outcome_p, w in ((q, np.concatenate([post[:x] * p_old[:x], post[x:] * p_new[x:]])),
+                                 (1 - q, np.concatenate([post[:x] * (1 - p_old[:x]), post[x:] * (1 - p_new[x:])]))):
+                if outcome_p > 0:
+                    w = w[w > 0] / outcome_p
+                    h += outcome_p * float(-np.sum(w * np.log(w)))
+            if h < best_h - 1e-12:
+                best, best_h = x, h
+        return best
+
+
+def bayes_bisect(history: FakeHistory, seed: int) -> tuple[list[int], int]:
+    m = _Measurer(history, seed)
+    n = len(history.levels)
+    good = float(np.median([m(0) for _ in range(5)]))
+    bad = float(np.median([m(n - 1) for _ in range(5)]))
+    if bad >= good:
+        return [], m.executions
+    threshold = (good + bad) / 2
+    prior = np.ones(n)
+    prior[n - 1] = 0.0                       # relative index n-1 is GOOD: it cannot be the first bad
+    bis = (_BayesectBisector or _BetaBernoulliBisector)(prior)
+    while bis.distribution.max() < BAYES_CONFIDENCE and m.executions < BAYES_MAX_PROBES:
+        rel = int(bis.select())
+        bis.record(rel, m(n - 1 - rel) < threshold)
+    return [n - 1 - int(np.argmax(bis.distribution))], m.executions
+
+
+# ----------------------------------------------------------------------------- trials
+
+def _history(cell: Cell, trial: int, base_seed: int) -> tuple[FakeHistory, set[int], int]:
+    rng = np.random.default_rng([base_seed, cell.n, len(cell.steps), int(cell.cv * 1e4),
+                                 int(abs(cell.steps[0]) * 1e4) if cell.steps else 0, int(cell.drift * 1e6) % 1000, trial])
+    firsts = sorted(int(x) for x in rng.choice(np.arange(1, cell.n), size=len(cell.steps), replace=False))
+    levels = step_levels(cell.n, dict(zip(firsts, cell.steps)))
+    return FakeHistory(levels, cell.cv, cell.drift), set(firsts), int(rng.integers(2 ** 31))
+
+
+def run_trial(task: tuple[Cell, str, int, int]) -> dict:
+    import warnings
+    warnings.simplefilter("ignore", RuntimeWarning)   # git_bayesect takes log(0) of zeroed priors
+    cell, method, trial, base_seed = task
+    history, truth, noise_seed = _history(cell, trial, base_seed)
+    rounds = None
+    if method.startswith("ours"):
+        slots = int(method.split("-")[1])
+        r = simulate(history, SearchSettings(), slots=slots, seed=noise_seed)
+        found, executions, rounds = [c.first_bad for c in r.result.culprits], r.executions, r.rounds
+    elif method == "naive":
+        found, executions = naive_bisect(history, noise_seed, 1)
+    elif method == "careful":
+        found, executions = naive_bisect(history, noise_seed, 5)
+    else:
+        found, executions = bayes_bisect(history, noise_seed)
+    found_set = set(found)
+    return {"cell": cell.name, "method": method, "exact": found_set == truth and bool(truth),
+            "hit": bool(found_set & truth), "both": bool(truth) and truth <= found_set,
+            "false": bool(found_set - truth), "executions": executions, "rounds": rounds}
+
+
+def aggregate(rows: list[dict]) -> dict:
+    out: dict = {}
+    for r in rows:
+        out.setdefault((r["cell"], r["method"]), []).append(r)
+    table = {}
+    for (cell, method), rs in out.items():
+        t = len(rs)
+        table.setdefault(cell, {})[method] = {
+            "trials": t,
+            "exact": sum(r["exact"] for r in rs) / t, "hit": sum(r["hit"] for r in rs) / t,
+            "both": sum(r["both"] for r in rs) / t, "false": sum(r["false"] for r in rs) / t,
+            "executions": float(np.mean([r["executions"] for r in rs])),
+            "rounds": float(np.mean([r["rounds"] for r in rs])) if rs[0]["rounds"] is not None else None,
+        }
+    return table
+
+
+def wilson_low(p: float, n: int, z: float = 1.96) -> float:
+    """Lower end of the Wilson 95% interval of a rate: what a '99%' claim on n trials supports."""
+    if n == 0:
+        return 0.0
+    centre = p + z * z / (2 * n)
+    spread = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n))
+    return (centre - spread) / (1 + z * z / n)
+
+
+# ----------------------------------------------------------------------------- report
+
+METHODS = ("ours-1", "naive", "careful", "bayes")
+
+
+def markdown(cells: list[Cell], table: dict, args: argparse.Namespace, seconds: float) -> str:
+    lines = [f"Simulated histories, lognormal noise; {BAYES_IMPL} for the Bayesian baseline; "
+             f"seed {args.seed}; {seconds / 60:.1f} min on {args.jobs} processes.", "",
+             "| cell | method | trials | exact | hit | both | false culprit | executions | rounds s=1/4/8 |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    for cell in cells:
+        row = table.get(cell.name, {})
+        for method in METHODS:
+            if method not in row:
+                continue
+            m = row[method]
+            rounds = ""
+            if method == "ours-1":
+                rounds = " / ".join(f"{row[f'ours-{s}']['rounds']:.1f}" for s in cell.slots if f"ours-{s}" in row)
+            both = f"{m['both']:.1%}" if len(cell.steps) > 1 else ""
+            lines.append(f"| {cell.name} | {method.replace('ours-1', 'ours')} | {m['trials']} | {m['exact']:.1%} | "
+                         f"{m['hit']:.1%} | {both} | {m['false']:.1%} | {m['executions']:.1f} | {rounds} |")
+    lines += ["", "Goals:", ""]
+    lines += [f"- {'PASS' if ok else 'FAIL'}: {text}" for ok, text in goals(cells, table)]
+    return "\n".join(lines) + "\n"
+
+
+def goals(cells: list[Cell], table: dict) -> list[tuple[bool, str]]:
+    out = []
+
+    def get(n, steps, cv, method="ours-1", drift=0.0):
+        name = Cell(n, steps, cv, drift).name
+        return table.get(name, {}).get(method)
+
+    key = get(128, (-0.03,), 0.02)
+    if key:
+        low = wilson_low(key["exact"], key["trials"])
+        out.append((key["exact"] >= 0.99 and key["executions"] <= 60,
+                    f"3% step, 2% CV, 128 commits: exact {key['exact']:.1%} (95% lower bound {low:.1%}, "
+                    f"{key['trials']} trials), {key['executions']:.1f} executions (goal >= 99%, <= 60)"))
+    noisy = [c for c in cells if c.steps and len(c.steps) == 1 and c.cv >= 0.02 and not c.drift]
+    for c in noisy:
+        ours, bayes = table.get(c.name, {}).get("ours-1"), table.get(c.name, {}).get("bayes")
+        if ours and bayes:
+            ok = ours["exact"] >= bayes["exact"] - 1e-9 and ours["executions"] <= 0.5 * bayes["executions"]
+            out.append((ok, f"{c.name}: exact {ours['exact']:.1%} vs bayes {bayes['exact']:.1%}; executions "
+                            f"{ours['executions']:.0f} vs {bayes['executions']:.0f} "
+                            f"({ours['executions'] / bayes['executions']:.0%} of it; goal <= 50%, accuracy >= bayes)"))
+    two = get(128, (-0.05, -0.08), 0.02)
+    if two:
+        out.append((two["both"] >= 0.95, f"5% + 8% at 2% CV, 128 commits: both found {two['both']:.1%} (goal >= 95%)"))
+    for c in cells:
+        if not c.steps and "ours-1" in table.get(c.name, {}):
+            m = table[c.name]["ours-1"]
+            out.append((1 - m["false"] >= 0.99, f"{c.name}: no culprit in {1 - m['false']:.1%} of "
+                                                f"{m['trials']} A/A ranges (goal >= 99%)"))
+    for c in cells:
+        row = table.get(c.name, {})
+        if "ours-8" in row and "ours-1" in row:
+            ratio = row["ours-8"]["rounds"] / row["ours-1"]["rounds"]
+            out.append((ratio <= 0.4, f"{c.name}: rounds with 8 slots are {ratio:.0%} of 1 slot (goal <= 40%)"))
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--trials", type=int, default=200, help="trials per key cell (those the goals rest on)")
+    p.add_argument("--trials-other", type=int, default=None, help="trials per other cell (default: trials / 2)")
+    p.add_argument("--quick", action="store_true", help="a small grid with few trials (CI smoke)")
+    p.add_argument("--seed", type=int, default=20240601)
+    p.add_argument("--jobs", type=int, default=min(2, os.cpu_count() or 1))
+    p.add_argument("--only", default="", help="run only the cells whose name contains this text")
+    p.add_argument("--out", action="append", default=[], help="write results (.json or .md); repeatable")
+    args = p.parse_args(argv)
+    if args.quick and args.trials == 200:
+        args.trials = 20
+    other = args.trials_other if args.trials_other is not None else max(1, args.trials // 2)
+    cells = [c for c in grid(args.quick) if args.only in c.name]
+    tasks = []
+    for cell in cells:
+        methods = [f"ours-{s}" for s in cell.slots] + ["naive", "careful", "bayes"]
+        for method in methods:
+            for trial in range(args.trials if cell.key else other):
+                tasks.append((cell, method, trial, args.seed))
+    # slowest first so the pool stays busy to the end
+    tasks.sort(key=lambda t: -(t[0].n * (t[0].cv / 0.01) ** 2 / max(abs(t[0].steps[0]) if t[0].steps else 0.03, 0.03) ** 2))
+    start = time.time()
+    with mp.Pool(args.jobs) as pool:
+        rows = pool.map(run_trial, tasks, chunksize=4)
+    table = aggregate(rows)
+    text = markdown(cells, table, args, time.time() - start)
+    print(text)
+    for out in args.out:
+        path = Path(out)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if path.suffix == ".json":
+            path.write_text(json.dumps({"bayes_impl": BAYES_IMPL, "seed": args.seed, "cells": table,
+                                        "goals": [{"ok": ok, "text": t} for ok, t in goals(cells, table)]}, indent=1))
+        else:
+            path.write_text("# Accuracy benchmark (scripts/bench_accuracy.py)\n\n" + text)
+    return 0 if all(ok for ok, _ in goals(cells, table)) or args.quick else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
