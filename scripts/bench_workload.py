@@ -25,7 +25,7 @@ sys.path.insert(0, str(REPO_ROOT))
 from tabulate import tabulate  # noqa: E402
 
 from regressbisect.probe.runner import ProbeSpec, run_probe  # noqa: E402
-from regressbisect.workload.dflash import workload_command  # noqa: E402
+from regressbisect.workload.dflash import get_preset, workload_command  # noqa: E402
 
 
 def main() -> None:
@@ -37,8 +37,9 @@ def main() -> None:
     ap.add_argument("--timeout", type=float, default=600)
     ap.add_argument("--json", type=Path, default=None, help="write every run's numbers here")
     args = ap.parse_args()
-    command = shlex.join(workload_command(args.preset, args.nproc, args.tokens))
-    spec = ProbeSpec(command=command, tokens=args.tokens or 1, timeout_s=args.timeout)
+    tokens = args.tokens or get_preset(args.preset).default_tokens
+    command = shlex.join(workload_command(args.preset, args.nproc, tokens))
+    spec = ProbeSpec(command=command, tokens=tokens, timeout_s=args.timeout)
     rows, runs = [], []
     for i in range(args.runs):
         outcome = run_probe(spec, REPO_ROOT)

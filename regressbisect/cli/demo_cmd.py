@@ -19,6 +19,7 @@ def demo(
     hunks: Annotated[bool, typer.Option("--hunks/--no-hunks", help="Also bisect the demo's uncommitted diff.")] = True,
     build_only: Annotated[bool, typer.Option("--build-only", help="Only build the repository.")] = False,
     slots: o.Slots = None,
+    instrument: o.Instrument = None,
     json_out: o.JsonOut = None,
     quiet: o.Quiet = False,
 ) -> None:
@@ -41,7 +42,7 @@ def demo(
     if build_only:
         return
     history = History.open(info.path)
-    config = build_config(history.read_pyproject_table(), {"slots": slots},
+    config = build_config(history.read_pyproject_table(), {"slots": slots, "instrument": instrument},
                           source=str(history.root / "pyproject.toml"))
     reports = {}
     with HuntProgress(quiet=quiet) as progress:
