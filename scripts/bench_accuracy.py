@@ -51,7 +51,7 @@ except Exception:  # pragma: no cover - depends on the environment
     BAYES_IMPL = "built-in Beta-Bernoulli posterior (git_bayesect not installed)"
 
 BAYES_CONFIDENCE = 0.95
-BAYES_MAX_PROBES = 4000
+BAYES_MAX_PROBES = 1500
 
 
 # ----------------------------------------------------------------------------- cells
@@ -320,34 +320,8 @@ def goals(cells: list[Cell], table: dict) -> list[tuple[bool, str]]:
     return out
 
 
-def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--trials", type=int, default=200, help="trials per key cell (those the goals rest on)")
-    p.add_argument("--trials-other", type=int, default=None, help="trials per other cell (default: trials / 2)")
-    p.add_argument("--quick", action="store_true", help="a small grid with few trials (CI smoke)")
-    p.add_argument("--seed", type=int, default=20240601)
-    p.add_argument("--jobs", type=int, default=min(2, os.cpu_count() or 1))
-    p.add_argument("--only", default="", help="run only the cells whose name contains this text")
-    p.add_argument("--out", action="append", default=[], help="write results (.json or .md); repeatable")
-    args = p.parse_args(argv)
-    if args.quick and args.trials == 200:
-        args.trials = 20
-    other = args.trials_other if args.trials_other is not None else max(1, args.trials // 2)
-    cells = [c for c in grid(args.quick) if args.only in c.name]
-    tasks = []
-    for cell in cells:
-        methods = [f"ours-{s}" for s in cell.slots] + ["naive", "careful", "bayes"]
-        for method in methods:
-            for trial in range(args.trials if cell.key else other):
-                tasks.append((cell, method, trial, args.seed))
-    # slowest first so the pool stays busy to the end
-    tasks.sort(key=lambda t: -(t[0].n * (t[0].cv / 0.01) ** 2 / max(abs(t[0].steps[0]) if t[0].steps else 0.03, 0.03) ** 2))
-    start = time.time()
-    with mp.Pool(args.jobs) as pool:
-        rows = pool.map(run_trial, tasks, chunksize=4)
-    table = aggregate(rows)
-    text = markdown(cells, table, args, time.time() - start)
-    print(text)
+def _write(args: argparse.Namespace, cells: list[Cell], table: dict, seconds: float) -> str:
+    text = markdown(cells, table, args, seconds)
     for out in args.out:
         path = Path(out)
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -356,6 +330,49 @@ def main(argv: list[str] | None = None) -> int:
                                         "goals": [{"ok": ok, "text": t} for ok, t in goals(cells, table)]}, indent=1))
         else:
             path.write_text("# Accuracy benchmark (scripts/bench_accuracy.py)\n\n" + text)
+    return text
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--trials", type=int, default=200, help="trials per key cell (those the goals rest on)")
+    p.add_argument("--trials-other", type=int, default=None, help="trials per other cell (default: trials / 2)")
+    p.add_argument("--quick", action="store_true", help="a small grid with few trials (CI smoke)")
+    p.add_argument("--seed", type=int, default=20240601)
+    p.add_argument("--jobs", type=int, default=min(2, os.cpu_count() or 1))
+    p.add_argument("--only", default="", help="run only the cells whose name contains this text")
+    p.add_argument("--key-only", action="store_true", help="run only the cells the goals rest on")
+    p.add_argument("--out", action="append", default=[], help="write results (.json or .md); repeatable")
+    args = p.parse_args(argv)
+    if args.quick and args.trials == 200:
+        args.trials = 20
+    other = args.trials_other if args.trials_other is not None else max(1, args.trials // 2)
+    cells = [c for c in grid(args.quick) if args.only in c.name and (c.key or not args.key_only)]
+    tasks = []
+    for cell in sorted(cells, key=lambda c: not c.key):    # the cells the goals rest on first
+        methods = [f"ours-{s}" for s in cell.slots] + ["naive", "careful", "bayes"]
+        for method in methods:
+            for trial in range(args.trials if cell.key else other):
+                tasks.append((cell, method, trial, args.seed))
+    start = time.time()
+    expected: dict[str, int] = {}
+    for cell, *_ in tasks:
+        expected[cell.name] = expected.get(cell.name, 0) + 1
+    rows: list[dict] = []
+    done: dict[str, int] = {}
+    with mp.Pool(args.jobs) as pool:
+        for row in pool.imap_unordered(run_trial, tasks, chunksize=2):
+            rows.append(row)
+            done[row["cell"]] = done.get(row["cell"], 0) + 1
+            if done[row["cell"]] == expected[row["cell"]]:
+                # a cell is complete: show it, and keep partial results on disk (runs are long)
+                table = aggregate(rows)
+                finished = [c for c in cells if done.get(c.name) == expected[c.name]]
+                print(f"[{(time.time() - start) / 60:5.1f} min] {row['cell']} done "
+                      f"({len(finished)}/{len(cells)} cells)", file=sys.stderr, flush=True)
+                _write(args, finished, table, time.time() - start)
+    table = aggregate(rows)
+    print(_write(args, cells, table, time.time() - start))
     return 0 if all(ok for ok, _ in goals(cells, table)) or args.quick else 1
 
 
