@@ -131,10 +131,11 @@ class SampleSource:
             cached = position < self._initial_count[(key, request.arm)]
             self.cached_used += int(cached)
             return Draw(request.candidate, stored[position], None, cached=cached)
-        if not stored:
+        if not stored and self._hunt_id is not None:
             # A candidate that only ever failed keeps failing (crashes are deterministic far more
-            # often than not): reuse the stored skip instead of paying for the crash again.
-            skips = self._store.skips(key)
+            # often than not): a resumed hunt reuses its stored skip instead of paying for the
+            # crash again. A new hunt retries: the user may have fixed the environment since.
+            skips = self._store.skips(key, hunt_id=self._hunt_id)
             if skips:
                 self.cached_used += 1
                 return Draw(request.candidate, None, skips[-1], cached=True)

@@ -253,11 +253,15 @@ class Store:
             return [r[0] for r in self._conn.execute(
                 f"SELECT id FROM samples WHERE {where} ORDER BY id", params)]
 
-    def skips(self, key: SampleKey) -> list[str]:
-        """Skip reasons stored under `key`, in insertion order."""
+    def skips(self, key: SampleKey, *, hunt_id: int | None = None) -> list[str]:
+        """Skip reasons stored under `key`, in insertion order (of one hunt, if given)."""
+        where, params = _KEY_WHERE, list(_key_params(key))
+        if hunt_id is not None:
+            where += " AND hunt_id = ?"
+            params.append(hunt_id)
         with self._lock:
             return [r[0] for r in self._conn.execute(
-                f"SELECT reason FROM skips WHERE {_KEY_WHERE} ORDER BY id", _key_params(key))]
+                f"SELECT reason FROM skips WHERE {where} ORDER BY id", params)]
 
     def iterations(self, sample_id: int) -> "pandas.DataFrame":
         """Per-iteration rows of one sample: column `iter`, then `ms`, `tokens`, counters."""

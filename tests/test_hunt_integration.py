@@ -110,6 +110,18 @@ def test_probe_failing_at_an_endpoint_is_one_line_exit_1(tmp_path, capsys):
     assert len(err) == 1 and "GOOD" in err[0] and "command not found" in err[0]
 
 
+def test_a_new_hunt_retries_what_failed_in_an_earlier_one(tmp_path, capsys):
+    shas = make_bench_repo(tmp_path / "repo", [1000.0] * 4 + [900.0] * 4)
+    state = tmp_path / "state"
+    state.mkdir()
+    (state / "broken-environment").write_text("")
+    args = hunt_args(tmp_path / "repo", state, "--instrument", "off", shas[0], shas[-1])
+    assert run_cli(args) == 1
+    assert "environment is broken" in capsys.readouterr().err
+    (state / "broken-environment").unlink()   # the user fixes the environment
+    assert run_cli(args) == 0
+
+
 def test_skipped_commits_next_to_the_culprit_give_a_range(tmp_path):
     speeds = [1000.0] * 6 + [333.0] + [900.0] * 6   # commit 6 crashes (exit 125)
     shas = make_bench_repo(tmp_path / "repo", speeds)
