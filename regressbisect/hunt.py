@@ -133,8 +133,14 @@ class CommitHunt:
                                   key_for=self.key_for,
                                   slot_env=slot_environments(cfg, count_gpus()),
                                   probe_runner=self.probe_runner)
-            plan = self._plan_instrumentation(source)
-            result = self._search(source, plan)
+            try:
+                plan = self._plan_instrumentation(source)
+                result = self._search(source, plan)
+            except UserError as error:
+                # An endpoint that cannot be measured ends this hunt; the next run starts a new
+                # one, which retries (the user may have fixed the environment meanwhile).
+                store.finish_hunt(hunt_id, {"verdict": "error", "error": error.message})
+                raise
             counters = self._explain(source, plan, result)
             report = jsonreport.commit_report(
                 commits=self.commits, result=result, counters=counters, plan=plan,
