@@ -321,6 +321,7 @@ def goals(cells: list[Cell], table: dict) -> list[tuple[bool, str]]:
 
 
 def _write(args: argparse.Namespace, cells: list[Cell], table: dict, seconds: float) -> str:
+    table = {c.name: table[c.name] for c in cells if c.name in table}     # complete cells only
     text = markdown(cells, table, args, seconds)
     for out in args.out:
         path = Path(out)
