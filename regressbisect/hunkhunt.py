@@ -20,11 +20,11 @@ from regressbisect.errors import UserError
 from regressbisect.git.history import History
 from regressbisect.git.hunks import Hunk, build_patch, collect_hunks, group_hunks
 from regressbisect.git.worktrees import WorktreePool
-from regressbisect.hunt import (probe_spec, VERDICT_EXIT, HuntOutcome, InstrumentationPlan, count_gpus,
+from regressbisect.hunt import (probe_spec, VERDICT_EXIT, HuntOutcome, count_gpus,
                                 slot_environments)
 from regressbisect.model import Candidate, ProbeOutcome, SampleKey
 from regressbisect.oracle import Request, SampleSource, median_counters
-from regressbisect.probe.runner import ProbeSpec, environment_fingerprint, run_probe
+from regressbisect.probe.runner import environment_fingerprint, run_probe
 from regressbisect.progress import HuntProgress
 from regressbisect.search.bisect import CommitSearch, SearchSettings
 from regressbisect.search.ddmin import UNRESOLVED, HunkSearch

@@ -107,18 +107,3 @@ def strict_json(value: Any) -> Any:
 
 def dumps(report: Mapping[str, Any]) -> str:
     return json.dumps(strict_json(report), indent=2, allow_nan=False, default=str) + "\n"
-
-
-def counter_changes(before: Mapping[str, float], after: Mapping[str, float]) -> list[str]:
-    """Human lines such as 'create_block_mask calls/iter 1 -> 2' for counters that moved."""
-    lines = []
-    for name in sorted(set(before) | set(after)):
-        a, b = before.get(name), after.get(name)
-        if a is None or b is None or abs(b - a) < 1e-9:
-            continue
-        label = name.replace("_calls", " calls").replace("_ms", " host ms").replace("_", " ")
-        if name.endswith("_ms"):
-            lines.append(f"{label}/iter {a:.1f} -> {b:.1f} ({b - a:+.1f})")
-        else:
-            lines.append(f"{label}/iter {a:g} -> {b:g}")
-    return lines

@@ -14,7 +14,6 @@ One night:
 from __future__ import annotations
 
 import datetime as dt
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence
@@ -29,7 +28,7 @@ from regressbisect.jsonreport import dumps
 from regressbisect.hunt import probe_spec, CommitHunt, count_gpus, slot_environments
 from regressbisect.model import Candidate, ProbeOutcome, SampleKey
 from regressbisect.oracle import Request, SampleSource
-from regressbisect.probe.runner import ProbeSpec, environment_fingerprint, run_probe
+from regressbisect.probe.runner import environment_fingerprint, run_probe
 from regressbisect.progress import HuntProgress
 from regressbisect.store import Store
 

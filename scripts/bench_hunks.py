@@ -28,12 +28,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
-from scipy import stats
 from tabulate import tabulate
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from regressbisect.search.ddmin import (BAD, GOOD, PARTIAL, UNRESOLVED,  # noqa: E402
-                                        DdminResult, HunkSearch)
+from regressbisect.search.ddmin import UNRESOLVED, DdminResult, HunkSearch  # noqa: E402
 from regressbisect.search.levels import LevelRule, subset_verdict  # noqa: E402
 
 BASE_TOK_S = 10_000.0

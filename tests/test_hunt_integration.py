@@ -18,7 +18,7 @@ import pytest
 
 from regressbisect.cli import main
 from tests.benchrepo import make_bench_repo
-from tests.gitrepo import git, make_dirty, snapshot_checkout
+from tests.gitrepo import make_dirty, snapshot_checkout
 
 pytestmark = pytest.mark.slow
 

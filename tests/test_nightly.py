@@ -9,7 +9,6 @@ import math
 import random
 from pathlib import Path
 
-import pytest
 
 from regressbisect.changepoints import ChangePointSettings
 from regressbisect.config import build_config

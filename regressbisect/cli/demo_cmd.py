@@ -1,9 +1,8 @@
 """`regressbisect demo [DIR]`: build the demo repository and hunt its regressions."""
 from __future__ import annotations
 
-import json
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 

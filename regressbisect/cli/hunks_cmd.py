@@ -1,7 +1,6 @@
 """`regressbisect hunks`: which uncommitted hunks made tok/s drop."""
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Annotated
 

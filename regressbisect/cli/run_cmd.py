@@ -1,7 +1,6 @@
 """`regressbisect run GOOD BAD`: find the commit(s) that made tok/s drop."""
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 from typing import Annotated
