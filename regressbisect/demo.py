@@ -145,6 +145,7 @@ dependencies = ["torch>=2.5"]
 cmd = "python -m {_PACKAGE} --preset {preset} --tokens {{tokens}}"
 tokens = {tokens}
 timeout = 300
+overhead_pairs = 4
 """
 
 

@@ -15,7 +15,7 @@ def demo(
     directory: Annotated[Path, typer.Argument(help="Where to build the demo repository (must not exist or be empty).")] = Path("regressbisect-demo"),
     preset: Annotated[str, typer.Option("--preset", help="Workload preset: 'tiny' (CPU) or 'h200' (GPU).")] = "tiny",
     tokens: o.Tokens = None,
-    hunks: Annotated[bool, typer.Option("--hunks/--no-hunks", help="Also bisect the demo's uncommitted diff.")] = True,
+    hunks: Annotated[bool, typer.Option("--hunks/--no-hunks", help="Also bisect the demo's uncommitted diff (regressbisect hunks).")] = False,
     build_only: Annotated[bool, typer.Option("--build-only", help="Only build the repository.")] = False,
     slots: o.Slots = None,
     instrument: o.Instrument = None,
