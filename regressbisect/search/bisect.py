@@ -10,22 +10,23 @@ The method (docs/search.md has the details and the references):
 1. Control arm. GOOD (index 0) and BAD (index n-1) are measured interleaved, in ABBA order when
    one sample runs at a time, and compared with a paired t test on log tok/s (stats.compare,
    paired=True) at looks of min_samples, 2x, 4x ... pairs up to max_samples. No regression in the
-   hunted direction (or one below min_effect) -> 'not-reproduced'.
+   hunted direction (or one provably below min_effect) -> 'not-reproduced'.
 2. Localisation. Within an interval [lo, hi] whose ends differ, the first bad commit is a change
    point. Its posterior uses every numeric sample (not pass/fail): log tok/s = level + step *
-   [index >= first_bad] + drift * time + noise, a Bayesian linear model where level and drift
-   have flat priors, the step a Gaussian prior (half-Gaussian in the hunted direction), and the
-   noise sigma a 1/sigma prior integrated numerically. Each round measures the commits that
-   split the posterior mass into slots + 1 equal parts (the median for one slot: the split of
-   greatest expected information).
+   [index >= first_bad] + noise, a Bayesian linear model where the level has a flat prior, the
+   step a Gaussian prior (half-Gaussian in the hunted direction), and the noise sigma a 1/sigma
+   prior integrated numerically. Each round measures the commits that split the posterior mass
+   into slots + 1 equal parts (the median for one slot: the split of greatest expected
+   information), plus an end of the bracket when an interior commit has as many samples (the
+   levels are shared by all hypotheses and must stay pinned).
 3. Confirmation. Once one step (last_good, first_bad) holds confirm_enter of the mass, the two
-   commits are measured interleaved and a Wald SPRT on their paired log differences (sigma pooled
+   commits are measured in pairs and a Wald SPRT on their paired log differences (sigma pooled
    from all samples) must accept the step, and the posterior must reach `confidence`. A drift of
    the machine cancels in each pair, so it cannot make a culprit; an SPRT that accepts 'no step'
    vetoes that pair and the search moves on.
 4. Every change point. After a culprit, the two sides [lo, last_good] and [first_bad, hi] are
-   searched the same way with a 'no step here' hypothesis added (Pinpoint-style recursion); a
-   side is explored only while the data favour a step in the hunted direction.
+   checked (Pinpoint-style: do their ends differ?) and searched the same way, with a 'no step
+   here' hypothesis added to the posterior.
 
 Skips: a candidate whose probe is skipped (crash, exit 125, timeout) is asked again once; a second
 skip with no more successes than skips marks it unmeasurable (crashes are usually deterministic,
@@ -61,10 +62,11 @@ class SearchSettings:
     direction: str = "slower"
     """'slower' hunts drops in tok/s, 'faster' rises, 'both' either; a step the other way is not a culprit."""
     alpha: float = 0.05
-    """False-positive rate of the control-arm test and of the side checks."""
+    """Level of the control-arm looks (one-sided alpha/2 in the hunted direction; stopping a hunt
+    needs the alpha/5 interval to agree) and of the side checks (alpha/5)."""
     confirm_alpha: float = 0.05
-    """False-accept rate of the SPRT that confirms each step on pairs. It guards against a drift
-    fooling the posterior, which must reach `confidence` as well, so it need not be as strict."""
+    """False-accept rate of the SPRT that confirms each step on pairs (the posterior must reach
+    `confidence` as well)."""
     beta: float = 0.01
     """False-veto rate of the SPRT that confirms each step: accepting 'no step' drops that pair
     for good, so it is kept much smaller than confirm_alpha."""
@@ -79,7 +81,9 @@ class SearchSettings:
     max_probes: int = 2000
     """Cap of benchmark executions for the whole search; reached, the search reports what it has."""
     drift: bool = False
-    """Model a linear drift of the machine over time in the change-point posterior."""
+    """Add a linear drift term (flat prior) to the change-point posterior. Off by default: a commit
+    sampled in a burst is confounded with it and the posterior then learns slowly; the paired
+    confirmation is what keeps a drift from making culprits."""
     pair_window: int = 2
     """Samples of two candidates at most this many rounds apart form a pair (drift cancels in it)."""
     side_drop: float = 0.1
@@ -318,19 +322,24 @@ class CommitSearch:
         return len(self._raw.get(i, [])) >= self.settings.max_samples
 
     def _pooled_sigma(self) -> tuple[float, int]:
-        """Noise sigma (log scale) pooled over candidates; below 10 degrees of freedom, its 75%
+        """Noise sigma (log scale) pooled over candidates; below 10 degrees of freedom, its 90%
         upper confidence bound, so that a lucky small spread early on does not fake certainty."""
         sigma, df = pooled_log_sigma(v for i, v in self._raw.items() if len(v) > 1 and not self._unmeasurable(i))
         if df == 0 or not sigma > 0:
             return math.nan, 0
-        return (sigma * math.sqrt(df / chi2.ppf(0.25, df)) if df < 10 else sigma), df
+        return (sigma * math.sqrt(df / chi2.ppf(0.10, df)) if df < 10 else sigma), df
 
     def _samples_per_decision(self) -> int:
+        """Samples that tell a step's two levels apart at 100:1 odds: n tau^2 / (2 sigma^2) = log 100.
+
+        tau is half the control arm's gap estimate (at least min_effect): that estimate comes from
+        as few as 3 pairs and is often twice the truth, and the budgets built on it must not be short.
+        """
         sigma, _ = self._pooled_sigma()
-        if not sigma > 0 or self._tau <= 0:
+        tau = max(self._tau / 2, log_threshold(self.settings.min_effect))
+        if not sigma > 0:
             return 3
-        # samples for a log likelihood ratio of log(100) against a step of tau: n tau^2 / (2 s^2)
-        return int(min(self.settings.max_samples, max(1, math.ceil(2 * math.log(100) * sigma ** 2 / self._tau ** 2))))
+        return int(min(self.settings.max_samples, max(1, math.ceil(2 * math.log(100) * sigma ** 2 / tau ** 2))))
 
     # ------------------------------------------------------------------ the state machine
 
@@ -371,13 +380,16 @@ class CommitSearch:
         pairs = min(len(a), len(b))
         s = self.settings
         if pairs >= self._control_look:
-            # alpha/2 per look: the looks repeat (3, 6, 12 ... pairs), and a false 'go' on an A/A
-            # range costs a whole search before it ends with no culprit
-            cmp = compare(a[:pairs], b[:pairs], min_effect=s.min_effect, alpha=s.alpha / 2, paired=True)
+            cmp = compare(a[:pairs], b[:pairs], min_effect=s.min_effect, alpha=s.alpha, paired=True)
             self._control = cmp
             outcome = self._control_outcome(cmp)
-            if outcome == "stop" and pairs < 2 * s.min_samples:
-                outcome = "more"   # a t test on 2 df can look 'same' by luck: never stop on the first look
+            if outcome == "stop":
+                # ending a hunt is the costly mistake (a true step never looked at): stopping needs
+                # the same answer from a wider interval (alpha/5), and never comes on the first look
+                # (a t test on 2 df can look tight by luck)
+                strict = compare(a[:pairs], b[:pairs], min_effect=s.min_effect, alpha=s.alpha / 5, paired=True)
+                if pairs < 2 * s.min_samples or self._control_outcome(strict) != "stop":
+                    outcome = "more"
             if outcome == "go":
                 self._start_search(cmp.change)
                 return None
@@ -410,7 +422,10 @@ class CommitSearch:
         margin = self.settings.min_effect
         d = self.settings.direction
         lo, hi = cmp.ci95
-        significant = cmp.p_value < self.settings.alpha / 2
+        # two-sided p < alpha with the sign checked: a one-sided test at alpha/2 per look. A false
+        # 'go' on an A/A range is caught later (no step passes the paired confirmation): it costs
+        # a bounded search that ends with 'none', never a culprit
+        significant = cmp.p_value < self.settings.alpha
         if significant and ((d != "faster" and cmp.change < 0 and lo <= -margin) or
                             (d != "slower" and cmp.change > 0 and hi >= margin)):
             return "go"
@@ -462,7 +477,9 @@ class CommitSearch:
             diffs = self._paired_diffs(a, b)
             sigma, _ = self._pooled_sigma()
             delta = self._step_for_sprt(post.step_hat[best])
-            decision = sprt(diffs, sigma=sigma * math.sqrt(2), delta=delta, alpha=s.confirm_alpha, beta=s.beta) if sigma > 0 else "continue"
+            decision = "continue"
+            if sigma > 0 and len(diffs) >= 2:   # never on a single pair
+                decision = sprt(diffs, sigma=sigma * math.sqrt(2), delta=delta, alpha=s.confirm_alpha, beta=s.beta)
             if decision == "H1" and mass >= s.confidence:
                 self._accept(iv, a, b, diffs)
                 return None
@@ -473,12 +490,24 @@ class CommitSearch:
                 self._queue.pop(0)
                 self._unresolved.append((iv.lo, iv.hi))
                 return None
+            if decision == "H1":
+                # the pairs already show the step: what is missing is posterior mass, and the most
+                # informative sample for it is the median split again (a, b or a neighbour)
+                informative = self._quantile_picks(iv, post, slots, exclude=set())
+                if informative:
+                    return [(Measure(i, f"confirm step {a}..{b}"), None) for i in informative]
             picks = [(Measure(i, "confirm step"), None) for i in self._pair_next(a, b, slots)]
             if slots > len(picks):
                 for i in self._quantile_picks(iv, post, slots - len(picks), exclude={a, b}):
                     picks.append((Measure(i, f"bisect {iv.lo}..{iv.hi}"), None))
             return picks
         picks = [(Measure(i, f"bisect {iv.lo}..{iv.hi}"), None) for i in self._quantile_picks(iv, post, slots, exclude=set())]
+        anchor = self._anchor_needed(iv, [m.index for m, _ in picks])
+        if anchor is not None:
+            # the levels are shared by every hypothesis: when one interior commit has been sampled
+            # more than an end of the bracket, a free level can hide behind it (a step placed at
+            # the dense commit fits as well); another sample of that end pins the level down
+            picks = [(Measure(anchor, f"bisect {iv.lo}..{iv.hi} (level)"), None)] + picks[: slots - 1]
         if not picks:
             self._queue.pop(0)
             self._unresolved.append((iv.lo, iv.hi))
@@ -553,11 +582,18 @@ class CommitSearch:
             return [a]
         return [a] if n_pairs % 2 == 0 else [b]
 
+    def _anchor_needed(self, iv: _Interval, picks: list[int]) -> int | None:
+        """The end of the bracket to re-measure, if an interior pick has about as many samples."""
+        ends = sorted((len(self._raw.get(e, [])), e) for e in (iv.lo, iv.hi))
+        fewest, end = ends[0]
+        densest = max((len(self._raw.get(i, [])) for i in picks), default=0)
+        return end if densest + 1 >= fewest and end not in picks and not self._capped(end) else None
+
     def _over_budget(self, iv: _Interval) -> bool:
         """An interval may spend 3x what finding one step should cost, then it is unresolved
         (bounds the cost of a range whose step cannot be pinned, e.g. a gradual slowdown)."""
         per = self._samples_per_decision()
-        budget = 3 * per * (math.log2(iv.hi - iv.lo + 1) + 4)
+        budget = 3 * max(per, 4) * (math.log2(iv.hi - iv.lo + 1) + 4)
         return self._probes - iv.probes_at_start > budget
 
     def _step_for_sprt(self, step_hat: float) -> float:
