@@ -95,7 +95,12 @@ def main() -> None:
         shas = build_repo(root, args.commits, args.files, args.probe_seconds)
         history = History.open(root)
         rows = []
-        for name, command in [("python probe.py", f"{sys.executable} probe.py"),
+        # The shell probe isolates the tool's own cost (switch, spawn, capture, parse) from the
+        # probe interpreter's start-up, which the python rows include.
+        shell = (f"sleep {args.probe_seconds}; echo '@regressbisect "
+                 f"{{\"tokens\": 1000, \"seconds\": {args.probe_seconds}, \"tok_s\": {1000 / args.probe_seconds}}}'")
+        for name, command in [("shell: sleep + echo", shell),
+                              ("python probe.py", f"{sys.executable} probe.py"),
                               ("python -S probe.py", f"{sys.executable} -S probe.py")]:
             sw, st, ov, own = measure(history, shas, args.probes, command, args.probe_seconds)
             q = lambda xs, p: sorted(xs)[min(len(xs) - 1, int(p * len(xs)))]  # noqa: E731

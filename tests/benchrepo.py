@@ -19,9 +19,9 @@ from speed import SPEED
 
 state = Path(os.environ["BENCH_STATE"])
 state.mkdir(parents=True, exist_ok=True)
-counter = state / f"n-{SPEED}"
-n = int(counter.read_text()) + 1 if counter.exists() else 1
-counter.write_text(str(n))
+# One marker file per run (safe when --slots runs probes concurrently); n = this run's number.
+(state / f"n-{SPEED}-{os.getpid()}-{time.time_ns()}").touch()
+n = len(list(state.glob(f"n-{SPEED}-*")))
 cv = float(os.environ.get("BENCH_NOISE", "0.02"))
 rng = random.Random(f"{SPEED}-{n}-{os.environ.get('BENCH_SEED', '0')}")
 value = SPEED * math.exp(rng.gauss(0.0, cv))
