@@ -102,6 +102,18 @@ CREATE TABLE IF NOT EXISTS machine_checks (
 _KEY_WHERE = "tree = ? AND patch_hash IS ? AND config_hash = ? AND env_fingerprint = ?"
 
 
+def _sample_filter(key: SampleKey, instrumented: bool | None, arm: str | None) -> tuple[str, list]:
+    """WHERE clause and parameters selecting a key's samples (None = any arm / either kind)."""
+    where, params = _KEY_WHERE, list(_key_params(key))
+    if instrumented is not None:
+        where += " AND instrumented = ?"
+        params.append(int(instrumented))
+    if arm is not None:
+        where += " AND arm = ?"
+        params.append(arm)
+    return where, params
+
+
 class Store:
     """One SQLite file; safe to share between threads of one process and between processes."""
 
@@ -223,13 +235,7 @@ class Store:
     def samples(self, key: SampleKey, *, instrumented: bool | None = False,
                 arm: str | None = None) -> list[Sample]:
         """Samples stored under `key`, in insertion order; `instrumented`/`arm` None = any."""
-        where, params = _KEY_WHERE, list(_key_params(key))
-        if instrumented is not None:
-            where += " AND instrumented = ?"
-            params.append(int(instrumented))
-        if arm is not None:
-            where += " AND arm = ?"
-            params.append(arm)
+        where, params = _sample_filter(key, instrumented, arm)
         with self._lock:
             rows = self._conn.execute(
                 f"SELECT id, tok_s, tokens, seconds, counters, instrumented FROM samples "
@@ -242,13 +248,7 @@ class Store:
     def sample_ids(self, key: SampleKey, *, instrumented: bool | None = False,
                    arm: str | None = None) -> list[int]:
         """Ids of the samples `samples()` returns, same order (for `iterations()`)."""
-        where, params = _KEY_WHERE, list(_key_params(key))
-        if instrumented is not None:
-            where += " AND instrumented = ?"
-            params.append(int(instrumented))
-        if arm is not None:
-            where += " AND arm = ?"
-            params.append(arm)
+        where, params = _sample_filter(key, instrumented, arm)
         with self._lock:
             return [r[0] for r in self._conn.execute(
                 f"SELECT id FROM samples WHERE {where} ORDER BY id", params)]

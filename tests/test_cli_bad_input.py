@@ -8,21 +8,13 @@ from pathlib import Path
 
 import pytest
 
-from regressbisect.cli import main
+from tests.cli import run_cli
 from regressbisect.git.history import History
 from regressbisect.git.worktrees import WorktreePool
 from tests.benchrepo import make_bench_repo
 from tests.gitrepo import make_dirty, snapshot_checkout
 
 ROOT = Path(__file__).resolve().parents[1]
-
-
-def run_cli(args: list[str]) -> int:
-    try:
-        main(args)
-    except SystemExit as exc:
-        return int(exc.code or 0)
-    return 0
 
 
 @pytest.fixture

@@ -16,19 +16,11 @@ from pathlib import Path
 
 import pytest
 
-from regressbisect.cli import main
+from tests.cli import run_cli
 from tests.benchrepo import make_bench_repo
 from tests.gitrepo import make_dirty, snapshot_checkout
 
 pytestmark = pytest.mark.slow
-
-
-def run_cli(args: list[str]) -> int:
-    try:
-        main(args)
-    except SystemExit as exc:
-        return int(exc.code or 0)
-    return 0
 
 
 def hunt_args(repo: Path, state: Path, *extra: str) -> list[str]:
