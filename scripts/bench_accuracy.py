@@ -343,14 +343,18 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--jobs", type=int, default=min(2, os.cpu_count() or 1))
     p.add_argument("--only", default="", help="run only the cells whose name contains this text")
     p.add_argument("--key-only", action="store_true", help="run only the cells the goals rest on")
+    p.add_argument("--resume", default=None, help="a results .json of an earlier run: its cells are kept, not re-run")
     p.add_argument("--out", action="append", default=[], help="write results (.json or .md); repeatable")
     args = p.parse_args(argv)
     if args.quick and args.trials == 200:
         args.trials = 20
     other = args.trials_other if args.trials_other is not None else max(1, args.trials // 2)
     cells = [c for c in grid(args.quick) if args.only in c.name and (c.key or not args.key_only)]
+    kept: dict = json.loads(Path(args.resume).read_text())["cells"] if args.resume else {}
     tasks = []
     for cell in sorted(cells, key=lambda c: not c.key):    # the cells the goals rest on first
+        if cell.name in kept:
+            continue
         methods = [f"ours-{s}" for s in cell.slots] + ["naive", "careful", "bayes"]
         for method in methods:
             for trial in range(args.trials if cell.key else other):
@@ -367,12 +371,12 @@ def main(argv: list[str] | None = None) -> int:
             done[row["cell"]] = done.get(row["cell"], 0) + 1
             if done[row["cell"]] == expected[row["cell"]]:
                 # a cell is complete: show it, and keep partial results on disk (runs are long)
-                table = aggregate(rows)
-                finished = [c for c in cells if done.get(c.name) == expected[c.name]]
+                table = {**kept, **aggregate(rows)}
+                finished = [c for c in cells if c.name in kept or done.get(c.name) == expected[c.name]]
                 print(f"[{(time.time() - start) / 60:5.1f} min] {row['cell']} done "
                       f"({len(finished)}/{len(cells)} cells)", file=sys.stderr, flush=True)
                 _write(args, finished, table, time.time() - start)
-    table = aggregate(rows)
+    table = {**kept, **aggregate(rows)}
     print(_write(args, cells, table, time.time() - start))
     return 0 if all(ok for ok, _ in goals(cells, table)) or args.quick else 1
 

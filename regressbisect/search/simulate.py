@@ -36,7 +36,7 @@ class FakeHistory:
     cv: float
     """Run-to-run coefficient of variation (lognormal noise)."""
     drift_per_round: float = 0.0
-    """Relative change of the machine's speed per round (0.001 = 0.1% slower each round if negative)."""
+    """Relative change of the machine's speed per round, compounding (-0.001: 0.1% slower each round)."""
     unmeasurable: frozenset[int] = frozenset()
     """Commits whose probe always fails (returns no sample)."""
 
@@ -55,7 +55,7 @@ class FakeExecutor:
         self.executions += 1
         if index in self.history.unmeasurable:
             return None
-        drift = 1.0 + self.history.drift_per_round * round_no
+        drift = (1.0 + self.history.drift_per_round) ** round_no      # compounding: never reaches 0
         return self.history.levels[index] * drift * float(np.exp(self.rng.normal(0.0, self.sigma)))
 
 
