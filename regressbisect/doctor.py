@@ -125,7 +125,10 @@ def assess(check: MachineCheck, history: Sequence[MachineCheck | Mapping[str, An
                 slow = True
                 reasons.append(f"{label} {_fmt(value)} {unit} is {drop:.0%} below {where}")
             else:
-                reasons.append(f"{label} {_fmt(value)} {unit} is within {tolerance:.0%} of {where}")
+                # Only slowness matters: a faster check than usual is fine (and says so plainly).
+                relation = (f"is within {tolerance:.0%} of" if drop > -tolerance else
+                            f"is {-drop:.0%} above")
+                reasons.append(f"{label} {_fmt(value)} {unit} {relation} {where}")
     else:
         reasons.append(f"no earlier checks of {check.device!r} to compare with")
     throttle = _throttle_reason(check.clocks)
