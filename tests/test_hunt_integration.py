@@ -50,6 +50,21 @@ def test_finds_a_5pct_step_at_2pct_noise_in_24_commits(tmp_path, capsys):
     assert shas[13][:10] in printed
 
 
+def test_two_culprits_are_both_found_with_their_shares(tmp_path):
+    speeds = [1000.0] * 5 + [920.0] * 6 + [828.0] * 5     # -8% at index 5, -10% at index 11
+    shas = make_bench_repo(tmp_path / "repo", speeds)
+    out = tmp_path / "hunt.json"
+    code = run_cli(hunt_args(tmp_path / "repo", tmp_path / "state", "--instrument", "off",
+                             "--env", "BENCH_NOISE=0.01", "--json", str(out), shas[0], shas[-1]))
+    assert code == 0
+    report = json.loads(out.read_text())
+    culprits = sorted(report["culprits"], key=lambda c: c["index"])
+    assert [c["commit"] for c in culprits] == [shas[5], shas[11]]
+    shares = [c["share_of_gap"] for c in culprits]
+    assert 0.3 < shares[0] < 0.6 and 0.4 < shares[1] < 0.7
+    assert abs(report["unexplained_share"]) < 0.2
+
+
 def test_a_a_range_is_not_reproduced_exit_2(tmp_path, capsys):
     shas = make_bench_repo(tmp_path / "repo", [1000.0] * 12)
     out = tmp_path / "hunt.json"
