@@ -209,7 +209,7 @@ class HunkHunt:
             verdict = "culprits" if result.culprits else "none"
         culprits = []
         for culprit, attribution in zip(result.culprits if result else (), attributions):
-            hunks = [self.by_id[i] for i in sorted(culprit, key=lambda i: [h.id for h in self.hunks].index(i))]
+            hunks = sorted((self.by_id[i] for i in culprit), key=self.hunks.index)
             alone = attribution.get("alone") or {}
             culprits.append({
                 "commit": self.base, "parent": self.base,
