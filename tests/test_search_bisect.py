@@ -140,3 +140,25 @@ def test_api_contract_guards():
         CommitSearch(1)
     with pytest.raises(ValueError):
         SearchSettings(direction="sideways")
+
+
+def test_sides_of_large_steps_are_cleared_cheaply_at_high_noise():
+    # Two steps of -26% and -30% at 12% run-to-run noise (a shared CPU): ruling out a further 2%
+    # step on each side would take ~100 samples per end; the side margin (a fifth of the gap)
+    # clears them in a few, and the result says how large a step was ruled out.
+    history = FakeHistory(step_levels(21, {5: -0.26, 13: -0.30}), cv=0.12)
+    runs = [simulate(history, SearchSettings(), seed=seed) for seed in range(8)]
+    for run in runs:
+        assert sorted(c.first_bad for c in run.result.culprits) == [5, 13]
+        cleared = [s for s in run.result.sides if s.outcome == "cleared"]
+        assert cleared and all(0 <= s.ruled_out < 0.4 for s in cleared)
+    assert sum(r.executions for r in runs) / len(runs) < 90
+
+
+def test_a_small_second_step_beside_a_large_one_is_still_searched():
+    # side_share of a 13% gap is 2.6%: a 5% step in a side must still be found, not cleared
+    history = FakeHistory(step_levels(32, {9: -0.08, 22: -0.05}), cv=0.02)
+    for seed in range(5):
+        result = simulate(history, SearchSettings(), seed=seed).result
+        assert sorted(c.first_bad for c in result.culprits) == [9, 22]
+        assert any(s.outcome == "searched" for s in result.sides)

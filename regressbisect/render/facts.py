@@ -142,7 +142,14 @@ def remainder_line(report: Mapping[str, Any]) -> str | None:
         return None
     amount = report.get("unexplained_pct")
     amount_text = f" ({pct(amount)} tok/s)" if _finite(amount) else ""
-    return f"Unexplained remainder: {share:.0%} of the gap{amount_text}."
+    text = f"Unexplained remainder: {share:.0%} of the gap{amount_text}."
+    cleared = [s for s in report.get("sides") or () if s.get("outcome") == "cleared" and _finite(s.get("ruled_out_pct"))]
+    if cleared:
+        # the sides of each culprit were checked down to a size, not to zero: say which size
+        worst = max(s["ruled_out_pct"] for s in cleared)
+        text += (f" Sides of the culprits checked: no further step of {worst:.1f}% or more "
+                 f"(90% probability).")
+    return text
 
 
 def overhead_line(report: Mapping[str, Any]) -> str | None:

@@ -46,7 +46,7 @@ from scipy.stats import t as student_t
 
 from regressbisect.stats import Comparison, Summary, compare, log_threshold, pooled_log_sigma, sprt, summarize
 
-__all__ = ["SearchSettings", "Measure", "Culprit", "CandidateVerdict", "SearchResult", "CommitSearch"]
+__all__ = ["SearchSettings", "Measure", "Culprit", "CandidateVerdict", "SideCheck", "SearchResult", "CommitSearch"]
 
 _DIRECTIONS = ("slower", "faster", "both")
 
@@ -87,7 +87,12 @@ class SearchSettings:
     pair_window: int = 2
     """Samples of two candidates at most this many rounds apart form a pair (drift cancels in it)."""
     side_drop: float = 0.1
-    """A side of a culprit is dropped once a step of min_effect between its ends has less than this probability."""
+    """A side of a culprit is dropped once a step of the side margin between its ends has less than this probability."""
+    side_share: float = 0.2
+    """Side margin: a side is cleared once a further step of max(min_effect, side_share * the
+    GOOD->BAD gap) is implausible there. Ruling out a step of min_effect itself costs about
+    2 (1.28 sigma / min_effect)^2 samples per end (80 at 10% noise and 2%): beyond the point where a
+    missed step would own a fifth of the gap, the unexplained remainder in the report carries it."""
     side_null: float = 0.8
     """Searching a side stops when the posterior of 'no step on this side' reaches this."""
     max_vetoes: int = 4
@@ -106,6 +111,8 @@ class SearchSettings:
             raise ValueError("need 2 <= min_samples <= max_samples")
         if self.max_probes < 2:
             raise ValueError("max_probes must be >= 2")
+        if not 0 <= self.side_share < 1 or not 0 < self.side_drop < 0.5:
+            raise ValueError("need 0 <= side_share < 1 and 0 < side_drop < 0.5")
 
 
 @dataclass(frozen=True)
@@ -154,6 +161,22 @@ class CandidateVerdict:
 
 
 @dataclass(frozen=True)
+class SideCheck:
+    """What became of one side of a culprit (Pinpoint's 'do its ends differ?')."""
+
+    lo: int
+    """First index of the side."""
+    hi: int
+    """Last index of the side."""
+    outcome: str
+    """'searched' (its ends differed: searched again), 'cleared' (a further step is implausible)
+    or 'unresolved' (its ends could not be told apart or alike within the sample cap)."""
+    ruled_out: float
+    """With 'cleared': a further step in the hunted direction of this size or more (relative, > 0)
+    has probability below side_drop; nan otherwise."""
+
+
+@dataclass(frozen=True)
 class SearchResult:
     """The outcome of a search."""
 
@@ -172,6 +195,8 @@ class SearchResult:
     """Every candidate measured or skipped, by index."""
     probes: int
     """Benchmark executions recorded (skipped runs included)."""
+    sides: tuple[SideCheck, ...] = ()
+    """Every side of a culprit that was checked, in the order checked."""
 
 
 @dataclass
@@ -224,6 +249,7 @@ class CommitSearch:
         self._queue: list[_Interval] = []
         self._culprits: list[Culprit] = []
         self._unresolved: list[tuple[int, int]] = []
+        self._sides: list[SideCheck] = []
         self._sign = 0
         self._tau = log_threshold(settings.min_effect)
         self._live = (0, n - 1)
@@ -301,7 +327,7 @@ class CommitSearch:
         ends = tuple(summarize(self._raw[i]) if self._raw.get(i) else _EMPTY for i in (0, self.n - 1))
         return SearchResult(verdict=verdict, culprits=culprits, endpoints=ends, gap=gap,  # type: ignore[arg-type]
                             unexplained=unexplained, candidates=self._candidate_verdicts(culprits),
-                            probes=self._probes)
+                            probes=self._probes, sides=tuple(self._sides))
 
     # ------------------------------------------------------------------ data helpers
 
@@ -518,9 +544,10 @@ class CommitSearch:
         """Does a side of a culprit hold another step? Pinpoint's rule: only if its ends differ.
 
         t test of the two ends' mean log tok/s with the pooled sigma: search the side when the
-        difference is significant (at alpha/5: the check is repeated as pairs come in), at least min_effect and in the hunted direction; drop it when a
-        difference of min_effect in the hunted direction has become implausible (probability
-        below `side_drop` under the normal approximation); otherwise measure both ends again.
+        difference is significant (at alpha/5: the check is repeated as pairs come in), at least
+        min_effect and in the hunted direction; clear it when a step of the side margin
+        (`side_share`) in the hunted direction has become implausible (probability below
+        `side_drop`, t distribution); otherwise measure both ends again.
         """
         s = self.settings
         lo_v, hi_v = self._raw.get(iv.lo, []), self._raw.get(iv.hi, [])
@@ -529,17 +556,22 @@ class CommitSearch:
             est = float(np.mean(np.log(hi_v)) - np.mean(np.log(lo_v)))
             se = sigma * math.sqrt(1 / len(lo_v) + 1 / len(hi_v))
             margin = log_threshold(s.min_effect)
+            drop_margin = max(margin, s.side_share * self._tau)
             toward = abs(est) if self._sign == 0 else est * self._sign
             if abs(est) >= margin and toward > 0 and abs(est) / se >= float(student_t.ppf(1 - s.alpha / 10, df)):
                 iv.checked = True
                 iv.probes_at_start = self._probes
+                self._sides.append(SideCheck(iv.lo, iv.hi, "searched", math.nan))
                 return None
-            if float(student_t.cdf((toward - margin) / se, df)) < s.side_drop:
+            if float(student_t.cdf((toward - drop_margin) / se, df)) < s.side_drop:
                 self._queue.pop(0)
+                bound = toward + float(student_t.ppf(1 - s.side_drop, df)) * se
+                self._sides.append(SideCheck(iv.lo, iv.hi, "cleared", -math.expm1(-max(bound, 0.0))))
                 return None
         if self._capped(iv.lo) and self._capped(iv.hi):
             self._queue.pop(0)
             self._unresolved.append((iv.lo, iv.hi))
+            self._sides.append(SideCheck(iv.lo, iv.hi, "unresolved", math.nan))
             return None
         return [(Measure(i, f"check side {iv.lo}..{iv.hi}"), None) for i in self._pair_next(iv.lo, iv.hi, slots)]
 
