@@ -108,6 +108,6 @@ def test_endpoints_run_and_culprit_counters_change(demo: DemoRepo, tmp_path: Pat
     assert _per_iter(before_rows, "create_block_mask_calls") == {1}
     assert _per_iter(after_rows, "create_block_mask_calls") == {2}
     assert _per_iter(after["iters"], "create_block_mask_calls") == {2}
-    # Between the endpoints: metrics every step, lm_head chunk 8 -> 2: 4 (6) -> 24 calls per step.
+    # Between the endpoints: metrics every step, lm_head chunk 8 -> 1: 4 (6) -> 48 calls per step.
     assert _per_iter(old_rows, "lm_head_calls") <= {4, 6}
-    assert _per_iter(new_rows, "lm_head_calls") == {24}
+    assert _per_iter(new_rows, "lm_head_calls") == {48}   # 16 chunks * 2 + 16 metric calls
