@@ -22,6 +22,8 @@ _FIRST_DATE = 1_735_725_600  # 2025-01-01 10:00 UTC
 _HOURS = 3600
 DEFAULT_TOKENS = 960  # 20 tiny steps: about 1 s measured after ~4 s of start-up on one CPU core;
 # the run-to-run noise of a shared CPU is per process (~12%), so longer probes buy little
+# h200: 5 steps of 7680 supervised tokens (~1 s); a single step's time varies by several percent
+_DEFAULT_TOKENS_BY_PRESET = {"tiny": DEFAULT_TOKENS, "h200": 38400}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -697,7 +699,7 @@ def build_demo_repo(path: Path, preset: str = "tiny", tokens: int | None = None)
     path = Path(path)
     if path.exists() and (not path.is_dir() or any(path.iterdir())):
         raise UserError(f"demo path {path} exists and is not empty; choose a new directory")
-    tokens = DEFAULT_TOKENS if tokens is None else int(tokens)
+    tokens = _DEFAULT_TOKENS_BY_PRESET.get(preset, DEFAULT_TOKENS) if tokens is None else int(tokens)
     if tokens < 1:
         raise UserError("--tokens must be >= 1")
     path.mkdir(parents=True, exist_ok=True)
