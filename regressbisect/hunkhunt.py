@@ -10,6 +10,7 @@ with the subset's patch applied: the user's work tree, index and untracked files
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Sequence
@@ -29,6 +30,7 @@ from regressbisect.progress import HuntProgress
 from regressbisect.search.bisect import CommitSearch, SearchSettings
 from regressbisect.search.ddmin import UNRESOLVED, HunkSearch
 from regressbisect.search.levels import LevelRule, subset_verdict
+from regressbisect.stats import log_threshold
 from regressbisect.store import Store
 from regressbisect import __version__
 
@@ -59,6 +61,7 @@ class HunkHunt:
         self.progress = progress or HuntProgress(quiet=True)
         self.probe_runner = probe_runner
         self.rule = rule
+        self._rule = rule   # scaled to the measured gap after the control arm
         self.env_fingerprint, self.env_facts = environment_fingerprint()
         self._config_hash = config.probe.config_hash()
         self._tree = history.tree_of(self.base)
@@ -97,6 +100,8 @@ class HunkHunt:
                 report = self._report(control, None, [], source, hunt_id, {})
             else:
                 levels = _Levels(control.endpoints[0].median, control.endpoints[1].median)
+                gap = abs(math.log(levels.base / levels.full))
+                self._rule = self.rule.scaled_to(gap, log_threshold(cfg.min_effect)) if gap > 0 else self.rule
                 search = self._ddmin(source, levels)
                 result = search.result()
                 attributions = [self._attribute(source, culprit, everything, levels) for culprit in result.culprits]
@@ -144,7 +149,7 @@ class HunkHunt:
             if draw.sample is None:
                 return UNRESOLVED  # does not apply, does not import, crashes: neither fast nor slow
             values.append(draw.value)
-            verdict = subset_verdict(values, levels.base, levels.full, self.rule)
+            verdict = subset_verdict(values, levels.base, levels.full, self._rule)
             if verdict is not None:
                 return verdict
 

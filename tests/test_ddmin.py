@@ -336,3 +336,20 @@ def test_amplifier_of_several_culprits_is_an_interaction() -> None:
 def test_a_single_hunk_needs_no_test() -> None:
     result = drive(HunkSearch(["only"]), lambda subset: pytest.fail("nothing to measure"))
     assert result.culprits == (frozenset({"only"}),) and result.tests == 0 and result.explained
+
+
+def test_level_zones_narrow_on_a_large_gap_so_a_second_culprit_is_not_called_good():
+    import math
+
+    from regressbisect.search.levels import LevelRule, subset_verdict
+    from regressbisect.stats import log_threshold
+
+    base, full = 1000.0, 310.0                     # the whole diff: -69%
+    rest = [780.0, 781.0, 779.0, 780.5, 779.5]     # everything but the big hunk: -22% of base
+    plain = LevelRule()
+    scaled = plain.scaled_to(math.log(base / full), log_threshold(0.02))
+    assert subset_verdict(rest, base, full, plain) == "good"        # 0.21 of the gap: 'as fast'
+    assert subset_verdict(rest, base, full, scaled) == "partial"    # a slowdown to peel
+    assert scaled.good_below == pytest.approx(0.1)
+    # a moderate gap keeps the plain zones
+    assert LevelRule().scaled_to(math.log(1 / 0.9), log_threshold(0.02)) == plain

@@ -99,6 +99,7 @@ def hunk_line(i: int) -> tuple[str, int]:
     (200, {123: 0.12}),
     (50, {4: 0.06, 38: 0.06}),           # compound: two 6% hunks, neither alone is the whole gap
     (200, {17: 0.06, 150: 0.06}),
+    (30, {3: 1.857, 14: 0.28}),          # the demo's shape: one hunk -65%, another -22% of base
 ])
 def test_the_slow_hunks_are_found_and_the_tree_is_untouched(tmp_path, hunks, slow):
     repo = tmp_path / "repo"

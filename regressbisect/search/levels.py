@@ -11,7 +11,7 @@ at `max_samples` the point estimate decides. scripts/bench_hunks.py measures thi
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Sequence
 
 from scipy import stats as st
@@ -35,6 +35,22 @@ class LevelRule:
     """Samples after which the point estimate decides."""
     confidence: float = 0.95
     """Two-sided confidence of the t-interval."""
+    good_floor: float = 0.1
+    """On a large gap the good and partial zones narrow to this share of it (see scaled_to)."""
+
+    def scaled_to(self, gap: float, min_effect_log: float) -> "LevelRule":
+        """The zones for a gap of `gap` (log base - log full, > 0).
+
+        Shares of the gap alone would call 'as fast as base' a subset 22% slower than base when
+        one hunk makes the whole diff 69% slower (0.21 of that gap), and a second, smaller
+        culprit would never be peeled. 'good' and the lower edge of 'partial' are therefore capped
+        at max(good_floor, 2 min_effect / gap) of the gap: unchanged for gaps up to ~15%, 10% of
+        the gap beyond about 40%.
+        """
+        if not gap > 0:
+            raise ValueError("the gap must be positive")
+        cap = max(self.good_floor, 2 * min_effect_log / gap)
+        return replace(self, good_below=min(self.good_below, cap), partial_low=min(self.partial_low, cap))
 
 
 @dataclass(frozen=True)
