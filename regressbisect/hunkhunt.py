@@ -101,7 +101,9 @@ class HunkHunt:
             else:
                 levels = _Levels(control.endpoints[0].median, control.endpoints[1].median)
                 gap = abs(math.log(levels.base / levels.full))
-                self._rule = self.rule.scaled_to(gap, log_threshold(cfg.min_effect)) if gap > 0 else self.rule
+                noise = max((e.cv for e in control.endpoints if math.isfinite(e.cv)), default=0.0)
+                self._rule = (self.rule.scaled_to(gap, log_threshold(cfg.min_effect), math.log1p(noise))
+                              if gap > 0 else self.rule)
                 search = self._ddmin(source, levels)
                 result = search.result()
                 attributions = [self._attribute(source, culprit, everything, levels) for culprit in result.culprits]

@@ -38,18 +38,21 @@ class LevelRule:
     good_floor: float = 0.1
     """On a large gap the good and partial zones narrow to this share of it (see scaled_to)."""
 
-    def scaled_to(self, gap: float, min_effect_log: float) -> "LevelRule":
-        """The zones for a gap of `gap` (log base - log full, > 0).
+    def scaled_to(self, gap: float, min_effect_log: float, noise_log: float = 0.0) -> "LevelRule":
+        """The zones for a gap of `gap` (log base - log full, > 0) on a machine whose run-to-run
+        noise (log SD, from the control arm) is `noise_log`.
 
         Shares of the gap alone would call 'as fast as base' a subset 22% slower than base when
         one hunk makes the whole diff 69% slower (0.21 of that gap), and a second, smaller
         culprit would never be peeled. 'good' and the lower edge of 'partial' are therefore capped
-        at max(good_floor, 2 min_effect / gap) of the gap: unchanged for gaps up to ~15%, 10% of
-        the gap beyond about 40%.
+        at max(good_floor, 2 min_effect, 3 noise) / gap. The noise term matters: every verdict
+        compares a subset with the control arm's levels, measured once at the start, and on a
+        noisy machine that drifts by 10-15% within a hunt, a narrow zone turned harmless
+        docstring hunks into 'culprits' (8 of them in one CPU run of the demo).
         """
         if not gap > 0:
             raise ValueError("the gap must be positive")
-        cap = max(self.good_floor, 2 * min_effect_log / gap)
+        cap = max(self.good_floor, (2 * min_effect_log) / gap, (3 * noise_log) / gap)
         return replace(self, good_below=min(self.good_below, cap), partial_low=min(self.partial_low, cap))
 
 
