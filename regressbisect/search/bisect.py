@@ -9,7 +9,7 @@ The method (docs/search.md has the details and the references):
 
 1. Control arm. GOOD (index 0) and BAD (index n-1) are measured interleaved, in ABBA order when
    one sample runs at a time, and compared with a paired t test on log tok/s (stats.compare,
-   paired=True) at looks of min_samples, x1.5, x2.25 ... pairs up to max_samples. No regression in the
+   paired=True) at looks of min_samples, 2x, 4x ... pairs up to max_samples. No regression in the
    hunted direction (or one provably below min_effect) -> 'not-reproduced'.
 2. Localisation. Within an interval [lo, hi] whose ends differ, the first bad commit is a change
    point. Its posterior uses every numeric sample (not pass/fail): log tok/s = level + step *
@@ -423,7 +423,7 @@ class CommitSearch:
                 self._end_verdict = "not-reproduced"
                 self._phase = "done"
                 return None
-            self._control_look = math.ceil(self._control_look * 1.5)
+            self._control_look *= 2
             if self._control_look > s.max_samples:
                 self._end_verdict = "not-reproduced"
                 self._phase = "done"
