@@ -741,6 +741,54 @@ def build_demo_repo(path: Path, preset: str = "tiny", tokens: int | None = None)
                     uncommitted=_diff_summary(path), tokens=tokens)
 
 
+# A regression that exists only with several ranks: Receiver (the drafter's side of the target ->
+# drafter transfer) runs only when targets and drafters are separate ranks, and this `.item()`
+# makes the host wait for the previous step before it starts the next one's host-side work.
+_MULTIRANK_HISTORY = (
+    ScriptedCommit("Comment the receive queue", (
+        Edit(_t("transport.py"), "        self.posted: collections.deque = collections.deque()\n",
+             "        # (ints, hidden, works) of the receives posted ahead, oldest first\n"
+             "        self.posted: collections.deque = collections.deque()\n"),)),
+    ScriptedCommit("Check received hidden states for NaN", (
+        Edit(_t("transport.py"),
+             "        self._post()\n"
+             "        return unpack(ints, self.preset), hidden\n",
+             "        self._post()\n"
+             "        # A bad target rank once sent NaN hidden states: refuse them here, not as a NaN loss.\n"
+             "        if not torch.isfinite(hidden).all().item():\n"
+             "            raise FloatingPointError(\"non-finite hidden states received\")\n"
+             "        return unpack(ints, self.preset), hidden\n"),),
+        kind="culprit", effect="host_syncs/iter +1 in the drafter's receive; slower only with several ranks"),
+    ScriptedCommit("README: how to launch on several GPUs", (
+        Edit("README.md", "It prints one line",
+             "On several GPUs: `python -m trainer --preset h200 --nproc 8` (5 target ranks, 3 drafter ranks).\n\n"
+             "It prints one line"),)),
+    ScriptedCommit("Name the sequence index in the sender loop", (
+        Edit(_t("train.py"), "    for g in range(n_sequences):\n",
+             "    for g in range(n_sequences):  # g: global sequence index, step * drafters + drafter\n"),)),
+)
+
+
+def add_multirank_branch(demo: DemoRepo) -> str:
+    """Branch 'multirank' in a built demo repository, from the parent of its first culprit, with
+    four scripted commits of which one slows only multi-rank runs; returns that commit's sha.
+
+    The demo's uncommitted diff is discarded (the branch is committed work only).
+    """
+    root = demo.path
+    _git(root, "reset", "-q", "--hard")
+    _git(root, "checkout", "-q", "-B", "multirank", f"{demo.culprits[0].sha}~1")
+    culprit = ""
+    for offset, scripted in enumerate(_MULTIRANK_HISTORY):
+        for edit in scripted.edits:
+            _apply(root, edit)
+        # dates after the main history's, so the same sources give the same shas
+        sha = _commit(root, scripted.subject, len(demo.commits) + offset)
+        if scripted.kind == "culprit":
+            culprit = sha
+    return culprit
+
+
 def _diff_summary(root: Path) -> DiffSummary:
     files: list[str] = []
     added = removed = 0

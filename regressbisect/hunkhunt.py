@@ -42,6 +42,8 @@ ATTRIBUTION_SAMPLES = 5
 class _Levels:
     base: float
     full: float
+    rule: LevelRule
+    """The verdict zones, scaled to this gap and this machine's noise."""
 
 
 class HunkHunt:
@@ -61,7 +63,6 @@ class HunkHunt:
         self.progress = progress or HuntProgress(quiet=True)
         self.probe_runner = probe_runner
         self.rule = rule
-        self._rule = rule   # scaled to the measured gap after the control arm
         self.env_fingerprint, self.env_facts = environment_fingerprint()
         self._config_hash = config.probe.config_hash()
         self._tree = history.tree_of(self.base)
@@ -99,11 +100,11 @@ class HunkHunt:
             if control.verdict != "culprits":
                 report = self._report(control, None, [], source, hunt_id, {})
             else:
-                levels = _Levels(control.endpoints[0].median, control.endpoints[1].median)
-                gap = abs(math.log(levels.base / levels.full))
+                base, full = control.endpoints[0].median, control.endpoints[1].median
+                gap = abs(math.log(base / full))
                 noise = max((e.cv for e in control.endpoints if math.isfinite(e.cv)), default=0.0)
-                self._rule = (self.rule.scaled_to(gap, log_threshold(cfg.min_effect), math.log1p(noise))
-                              if gap > 0 else self.rule)
+                rule = self.rule.scaled_to(gap, log_threshold(cfg.min_effect), math.log1p(noise)) if gap > 0 else self.rule
+                levels = _Levels(base, full, rule)
                 search = self._ddmin(source, levels)
                 result = search.result()
                 attributions = [self._attribute(source, culprit, everything, levels) for culprit in result.culprits]
@@ -151,7 +152,7 @@ class HunkHunt:
             if draw.sample is None:
                 return UNRESOLVED  # does not apply, does not import, crashes: neither fast nor slow
             values.append(draw.value)
-            verdict = subset_verdict(values, levels.base, levels.full, self._rule)
+            verdict = subset_verdict(values, levels.base, levels.full, levels.rule)
             if verdict is not None:
                 return verdict
 

@@ -77,7 +77,7 @@ def commit_report(*, commits: Sequence, result, counters: Mapping[int, Mapping[s
         "unexplained_share": round(result.unexplained, 4),
         "culprits": culprits,
         "sides": [{"from": commits[side.lo].sha, "to": commits[side.hi].sha, "outcome": side.outcome,
-                   "ruled_out_pct": _pct(side.ruled_out)} for side in getattr(result, "sides", ())],
+                   "ruled_out_pct": _pct(side.ruled_out)} for side in result.sides],
         "endpoint_counters": {"good": dict(counters.get(0, {})),
                               "bad": dict(counters.get(len(commits) - 1, {}))},
         "candidates": candidates,

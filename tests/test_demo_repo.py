@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 import regressbisect
-from regressbisect.demo import DemoRepo, build_demo_repo
+from regressbisect.demo import DemoRepo, add_multirank_branch, build_demo_repo
 from regressbisect.errors import UserError
 
 SHIM_DIR = Path(regressbisect.__file__).parent / "probe" / "shim"
@@ -111,3 +111,20 @@ def test_endpoints_run_and_culprit_counters_change(demo: DemoRepo, tmp_path: Pat
     # Between the endpoints: metrics every step, lm_head chunk 8 -> 1: 4 (6) -> 48 calls per step.
     assert _per_iter(old_rows, "lm_head_calls") <= {4, 6}
     assert _per_iter(new_rows, "lm_head_calls") == {48}   # 16 chunks * 2 + 16 metric calls
+
+
+def test_multirank_branch_adds_a_receiver_sync_that_runs_under_torchrun(tmp_path: Path) -> None:
+    demo = build_demo_repo(tmp_path / "demo", preset="tiny")
+    culprit = add_multirank_branch(demo)
+    root = demo.path
+    assert _git(root, "rev-parse", "--abbrev-ref", "HEAD").strip() == "multirank"
+    assert _git(root, "rev-parse", "HEAD~4") == _git(root, "rev-parse", f"{demo.culprits[0].sha}~1")
+    assert _git(root, "rev-parse", "HEAD~2").strip() == culprit
+    assert _git(root, "diff", "--name-only", f"{culprit}~1", culprit).split() == ["trainer/transport.py"]
+    assert ".item()" in _git(root, "show", culprit)
+    assert _git(root, "status", "--porcelain").strip() == ""          # the demo's diff is not carried over
+    # the check runs in Receiver, i.e. only with separate target and drafter ranks: run them
+    done = subprocess.run([sys.executable, "-m", "trainer", "--preset", "tiny", "--nproc", "2", "--tokens", "96"],
+                          cwd=root, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert json.loads(done.stdout.split("@regressbisect ", 1)[1].splitlines()[0])["tokens"] == 96
