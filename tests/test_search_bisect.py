@@ -162,3 +162,24 @@ def test_a_small_second_step_beside_a_large_one_is_still_searched():
         result = simulate(history, SearchSettings(), seed=seed).result
         assert sorted(c.first_bad for c in result.culprits) == [9, 22]
         assert any(s.outcome == "searched" for s in result.sides)
+
+
+def test_a_step_next_to_good_pins_good_instead_of_sampling_the_bad_side_to_the_cap():
+    # First bad = 1 at 5% noise: the median split never picks GOOD itself, so once the paired test
+    # showed the step the search used to sample commits 2, 3, ... (all at BAD's level) up to the
+    # per-commit cap while GOOD's level stayed loose; one seed here burnt 1,696 executions and
+    # reported nothing. The level rule now measures GOOD in that branch too.
+    history = FakeHistory(step_levels(32, {1: -0.03}), cv=0.05)
+    runs = [simulate(history, SearchSettings(), seed=seed) for seed in range(12)]
+    assert all([c.first_bad for c in r.result.culprits] == [1] for r in runs)
+    assert max(r.executions for r in runs) < 1000
+
+
+def test_a_shown_step_whose_two_commits_are_capped_is_still_resolved_by_their_neighbours():
+    # With both commits of the step at max_samples, a step the pairs had already shown used to be
+    # given up as unresolved although the posterior only lacked samples of a neighbour (b + 1).
+    history = FakeHistory(step_levels(32, {17: -0.04}), cv=0.04)
+    runs = [simulate(history, SearchSettings(max_samples=24), seed=seed) for seed in range(12)]
+    found = sum([c.first_bad for c in r.result.culprits] == [17] for r in runs)
+    assert found >= 10                        # 8 of 12 before
+    assert all(not r.result.culprits or [c.first_bad for c in r.result.culprits] == [17] for r in runs)

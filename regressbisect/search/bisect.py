@@ -358,11 +358,12 @@ class CommitSearch:
     def _samples_per_decision(self) -> int:
         """Samples that tell a step's two levels apart at 100:1 odds: n tau^2 / (2 sigma^2) = log 100.
 
-        tau is half the control arm's gap estimate (at least min_effect): that estimate comes from
-        as few as 3 pairs and is often twice the truth, and the budgets built on it must not be short.
+        tau is half the GOOD->BAD gap measured so far (at least min_effect): early on that estimate
+        rests on as few as 3 pairs and is often twice the truth, and the budgets built on it must not
+        be short.
         """
         sigma, _ = self._pooled_sigma()
-        tau = max(self._tau / 2, log_threshold(self.settings.min_effect))
+        tau = max(self._gap_scale() / 2, log_threshold(self.settings.min_effect))
         if not sigma > 0:
             return 3
         return int(min(self.settings.max_samples, max(1, math.ceil(2 * math.log(100) * sigma ** 2 / tau ** 2))))
@@ -512,7 +513,8 @@ class CommitSearch:
             if decision == "H0":
                 iv.vetoed.add((a, b))
                 return None
-            if self._capped(a) and self._capped(b):
+            if self._capped(a) and self._capped(b) and decision != "H1":
+                # no more pairs can be taken and the pairs taken do not show the step
                 self._queue.pop(0)
                 self._unresolved.append((iv.lo, iv.hi))
                 return None
@@ -520,8 +522,18 @@ class CommitSearch:
                 # the pairs already show the step: what is missing is posterior mass, and the most
                 # informative sample for it is the median split again (a, b or a neighbour)
                 informative = self._quantile_picks(iv, post, slots, exclude=set())
+                # the level rule applies here too: with the step next to GOOD (a == lo) the median
+                # split never picks a, and only the end itself can pin the old level
+                anchor = self._anchor_needed(iv, informative) if a == iv.lo else None
+                if anchor is not None:
+                    informative = [anchor] + informative[: slots - 1]
                 if informative:
                     return [(Measure(i, f"confirm step {a}..{b}"), None) for i in informative]
+                if self._capped(a) and self._capped(b):
+                    # the pairs show the step but the posterior cannot grow: unresolved
+                    self._queue.pop(0)
+                    self._unresolved.append((iv.lo, iv.hi))
+                    return None
             picks = [(Measure(i, "confirm step"), None) for i in self._pair_next(a, b, slots)]
             if slots > len(picks):
                 for i in self._quantile_picks(iv, post, slots - len(picks), exclude={a, b}):
@@ -556,7 +568,7 @@ class CommitSearch:
             est = float(np.mean(np.log(hi_v)) - np.mean(np.log(lo_v)))
             se = sigma * math.sqrt(1 / len(lo_v) + 1 / len(hi_v))
             margin = log_threshold(s.min_effect)
-            drop_margin = max(margin, s.side_share * self._tau)
+            drop_margin = max(margin, s.side_share * self._gap_scale())
             toward = abs(est) if self._sign == 0 else est * self._sign
             if abs(est) >= margin and toward > 0 and abs(est) / se >= float(student_t.ppf(1 - s.alpha / 10, df)):
                 iv.checked = True
@@ -665,6 +677,12 @@ class CommitSearch:
                                step_tok_s=step * math.exp(means[k]),
                                share_of_gap=est / gap_log if gap_log else math.nan))
         return out
+
+    def _gap_scale(self) -> float:
+        """|log GOOD->BAD gap| from every sample of the two ends so far, at least min_effect."""
+        if self._phase == "control" or not (self._raw.get(0) and self._raw.get(self.n - 1)):
+            return self._tau
+        return max(abs(self._total_log_gap()), log_threshold(self.settings.min_effect))
 
     def _log_gap(self, a: int, b: int) -> tuple[float, float, int]:
         """Mean log tok/s of b minus a over all their samples, its standard error (pooled sigma), df."""
