@@ -1,0 +1,67 @@
+#!/usr/bin/env python
+"""Where our search spends its executions, phase by phase, in the single-step cells of
+bench_accuracy.py (same histories and seeds): control arm, bisection, paired confirmation, side
+checks. The phase is the first word of each Measure's reason.
+
+    python scripts/search_phases.py --trials 200 --jobs 2
+"""
+from __future__ import annotations
+
+import argparse
+import collections
+import multiprocessing as mp
+import sys
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from bench_accuracy import Cell, _history  # noqa: E402
+from regressbisect.search.bisect import CommitSearch, SearchSettings  # noqa: E402
+from regressbisect.search.simulate import FakeExecutor  # noqa: E402
+
+PHASES = ("control", "bisect", "confirm", "check")
+
+
+def trial(task: tuple[Cell, int, int]) -> tuple[bool, bool, int, collections.Counter]:
+    cell, t, seed = task
+    history, truth, noise_seed = _history(cell, t, seed)
+    search = CommitSearch(len(history.levels), SearchSettings())
+    executor = FakeExecutor(history, noise_seed)
+    phases: collections.Counter = collections.Counter()
+    rounds = 0
+    while batch := search.next_batch(1):
+        rounds += 1
+        for m in batch:
+            phases[m.reason.split()[0]] += 1
+            search.record(m.index, executor.measure(m.index, rounds))
+    found = {c.first_bad for c in search.result().culprits}
+    return found == truth and bool(truth), bool(found - truth), executor.executions, phases
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--trials", type=int, default=200)
+    p.add_argument("--jobs", type=int, default=2)
+    p.add_argument("--seed", type=int, default=20240601)
+    args = p.parse_args(argv)
+    cells = [Cell(128, (-s,), cv) for cv in (0.02, 0.05) for s in (0.03, 0.05, 0.10)] + [Cell(128, (), 0.02)]
+    print("| cell | exact | false culprit | executions | " + " | ".join(PHASES) + " |")
+    print("|---|---|---|---|" + "---|" * len(PHASES))
+    with mp.Pool(args.jobs) as pool:
+        for cell in cells:
+            rows = pool.map(trial, [(cell, t, args.seed) for t in range(args.trials)])
+            total: collections.Counter = collections.Counter()
+            for r in rows:
+                total.update(r[3])
+            n = len(rows)
+            print(f"| {cell.name} | {sum(r[0] for r in rows) / n:.1%} | {sum(r[1] for r in rows) / n:.1%} | "
+                  f"{np.mean([r[2] for r in rows]):.1f} | " + " | ".join(f"{total[ph] / n:.1f}" for ph in PHASES) + " |",
+                  flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
