@@ -8,7 +8,8 @@
               and _anchor_needed of CommitSearch) and our design, after K pairs of GOOD/BAD samples
               given for free; stop at 0.99 of the mass, no paired confirmation, no side checks.
               Shows how the cost of localisation falls as the levels are known better, and what
-              the K pairs plus the localisation cost together.
+              the K pairs plus the localisation cost together. The step's prior scale is the
+              true step (in a real hunt, the control arm's estimate of it).
 
     python scripts/bench_search_floor.py --trials 200 --jobs 16
 

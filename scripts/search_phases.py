@@ -19,8 +19,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench_accuracy import Cell, _history  # noqa: E402
-from regressbisect.search.bisect import CommitSearch, SearchSettings  # noqa: E402
-from regressbisect.search.simulate import FakeExecutor  # noqa: E402
+from regressbisect.search.bisect import SearchSettings  # noqa: E402
+from regressbisect.search.simulate import simulate  # noqa: E402
 
 PHASES = ("control", "bisect", "confirm", "check")
 
@@ -28,17 +28,10 @@ PHASES = ("control", "bisect", "confirm", "check")
 def trial(task: tuple[Cell, int, int]) -> tuple[bool, bool, int, collections.Counter]:
     cell, t, seed = task
     history, truth, noise_seed = _history(cell, t, seed)
-    search = CommitSearch(len(history.levels), SearchSettings())
-    executor = FakeExecutor(history, noise_seed)
-    phases: collections.Counter = collections.Counter()
-    rounds = 0
-    while batch := search.next_batch(1):
-        rounds += 1
-        for m in batch:
-            phases[m.reason.split()[0]] += 1
-            search.record(m.index, executor.measure(m.index, rounds))
-    found = {c.first_bad for c in search.result().culprits}
-    return found == truth and bool(truth), bool(found - truth), executor.executions, phases
+    run = simulate(history, SearchSettings(), seed=noise_seed)
+    phases = collections.Counter(reason.split()[0] for batch in run.reasons for reason in batch)
+    found = {c.first_bad for c in run.result.culprits}
+    return found == truth and bool(truth), bool(found - truth), run.executions, phases
 
 
 def main(argv: list[str] | None = None) -> int:

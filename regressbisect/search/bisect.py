@@ -513,11 +513,6 @@ class CommitSearch:
             if decision == "H0":
                 iv.vetoed.add((a, b))
                 return None
-            if self._capped(a) and self._capped(b) and decision != "H1":
-                # no more pairs can be taken and the pairs taken do not show the step
-                self._queue.pop(0)
-                self._unresolved.append((iv.lo, iv.hi))
-                return None
             if decision == "H1":
                 # the pairs already show the step: what is missing is posterior mass, and the most
                 # informative sample for it is the median split again (a, b or a neighbour)
@@ -529,11 +524,11 @@ class CommitSearch:
                     informative = [anchor] + informative[: slots - 1]
                 if informative:
                     return [(Measure(i, f"confirm step {a}..{b}"), None) for i in informative]
-                if self._capped(a) and self._capped(b):
-                    # the pairs show the step but the posterior cannot grow: unresolved
-                    self._queue.pop(0)
-                    self._unresolved.append((iv.lo, iv.hi))
-                    return None
+            if self._capped(a) and self._capped(b):
+                # no more pairs can be taken, and no uncapped commit can move the posterior
+                self._queue.pop(0)
+                self._unresolved.append((iv.lo, iv.hi))
+                return None
             picks = [(Measure(i, "confirm step"), None) for i in self._pair_next(a, b, slots)]
             if slots > len(picks):
                 for i in self._quantile_picks(iv, post, slots - len(picks), exclude={a, b}):
@@ -679,21 +674,17 @@ class CommitSearch:
         return out
 
     def _gap_scale(self) -> float:
-        """|log GOOD->BAD gap| from every sample of the two ends so far, at least min_effect."""
+        """|log GOOD->BAD gap| from every sample of the two ends so far, at least min_effect (for
+        the budgets and the side margin; the posterior's prior scale stays the control arm's look)."""
         if self._phase == "control" or not (self._raw.get(0) and self._raw.get(self.n - 1)):
             return self._tau
         return max(abs(self._total_log_gap()), log_threshold(self.settings.min_effect))
 
-    def _log_gap(self, a: int, b: int) -> tuple[float, float, int]:
-        """Mean log tok/s of b minus a over all their samples, its standard error (pooled sigma), df."""
-        va, vb = self._raw[a], self._raw[b]
-        sigma, df = self._pooled_sigma()
-        est = float(np.mean(np.log(vb)) - np.mean(np.log(va)))
-        return est, sigma * math.sqrt(1 / len(va) + 1 / len(vb)), df
-
     def _total_log_gap(self) -> float:
-        if self._raw.get(0) and self._raw.get(self.n - 1):
-            return self._log_gap(0, self.n - 1)[0]
+        """Mean log tok/s of BAD minus GOOD over all their samples (nan until both have one)."""
+        good, bad = self._raw.get(0), self._raw.get(self.n - 1)
+        if good and bad:
+            return float(np.mean(np.log(bad)) - np.mean(np.log(good)))
         return math.nan
 
     def _accept(self, iv: _Interval, a: int, b: int, diffs: list[float]) -> None:

@@ -71,6 +71,8 @@ class SimRun:
     """Benchmark executions (samples, skips included)."""
     requests: tuple[tuple[int, ...], ...]
     """The indices of every round, in order (to check determinism)."""
+    reasons: tuple[tuple[str, ...], ...] = ()
+    """The Measure reasons of every round, parallel to `requests` (what each execution was for)."""
 
 
 def simulate(history: FakeHistory, settings: SearchSettings = SearchSettings(), *, slots: int = 1,
@@ -78,13 +80,14 @@ def simulate(history: FakeHistory, settings: SearchSettings = SearchSettings(), 
     """Run a CommitSearch against a FakeHistory until it is done."""
     search = CommitSearch(len(history.levels), settings)
     executor = FakeExecutor(history, seed)
-    requests = []
+    requests, reasons = [], []
     while True:
         batch = search.next_batch(slots)
         if not batch:
             break
         requests.append(tuple(m.index for m in batch))
+        reasons.append(tuple(m.reason for m in batch))
         for m in batch:
             search.record(m.index, executor.measure(m.index, len(requests)))
     return SimRun(result=search.result(), rounds=len(requests), executions=executor.executions,
-                  requests=tuple(requests))
+                  requests=tuple(requests), reasons=tuple(reasons))
