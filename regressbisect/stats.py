@@ -30,7 +30,7 @@ from scipy import stats as _st
 
 __all__ = [
     "Summary", "summarize", "Comparison", "compare", "pooled_log_sigma", "sprt",
-    "log_threshold",
+    "mixture_log_lr", "log_threshold",
 ]
 
 
@@ -188,3 +188,18 @@ def sprt(diffs: Sequence[float], *, sigma: float, delta: float, alpha: float, be
     if llr <= math.log(beta / (1 - alpha)):
         return "H0"
     return "continue"
+
+
+def mixture_log_lr(estimate: float, se: float, scale: float) -> float:
+    """Log likelihood ratio of 'a difference ~ N(0, scale^2)' against 'no difference' for an
+    estimate with standard error `se` (the normal-mixture SPRT, mSPRT).
+
+    Robbins (1970): under no difference the ratio is a martingale, so the chance that it ever
+    reaches 1/alpha, however often it is looked at as samples come in, is at most alpha
+    (Johari, Pekelis, Walsh 2017, "Always valid inference"). A t test repeated at every new pair
+    has no such bound: its false starts grow with the number of looks.
+    """
+    if not (se > 0) or not (scale > 0):
+        raise ValueError("mixture_log_lr needs se > 0 and scale > 0")
+    v, t2 = se ** 2, scale ** 2
+    return 0.5 * math.log(v / (v + t2)) + t2 * estimate ** 2 / (2 * v * (v + t2))

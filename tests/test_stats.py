@@ -6,7 +6,7 @@ import math
 import numpy as np
 import pytest
 
-from regressbisect.stats import compare, pooled_log_sigma, sprt, summarize
+from regressbisect.stats import compare, mixture_log_lr, pooled_log_sigma, sprt, summarize
 
 
 def lognormal(rng: np.random.Generator, level: float, cv: float, n: int) -> list[float]:
@@ -116,3 +116,33 @@ def test_sprt_accepts_a_real_step_rejects_none_and_waits_when_unclear():
     assert sprt(null, sigma=sigma, delta=-0.05, alpha=0.05, beta=0.05) == "H0"
     assert sprt(null[:1], sigma=sigma, delta=-0.01, alpha=0.05, beta=0.05) == "continue"
     assert sprt([], sigma=sigma, delta=-0.05, alpha=0.05, beta=0.05) == "continue"
+
+
+def _paths_crossing(diff: float, alpha: float, test: str, paths: int = 2000, looks: int = 150) -> float:
+    """Share of paths on which a test of two growing samples (one new pair per look, sigma 1)
+    ever rejects 'no difference' at level alpha over `looks` looks."""
+    rng = np.random.default_rng(11)
+    x = rng.normal(diff, math.sqrt(2.0), (paths, looks)).cumsum(axis=1)   # sum of pair differences
+    n = np.arange(1, looks + 1)
+    est = x / n
+    se = math.sqrt(2.0) / np.sqrt(n)
+    if test == "mixture":
+        crossed = np.array([[mixture_log_lr(e, s, 0.5) >= math.log(1 / alpha) for e, s in zip(row, se)]
+                            for row in est[:, 2:]])
+    else:   # the same z test repeated at every look
+        crossed = np.abs(est[:, 2:] / se[2:]) >= 1.959963984540054
+    return float(crossed.any(axis=1).mean())
+
+
+def test_mixture_test_keeps_its_false_starts_below_alpha_however_often_it_looks():
+    # the side check looks again at every new pair: a test repeated per look rejects a flat side
+    # far more often than its level says, the mixture SPRT does not (Robbins 1970)
+    assert _paths_crossing(0.0, 0.05, "z per look") > 0.2
+    assert _paths_crossing(0.0, 0.05, "mixture") <= 0.05
+
+
+def test_mixture_test_still_finds_a_real_difference():
+    assert _paths_crossing(0.5, 0.05, "mixture") >= 0.9
+    assert mixture_log_lr(0.0, 0.1, 0.5) < 0 < mixture_log_lr(1.0, 0.1, 0.5)
+    with pytest.raises(ValueError):
+        mixture_log_lr(0.1, 0.0, 0.5)
