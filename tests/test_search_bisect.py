@@ -107,6 +107,18 @@ def test_eight_slots_give_rounds_of_up_to_eight_distinct_commits_and_fewer_round
     assert wide.rounds < 0.6 * narrow.rounds
 
 
+def test_spare_slots_check_both_sides_of_a_culprit_in_the_same_rounds():
+    # a side check measures its two ends; with 4 slots the other side's ends go in the same round
+    # (at 5% noise the side checks were most of an 8-slot hunt's rounds)
+    history = FakeHistory(step_levels(128, {70: -0.10}), cv=0.05)
+    run = simulate(history, slots=4, seed=3)
+    assert culprit_steps(run) == [(69, 70)]
+    both = [r for r, why in zip(run.requests, run.reasons)
+            if len({w for w in why if w.startswith("check side")}) == 2]
+    assert both and all(len(set(r)) == 4 for r in both)
+    assert all({0, 69, 70, 127} == set(r) for r in both)
+
+
 def test_same_values_give_the_same_requests():
     history = FakeHistory(step_levels(50, {17: -0.04}), cv=0.02)
     first = simulate(history, slots=3, seed=9)

@@ -584,7 +584,17 @@ class CommitSearch:
             self._unresolved.append((iv.lo, iv.hi))
             self._sides.append(SideCheck(iv.lo, iv.hi, "unresolved", math.nan))
             return None
-        return [(Measure(i, f"check side {iv.lo}..{iv.hi}"), None) for i in self._pair_next(iv.lo, iv.hi, slots)]
+        picks = [(Measure(i, f"check side {iv.lo}..{iv.hi}"), None) for i in self._pair_next(iv.lo, iv.hi, slots)]
+        # a side check measures two commits; spare slots check the next queued side at once (the
+        # two sides of a culprit are independent, and their checks dominate rounds at high noise)
+        for other in self._queue[1:]:
+            chosen = {m.index for m, _ in picks}
+            if slots - len(picks) < 2:
+                break
+            if other.checked or chosen & {other.lo, other.hi} or self._capped(other.lo) or self._capped(other.hi):
+                continue
+            picks += [(Measure(i, f"check side {other.lo}..{other.hi}"), None) for i in (other.lo, other.hi)]
+        return picks
 
     def _paired_diffs(self, a: int, b: int) -> list[float]:
         """log(b) - log(a) of the samples of a and b taken at most pair_window rounds apart.
