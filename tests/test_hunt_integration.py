@@ -65,6 +65,30 @@ def test_two_culprits_are_both_found_with_their_shares(tmp_path):
     assert abs(report["unexplained_share"]) < 0.2
 
 
+def test_four_slots_repeat_the_ends_of_a_side_check_and_keep_every_sample(tmp_path):
+    # once the culprit is confirmed, its sides are checked with all 4 slots: the same end runs in
+    # two slots of one round, and both samples count
+    speeds = [1000.0] * 11 + [900.0] * 5
+    shas = make_bench_repo(tmp_path / "repo", speeds)
+    out = tmp_path / "hunt.json"
+    code = run_cli(hunt_args(tmp_path / "repo", tmp_path / "state", "--instrument", "off", "--slots", "4",
+                             "--env", "BENCH_NOISE=0.03", "--env", "BENCH_SLEEP=0.3", "--json", str(out),
+                             shas[0], shas[-1]))
+    assert code == 0
+    report = json.loads(out.read_text())
+    assert [c["commit"] for c in report["culprits"]] == [shas[11]]
+    db = tmp_path / "repo" / ".git" / "regressbisect" / "store.sqlite"
+    with sqlite3.connect(db, timeout=5) as con:
+        rows = con.execute("select commit_sha, created_at from samples where tok_s is not null").fetchall()
+    assert len(rows) == report["probes"] == sum(c["n"] for c in report["candidates"])
+    # a round's samples are stored together after its probes (>= 0.3 s each) end: two samples of
+    # one commit stored within 0.1 s of each other ran in the same round
+    by_commit: dict[str, list[float]] = {}
+    for sha, t in rows:
+        by_commit.setdefault(sha, []).append(t)
+    assert any(b - a < 0.1 for ts in by_commit.values() for a, b in zip(sorted(ts), sorted(ts)[1:]))
+
+
 def test_a_a_range_is_not_reproduced_exit_2(tmp_path, capsys):
     shas = make_bench_repo(tmp_path / "repo", [1000.0] * 12)
     out = tmp_path / "hunt.json"

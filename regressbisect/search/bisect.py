@@ -258,7 +258,8 @@ class CommitSearch:
     # ------------------------------------------------------------------ public API
 
     def next_batch(self, slots: int = 1) -> list[Measure]:
-        """One round: up to `slots` measures on distinct candidates, one sample each; [] when done."""
+        """One round: up to `slots` measures, one sample each; [] when done. The candidates of a
+        round are distinct, except in side checks, where spare slots take more samples of the ends."""
         if slots < 1:
             raise ValueError("slots must be >= 1")
         if self._pending:
@@ -594,6 +595,11 @@ class CommitSearch:
             if other.checked or chosen & {other.lo, other.hi} or self._capped(other.lo) or self._capped(other.hi):
                 continue
             picks += [(Measure(i, f"check side {other.lo}..{other.hi}"), None) for i in (other.lo, other.hi)]
+        # slots still spare: more samples of the same ends in this round (the ends test needs
+        # samples, not commits, and the slots' runs are independent draws)
+        if len(picks) >= 2:
+            repeats = slots // len(picks)
+            picks = [p for p in picks for _ in range(repeats)] if repeats > 1 else picks
         return picks
 
     def _paired_diffs(self, a: int, b: int) -> list[float]:
