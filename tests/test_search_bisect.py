@@ -126,6 +126,19 @@ def test_spare_slots_check_both_sides_of_a_culprit_in_the_same_rounds():
     assert alone and all(len(set(r)) == 2 for r in alone)
 
 
+@pytest.mark.parametrize("slots", [1, 8])
+def test_no_commit_gets_more_than_max_samples(slots):
+    # a side check whose one end reached the cap kept sampling it (30 samples under a cap of 24)
+    history = FakeHistory(step_levels(128, {70: -0.10}), cv=0.05)
+    for seed in range(3):
+        run = simulate(history, SearchSettings(max_samples=24), slots=slots, seed=seed)
+        counts: dict[int, int] = {}
+        for r in run.requests:
+            for i in r:
+                counts[i] = counts.get(i, 0) + 1
+        assert max(counts.values()) <= 24
+
+
 def test_same_values_give_the_same_requests():
     history = FakeHistory(step_levels(50, {17: -0.04}), cv=0.02)
     first = simulate(history, slots=3, seed=9)

@@ -585,7 +585,10 @@ class CommitSearch:
             self._unresolved.append((iv.lo, iv.hi))
             self._sides.append(SideCheck(iv.lo, iv.hi, "unresolved", math.nan))
             return None
-        picks = [(Measure(i, f"check side {iv.lo}..{iv.hi}"), None) for i in self._pair_next(iv.lo, iv.hi, slots)]
+        # an end at max_samples gets no more samples; the other end still may
+        ends = [i for i in self._pair_next(iv.lo, iv.hi, slots) if not self._capped(i)]
+        ends = ends or [i for i in (iv.lo, iv.hi) if not self._capped(i)]
+        picks = [(Measure(i, f"check side {iv.lo}..{iv.hi}"), None) for i in ends]
         # a side check measures two commits; spare slots check the next queued side at once (the
         # two sides of a culprit are independent, and their checks dominate rounds at high noise)
         for other in self._queue[1:]:
@@ -598,7 +601,8 @@ class CommitSearch:
         # slots still spare: more samples of the same ends in this round (the ends test needs
         # samples, not commits, and the slots' runs are independent draws)
         if len(picks) >= 2:
-            repeats = slots // len(picks)
+            room = min(self.settings.max_samples - len(self._raw.get(m.index, [])) for m, _ in picks)
+            repeats = min(slots // len(picks), room)
             picks = [p for p in picks for _ in range(repeats)] if repeats > 1 else picks
         return picks
 
