@@ -6,16 +6,24 @@ The bench script's tok/s follows `speed.py` at each commit, times seeded lognorm
 from __future__ import annotations
 
 import json
+import math
 import os
+import random
 import signal
 import sqlite3
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
 import pytest
 
+from regressbisect.config import build_config
+from regressbisect.git.history import History
+from regressbisect.hunt import CommitHunt
+from regressbisect.model import ProbeOutcome, Sample
+from regressbisect.search.bisect import CommitSearch
 from tests.cli import run_cli
 from tests.benchrepo import make_bench_repo
 from tests.gitrepo import make_dirty, snapshot_checkout
@@ -65,28 +73,53 @@ def test_two_culprits_are_both_found_with_their_shares(tmp_path):
     assert abs(report["unexplained_share"]) < 0.2
 
 
-def test_four_slots_repeat_the_ends_of_a_side_check_and_keep_every_sample(tmp_path):
+class SpeedProbe:
+    """Fake executor (hyperfine's mock): tok/s from the worktree's speed.py, seeded lognormal noise."""
+
+    def __init__(self, noise: float):
+        self.noise = noise
+        self.lock = threading.Lock()   # slots run probes in threads
+        self.runs = 0
+        self.count: dict[str, int] = {}
+
+    def __call__(self, spec, worktree: Path, extra_env=None) -> ProbeOutcome:
+        speed = float((worktree / "speed.py").read_text().split("=")[1])
+        commit = subprocess.run(["git", "-C", str(worktree), "rev-parse", "HEAD"], capture_output=True,
+                                text=True, check=True).stdout.strip()
+        with self.lock:
+            self.runs += 1
+            self.count[commit] = self.count.get(commit, 0) + 1
+            n = self.count[commit]
+        # noise by commit and its sample number: the same hunt whatever order the threads start in
+        value = speed * math.exp(random.Random(f"{commit}-{n}").gauss(0.0, self.noise))
+        return ProbeOutcome(sample=Sample(tok_s=value, tokens=1000, seconds=1000 / value),
+                            skip_reason=None, exit_code=0, wall_seconds=0.01)
+
+
+def test_four_slots_repeat_the_ends_of_a_side_check_and_keep_every_sample(tmp_path, monkeypatch):
     # once the culprit is confirmed, its sides are checked with all 4 slots: the same end runs in
-    # two slots of one round, and both samples count
+    # two slots of one round (two worktrees at one commit), and both samples are stored and count
+    batches: list[list[int]] = []
+    next_batch = CommitSearch.next_batch
+
+    def recording(self, slots=1):
+        batch = next_batch(self, slots)
+        batches.append([m.index for m in batch])
+        return batch
+
+    monkeypatch.setattr(CommitSearch, "next_batch", recording)
     speeds = [1000.0] * 11 + [900.0] * 5
     shas = make_bench_repo(tmp_path / "repo", speeds)
-    out = tmp_path / "hunt.json"
-    code = run_cli(hunt_args(tmp_path / "repo", tmp_path / "state", "--instrument", "off", "--slots", "4",
-                             "--env", "BENCH_NOISE=0.03", "--env", "BENCH_SLEEP=0.3", "--json", str(out),
-                             shas[0], shas[-1]))
-    assert code == 0
-    report = json.loads(out.read_text())
+    probe = SpeedProbe(noise=0.05)
+    config = build_config({}, {"cmd": "fake", "instrument": "off", "slots": 4})
+    report = CommitHunt(History.open(tmp_path / "repo"), shas[0], shas[-1], config,
+                        store_path=tmp_path / "store.sqlite", probe_runner=probe).run().report
     assert [c["commit"] for c in report["culprits"]] == [shas[11]]
-    db = tmp_path / "repo" / ".git" / "regressbisect" / "store.sqlite"
-    with sqlite3.connect(db, timeout=5) as con:
-        rows = con.execute("select commit_sha, created_at from samples where tok_s is not null").fetchall()
-    assert len(rows) == report["probes"] == sum(c["n"] for c in report["candidates"])
-    # a round's samples are stored together after its probes (>= 0.3 s each) end: two samples of
-    # one commit stored within 0.1 s of each other ran in the same round
-    by_commit: dict[str, list[float]] = {}
-    for sha, t in rows:
-        by_commit.setdefault(sha, []).append(t)
-    assert any(b - a < 0.1 for ts in by_commit.values() for a, b in zip(sorted(ts), sorted(ts)[1:]))
+    assert any(len(set(b)) < len(b) for b in batches)
+    with sqlite3.connect(tmp_path / "store.sqlite", timeout=5) as con:
+        stored = con.execute("select count(*) from samples where tok_s is not null").fetchone()[0]
+    assert stored == report["probes"] == probe.runs == sum(len(b) for b in batches)
+    assert sum(c["n"] for c in report["candidates"]) == stored
 
 
 def test_a_a_range_is_not_reproduced_exit_2(tmp_path, capsys):
