@@ -3,13 +3,19 @@
 `speed.py` holds SPEED (tok/s at that commit); `bench.py` prints it times seeded lognormal noise.
 The noise sequence is deterministic: each value is drawn from a counter kept per SPEED level in
 BENCH_STATE (outside the repo), so a test gets the same numbers on every run.
+`SpeedProbe` reads the same speed.py in a worktree, for hunts run with a fake executor.
 """
 from __future__ import annotations
 
 import json
+import math
+import random
+import subprocess
+import threading
 from pathlib import Path
 from typing import Sequence
 
+from regressbisect.model import ProbeOutcome, Sample
 from tests.gitrepo import make_repo
 
 BENCH = '''\
@@ -58,3 +64,27 @@ def make_bench_repo(path: Path, speeds: Sequence[float], *, pyproject: dict | No
     messages = [f"{'set speed ' + str(s) if i == 0 or s != speeds[i - 1] else 'harmless ' + str(i)}"
                 for i, s in enumerate(speeds)]
     return make_repo(path, commits, messages)
+
+
+class SpeedProbe:
+    """Fake executor (hyperfine's mock) for a bench repo: tok/s from the worktree's speed.py,
+    seeded lognormal noise, no process."""
+
+    def __init__(self, noise: float):
+        self.noise = noise
+        self.lock = threading.Lock()   # slots run probes in threads
+        self.runs = 0
+        self.count: dict[str, int] = {}
+
+    def __call__(self, spec, worktree: Path, extra_env=None) -> ProbeOutcome:
+        speed = float((worktree / "speed.py").read_text().split("=")[1])
+        commit = subprocess.run(["git", "-C", str(worktree), "rev-parse", "HEAD"], capture_output=True,
+                                text=True, check=True).stdout.strip()
+        with self.lock:
+            self.runs += 1
+            self.count[commit] = self.count.get(commit, 0) + 1
+            n = self.count[commit]
+        # noise by commit and its sample number: the same hunt whatever order the threads start in
+        value = speed * math.exp(random.Random(f"{commit}-{n}").gauss(0.0, self.noise))
+        return ProbeOutcome(sample=Sample(tok_s=value, tokens=1000, seconds=1000 / value),
+                            skip_reason=None, exit_code=0, wall_seconds=0.01)

@@ -1,4 +1,5 @@
-"""End to end: real git repos, real probe processes, the real CLI.
+"""End to end: real git repos, real probe processes, the real CLI (one test runs the hunt with
+tests/benchrepo.py's fake executor, to record the search's batches).
 
 The bench script's tok/s follows `speed.py` at each commit, times seeded lognormal noise
 (tests/benchrepo.py), so these tests are deterministic.
@@ -6,14 +7,11 @@ The bench script's tok/s follows `speed.py` at each commit, times seeded lognorm
 from __future__ import annotations
 
 import json
-import math
 import os
-import random
 import signal
 import sqlite3
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 
@@ -22,10 +20,9 @@ import pytest
 from regressbisect.config import build_config
 from regressbisect.git.history import History
 from regressbisect.hunt import CommitHunt
-from regressbisect.model import ProbeOutcome, Sample
 from regressbisect.search.bisect import CommitSearch
 from tests.cli import run_cli
-from tests.benchrepo import make_bench_repo
+from tests.benchrepo import SpeedProbe, make_bench_repo
 from tests.gitrepo import make_dirty, snapshot_checkout
 
 pytestmark = pytest.mark.slow
@@ -71,29 +68,6 @@ def test_two_culprits_are_both_found_with_their_shares(tmp_path):
     shares = [c["share_of_gap"] for c in culprits]
     assert 0.3 < shares[0] < 0.6 and 0.4 < shares[1] < 0.7
     assert abs(report["unexplained_share"]) < 0.2
-
-
-class SpeedProbe:
-    """Fake executor (hyperfine's mock): tok/s from the worktree's speed.py, seeded lognormal noise."""
-
-    def __init__(self, noise: float):
-        self.noise = noise
-        self.lock = threading.Lock()   # slots run probes in threads
-        self.runs = 0
-        self.count: dict[str, int] = {}
-
-    def __call__(self, spec, worktree: Path, extra_env=None) -> ProbeOutcome:
-        speed = float((worktree / "speed.py").read_text().split("=")[1])
-        commit = subprocess.run(["git", "-C", str(worktree), "rev-parse", "HEAD"], capture_output=True,
-                                text=True, check=True).stdout.strip()
-        with self.lock:
-            self.runs += 1
-            self.count[commit] = self.count.get(commit, 0) + 1
-            n = self.count[commit]
-        # noise by commit and its sample number: the same hunt whatever order the threads start in
-        value = speed * math.exp(random.Random(f"{commit}-{n}").gauss(0.0, self.noise))
-        return ProbeOutcome(sample=Sample(tok_s=value, tokens=1000, seconds=1000 / value),
-                            skip_reason=None, exit_code=0, wall_seconds=0.01)
 
 
 def test_four_slots_repeat_the_ends_of_a_side_check_and_keep_every_sample(tmp_path, monkeypatch):
