@@ -127,16 +127,21 @@ def test_spare_slots_check_both_sides_of_a_culprit_in_the_same_rounds():
 
 
 @pytest.mark.parametrize("slots", [1, 8])
-def test_no_commit_gets_more_than_max_samples(slots):
-    # a side check whose one end reached the cap kept sampling it (30 samples under a cap of 24)
-    history = FakeHistory(step_levels(128, {70: -0.10}), cv=0.05)
+@pytest.mark.parametrize("first_bad, step, cap", [(70, -0.10, 24), (1, -0.04, 12)])
+def test_no_commit_gets_more_than_max_samples(slots, first_bad, step, cap):
+    # a side check whose one end reached the cap kept sampling it (30 samples under a cap of 24);
+    # the confirmation of a step next to GOOD kept taking pairs of a capped GOOD (20 under 12).
+    # The control arm's pairs of GOOD and BAD have a cap of their own, not counted here
+    history = FakeHistory(step_levels(128, {first_bad: step}), cv=0.05)
     for seed in range(3):
-        run = simulate(history, SearchSettings(max_samples=24), slots=slots, seed=seed)
+        run = simulate(history, SearchSettings(max_samples=cap), slots=slots, seed=seed)
         counts: dict[int, int] = {}
-        for r in run.requests:
-            for i in r:
-                counts[i] = counts.get(i, 0) + 1
-        assert max(counts.values()) <= 24
+        control: dict[int, int] = {}
+        for r, why in zip(run.requests, run.reasons):
+            for i, w in zip(r, why):
+                tally = control if w == "control arm" else counts
+                tally[i] = tally.get(i, 0) + 1
+        assert max(counts.values()) <= cap and max(control.values()) <= cap
 
 
 def test_same_values_give_the_same_requests():

@@ -78,7 +78,8 @@ class SearchSettings:
     min_samples: int = 3
     """Pairs of GOOD/BAD at the first control-arm look; later looks double it."""
     max_samples: int = 96
-    """Cap of samples per candidate (and of control pairs): bounds the cost of an undecidable case."""
+    """Cap of samples per candidate, and of GOOD/BAD pairs in the control arm (the two caps are
+    separate: GOOD and BAD may reach twice this): bounds the cost of an undecidable case."""
     max_probes: int = 2000
     """Cap of benchmark executions for the whole search; reached, the search reports what it has."""
     drift: bool = False
@@ -347,7 +348,13 @@ class CommitSearch:
         return 0 < self._skips.get(i, 0) and not self._unmeasurable(i)
 
     def _capped(self, i: int) -> bool:
-        return len(self._raw.get(i, [])) >= self.settings.max_samples
+        """At max_samples, not counting the control arm's pairs, which have a cap of their own: a
+        control arm that needed them all would otherwise leave GOOD or BAD no sample for the search,
+        and a step next to either could never be confirmed in pairs."""
+        n = len(self._raw.get(i, []))
+        if i in (0, self.n - 1):
+            n -= len(self._values(i, f"pair 0 {self.n - 1}"))
+        return n >= self.settings.max_samples
 
     def _pooled_sigma(self) -> tuple[float, int]:
         """Noise sigma (log scale) pooled over candidates; below 10 degrees of freedom, its 90%
@@ -526,8 +533,12 @@ class CommitSearch:
                     informative = [anchor] + informative[: slots - 1]
                 if informative:
                     return [(Measure(i, f"confirm step {a}..{b}"), None) for i in informative]
-            if self._capped(a) and self._capped(b):
-                # no more pairs can be taken, and no uncapped commit can move the posterior
+            if self._capped(a) or self._capped(b):
+                # a new pair needs a sample of both commits: with one at max_samples the paired test
+                # can go no further. Once it has accepted, the other still moves the posterior
+                uncapped = [i for i in (a, b) if not self._capped(i)]
+                if decision == "H1" and uncapped:
+                    return [(Measure(uncapped[0], f"confirm step {a}..{b}"), None)]
                 self._queue.pop(0)
                 self._unresolved.append((iv.lo, iv.hi))
                 return None
