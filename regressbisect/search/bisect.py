@@ -82,10 +82,13 @@ class SearchSettings:
     separate: GOOD and BAD may reach twice this): bounds the cost of an undecidable case."""
     max_probes: int = 2000
     """Cap of benchmark executions for the whole search; reached, the search reports what it has."""
-    drift: bool = False
-    """Add a linear drift term (flat prior) to the change-point posterior. Off by default: a commit
-    sampled in a burst is confounded with it and the posterior then learns slowly; the paired
-    confirmation is what keeps a drift from making culprits."""
+    drift_prior: float = 0.05
+    """Prior probability that the machine's speed drifts during the hunt. The change-point posterior
+    averages a model without drift and one with a linear drift in time, each weighted by how well it
+    explains the samples (Bayesian model averaging). Always with drift (1.0), a commit sampled in a
+    burst is confounded with the drift and hunts cost 50% more; never (0.0), a machine that slows
+    0.1% per round makes the posterior propose steps that the paired test refutes, and 29% of such
+    hunts end with nothing (docs/search.md section 3)."""
     pair_window: int = 2
     """Samples of two candidates at most this many rounds apart form a pair (drift cancels in it)."""
     side_drop: float = 0.1
@@ -111,6 +114,8 @@ class SearchSettings:
             raise ValueError("need 0 < confirm_enter <= confidence < 1 and confidence >= 0.5")
         if self.min_samples < 2 or self.max_samples < self.min_samples:
             raise ValueError("need 2 <= min_samples <= max_samples")
+        if not 0 <= self.drift_prior <= 1:
+            raise ValueError("drift_prior must be in [0, 1]")
         if self.max_probes < 2:
             raise ValueError("max_probes must be >= 2")
         if not 0 <= self.side_share < 1 or not 0 < self.side_drop < 0.5:
@@ -224,6 +229,34 @@ class _Posterior:
 def _logsumexp_rows(x: np.ndarray) -> np.ndarray:
     top = np.max(x, axis=1)
     return top + np.log(np.sum(np.exp(x - top[:, None]), axis=1))
+
+
+def _drift_log_bf(t: np.ndarray, r: np.ndarray, ut: np.ndarray, uu: np.ndarray, ur: np.ndarray,
+                  s2: np.ndarray, tau2: float, sign: int) -> tuple[np.ndarray, np.ndarray]:
+    """Log Bayes factors, against the level alone, of the model with a step and a linear drift
+    (coefficients ~ N(0, tau^2) each, independent), per gap and sigma; and of the drift alone.
+
+    t: centred time of each sample, r: centred log tok/s, ut: per gap the sum of t right of it
+    (u_s't), uu and ur as in _posterior. With X = [u_s, t] and Lambda = tau^2 I, the coefficients
+    integrate in closed form: -1/2 log det(I + Lambda X'X / s^2) + b'M^-1 b / (2 s^2), with
+    b = X'r and M = X'X + s^2 Lambda^-1. A truncated step prior multiplies by 2 Phi(mean/sd) of the
+    step's posterior, as in the step-only model.
+    """
+    tt, tr = float(t @ t), float(t @ r)
+    a11 = uu[:, None] + s2 / tau2
+    a12 = ut[:, None]
+    a22 = tt + s2 / tau2
+    det = a11 * a22 - a12 ** 2
+    b1 = ur[:, None]
+    quad = (a22 * b1 ** 2 - 2 * a12 * b1 * tr + a11 * tr ** 2) / det
+    log_bf = -0.5 * (np.log(det) + 2 * math.log(tau2) - 2 * np.log(s2)) + quad / (2 * s2)
+    if sign:
+        mean = (a22 * b1 - a12 * tr) / det
+        sd = np.sqrt(s2 * a22 / det)
+        log_bf = log_bf + math.log(2) + log_ndtr(sign * mean / sd)
+    s2_row = s2[0]
+    null_bf = -0.5 * np.log1p(tau2 * tt / s2_row) + tr ** 2 / (2 * s2_row * (tt + s2_row / tau2))
+    return log_bf, null_bf
 
 
 _EMPTY = Summary(n=0, median=math.nan, ci95=(math.nan, math.nan), cv=math.nan)
@@ -526,6 +559,10 @@ class CommitSearch:
                 # the pairs already show the step: what is missing is posterior mass, and the most
                 # informative sample for it is the median split again (a, b or a neighbour)
                 informative = self._quantile_picks(iv, post, slots, exclude=set())
+                if informative and set(informative) <= {a, b}:
+                    # the split points at the step itself: measure its two commits in pairs, not one
+                    # of them in a burst, which a drift of the machine would confound
+                    informative = [i for i in self._pair_next(a, b, slots) if not self._capped(i)] or informative
                 # the level rule applies here too: with the step next to GOOD (a == lo) the median
                 # split never picks a, and only the end itself can pin the old level
                 anchor = self._anchor_needed(iv, informative) if a == iv.lo else None
@@ -785,11 +822,14 @@ class CommitSearch:
     def _posterior(self, iv: _Interval, sign: int, null_prior: float = 0.0) -> _Posterior:
         """Posterior over the step position (last_good, first_bad) in [lo, hi].
 
-        Bayesian regression y = Z g + step * s_b + e with Z = [1, time] (flat prior on g),
-        step ~ N(0, tau^2) (truncated to `sign`), e ~ N(0, sigma^2), p(sigma) ~ 1/sigma on a grid.
-        After projecting Z out (r = residual of y, u = residual of s_b) the step integrates in
-        closed form: log BF = -1/2 log(1 + tau^2 u'u / s^2) + (u'r)^2 / (2 s^2 (u'u + s^2/tau^2)).
-        With null_prior > 0 the hypothesis 'no step' (step = 0) competes with prior null_prior.
+        Bayesian regression y = g + step * s_b + e (flat prior on the level g), step ~ N(0, tau^2)
+        (truncated to `sign`), e ~ N(0, sigma^2), p(sigma) ~ 1/sigma on a grid. After projecting the
+        level out (r = residual of y, u = residual of s_b) the step integrates in closed form:
+        log BF = -1/2 log(1 + tau^2 u'u / s^2) + (u'r)^2 / (2 s^2 (u'u + s^2/tau^2)).
+        With drift_prior > 0 this is averaged with the same model plus a linear drift in time
+        (`_drift_log_bf`), each weighted by its marginal likelihood (Bayesian model averaging,
+        Hoeting et al. 1999). With null_prior > 0 the hypothesis 'no step' (step = 0) competes with
+        prior null_prior.
         """
         points = self._measurable_in(iv.lo, iv.hi)
         gaps = [(points[j - 1], points[j]) for j in range(1, len(points)) if (points[j - 1], points[j]) not in iv.vetoed]
@@ -806,40 +846,33 @@ class CommitSearch:
         n_obs = len(y)
         if n_obs < 2:
             return _Posterior(gaps, np.exp(log_prior) * (1 - null_prior), np.full(len(gaps), np.nan), null_prior)
-        idx_a, y_a, t_a = np.array(idx), np.array(y), np.array(tm, dtype=float)
-        cols = [np.ones(n_obs)]
-        if self.settings.drift and len(set(tm)) >= 3 and n_obs >= 4:
-            span = t_a.max() - t_a.min()
-            cols.append((t_a - t_a.mean()) / span)
-        z = np.column_stack(cols)
-        ztz_inv = np.linalg.pinv(z.T @ z)
-        r = y_a - z @ (ztz_inv @ (z.T @ y_a))
+        idx_a, y_a = np.array(idx), np.array(y)
+        r = y_a - y_a.mean()
         rr = max(float(r @ r), 1e-12)
-        q = z.shape[1]
         # suffix sums over candidate index: samples with index >= first_bad of each gap
         order = np.argsort(idx_a, kind="stable")
-        idx_s = idx_a[order]
-        z_cum = np.cumsum(z[order][::-1], axis=0)[::-1]
-        r_cum = np.cumsum(r[order][::-1])[::-1]
         firsts = np.array([b for _, b in gaps])
-        pos = np.searchsorted(idx_s, firsts, side="left")
+        pos = np.searchsorted(idx_a[order], firsts, side="left")
         has = pos < n_obs
-        zs = np.zeros((len(gaps), q))
-        ur = np.zeros(len(gaps))
-        zs[has] = z_cum[pos[has]]
-        ur[has] = r_cum[pos[has]]
-        s0 = zs[:, 0]                                  # s'1 = number of samples right of the gap
-        uu = np.maximum(s0 - np.einsum("gi,ij,gj->g", zs, ztz_inv, zs), 0.0)
+
+        def suffix(values: np.ndarray) -> np.ndarray:
+            out = np.zeros(len(gaps))
+            out[has] = np.cumsum(values[order][::-1])[::-1][pos[has]]
+            return out
+
+        right = suffix(np.ones(n_obs))                 # samples right of each gap
+        uu = np.maximum(right - right ** 2 / n_obs, 0.0)
+        ur = suffix(r)
         with np.errstate(divide="ignore", invalid="ignore"):
             step_hat = np.where(uu > 1e-12, ur / uu, np.nan)
-        # sigma grid (uniform in log sigma = the 1/sigma prior) around the residual sd of y on Z,
-        # wide enough that the integrand is negligible at both ends
-        center = 0.5 * math.log(rr / max(n_obs - q, 1))
+        # sigma grid (uniform in log sigma = the 1/sigma prior) around the residual sd of y on its
+        # mean, wide enough that the integrand is negligible at both ends
+        center = 0.5 * math.log(rr / max(n_obs - 1, 1))
         half = 1.5 + 3.0 / math.sqrt(n_obs)
         grid = np.exp(np.linspace(center - half, center + 1.0, 40))
         s2 = grid[None, :] ** 2
         tau2 = self._tau ** 2
-        base = -(n_obs - q) * np.log(grid) - rr / (2 * s2[0])          # log L0(sigma)
+        base = -(n_obs - 1) * np.log(grid) - rr / (2 * s2[0])          # log L0(sigma)
         denom = uu[:, None] + s2 / tau2
         log_bf = -0.5 * np.log1p(tau2 * uu[:, None] / s2) + ur[:, None] ** 2 / (2 * s2 * denom)
         if sign:
@@ -847,9 +880,18 @@ class CommitSearch:
             sd = np.sqrt(s2 / denom)
             log_bf = log_bf + math.log(2) + log_ndtr(sign * mean / sd)
         log_m1 = _logsumexp_rows(base[None, :] + log_bf)
+        log_m0 = float(logsumexp(base))
+        pd = self.settings.drift_prior
+        tm_a = np.array(tm, dtype=float)
+        if pd > 0 and len(set(tm)) >= 3:
+            # time scaled to the hunt's span, so the drift's prior scale (tau) is the drift over it
+            t_c = (tm_a - tm_a.mean()) / (tm_a.max() - tm_a.min())
+            drift_bf, drift_null_bf = _drift_log_bf(t_c, r, suffix(t_c), uu, ur, s2, tau2, sign)
+            log_m1 = np.logaddexp(math.log1p(-pd) + log_m1, math.log(pd) + _logsumexp_rows(base[None, :] + drift_bf))
+            log_m0 = float(np.logaddexp(math.log1p(-pd) + log_m0, math.log(pd) + logsumexp(base + drift_null_bf)))
         log_post = log_prior + log_m1
         if null_prior > 0:
-            log_null = math.log(null_prior) + float(logsumexp(base))
+            log_null = math.log(null_prior) + log_m0
             log_post = log_post + math.log1p(-null_prior)
             norm = float(np.logaddexp(logsumexp(log_post), log_null))
             return _Posterior(gaps, np.exp(log_post - norm), step_hat, math.exp(log_null - norm))
