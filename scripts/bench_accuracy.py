@@ -235,9 +235,9 @@ def run_trial(task: tuple[Cell, str, int, int]) -> dict:
             "false": bool(found_set - truth), "executions": executions, "rounds": rounds}
 
 
-def _set_confidence(confidence: float) -> None:
+def _set_settings(confidence: float, drift_prior: float) -> None:
     global OURS_SETTINGS
-    OURS_SETTINGS = SearchSettings(confidence=confidence)
+    OURS_SETTINGS = SearchSettings(confidence=confidence, drift_prior=drift_prior)
 
 
 def aggregate(rows: list[dict]) -> dict:
@@ -273,7 +273,7 @@ METHODS = ("ours-1", "naive", "careful", "bayes")
 
 def markdown(cells: list[Cell], table: dict, args: argparse.Namespace, seconds: float) -> str:
     lines = [f"Simulated histories, lognormal noise; {BAYES_IMPL} for the Bayesian baseline; "
-             f"seed {args.seed}; ours stops at posterior mass {args.confidence}; "
+             f"seed {args.seed}; ours stops at posterior mass {args.confidence}, drift prior {args.drift_prior}; "
              f"{seconds / 60:.1f} min on {args.jobs} processes.", "",
              "| cell | method | trials | exact | hit | both | false culprit | executions | rounds s=1/4/8 |",
              "|---|---|---|---|---|---|---|---|---|"]
@@ -358,6 +358,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", action="append", default=[], help="write results (.json or .md); repeatable")
     p.add_argument("--confidence", type=float, default=SearchSettings().confidence,
                    help="posterior mass our search stops at (default 0.99; the Bayesian baseline stops at 0.95)")
+    p.add_argument("--drift-prior", type=float, default=SearchSettings().drift_prior,
+                   help="prior probability of the posterior's drift model (SearchSettings.drift_prior; 0 turns it off)")
+    p.add_argument("--ours-only", action="store_true",
+                   help="run only our search with one slot, no baselines (to compare variants of it quickly)")
     args = p.parse_args(argv)
     if args.quick and args.trials == 200:
         args.trials = 20
@@ -368,7 +372,7 @@ def main(argv: list[str] | None = None) -> int:
     for cell in sorted(cells, key=lambda c: not c.key):    # the cells the goals rest on first
         if cell.name in kept:
             continue
-        methods = [f"ours-{s}" for s in cell.slots] + ["naive", "careful", "bayes"]
+        methods = ["ours-1"] if args.ours_only else [f"ours-{s}" for s in cell.slots] + ["naive", "careful", "bayes"]
         for method in methods:
             for trial in range(args.trials if cell.key else other):
                 tasks.append((cell, method, trial, args.seed))
@@ -378,7 +382,7 @@ def main(argv: list[str] | None = None) -> int:
         expected[cell.name] = expected.get(cell.name, 0) + 1
     rows: list[dict] = []
     done: dict[str, int] = {}
-    with mp.Pool(args.jobs, initializer=_set_confidence, initargs=(args.confidence,)) as pool:
+    with mp.Pool(args.jobs, initializer=_set_settings, initargs=(args.confidence, args.drift_prior)) as pool:
         for row in pool.imap_unordered(run_trial, tasks, chunksize=2):
             rows.append(row)
             done[row["cell"]] = done.get(row["cell"], 0) + 1
