@@ -83,12 +83,13 @@ class SearchSettings:
     max_probes: int = 2000
     """Cap of benchmark executions for the whole search; reached, the search reports what it has."""
     drift_prior: float = 0.05
-    """Prior probability that the machine's speed drifts during the hunt. The change-point posterior
-    averages a model without drift and one with a linear drift in time, each weighted by how well it
-    explains the samples (Bayesian model averaging). Always with drift (1.0), a commit sampled in a
-    burst is confounded with the drift and hunts cost 50% more; never (0.0), a machine that slows
-    0.1% per round makes the posterior propose steps that the paired test refutes, and 29% of such
-    hunts end with nothing (docs/search.md section 3)."""
+    """Prior probability (0 <= p < 1) that the machine's speed drifts during the hunt. The
+    change-point posterior averages a model without drift and one with a linear drift in time, each
+    weighted by how well it explains the samples (Bayesian model averaging). With a drift term always
+    in (a flat-prior version), a commit sampled in a burst was confounded with the drift and 3%/2%
+    hunts cost 50% more; at 0, a machine that slows 0.1% per round makes the posterior propose steps
+    that the paired test refutes, and a fifth of such hunts end with nothing
+    (docs/experiments/drift_model.md)."""
     pair_window: int = 2
     """Samples of two candidates at most this many rounds apart form a pair (drift cancels in it)."""
     side_drop: float = 0.1
@@ -114,8 +115,8 @@ class SearchSettings:
             raise ValueError("need 0 < confirm_enter <= confidence < 1 and confidence >= 0.5")
         if self.min_samples < 2 or self.max_samples < self.min_samples:
             raise ValueError("need 2 <= min_samples <= max_samples")
-        if not 0 <= self.drift_prior <= 1:
-            raise ValueError("drift_prior must be in [0, 1]")
+        if not 0 <= self.drift_prior < 1:
+            raise ValueError("drift_prior must be in [0, 1)")
         if self.max_probes < 2:
             raise ValueError("max_probes must be >= 2")
         if not 0 <= self.side_share < 1 or not 0 < self.side_drop < 0.5:
@@ -288,6 +289,7 @@ class CommitSearch:
         self._sign = 0
         self._tau = log_threshold(settings.min_effect)
         self._live = (0, n - 1)
+        self._control_tag = f"pair 0 {n - 1}"            # pairing tag of the control arm's samples
 
     # ------------------------------------------------------------------ public API
 
@@ -341,7 +343,7 @@ class CommitSearch:
             return 0
         per = self._samples_per_decision()
         if self._phase == "control":
-            pairs = min(len(self._values(0, "pair 0 %d" % (self.n - 1))), len(self._values(self.n - 1, "pair 0 %d" % (self.n - 1))))
+            pairs = min(len(self._values(0, self._control_tag)), len(self._values(self.n - 1, self._control_tag)))
             return max(0, 2 * (self._control_look - pairs)) + int(math.log2(max(2, self.n)) * per) + 2 * per
         lo, hi = self._live
         width = max(1, hi - lo)
@@ -386,7 +388,7 @@ class CommitSearch:
         and a step next to either could never be confirmed in pairs."""
         n = len(self._raw.get(i, []))
         if i in (0, self.n - 1):
-            n -= len(self._values(i, f"pair 0 {self.n - 1}"))
+            n -= len(self._values(i, self._control_tag))
         return n >= self.settings.max_samples
 
     def _pooled_sigma(self) -> tuple[float, int]:
@@ -440,7 +442,7 @@ class CommitSearch:
 
     def _plan_control(self, slots: int) -> list[tuple[Measure, str | None]] | None:
         good, bad = 0, self.n - 1
-        tag = f"pair {good} {bad}"
+        tag = self._control_tag
         if self._unmeasurable(good) or self._unmeasurable(bad):
             self._end_verdict = "all-skipped"
             self._phase = "done"
