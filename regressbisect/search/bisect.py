@@ -232,6 +232,19 @@ def _logsumexp_rows(x: np.ndarray) -> np.ndarray:
     return top + np.log(np.sum(np.exp(x - top[:, None]), axis=1))
 
 
+def _coef_log_bf(xx: np.ndarray | float, xr: np.ndarray | float, s2: np.ndarray, tau2: float) -> np.ndarray:
+    """Log Bayes factor of a regression coefficient c ~ N(0, tau^2) against c = 0, for the
+    (projected) regressor x and residual r with x'x = xx, x'r = xr, noise variance s2:
+    -1/2 log(1 + tau^2 x'x / s2) + (x'r)^2 / (2 s2 (x'x + s2/tau^2))."""
+    return -0.5 * np.log1p(tau2 * xx / s2) + xr ** 2 / (2 * s2 * (xx + s2 / tau2))
+
+
+def _sign_log_factor(sign: int, mean: np.ndarray, sd: np.ndarray) -> np.ndarray:
+    """What truncating a N(0, .) prior to `sign` adds to a log Bayes factor: log 2 P(sign * c > 0)
+    under the coefficient's posterior N(mean, sd^2)."""
+    return math.log(2) + log_ndtr(sign * mean / sd)
+
+
 def _drift_log_bf(t: np.ndarray, r: np.ndarray, ut: np.ndarray, uu: np.ndarray, ur: np.ndarray,
                   s2: np.ndarray, tau2: float, sign: int) -> tuple[np.ndarray, np.ndarray]:
     """Log Bayes factors, against the level alone, of the model with a step and a linear drift
@@ -240,7 +253,7 @@ def _drift_log_bf(t: np.ndarray, r: np.ndarray, ut: np.ndarray, uu: np.ndarray, 
     t: centred time of each sample, r: centred log tok/s, ut: per gap the sum of t right of it
     (u_s't), uu and ur as in _posterior. With X = [u_s, t] and Lambda = tau^2 I, the coefficients
     integrate in closed form: -1/2 log det(I + Lambda X'X / s^2) + b'M^-1 b / (2 s^2), with
-    b = X'r and M = X'X + s^2 Lambda^-1. A truncated step prior multiplies by 2 Phi(mean/sd) of the
+    b = X'r and M = X'X + s^2 Lambda^-1. A truncated step prior adds _sign_log_factor of the
     step's posterior, as in the step-only model.
     """
     tt, tr = float(t @ t), float(t @ r)
@@ -252,12 +265,8 @@ def _drift_log_bf(t: np.ndarray, r: np.ndarray, ut: np.ndarray, uu: np.ndarray, 
     quad = (a22 * b1 ** 2 - 2 * a12 * b1 * tr + a11 * tr ** 2) / det
     log_bf = -0.5 * (np.log(det) + 2 * math.log(tau2) - 2 * np.log(s2)) + quad / (2 * s2)
     if sign:
-        mean = (a22 * b1 - a12 * tr) / det
-        sd = np.sqrt(s2 * a22 / det)
-        log_bf = log_bf + math.log(2) + log_ndtr(sign * mean / sd)
-    s2_row = s2[0]
-    null_bf = -0.5 * np.log1p(tau2 * tt / s2_row) + tr ** 2 / (2 * s2_row * (tt + s2_row / tau2))
-    return log_bf, null_bf
+        log_bf = log_bf + _sign_log_factor(sign, (a22 * b1 - a12 * tr) / det, np.sqrt(s2 * a22 / det))
+    return log_bf, _coef_log_bf(tt, tr, s2[0], tau2)
 
 
 _EMPTY = Summary(n=0, median=math.nan, ci95=(math.nan, math.nan), cv=math.nan)
@@ -875,18 +884,16 @@ class CommitSearch:
         s2 = grid[None, :] ** 2
         tau2 = self._tau ** 2
         base = -(n_obs - 1) * np.log(grid) - rr / (2 * s2[0])          # log L0(sigma)
-        denom = uu[:, None] + s2 / tau2
-        log_bf = -0.5 * np.log1p(tau2 * uu[:, None] / s2) + ur[:, None] ** 2 / (2 * s2 * denom)
+        log_bf = _coef_log_bf(uu[:, None], ur[:, None], s2, tau2)
         if sign:
-            mean = ur[:, None] / denom
-            sd = np.sqrt(s2 / denom)
-            log_bf = log_bf + math.log(2) + log_ndtr(sign * mean / sd)
+            denom = uu[:, None] + s2 / tau2
+            log_bf = log_bf + _sign_log_factor(sign, ur[:, None] / denom, np.sqrt(s2 / denom))
         log_m1 = _logsumexp_rows(base[None, :] + log_bf)
         log_m0 = float(logsumexp(base))
         pd = self.settings.drift_prior
-        tm_a = np.array(tm, dtype=float)
         if pd > 0 and len(set(tm)) >= 3:
             # time scaled to the hunt's span, so the drift's prior scale (tau) is the drift over it
+            tm_a = np.array(tm, dtype=float)
             t_c = (tm_a - tm_a.mean()) / (tm_a.max() - tm_a.min())
             drift_bf, drift_null_bf = _drift_log_bf(t_c, r, suffix(t_c), uu, ur, s2, tau2, sign)
             log_m1 = np.logaddexp(math.log1p(-pd) + log_m1, math.log(pd) + _logsumexp_rows(base[None, :] + drift_bf))
