@@ -10,11 +10,18 @@ import sys
 
 
 class ExitCode(enum.IntEnum):
-    OK = 0                  # hunt finished: culprits found, or "none"
+    """The process exit codes; README "Exit codes" and docs/report-schema.md list the same."""
+
+    OK = 0                  # hunt finished with an answer: culprits found
     USER_ERROR = 1          # bad ref, bad flag, not a repo, another hunt running ...
-    NOT_REPRODUCED = 2      # endpoints do not differ: no regression to hunt
+    NOT_REPRODUCED = 2      # endpoints do not differ by at least --min-effect: nothing to hunt
     NIGHTLY_REGRESSION = 3  # nightly found (and hunted) a new slowdown
     ALL_SKIPPED = 4         # every candidate in the range was skipped
+    NOT_LOCALISED = 5       # the slowdown reproduced, but no single commit/hunk step explains it
+    UNDECIDED = 6           # the budget (--max-samples) ran out before the answer was sure
+    ISOLATION = 7           # a probe imported the project from somewhere else than its worktree
+    MACHINE_BUSY = 8        # the machine never got quiet enough to measure within --max-wait
+    INTERRUPTED = 130       # Ctrl-C / SIGINT / SIGTERM: every finished sample is stored
 
 
 class UserError(Exception):
