@@ -61,6 +61,8 @@ class SetupStep:
         self.seconds = 0.0
         self.by_tree: dict[str, dict[str, float]] = {}
         """Per candidate label: runs, reuses, failures, seconds (report)."""
+        self.failed: list[dict[str, str]] = []
+        """Per failed run: candidate, reason and the output's tail (report)."""
 
     def remembered_failure(self, key: SampleKey, label: str) -> SetupResult | None:
         """A failure stored by this hunt for this tree: reused, not re-run (docs/setup.md)."""
@@ -112,6 +114,8 @@ class SetupStep:
         self.failures += int(not ok)
         self.seconds += seconds
         self._count(label, "runs" if ok else "failures", seconds)
+        if not ok:
+            self.failed.append({"candidate": label, "reason": reason or "", "tail": tail})
         return SetupResult(ok=ok, reason=reason, seconds=seconds, ran=True)
 
     def reused(self, label: str) -> None:
@@ -127,7 +131,7 @@ class SetupStep:
     def to_json(self) -> dict:
         return {"command": self.command, "runs": self.runs, "failures": self.failures,
                 "remembered_failures": self.remembered_failures, "seconds": round(self.seconds, 3),
-                "log_dir": str(self._log_dir), "per_candidate": self.by_tree}
+                "log_dir": str(self._log_dir), "per_candidate": self.by_tree, "failed": self.failed}
 
 
 def _strip_log_header(output: str) -> str:
