@@ -243,7 +243,7 @@ class ContentionGuard:
     """Measures other load over windows, waits for quiet, and gives up after max_wait_s."""
 
     def __init__(self, rule: BusyRule, *, max_wait_s: float, quiet_window_s: float = 2.0,
-                 proc_stat: Callable[[], tuple[float, int]] = read_proc_stat,
+                 proc_stat: Callable[[], tuple[float, int]] | None = None,
                  hunt_cpu: HuntCpu | None = None,
                  gpu_reader: Callable[[], object] | None = None,
                  clock: Callable[[], float] = time.monotonic,
@@ -252,7 +252,7 @@ class ContentionGuard:
         self.rule = rule
         self.max_wait_s = max_wait_s
         self.quiet_window_s = quiet_window_s
-        self._proc_stat = proc_stat
+        self._proc_stat = proc_stat or (lambda: read_proc_stat())  # looked up per call: tests scope it
         self._hunt_cpu = hunt_cpu or HuntCpu()
         if gpu_reader is None and shutil.which("nvidia-smi") is not None:
             gpu_reader = read_gpu_apps
@@ -315,8 +315,8 @@ class ContentionGuard:
             if waited >= self.max_wait_s:
                 self.waited_s += waited - waited_before
                 raise MachineBusy(f"machine busy: {load.describe()} for {waited:.0f} s"
-                                  f"{' ' + what if what else ''}; no sample taken under contention "
-                                  f"(free the machine, or raise --max-wait / --busy-cpus)")
+                                  f"{' ' + what if what else ''}; samples taken under contention are kept "
+                                  f"apart, never used (free the machine, or raise --max-wait / --busy-cpus)")
             if self.on_wait is not None:
                 self.on_wait(f"machine busy: {load.describe()}; waiting "
                              f"({waited:.0f} s of --max-wait {self.max_wait_s:g})")
