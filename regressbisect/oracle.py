@@ -251,7 +251,8 @@ class SampleSource:
 
     def measurement_json(self) -> dict[str, Any]:
         """Report fields: setup step, slot venvs, samples re-taken under contention."""
-        out: dict[str, Any] = {"setup": self._setup.to_json() if self._setup is not None else None,
+        out: dict[str, Any] = {"probe_seconds": round(self.probe_seconds, 3),
+                               "setup": self._setup.to_json() if self._setup is not None else None,
                                "venvs": None, "contention": None}
         if self._venvs is not None:
             out["venvs"] = {"base_python": self._venvs.python,
