@@ -27,7 +27,10 @@ CLK_TCK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 _BUSY_FIELDS = (0, 1, 2, 5, 6, 7)
 """user, nice, system, irq, softirq, steal of a /proc/stat cpu line (guest time is inside user)."""
 SAMPLER_INTERVAL_S = 1.0
-"""How often the orphans of running probes (and the GPUs) are read while a window is open."""
+"""How often the orphans of running probes are read while a window is open."""
+GPU_EVERY_TICKS = 5
+"""nvidia-smi is read on the first tick and then every GPU_EVERY_TICKS ticks (it costs tens of
+milliseconds of CPU per call, which would otherwise disturb the probe it watches)."""
 
 
 class MachineBusy(UserError):
@@ -322,9 +325,11 @@ class ContentionGuard:
                              f"({waited:.0f} s of --max-wait {self.max_wait_s:g})")
 
     def _sample_loop(self) -> None:
+        tick = 0
         while not self._stop.wait(SAMPLER_INTERVAL_S):
             self._hunt_cpu.total()  # keeps the last CPU reading of probes' orphans
-            if self._gpu_reader is not None:
+            tick += 1
+            if self._gpu_reader is not None and tick % GPU_EVERY_TICKS == 1:
                 load = foreign_gpu_load(self._gpu_reader(), self._hunt_cpu.pids)
                 if load is not None:
                     with self._lock:
