@@ -258,3 +258,22 @@ def test_c_extension_installed_per_candidate_into_slot_venvs(cext, tmp_path):
     speed = subprocess.run([str(userenv / "bin" / "python"), "-c", "import fastmod; print(fastmod.speed())"],
                            capture_output=True, text=True, cwd=tmp_path)
     assert speed.stdout.strip() == "700.0"
+
+
+@pytest.mark.parametrize("with_uv", [True, False])
+def test_slot_venv_sees_the_users_packages_with_uv_and_with_plain_venv(tmp_path, monkeypatch, with_uv):
+    import shutil
+
+    from regressbisect.probe import venvs as venvs_module
+
+    real_which = shutil.which
+    if not with_uv:
+        monkeypatch.setattr(venvs_module.shutil, "which", lambda name: None if name == "uv" else real_which(name))
+    elif real_which("uv") is None:
+        pytest.skip("uv is not on PATH")
+    venv = SlotVenvs(tmp_path / "venvs").ensure(0)
+    out = subprocess.run([str(venv / "bin" / "python"), "-c", "import sys, typer; print(sys.prefix)"],
+                         capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == str(venv)
+    assert subprocess.run([str(venv / "bin" / "pip"), "--version"], capture_output=True).returncode == 0

@@ -92,10 +92,19 @@ class SlotVenvs:
 
     @staticmethod
     def _pip_wrapper(where: Path) -> None:
+        """`pip` of the slot: pip run by the slot's interpreter (pip from the user's packages),
+        else `uv pip` aimed at the slot; never the user's own `pip` script further on PATH."""
         pip = where / "bin" / "pip"
         if pip.exists():
             return
-        pip.write_text(f'#!/bin/sh\nexec "{where / "bin" / "python"}" -m pip "$@"\n')
+        python = where / "bin" / "python"
+        script = f'#!/bin/sh\nif "{python}" -c "import pip" 2>/dev/null; then exec "{python}" -m pip "$@"; fi\n'
+        uv = shutil.which("uv")
+        if uv is not None:
+            script += f'exec "{uv}" pip "$@" --python "{python}"\n'
+        else:
+            script += 'echo "pip: neither pip nor uv is available to this virtualenv" >&2; exit 127\n'
+        pip.write_text(script)
         pip.chmod(0o755)
         for alias in ("pip3",):
             if not (where / "bin" / alias).exists():
