@@ -253,3 +253,17 @@ def test_load_that_stops_during_the_wait_gives_a_re_taken_sample_and_the_answer(
                             " WHERE s.arm = 'main' AND l.contended IS NULL").fetchone()[0]
     assert flagged == len(retakes)
     assert main == report["probes"]  # every evidence sample has its load recorded, none contended
+
+
+def test_busy_settings_come_from_pyproject_and_flags_and_bad_values_are_one_line_errors():
+    from regressbisect.config import build_config
+    from regressbisect.errors import UserError
+
+    config = build_config({"cmd": "x", "busy_cpus": 1, "busy_share": 0.25, "max_wait": 30}, {"busy_check": False})
+    assert (config.busy_cpus, config.busy_share, config.max_wait_s, config.busy_check) == (1.0, 0.25, 30.0, False)
+    for bad in ({"max_wait": -1.0}, {"busy_share": 0.0}, {"busy_cpus": -0.5}):
+        with pytest.raises(UserError) as raised:
+            build_config({"cmd": "x"}, bad)
+        assert "\n" not in raised.value.message
+    with pytest.raises(UserError, match="busy_cpus .* must be a float"):
+        build_config({"cmd": "x", "busy_cpus": "lots"}, {})
