@@ -78,7 +78,10 @@ class SetupStep:
     def run(self, key: SampleKey, worktree: Path, env: Mapping[str, str], label: str) -> SetupResult:
         """Run the setup command in `worktree` with the probe's environment; store the result."""
         self._log_dir.mkdir(parents=True, exist_ok=True)
-        log_path = self._log_dir / f"{key.tree[:12]}-{(key.patch_hash or 'nopatch')[:8]}-{self.hash[:8]}.log"
+        # One file per tree, patch, setup and slot: two slots building the same tree at once
+        # must not write into one log.
+        log_path = (self._log_dir / f"{key.tree[:12]}-{(key.patch_hash or 'nopatch')[:8]}-"
+                                    f"{self.hash[:8]}-{worktree.name}.log")
         started = time.perf_counter()
         timed_out = False
         with open(log_path, "wb") as log:
