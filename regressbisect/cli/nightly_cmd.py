@@ -28,7 +28,8 @@ def nightly(
     busy_check: o.BusyCheck = None, busy_cpus: o.BusyCpus = None, busy_share: o.BusyShare = None,
     max_wait: o.MaxWait = None,
 ) -> None:
-    """One night of regression hunting. Exit 3 when a new regression is found, 0 otherwise."""
+    """One night of regression hunting. Exit 3 when a new regression is found, 0 otherwise
+    (8 when the machine never got quiet within --max-wait)."""
     from regressbisect.changepoints import ChangePointSettings
     from regressbisect.config import build_config
     from regressbisect.errors import ExitCode
