@@ -27,10 +27,13 @@ CLK_TCK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 _BUSY_FIELDS = (0, 1, 2, 5, 6, 7)
 """user, nice, system, irq, softirq, steal of a /proc/stat cpu line (guest time is inside user)."""
 SAMPLER_INTERVAL_S = 2.0
-"""How often the orphans of running probes are read while a window is open (one /proc scan
-costs ~15 ms of CPU with 130 processes: every 2 s keeps it under 1% of a core)."""
-GPU_EVERY_TICKS = 3
-"""nvidia-smi is read on the first tick and then every GPU_EVERY_TICKS ticks (it costs tens of
+"""How often all processes are scanned for probes' orphans while a window is open (one /proc
+scan costs ~15 ms of CPU with 130 processes: every 2 s keeps it under 1% of a core)."""
+ORPHAN_INTERVAL_S = 0.25
+"""How often the orphans already found are re-read (a few small files): the probe's group is
+killed right after the probe ends, so at most this much of an orphan's CPU goes unseen."""
+GPU_EVERY_SCANS = 3
+"""nvidia-smi is read on the first scan and then every GPU_EVERY_SCANS scans (it costs tens of
 milliseconds of CPU per call, which would otherwise disturb the probe it watches)."""
 
 
@@ -122,6 +125,22 @@ class HuntCpu:
                     self._orphans[key] = max(self._orphans.get(key, 0.0), p.cpu)
             self.pids = {me, *descendants, *(pid for pid, _ in self._orphans)}
             return own + sum(p.cpu for p in descendants.values()) + sum(self._orphans.values())
+
+    def refresh_orphans(self, proc: str = "/proc") -> None:
+        """Re-read the orphans found so far (cheap: no full scan); dead ones keep their value."""
+        with self._lock:
+            keys = list(self._orphans)
+        for pid, start in keys:
+            try:
+                with open(f"{proc}/{pid}/stat", encoding="utf-8", errors="replace") as f:
+                    rest = f.read().rsplit(")", 1)[1].split()
+                if int(rest[19]) != start:
+                    continue  # the pid was reused by another process
+                cpu = sum(int(rest[i]) for i in (11, 12, 13, 14)) / CLK_TCK
+            except (OSError, IndexError, ValueError):
+                continue
+            with self._lock:
+                self._orphans[(pid, start)] = max(self._orphans.get((pid, start), 0.0), cpu)
 
 
 def read_gpu_apps(run: Callable[[list[str]], str | None] | None = None
@@ -326,11 +345,16 @@ class ContentionGuard:
                              f"({waited:.0f} s of --max-wait {self.max_wait_s:g})")
 
     def _sample_loop(self) -> None:
+        ticks_per_scan = max(1, round(SAMPLER_INTERVAL_S / ORPHAN_INTERVAL_S))
         tick = 0
-        while not self._stop.wait(SAMPLER_INTERVAL_S):
-            self._hunt_cpu.total()  # keeps the last CPU reading of probes' orphans
+        while not self._stop.wait(ORPHAN_INTERVAL_S):
             tick += 1
-            if self._gpu_reader is not None and tick % GPU_EVERY_TICKS == 1:
+            if tick % ticks_per_scan:
+                self._hunt_cpu.refresh_orphans()
+                continue
+            self._hunt_cpu.total()  # finds new orphans of probes and keeps their last reading
+            scans = tick // ticks_per_scan
+            if self._gpu_reader is not None and scans % GPU_EVERY_SCANS == 1:
                 load = foreign_gpu_load(self._gpu_reader(), self._hunt_cpu.pids)
                 if load is not None:
                     with self._lock:
