@@ -266,3 +266,24 @@ def test_busy_settings_come_from_pyproject_and_flags_and_bad_values_are_one_line
         assert "\n" not in raised.value.message
     with pytest.raises(UserError, match="busy_cpus .* must be a float"):
         build_config({"cmd": "x", "busy_cpus": "lots"}, {})
+
+
+def test_known_orphans_are_re_read_cheaply_and_a_reused_pid_is_not_mistaken_for_one(tmp_path, monkeypatch):
+    me, my_sid = os.getpid(), os.getsid(0)
+    procs = [_Proc(pid=501, ppid=me, session=501, start=5, cpu=0.0),
+             _Proc(pid=503, ppid=1, session=501, start=7, cpu=0.5)]
+    cpu = HuntCpu(scan=lambda: list(procs))
+    cpu.total()
+
+    def stat(pid: int, start: int, ticks: int) -> None:
+        # pid (comm) state ppid pgrp session ... utime(14) stime(15) cutime cstime ... starttime(22)
+        fields = ["S", "1", "501", "501"] + ["0"] * 7 + [str(ticks), "0", "0", "0"] + ["0"] * 4 + [str(start)]
+        (tmp_path / str(pid)).mkdir(exist_ok=True)
+        (tmp_path / str(pid) / "stat").write_text(f"{pid} (python (x)) " + " ".join(fields) + "\n")
+
+    stat(503, 7, 2 * ct.CLK_TCK)
+    cpu.refresh_orphans(str(tmp_path))
+    assert cpu._orphans[(503, 7)] == pytest.approx(2.0)
+    stat(503, 99, 9 * ct.CLK_TCK)  # the orphan died and its pid went to an unrelated process
+    cpu.refresh_orphans(str(tmp_path))
+    assert cpu._orphans[(503, 7)] == pytest.approx(2.0)
