@@ -36,6 +36,15 @@ class ProbeConfig:
     """Seconds after which a probe's whole process group is killed and the run is skipped."""
     metric_regex: str = DEFAULT_METRIC_REGEX
     """Fallback when the probe prints no `@regressbisect {...}` line: group 1 is tok/s."""
+    # -- per-candidate setup step and slot virtualenvs (docs/setup.md) --
+    setup: str | None = None
+    """Shell command run in a candidate's worktree after its checkout and before its first probe
+    there (e.g. `python setup.py build_ext --inplace`); a failure skips the candidate."""
+    venv: bool = False
+    """Give each slot its own virtualenv (the user's packages visible), activated for setup and
+    probe, so what the setup installs never leaks into another slot or the user's environment."""
+    setup_timeout_s: float = 1800.0
+    """Seconds after which a setup command's process group is killed (the candidate is skipped)."""
 
     def __post_init__(self) -> None:
         if not self.cmd or not self.cmd.strip():
@@ -46,10 +55,20 @@ class ProbeConfig:
         if self.timeout_s <= 0:
             raise UserError(f"--timeout must be positive, got {self.timeout_s}")
         object.__setattr__(self, "env", {str(k): str(v) for k, v in dict(self.env).items()})
+        if self.setup is not None and not self.setup.strip():
+            object.__setattr__(self, "setup", None)
+        if self.setup_timeout_s <= 0:
+            raise UserError(f"--setup-timeout must be positive, got {self.setup_timeout_s}")
 
     def config_hash(self) -> str:
         """Stable hash of what a sample depends on (timeout and regex do not change a value)."""
         payload = {"cmd": self.cmd, "tokens": self.tokens, "env": sorted(self.env.items())}
+        # A build step or venv changes what is measured; added only when set, so the hashes
+        # (and the stored samples) of hunts without them stay as they were.
+        if self.setup is not None:
+            payload["setup"] = self.setup
+        if self.venv:
+            payload["venv"] = True
         return hashlib.sha1(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:16]
 
 
@@ -80,6 +99,23 @@ class HuntConfig:
     lm_head_min_out: int | None = None
     """Output width from which an F.linear call counts as an lm_head call; None leaves it to the
     probe (REGRESSBISECT_LMHEAD_MIN_OUT, else the shim's default 32768)."""
+    # -- busy-machine guard (docs/contention.md) --
+    busy_check: bool = True
+    """Measure the CPU (and GPU) used by processes outside the hunt during every sample; a
+    sample taken under contention is stored apart and re-taken when the machine is quiet."""
+    busy_cpus: float = 0.5
+    """Other load (in CPUs) below which a sample is never contended: kernel threads, shells and
+    monitoring agents use a few tenths of a core on any machine."""
+    busy_share: float = 0.10
+    """Share of the machine's cores other processes may use before a sample is contended, when
+    that is more than busy_cpus (128 cores: 12.8 CPUs; 2 cores: the 0.5 floor). Independently,
+    more than busy_cpus of other load while other + hunt load exceeds the cores (oversubscribed,
+    so the probe lost CPU time) is contention on any machine size."""
+    busy_gpu: float = 0.10
+    """Share of our GPUs' utilisation by foreign processes above which a sample is contended."""
+    max_wait_s: float = 600.0
+    """Seconds to wait for a quiet machine before re-taking a contended sample; past it the
+    hunt stops with exit 8 (MACHINE_BUSY)."""
 
     def __post_init__(self) -> None:
         if not 0 < self.min_effect < 1:
@@ -96,6 +132,11 @@ class HuntConfig:
         if self.instrument not in INSTRUMENT_MODES:
             raise UserError(f"--instrument must be one of {', '.join(INSTRUMENT_MODES)}, got {self.instrument!r}")
         object.__setattr__(self, "slot_devices", tuple(self.slot_devices))
+        if self.busy_cpus < 0 or not 0 < self.busy_share <= 1 or not 0 < self.busy_gpu <= 1:
+            raise UserError("--busy-cpus must be >= 0, busy_share and busy_gpu fractions in (0, 1] "
+                            f"(got {self.busy_cpus}, {self.busy_share}, {self.busy_gpu})")
+        if self.max_wait_s < 0:
+            raise UserError(f"--max-wait must be >= 0 seconds, got {self.max_wait_s}")
 
     def to_json(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -108,8 +149,12 @@ _PYPROJECT_KEYS = {
     "slots": ("hunt", int), "slot_devices": ("hunt", list), "instrument": ("hunt", str),
     "overhead_limit": ("hunt", float), "overhead_pairs": ("hunt", int),
     "lm_head_min_out": ("hunt", int),
+    # setup step, slot venvs, busy-machine guard
+    "setup": ("probe", str), "venv": ("probe", bool), "setup_timeout": ("probe", float),
+    "busy_check": ("hunt", bool), "busy_cpus": ("hunt", float), "busy_share": ("hunt", float),
+    "busy_gpu": ("hunt", float), "max_wait": ("hunt", float),
 }
-_RENAMES = {"timeout": "timeout_s"}
+_RENAMES = {"timeout": "timeout_s", "setup_timeout": "setup_timeout_s", "max_wait": "max_wait_s"}
 
 
 def build_config(pyproject_table: Mapping[str, Any], flags: Mapping[str, Any],

@@ -82,6 +82,23 @@ def check_to_json(check: MachineCheck) -> dict[str, Any]:
     return check.to_json()
 
 
+def contention_figures(seconds: float = 2.0, guard=None) -> dict[str, Any]:
+    """Other processes' load right now, as the busy-machine guard sees it during a sample
+    (docs/contention.md): CPUs, share of the machine, GPU, and the rule's verdict."""
+    from regressbisect.config import HuntConfig, ProbeConfig
+    from regressbisect.probe.contention import BusyRule, ContentionGuard
+
+    if guard is None:
+        defaults = HuntConfig(probe=ProbeConfig(cmd="true"))
+        rule = BusyRule(cpus=defaults.busy_cpus, share=defaults.busy_share, gpu=defaults.busy_gpu)
+        guard = ContentionGuard(rule, max_wait_s=0.0)
+    load = guard.measure(seconds)
+    reason = guard.rule.reason(load)
+    return {**load.to_json(), "contended": reason is not None, "reason": reason,
+            "text": f"{load.describe()} ({load.machine_share:.0%} of the machine): "
+                    + (f"busy, a sample now would be re-taken ({reason})" if reason else "quiet")}
+
+
 def run_check(timeout_s: float = 120) -> MachineCheck:
     """Measure this machine in a fresh child process and return its result."""
     package_root = str(Path(__file__).resolve().parents[1])

@@ -22,7 +22,7 @@ from regressbisect.git.history import History
 from regressbisect.git.hunks import Hunk, build_patch, collect_hunks, group_hunks
 from regressbisect.git.worktrees import WorktreePool
 from regressbisect.hunt import (probe_spec, VERDICT_EXIT, HuntOutcome, count_gpus,
-                                slot_environments)
+                                measurement_parts, slot_environments)
 from regressbisect.model import Candidate, ProbeOutcome, SampleKey
 from regressbisect.oracle import Request, SampleSource, median_counters
 from regressbisect.probe.runner import environment_fingerprint, run_probe
@@ -94,7 +94,8 @@ class HunkHunt:
             source = SampleSource(store=store, pool=pool, spec=spec, env_fingerprint=self.env_fingerprint,
                                   hunt_id=hunt_id, key_for=self.key_for, patch_for=self.patch_for,
                                   slot_env=slot_environments(cfg, count_gpus())[:1],
-                                  probe_runner=self.probe_runner)
+                                  probe_runner=self.probe_runner,
+                                  **measurement_parts(cfg, self.history, store, hunt_id, self.progress))
             control = self._control_arm(source, everything)
             report: dict[str, Any]
             if control.verdict != "culprits":
@@ -110,6 +111,7 @@ class HunkHunt:
                 attributions = [self._attribute(source, culprit, everything, levels) for culprit in result.culprits]
                 counters = self._counters(source, result.culprits) if cfg.instrument != "off" else {}
                 report = self._report(control, result, attributions, source, hunt_id, counters)
+            report["measurement"] = source.measurement_json()
             store.finish_hunt(hunt_id, report)
         verdict = report["verdict"]
         return HuntOutcome(report=report, exit_code=VERDICT_EXIT[verdict], hunt_id=hunt_id)

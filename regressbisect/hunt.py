@@ -95,6 +95,30 @@ def count_gpus() -> int:
     return len(gpus)
 
 
+def measurement_parts(config: HuntConfig, history: History, store: Store, hunt_id: int | None,
+                      progress: HuntProgress) -> dict[str, Any]:
+    """SampleSource's setup step, slot virtualenvs and busy-machine guard, from the config
+    (shared by commit, hunk and nightly hunts; docs/setup.md, docs/contention.md)."""
+    from regressbisect.git.worktrees import pool_root
+    from regressbisect.probe.contention import BusyRule, ContentionGuard
+    from regressbisect.probe.setup_step import SetupStep
+    from regressbisect.probe.venvs import SlotVenvs
+
+    venvs = SlotVenvs(pool_root(history) / "venvs") if config.probe.venv else None
+    setup = None
+    if config.probe.setup is not None:
+        setup = SetupStep(command=config.probe.setup, store=store, hunt_id=hunt_id,
+                          log_dir=pool_root(history) / "setup-logs",
+                          timeout_s=config.probe.setup_timeout_s,
+                          venv_key=venvs.key if venvs is not None else None)
+    guard = None
+    if config.busy_check:
+        guard = ContentionGuard(BusyRule(cpus=config.busy_cpus, share=config.busy_share,
+                                         gpu=config.busy_gpu),
+                                max_wait_s=config.max_wait_s, on_wait=progress.message)
+    return {"setup": setup, "venvs": venvs, "guard": guard}
+
+
 class CommitHunt:
     """One `regressbisect run GOOD BAD`."""
 
@@ -132,7 +156,8 @@ class CommitHunt:
                                   env_fingerprint=self.env_fingerprint, hunt_id=hunt_id,
                                   key_for=self.key_for,
                                   slot_env=slot_environments(cfg, count_gpus()),
-                                  probe_runner=self.probe_runner)
+                                  probe_runner=self.probe_runner,
+                                  **measurement_parts(cfg, self.history, store, hunt_id, self.progress))
             try:
                 plan = self._plan_instrumentation(source)
                 result = self._search(source, plan)
@@ -147,6 +172,7 @@ class CommitHunt:
                 probes=source.probes_run, cached=source.cached_used, config=cfg,
                 env_facts=self.env_facts, store_path=self.store_path, hunt_id=hunt_id,
                 cached_by_index=self._cached_by_index)
+            report["measurement"] = source.measurement_json()
             store.finish_hunt(hunt_id, report)
         return HuntOutcome(report=report, exit_code=VERDICT_EXIT[result.verdict], hunt_id=hunt_id)
 

@@ -25,7 +25,7 @@ from regressbisect.errors import ExitCode, UserError
 from regressbisect.git.history import CommitInfo, History
 from regressbisect.git.worktrees import WorktreePool
 from regressbisect.jsonreport import dumps
-from regressbisect.hunt import probe_spec, CommitHunt, count_gpus, slot_environments
+from regressbisect.hunt import probe_spec, CommitHunt, count_gpus, measurement_parts, slot_environments
 from regressbisect.model import Candidate, ProbeOutcome, SampleKey
 from regressbisect.oracle import Request, SampleSource
 from regressbisect.probe.runner import environment_fingerprint, run_probe
@@ -140,7 +140,8 @@ class Nightly:
             source = SampleSource(store=store, pool=pool, spec=spec,
                                   env_fingerprint=self.env_fingerprint, hunt_id=None,
                                   key_for=self.key_for, slot_env=slot_environments(cfg, count_gpus())[:1],
-                                  probe_runner=self.probe_runner)
+                                  probe_runner=self.probe_runner,
+                                  **measurement_parts(cfg, self.history, store, None, self.progress))
             # Round-robin over the night's commits: drift during the night spreads evenly.
             for _ in range(self.settings.samples_per_commit):
                 for sha in todo:
@@ -148,6 +149,7 @@ class Nightly:
                     self.progress.sample(sha[:10], draw.value, draw.skip_reason, draw.cached,
                                          probes=source.probes_run, cached_total=source.cached_used,
                                          note="nightly")
+            self._measurement = source.measurement_json()
         return todo
 
     def _series(self, commits: Sequence[CommitInfo]) -> list[dict[str, Any]]:
@@ -229,6 +231,7 @@ class Nightly:
                          "alpha": self.settings.changepoints.alpha,
                          "min_segment": self.settings.changepoints.min_segment},
             "environment": dict(self.env_facts),
+            "measurement": getattr(self, "_measurement", None),
         }
 
     def _write_report(self, report: dict[str, Any], tip: str) -> tuple[Path, ...]:

@@ -7,14 +7,22 @@ later one fails"). Up to `slots` probes run at once, one per worktree slot.
 """
 from __future__ import annotations
 
+import os
+import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 from regressbisect.git.worktrees import PatchDoesNotApply, WorktreePool
 from regressbisect.model import Candidate, ProbeOutcome, Sample, SampleKey
-from regressbisect.probe.runner import ProbeSpec, run_probe
+from regressbisect.probe.runner import ProbeSpec, probe_environment, run_probe
 from regressbisect.store import Store
+
+if TYPE_CHECKING:
+    from regressbisect.probe.contention import ContentionGuard
+    from regressbisect.probe.setup_step import SetupStep
+    from regressbisect.probe.venvs import SlotVenvs
 
 
 @dataclass(frozen=True)
@@ -60,7 +68,9 @@ class SampleSource:
                  hunt_id: int | None, key_for: Callable[[Candidate], SampleKey],
                  patch_for: Callable[[Candidate], str | None] = lambda c: None,
                  slot_env: Sequence[Mapping[str, str]] = ({},),
-                 probe_runner: Callable[..., ProbeOutcome] = run_probe):
+                 probe_runner: Callable[..., ProbeOutcome] = run_probe,
+                 setup: "SetupStep | None" = None, venvs: "SlotVenvs | None" = None,
+                 guard: "ContentionGuard | None" = None):
         self._store = store
         self._pool = pool
         self._spec = spec
@@ -75,6 +85,15 @@ class SampleSource:
         self.probes_run = 0
         self.cached_used = 0
         self.probe_seconds = 0.0
+        # Setup step, slot venvs, busy-machine guard (docs/setup.md, docs/contention.md).
+        self._setup = setup
+        self._venvs = venvs
+        self._guard = guard
+        self._slot_holds: dict[int, tuple[str, str | None]] = {}
+        """Per slot: the candidate its worktree holds, built by the setup step."""
+        self._counts_lock = threading.Lock()
+        self.retakes: list[dict[str, Any]] = []
+        """Samples taken under contention (stored in the 'flagged' arm) and re-taken."""
 
     @property
     def slots(self) -> int:
@@ -102,10 +121,10 @@ class SampleSource:
                 fresh.append((i, request))
         if fresh:
             outcomes = self._run_fresh(fresh, on_start)
-            for (i, request), outcome in zip(fresh, outcomes):
+            for (i, request), (outcome, load) in zip(fresh, outcomes):
                 # Stored at once, in the caller's thread: SQLite connections are not shared.
                 self._store.add_outcome(self._key_for(request.candidate), request.candidate, outcome,
-                                        hunt_id=self._hunt_id, arm=request.arm)
+                                        hunt_id=self._hunt_id, arm=request.arm, load=load)
                 self._advance(request)
                 self.probes_run += 1
                 self.probe_seconds += outcome.wall_seconds
@@ -142,26 +161,109 @@ class SampleSource:
         return None
 
     def _run_fresh(self, fresh: list[tuple[int, Request]],
-                   on_start: Callable[[int, Request], None] | None) -> list[ProbeOutcome]:
-        def run(slot: int, request: Request) -> ProbeOutcome:
+                   on_start: Callable[[int, Request], None] | None
+                   ) -> list[tuple[ProbeOutcome, dict | None]]:
+        def run(slot: int, request: Request) -> tuple[ProbeOutcome, dict | None]:
             if on_start is not None:
                 on_start(slot, request)
-            patch = self._patch_for(request.candidate)
-            try:
-                worktree = self._pool.checkout(slot, request.candidate.commit, patch)
-            except PatchDoesNotApply as exc:
-                return ProbeOutcome(sample=None, skip_reason=f"patch does not apply: {exc}",
-                                    exit_code=None, wall_seconds=0.0)
+            extra_env = self._slot_extra_env(slot)
+            prepared = self._prepare(slot, request.candidate, extra_env)
+            if isinstance(prepared, ProbeOutcome):
+                return prepared, None
             spec = ProbeSpec(command=self._spec.command, tokens=self._spec.tokens,
                              timeout_s=self._spec.timeout_s, env=self._spec.env,
                              instrument=request.instrumented, metric_regex=self._spec.metric_regex)
-            return self._probe_runner(spec, worktree, extra_env=self._slot_env[slot])
+            return self._measure(request, spec, prepared, extra_env)
 
         if len(fresh) == 1:
             return [run(0, fresh[0][1])]
         with ThreadPoolExecutor(max_workers=len(fresh)) as executor:
             futures = [executor.submit(run, slot, request) for slot, (_, request) in enumerate(fresh)]
             return [f.result() for f in futures]
+
+    def _slot_extra_env(self, slot: int) -> dict[str, str]:
+        """The slot's devices, and its virtualenv activated (PATH, VIRTUAL_ENV) with --venv."""
+        env = dict(self._slot_env[slot])
+        if self._venvs is not None:
+            from regressbisect.probe.venvs import activation_env
+
+            base_path = env.get("PATH", self._spec.env.get("PATH", os.environ.get("PATH", "")))
+            env.update(activation_env(self._venvs.ensure(slot), base_path))
+        return env
+
+    def _prepare(self, slot: int, candidate: Candidate, extra_env: Mapping[str, str]) -> Path | ProbeOutcome:
+        """Check the candidate out in the slot and run the setup step; a skip outcome if either fails.
+
+        With a setup step, a slot that still holds this candidate built is used as it is (a
+        checkout would `git clean` the build away); see docs/setup.md."""
+        holds = (candidate.commit, candidate.patch_hash)
+        if self._setup is not None and self._slot_holds.get(slot) == holds:
+            self._setup.reused(candidate.short)
+            return self._pool.path(slot)
+        self._slot_holds.pop(slot, None)
+        key = self._key_for(candidate)
+        if self._setup is not None:
+            remembered = self._setup.remembered_failure(key, candidate.short)
+            if remembered is not None:
+                return ProbeOutcome(sample=None, skip_reason=remembered.reason, exit_code=None,
+                                    wall_seconds=0.0)
+        try:
+            worktree = self._pool.checkout(slot, candidate.commit, self._patch_for(candidate))
+        except PatchDoesNotApply as exc:
+            return ProbeOutcome(sample=None, skip_reason=f"patch does not apply: {exc}",
+                                exit_code=None, wall_seconds=0.0)
+        if self._setup is not None:
+            result = self._setup.run(key, worktree, probe_environment(self._spec, extra_env),
+                                     candidate.short)
+            if not result.ok:
+                # Setup time is not probe time: wall_seconds 0 keeps it out of every tok/s figure.
+                return ProbeOutcome(sample=None, skip_reason=result.reason, exit_code=None,
+                                    wall_seconds=0.0)
+            self._slot_holds[slot] = holds
+        return worktree
+
+    def _measure(self, request: Request, spec: ProbeSpec, worktree: Path,
+                 extra_env: Mapping[str, str]) -> tuple[ProbeOutcome, dict | None]:
+        """One probe run; under contention the sample is stored flagged, and re-taken once the
+        machine is quiet (docs/contention.md). Returns the outcome and its load figures."""
+        waited = 0.0
+        while True:
+            window = self._guard.start() if self._guard is not None else None
+            outcome = self._probe_runner(spec, worktree, extra_env=extra_env)
+            if window is None:
+                return outcome, None
+            load = self._guard.finish(window)
+            reason = self._guard.rule.reason(load) if outcome.sample is not None else None
+            if reason is None:
+                return outcome, load.to_json()
+            candidate = request.candidate
+            self._store.add_outcome(self._key_for(candidate), candidate, outcome, hunt_id=self._hunt_id,
+                                    arm="flagged", load=load.to_json(), contended=reason)
+            with self._counts_lock:
+                self.retakes.append({"candidate": candidate.short, "reason": reason,
+                                     "tok_s": outcome.sample.tok_s})
+                self.probe_seconds += outcome.wall_seconds
+            if self._guard.on_wait is not None:
+                self._guard.on_wait(f"{candidate.short}: sample taken under contention ({reason}); "
+                                    f"stored apart, re-taken when the machine is quiet")
+            waited = self._guard.wait_quiet(what=f"before re-taking {candidate.short}",
+                                            waited_before=waited)
+
+    def measurement_json(self) -> dict[str, Any]:
+        """Report fields: setup step, slot venvs, samples re-taken under contention."""
+        out: dict[str, Any] = {"probe_seconds": round(self.probe_seconds, 3),
+                               "setup": self._setup.to_json() if self._setup is not None else None,
+                               "venvs": None, "contention": None}
+        if self._venvs is not None:
+            out["venvs"] = {"base_python": self._venvs.python,
+                            "paths": [str(self._venvs.path(s)) for s in range(self.slots)]}
+        if self._guard is not None:
+            rule = self._guard.rule
+            out["contention"] = {"retaken": len(self.retakes), "retakes": list(self.retakes),
+                                 "waited_s": round(self._guard.waited_s, 1),
+                                 "rule": {"busy_cpus": rule.cpus, "busy_share": rule.share,
+                                          "busy_gpu": rule.gpu, "max_wait_s": self._guard.max_wait_s}}
+        return out
 
 
 def median_counters(samples: Sequence[Sample]) -> dict[str, float]:

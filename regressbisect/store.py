@@ -91,6 +91,32 @@ CREATE TABLE IF NOT EXISTS skips (
     created_at REAL NOT NULL
 );
 CREATE INDEX IF NOT EXISTS skips_by_key ON skips(tree, patch_hash, config_hash, env_fingerprint);
+CREATE TABLE IF NOT EXISTS setups (     -- per-candidate setup step runs (docs/setup.md)
+    id INTEGER PRIMARY KEY,
+    hunt_id INTEGER REFERENCES hunts(id),
+    tree TEXT NOT NULL,
+    patch_hash TEXT,
+    setup_hash TEXT NOT NULL,        -- command + slot virtualenv base
+    env_fingerprint TEXT NOT NULL,
+    command TEXT NOT NULL,
+    ok INTEGER NOT NULL,
+    reason TEXT,                     -- why it failed
+    exit_code INTEGER,
+    seconds REAL NOT NULL,
+    output_tail TEXT NOT NULL,
+    log_path TEXT,
+    created_at REAL NOT NULL
+);
+CREATE INDEX IF NOT EXISTS setups_by_key ON setups(tree, patch_hash, setup_hash, env_fingerprint);
+CREATE TABLE IF NOT EXISTS sample_loads ( -- other load while a sample ran (docs/contention.md)
+    sample_id INTEGER PRIMARY KEY REFERENCES samples(id),
+    other_cpus REAL NOT NULL,
+    machine_share REAL NOT NULL,
+    hunt_cpus REAL NOT NULL,
+    ncpus INTEGER NOT NULL,
+    other_gpu REAL,
+    contended TEXT                   -- the reason it was re-taken, NULL if not contended
+) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS machine_checks (
     id INTEGER PRIMARY KEY,
     env_fingerprint TEXT NOT NULL,
@@ -202,9 +228,11 @@ class Store:
     # -- samples -----------------------------------------------------------------------------
 
     def add_outcome(self, key: SampleKey, candidate: Candidate, outcome: ProbeOutcome, *,
-                    hunt_id: int | None, arm: str = "main") -> int:
+                    hunt_id: int | None, arm: str = "main", load: dict | None = None,
+                    contended: str | None = None) -> int:
         """Store one probe outcome (a sample with its iteration rows, or a skip), committed at
-        once. Returns the row id (in `samples` or in `skips`)."""
+        once. Returns the row id (in `samples` or in `skips`). `load` (contention.Load.to_json)
+        and `contended` (why it must be re-taken) go into sample_loads, in the same transaction."""
         now = time.time()
         common = (hunt_id, key.tree, key.patch_hash, key.config_hash, key.env_fingerprint,
                   candidate.commit, json.dumps(list(candidate.patch)), arm)
@@ -230,6 +258,12 @@ class Store:
                 "INSERT INTO iterations(sample_id, iter, name, value) VALUES (?,?,?,?)",
                 [(sample_id, i, str(name), _sql_value(value))
                  for i, row in enumerate(sample.iters) for name, value in row.items()])
+            if load is not None:
+                conn.execute(
+                    "INSERT INTO sample_loads(sample_id, other_cpus, machine_share, hunt_cpus, ncpus,"
+                    " other_gpu, contended) VALUES (?,?,?,?,?,?,?)",
+                    (sample_id, load["other_cpus"], load["machine_share"], load["hunt_cpus"],
+                     load["ncpus"], load.get("other_gpu"), contended))
             return sample_id
 
     def samples(self, key: SampleKey, *, instrumented: bool | None = False,
@@ -262,6 +296,46 @@ class Store:
         with self._lock:
             return [r[0] for r in self._conn.execute(
                 f"SELECT reason FROM skips WHERE {where} ORDER BY id", params)]
+
+    def sample_load(self, sample_id: int) -> dict | None:
+        """The other load recorded while sample `sample_id` ran (None if not recorded)."""
+        with self._lock:
+            row = self._conn.execute(
+                "SELECT other_cpus, machine_share, hunt_cpus, ncpus, other_gpu, contended"
+                " FROM sample_loads WHERE sample_id = ?", (sample_id,)).fetchone()
+        if row is None:
+            return None
+        keys = ("other_cpus", "machine_share", "hunt_cpus", "ncpus", "other_gpu", "contended")
+        return dict(zip(keys, row))
+
+    # -- setup step --------------------------------------------------------------------------
+
+    def add_setup(self, key: SampleKey, setup_hash: str, *, hunt_id: int | None, command: str,
+                  ok: bool, reason: str | None, exit_code: int | None, seconds: float,
+                  output_tail: str, log_path: str | None) -> int:
+        """Store one setup-step run, committed at once."""
+        with self._transaction() as conn:
+            cursor = conn.execute(
+                "INSERT INTO setups(hunt_id, tree, patch_hash, setup_hash, env_fingerprint, command,"
+                " ok, reason, exit_code, seconds, output_tail, log_path, created_at)"
+                " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                (hunt_id, key.tree, key.patch_hash, setup_hash, key.env_fingerprint, command,
+                 int(ok), reason, exit_code, seconds, output_tail, log_path, time.time()))
+            return int(cursor.lastrowid)
+
+    def setups(self, key: SampleKey, setup_hash: str, *, hunt_id: int | None = None) -> list[dict]:
+        """Setup runs of a tree (+ patch) with one setup, oldest first (of one hunt, if given)."""
+        where = "tree = ? AND patch_hash IS ? AND setup_hash = ? AND env_fingerprint = ?"
+        params: list[Any] = [key.tree, key.patch_hash, setup_hash, key.env_fingerprint]
+        if hunt_id is not None:
+            where += " AND hunt_id = ?"
+            params.append(hunt_id)
+        with self._lock:
+            rows = self._conn.execute(
+                f"SELECT ok, reason, exit_code, seconds, output_tail, log_path FROM setups"
+                f" WHERE {where} ORDER BY id", params).fetchall()
+        keys = ("ok", "reason", "exit_code", "seconds", "output_tail", "log_path")
+        return [dict(zip(keys, r), ok=bool(r[0])) for r in rows]
 
     def iterations(self, sample_id: int) -> "pandas.DataFrame":
         """Per-iteration rows of one sample: column `iter`, then `ms`, `tokens`, counters."""

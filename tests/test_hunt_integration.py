@@ -189,8 +189,10 @@ def _count_samples(common_dir: Path) -> int:
 
 def _start_hunt(repo: Path, state: Path, shas: list[str], json_out: Path) -> subprocess.Popen:
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    # A hunt in its own process: tests/conftest.py cannot turn contention verdicts off there,
+    # and other jobs on a shared test machine would make it wait (docs/contention.md).
     args = hunt_args(repo, state, "--instrument", "off", "--env", "BENCH_SLEEP=0.15",
-                     "--json", str(json_out), shas[0], shas[-1])
+                     "--no-busy-check", "--json", str(json_out), shas[0], shas[-1])
     return subprocess.Popen([sys.executable, "-c", "from regressbisect.cli import main; main()", *args],
                             env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
 

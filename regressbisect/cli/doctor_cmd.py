@@ -25,6 +25,7 @@ def doctor(
     from regressbisect.store import Store
 
     check = doc.run_check()
+    contention = doc.contention_figures()  # the busy-machine guard's figures (docs/contention.md)
     fingerprint, _ = environment_fingerprint()
     path = store or default_store_path(History.open(repo).common_dir)
     with Store(path) as s:
@@ -35,10 +36,11 @@ def doctor(
             s.record_machine_check(fingerprint, doc.check_to_json(check))
     if as_json:
         print(json.dumps({"check": doc.check_to_json(check), "status": health.status,
-                          "reasons": list(health.reasons)}, indent=2))
+                          "reasons": list(health.reasons), "contention": contention}, indent=2))
     else:
         print(f"{check.device}: matmul {check.matmul_tflops:.2f} TFLOP/s, copy {check.copy_gbps:.1f} GB/s, "
               f"{check.other_processes} other process(es)")
+        print(f"other load: {contention['text']}")
         print(f"status: {health.status}")
         for reason in health.reasons:
             print(f"  {reason}")

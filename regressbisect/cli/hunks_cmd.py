@@ -19,11 +19,15 @@ def hunks(
     direction: o.Direction = None, max_samples: o.MaxSamples = None, instrument: o.Instrument = None,
     json_out: o.JsonOut = None, store: o.StorePath = None,
     repo: o.Repo = Path("."), quiet: o.Quiet = False,
+    setup: o.Setup = None, venv: o.Venv = None, setup_timeout: o.SetupTimeout = None,
+    busy_check: o.BusyCheck = None, busy_cpus: o.BusyCpus = None, busy_share: o.BusyShare = None,
+    max_wait: o.MaxWait = None,
 ) -> None:
     """Delta-debug the uncommitted changes (staged + unstaged) hunk by hunk on tok/s.
 
     Your work tree, index and untracked files are only read; candidates are built in pooled
-    worktrees. Exit codes: 0 finished, 1 user error, 2 no regression between BASE and BASE + changes.
+    worktrees. Exit codes: 0 finished, 1 user error, 2 no regression between BASE and BASE + changes,
+    8 the machine never got quiet within --max-wait.
     """
     from regressbisect.config import build_config
     from regressbisect.jsonreport import dumps
@@ -36,6 +40,8 @@ def hunks(
     flags = {"cmd": cmd, "tokens": tokens, "timeout": timeout, "metric_regex": metric_regex,
              "env": o.parse_env(env), "min_effect": min_effect, "direction": direction,
              "max_samples": max_samples, "instrument": instrument}
+    flags.update(o.measurement_flags(setup, venv, setup_timeout, busy_check, busy_cpus, busy_share,
+                                     max_wait))
     config = build_config(history.read_pyproject_table(), flags, source=str(history.root / "pyproject.toml"))
     with HuntProgress(quiet=quiet) as progress:
         hunt = HunkHunt(history, config, base=base, include_untracked=include_untracked,

@@ -24,8 +24,12 @@ def nightly(
     cmd: o.Cmd = None, tokens: o.Tokens = None, timeout: o.Timeout = None, env: o.Env = None,
     min_effect: o.MinEffect = None, direction: o.Direction = None, instrument: o.Instrument = None,
     store: o.StorePath = None, repo: o.Repo = Path("."), quiet: o.Quiet = False,
+    setup: o.Setup = None, venv: o.Venv = None, setup_timeout: o.SetupTimeout = None,
+    busy_check: o.BusyCheck = None, busy_cpus: o.BusyCpus = None, busy_share: o.BusyShare = None,
+    max_wait: o.MaxWait = None,
 ) -> None:
-    """One night of regression hunting. Exit 3 when a new regression is found, 0 otherwise."""
+    """One night of regression hunting. Exit 3 when a new regression is found, 0 otherwise
+    (8 when the machine never got quiet within --max-wait)."""
     from regressbisect.changepoints import ChangePointSettings
     from regressbisect.config import build_config
     from regressbisect.errors import ExitCode
@@ -36,6 +40,8 @@ def nightly(
     history = History.open(repo)
     flags = {"cmd": cmd, "tokens": tokens, "timeout": timeout, "env": o.parse_env(env),
              "min_effect": min_effect, "direction": direction, "instrument": instrument}
+    flags.update(o.measurement_flags(setup, venv, setup_timeout, busy_check, busy_cpus, busy_share,
+                                     max_wait))
     config = build_config(history.read_pyproject_table(), flags, source=str(history.root / "pyproject.toml"))
     settings = NightlySettings(branch=branch, samples_per_commit=samples, max_new=max_new, lookback=lookback,
                                changepoints=ChangePointSettings(min_magnitude=min_magnitude, alpha=alpha),

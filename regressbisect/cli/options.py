@@ -35,3 +35,21 @@ def parse_env(pairs: list[str] | None) -> dict[str, str] | None:
         key, value = pair.split("=", 1)
         env[key] = value
     return env
+
+
+# -- per-candidate setup step, slot virtualenvs, busy-machine guard ---------------------------
+Setup = Annotated[Optional[str], typer.Option("--setup", help="Command run in each candidate's worktree after checkout, before its first probe (e.g. 'python setup.py build_ext --inplace'); a failure skips the candidate. Default: setup in \\[tool.regressbisect]. See docs/setup.md.")]
+Venv = Annotated[Optional[bool], typer.Option("--venv/--no-venv", help="One virtualenv per slot (your packages visible), activated for setup and probe: installs never leak. Default off.")]
+SetupTimeout = Annotated[Optional[float], typer.Option("--setup-timeout", help="Seconds before a setup command is killed and the candidate skipped. Default 1800.")]
+BusyCheck = Annotated[Optional[bool], typer.Option("--busy-check/--no-busy-check", help="Measure other processes' CPU/GPU load during every sample; re-take samples taken under contention. Default on.")]
+BusyCpus = Annotated[Optional[float], typer.Option("--busy-cpus", help="Other load in CPUs that a sample tolerates (also at least --busy-share of the cores). Default 0.5. See docs/contention.md.")]
+BusyShare = Annotated[Optional[float], typer.Option("--busy-share", help="Share of the machine's cores other processes may use during a sample. Default 0.10.")]
+MaxWait = Annotated[Optional[float], typer.Option("--max-wait", help="Seconds to wait for a quiet machine before re-taking a contended sample; then exit 8. Default 600.")]
+
+
+def measurement_flags(setup: str | None, venv: bool | None, setup_timeout: float | None,
+                      busy_check: bool | None, busy_cpus: float | None, busy_share: float | None,
+                      max_wait: float | None) -> dict[str, object]:
+    """build_config's flags of the block above (None = not given)."""
+    return {"setup": setup, "venv": venv, "setup_timeout": setup_timeout, "busy_check": busy_check,
+            "busy_cpus": busy_cpus, "busy_share": busy_share, "max_wait": max_wait}

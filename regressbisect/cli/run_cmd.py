@@ -21,11 +21,14 @@ def run(
     slot_devices: o.SlotDevices = None, instrument: o.Instrument = None,
     json_out: o.JsonOut = None, store: o.StorePath = None, repo: o.Repo = Path("."),
     quiet: o.Quiet = False,
+    setup: o.Setup = None, venv: o.Venv = None, setup_timeout: o.SetupTimeout = None,
+    busy_check: o.BusyCheck = None, busy_cpus: o.BusyCpus = None, busy_share: o.BusyShare = None,
+    max_wait: o.MaxWait = None,
 ) -> None:
     """Bisect GOOD..BAD (first-parent) on tok/s with repeated, interleaved measurements.
 
     Exit codes: 0 finished (culprits or none), 1 user error, 2 regression not reproduced,
-    4 every candidate skipped.
+    4 every candidate skipped, 8 the machine never got quiet within --max-wait.
     """
     from regressbisect.config import build_config
     from regressbisect.jsonreport import dumps
@@ -39,6 +42,8 @@ def run(
              "env": o.parse_env(env), "min_effect": min_effect, "direction": direction,
              "max_samples": max_samples, "slots": slots, "slot_devices": slot_devices,
              "instrument": instrument}
+    flags.update(o.measurement_flags(setup, venv, setup_timeout, busy_check, busy_cpus, busy_share,
+                                     max_wait))
     config = build_config(history.read_pyproject_table(), flags, source=str(history.root / "pyproject.toml"))
     with HuntProgress(quiet=quiet) as progress:
         hunt = CommitHunt(history, good, bad, config, store_path=store, progress=progress)

@@ -245,8 +245,8 @@ def clean(history: History) -> int:
     """`regressbisect clean`: remove every pool worktree and the pool directory.
 
     Returns how many worktrees were removed (registered ones and orphan slot directories).
-    Raises PoolLocked while a hunt holds the lock. The lock file and anything else under
-    `<common_dir>/regressbisect/` (the sample store) are kept.
+    Raises PoolLocked while a hunt holds the lock. The slots' virtualenvs (`venvs/`, rebuilt in
+    a moment when needed) go too; the lock file, the sample store and the setup logs are kept.
     """
     pool = WorktreePool(history)
     removed = 0
@@ -264,4 +264,5 @@ def clean(history: History) -> int:
             removed += sum(1 for child in pool.root.iterdir() if child.is_dir())
             shutil.rmtree(pool.root, ignore_errors=True)
         run_git(history.common_dir, "worktree", "prune")
+        shutil.rmtree(pool_root(history) / "venvs", ignore_errors=True)
     return removed

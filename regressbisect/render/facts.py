@@ -175,6 +175,33 @@ def cost_line(report: Mapping[str, Any]) -> str | None:
     return f"Probes run: {probes if probes is not None else '?'}, cached samples reused: {cached or 0}."
 
 
+def measurement_lines(report: Mapping[str, Any]) -> list[str]:
+    """Setup step (apart from probe time), slot venvs, samples re-taken under contention."""
+    measurement = report.get("measurement") or {}
+    lines = []
+    setup = measurement.get("setup")
+    if setup:
+        reuses = sum(c.get("reuses", 0) for c in (setup.get("per_candidate") or {}).values())
+        lines.append(f"Setup `{setup['command']}`: {setup['runs']} run(s) in {setup['seconds']:.1f} s "
+                     f"(not in tok/s), {reuses} sample(s) on an already built slot, "
+                     f"{setup['failures']} failed, {setup['remembered_failures']} stored failure(s) reused.")
+        for failure in setup.get("failed") or ():
+            lines.append(f"  {failure['candidate']}: {failure['reason']}")
+            lines += [f"    | {line}" for line in failure["tail"].splitlines()[-8:]]
+    venvs = measurement.get("venvs")
+    if venvs:
+        lines.append(f"Per-slot virtualenvs on {venvs['base_python']}: {', '.join(venvs['paths'])}")
+    contention = measurement.get("contention")
+    if contention is None and "contention" in measurement:
+        lines.append("Busy-machine check off (--no-busy-check): samples may include other load.")
+    elif contention and contention.get("retaken"):
+        reasons = sorted({r["reason"] for r in contention["retakes"]})
+        lines.append(f"Samples re-taken under contention: {contention['retaken']} (stored apart, not "
+                     f"evidence), waited {contention['waited_s']:.0f} s; why: {'; '.join(reasons[:3])}"
+                     + (" ..." if len(reasons) > 3 else ""))
+    return lines
+
+
 def culprit_commits(report: Mapping[str, Any]) -> set[str]:
     return {c.get("commit") for c in report.get("culprits") or () if not c.get("hunks")}
 

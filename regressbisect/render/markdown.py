@@ -45,6 +45,9 @@ def _hunt(report: Mapping[str, Any], level: int) -> list[str]:
     for extra in (facts.remainder_line(report), facts.overhead_line(report), facts.cost_line(report)):
         if extra:
             lines.append(f"- {extra}")
+    # Setup step, venvs, contention (a failed setup's output tail is in the JSON and the log).
+    lines += [f"- {_escape(line.strip())}" for line in facts.measurement_lines(report)
+              if not line.startswith("    | ")]
     return lines
 
 

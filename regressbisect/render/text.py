@@ -45,6 +45,7 @@ def _hunt_lines(report: Mapping[str, Any]) -> list[str]:
     for extra in (facts.remainder_line(report), facts.overhead_line(report), facts.cost_line(report)):
         if extra:
             lines.append(extra)
+    lines += facts.measurement_lines(report)
     return lines
 
 
@@ -57,4 +58,5 @@ def _nightly_summary(report: Mapping[str, Any]) -> str:
     for hunt in report.get("hunts") or ():
         lines += ["", f"hunt {facts.short(hunt.get('good'))}..{facts.short(hunt.get('bad'))}:"]
         lines += ["  " + line if line else "" for line in "\n".join(_hunt_lines(hunt)).splitlines()]
+    lines += facts.measurement_lines(report)
     return "\n".join(lines)

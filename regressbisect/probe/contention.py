@@ -1,0 +1,362 @@
+"""A busy machine is seen, not measured: CPU (and GPU) used by processes outside the hunt.
+
+For every sample we know how much CPU the whole machine spent while the probe ran (the busy
+jiffies of /proc/stat) and how much of that was ours: this process (all its threads), every
+process it started and waited for (os.times' children, which covers each probe and the
+descendants it waited for), the live processes below us, and the probes' orphans (processes of
+a probe's session whose parent died; their last CPU reading is kept, since nobody of ours reaps
+them). The rest is "other load", in CPUs (0.9 = nine tenths of one core on average) and as a
+share of the machine. On GPU, nvidia-smi's per-GPU utilisation is split between our compute
+processes and foreign ones by their memory. The rule that turns a load into "contended" is
+BusyRule (docs/contention.md); SampleSource stores contended samples in the 'flagged' arm, waits
+for quiet (ContentionGuard.wait_quiet) and re-takes them.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Callable
+
+from regressbisect.errors import ExitCode, UserError
+
+CLK_TCK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+_BUSY_FIELDS = (0, 1, 2, 5, 6, 7)
+"""user, nice, system, irq, softirq, steal of a /proc/stat cpu line (guest time is inside user)."""
+SAMPLER_INTERVAL_S = 2.0
+"""How often all processes are scanned for probes' orphans while a window is open (one /proc
+scan costs ~15 ms of CPU with 130 processes: every 2 s keeps it under 1% of a core)."""
+ORPHAN_INTERVAL_S = 0.25
+"""How often the orphans already found are re-read (a few small files): the probe's group is
+killed right after the probe ends, so at most this much of an orphan's CPU goes unseen."""
+GPU_EVERY_SCANS = 3
+"""nvidia-smi is read on the first scan and then every GPU_EVERY_SCANS scans (it costs tens of
+milliseconds of CPU per call, which would otherwise disturb the probe it watches)."""
+
+
+class MachineBusy(UserError):
+    """The machine never got quiet within --max-wait."""
+
+    def __init__(self, message: str):
+        super().__init__(message, ExitCode.MACHINE_BUSY)
+
+
+# -- readers ----------------------------------------------------------------------------------
+
+def read_proc_stat(path: str = "/proc/stat") -> tuple[float, int]:
+    """(busy CPU seconds of the whole machine since boot, number of CPUs)."""
+    busy = 0.0
+    cpus = 0
+    with open(path, encoding="ascii") as f:
+        for line in f:
+            if line.startswith("cpu "):
+                values = [int(v) for v in line.split()[1:]]
+                busy = sum(values[i] for i in _BUSY_FIELDS if i < len(values)) / CLK_TCK
+            elif line.startswith("cpu"):
+                cpus += 1
+    return busy, max(cpus, 1)
+
+
+@dataclass(frozen=True)
+class _Proc:
+    pid: int
+    ppid: int
+    session: int
+    start: int
+    cpu: float
+    """utime + stime + cutime + cstime, seconds."""
+
+
+def _scan_processes(proc: str = "/proc") -> list[_Proc]:
+    out = []
+    for name in os.listdir(proc):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"{proc}/{name}/stat", encoding="utf-8", errors="replace") as f:
+                raw = f.read()
+        except OSError:
+            continue  # exited between listdir and open
+        rest = raw[raw.rfind(")") + 2:].split()
+        try:
+            ticks = sum(int(rest[i]) for i in (11, 12, 13, 14))
+            out.append(_Proc(pid=int(name), ppid=int(rest[1]), session=int(rest[3]),
+                             start=int(rest[19]), cpu=ticks / CLK_TCK))
+        except (IndexError, ValueError):
+            continue
+    return out
+
+
+class HuntCpu:
+    """Cumulative CPU seconds of this process and everything it started (see module doc)."""
+
+    def __init__(self, scan: Callable[[], list[_Proc]] = _scan_processes):
+        self._scan = scan
+        self._lock = threading.Lock()
+        self._probe_sessions: set[int] = set()
+        self._orphans: dict[tuple[int, int], float] = {}
+        self.pids: set[int] = set()
+        """Our live processes at the last reading (for the GPU split)."""
+
+    def total(self) -> float:
+        times = os.times()
+        own = times.user + times.system + times.children_user + times.children_system
+        me = os.getpid()
+        my_session = os.getsid(0)
+        procs = self._scan()
+        children: dict[int, list[_Proc]] = {}
+        for p in procs:
+            children.setdefault(p.ppid, []).append(p)
+        descendants: dict[int, _Proc] = {}
+        stack = [me]
+        while stack:
+            for child in children.get(stack.pop(), ()):
+                if child.pid not in descendants:
+                    descendants[child.pid] = child
+                    stack.append(child.pid)
+        with self._lock:
+            self._probe_sessions |= {p.session for p in descendants.values() if p.session != my_session}
+            for p in procs:
+                if p.pid not in descendants and p.session in self._probe_sessions and p.pid != me:
+                    key = (p.pid, p.start)
+                    self._orphans[key] = max(self._orphans.get(key, 0.0), p.cpu)
+            self.pids = {me, *descendants, *(pid for pid, _ in self._orphans)}
+            return own + sum(p.cpu for p in descendants.values()) + sum(self._orphans.values())
+
+    def refresh_orphans(self, proc: str = "/proc") -> None:
+        """Re-read the orphans found so far (cheap: no full scan); dead ones keep their value."""
+        with self._lock:
+            keys = list(self._orphans)
+        for pid, start in keys:
+            try:
+                with open(f"{proc}/{pid}/stat", encoding="utf-8", errors="replace") as f:
+                    rest = f.read().rsplit(")", 1)[1].split()
+                if int(rest[19]) != start:
+                    continue  # the pid was reused by another process
+                cpu = sum(int(rest[i]) for i in (11, 12, 13, 14)) / CLK_TCK
+            except (OSError, IndexError, ValueError):
+                continue
+            with self._lock:
+                self._orphans[(pid, start)] = max(self._orphans.get((pid, start), 0.0), cpu)
+
+
+def read_gpu_apps(run: Callable[[list[str]], str | None] | None = None
+                  ) -> tuple[dict[str, float], list[tuple[int, str, float]]] | None:
+    """({gpu uuid: utilisation 0..1}, [(pid, gpu uuid, used MiB)]) from nvidia-smi; None without it."""
+    run = run or _nvidia_smi
+    gpus = run(["--query-gpu=uuid,utilization.gpu", "--format=csv,noheader,nounits"])
+    apps = run(["--query-compute-apps=pid,gpu_uuid,used_memory", "--format=csv,noheader,nounits"])
+    if gpus is None or apps is None:
+        return None
+    util = {}
+    for line in gpus.splitlines():
+        parts = [p.strip() for p in line.split(",")]
+        if len(parts) == 2:
+            util[parts[0]] = _number(parts[1]) / 100.0
+    procs = []
+    for line in apps.splitlines():
+        parts = [p.strip() for p in line.split(",")]
+        if len(parts) == 3 and parts[0].isdigit():
+            procs.append((int(parts[0]), parts[1], _number(parts[2])))
+    return util, procs
+
+
+def foreign_gpu_load(reading, ours: set[int]) -> float | None:
+    """Utilisation of the GPUs our processes use, times the foreign processes' share of their
+    memory (nvidia-smi has no per-process utilisation); None when none of ours is on a GPU."""
+    if reading is None:
+        return None
+    util, procs = reading
+    our_gpus = {gpu for pid, gpu, _ in procs if pid in ours}
+    if not our_gpus:
+        return None
+    loads = []
+    for gpu in our_gpus:
+        on_gpu = [(pid, mem) for pid, g, mem in procs if g == gpu]
+        total = sum(max(mem, 1.0) for _, mem in on_gpu)
+        foreign = sum(max(mem, 1.0) for pid, mem in on_gpu if pid not in ours)
+        loads.append(util.get(gpu, 0.0) * foreign / total)
+    return max(loads)
+
+
+def _number(text: str) -> float:
+    try:
+        return float(text)
+    except ValueError:
+        return 0.0  # '[N/A]' on some boards
+
+
+def _nvidia_smi(args: list[str]) -> str | None:
+    if shutil.which("nvidia-smi") is None:
+        return None
+    try:
+        result = subprocess.run(["nvidia-smi", *args], capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return result.stdout if result.returncode == 0 else None
+
+
+# -- the rule ---------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Load:
+    """What other processes used while one sample (or one quiet check) ran."""
+
+    seconds: float
+    other_cpus: float
+    """Average CPUs used by processes outside the hunt (0.9 = 90% of one core)."""
+    hunt_cpus: float
+    """Average CPUs used by this hunt (the probe, other slots' probes, ourselves)."""
+    ncpus: int
+    other_gpu: float | None = None
+    """Share of our GPUs' utilisation attributed to foreign processes (None: no GPU in use)."""
+
+    @property
+    def machine_share(self) -> float:
+        return self.other_cpus / self.ncpus
+
+    def to_json(self) -> dict[str, float | int | None]:
+        return {"other_cpus": round(self.other_cpus, 3), "machine_share": round(self.machine_share, 4),
+                "hunt_cpus": round(self.hunt_cpus, 3), "ncpus": self.ncpus,
+                "other_gpu": None if self.other_gpu is None else round(self.other_gpu, 3),
+                "seconds": round(self.seconds, 3)}
+
+    def describe(self) -> str:
+        text = f"other processes use {self.other_cpus:.1f} of {self.ncpus} CPUs"
+        if self.other_gpu:
+            text += f" and {self.other_gpu:.0%} of the GPU"
+        return text
+
+
+@dataclass(frozen=True)
+class BusyRule:
+    """When a sample counts as taken under contention (defaults in config.HuntConfig)."""
+
+    cpus: float
+    share: float
+    gpu: float
+
+    def reason(self, load: Load) -> str | None:
+        """Why `load` is contention, or None. See docs/contention.md."""
+        floor = max(self.cpus, self.share * load.ncpus)
+        if load.other_cpus > floor:
+            return f"other load {load.other_cpus:.1f} CPUs > {floor:.1f}"
+        if load.other_cpus > self.cpus and load.other_cpus + load.hunt_cpus > load.ncpus - self.cpus:
+            return (f"other load {load.other_cpus:.1f} CPUs while the hunt used {load.hunt_cpus:.1f} "
+                    f"of {load.ncpus}: cores oversubscribed")
+        if load.other_gpu is not None and load.other_gpu > self.gpu:
+            return f"other GPU load {load.other_gpu:.0%} > {self.gpu:.0%}"
+        return None
+
+
+# -- the guard --------------------------------------------------------------------------------
+
+@dataclass
+class Window:
+    started: float
+    busy: float
+    hunt: float
+    gpu_loads: list[float] = field(default_factory=list)
+
+
+class ContentionGuard:
+    """Measures other load over windows, waits for quiet, and gives up after max_wait_s."""
+
+    def __init__(self, rule: BusyRule, *, max_wait_s: float, quiet_window_s: float = 2.0,
+                 proc_stat: Callable[[], tuple[float, int]] | None = None,
+                 hunt_cpu: HuntCpu | None = None,
+                 gpu_reader: Callable[[], object] | None = None,
+                 clock: Callable[[], float] = time.monotonic,
+                 sleep: Callable[[float], None] = time.sleep,
+                 on_wait: Callable[[str], None] | None = None):
+        self.rule = rule
+        self.max_wait_s = max_wait_s
+        self.quiet_window_s = quiet_window_s
+        self._proc_stat = proc_stat or (lambda: read_proc_stat())  # looked up per call: tests scope it
+        self._hunt_cpu = hunt_cpu or HuntCpu()
+        if gpu_reader is None and shutil.which("nvidia-smi") is not None:
+            gpu_reader = read_gpu_apps
+        self._gpu_reader = gpu_reader
+        self._clock = clock
+        self._sleep = sleep
+        self.on_wait = on_wait
+        self._open: list[Window] = []
+        self._lock = threading.Lock()
+        self._sampler: threading.Thread | None = None
+        self._stop = threading.Event()
+        self.waited_s = 0.0
+
+    def start(self) -> Window:
+        busy, _ = self._proc_stat()
+        window = Window(started=self._clock(), busy=busy, hunt=self._hunt_cpu.total())
+        with self._lock:
+            self._open.append(window)
+            if self._sampler is None:
+                self._stop.clear()
+                self._sampler = threading.Thread(target=self._sample_loop, daemon=True)
+                self._sampler.start()
+        return window
+
+    def finish(self, window: Window) -> Load:
+        hunt = self._hunt_cpu.total()
+        busy, ncpus = self._proc_stat()
+        seconds = max(self._clock() - window.started, 1e-6)
+        with self._lock:
+            self._open.remove(window)
+            sampler = self._sampler if not self._open else None
+            if sampler is not None:
+                self._sampler = None
+                self._stop.set()
+        if sampler is not None:
+            sampler.join(timeout=5)
+        gpu = window.gpu_loads
+        hunt_cpus = max(hunt - window.hunt, 0.0) / seconds
+        other = max(busy - window.busy - (hunt - window.hunt), 0.0) / seconds
+        return Load(seconds=seconds, other_cpus=min(other, float(ncpus)), hunt_cpus=hunt_cpus,
+                    ncpus=ncpus, other_gpu=sum(gpu) / len(gpu) if gpu else None)
+
+    def measure(self, seconds: float) -> Load:
+        """Other load over the next `seconds` (doctor, quiet checks)."""
+        window = self.start()
+        self._sleep(seconds)
+        return self.finish(window)
+
+    def wait_quiet(self, *, what: str = "", waited_before: float = 0.0) -> float:
+        """Block until a quiet window; returns the seconds waited. Raises MachineBusy past
+        max_wait_s (counted from `waited_before`, the wait this sample already had)."""
+        waited = waited_before
+        while True:
+            started = self._clock()
+            load = self.measure(self.quiet_window_s)
+            waited += self._clock() - started
+            if self.rule.reason(load) is None:
+                self.waited_s += waited - waited_before
+                return waited
+            if waited >= self.max_wait_s:
+                self.waited_s += waited - waited_before
+                raise MachineBusy(f"machine busy: {load.describe()} for {waited:.0f} s"
+                                  f"{' ' + what if what else ''}; samples taken under contention are kept "
+                                  f"apart, never used (free the machine, or raise --max-wait / --busy-cpus)")
+            if self.on_wait is not None:
+                self.on_wait(f"machine busy: {load.describe()}; waiting "
+                             f"({waited:.0f} s of --max-wait {self.max_wait_s:g})")
+
+    def _sample_loop(self) -> None:
+        ticks_per_scan = max(1, round(SAMPLER_INTERVAL_S / ORPHAN_INTERVAL_S))
+        tick = 0
+        while not self._stop.wait(ORPHAN_INTERVAL_S):
+            tick += 1
+            if tick % ticks_per_scan:
+                self._hunt_cpu.refresh_orphans()
+                continue
+            self._hunt_cpu.total()  # finds new orphans of probes and keeps their last reading
+            scans = tick // ticks_per_scan
+            if self._gpu_reader is not None and scans % GPU_EVERY_SCANS == 1:
+                load = foreign_gpu_load(self._gpu_reader(), self._hunt_cpu.pids)
+                if load is not None:
+                    with self._lock:
+                        for window in self._open:
+                            window.gpu_loads.append(load)

@@ -1,0 +1,141 @@
+"""The per-candidate setup step (`--setup`): build or install the candidate before it is measured.
+
+The rule (docs/setup.md): a slot runs the setup command after every checkout that changed what
+the slot holds, before the first probe there; the next sample of the same candidate in the same
+slot reuses the built tree (no checkout, no setup). A pooled slot is switched with
+`git clean -ffdx`, which removes in-place build outputs, so a slot that moved to another
+candidate and back builds again. Every run is stored (result, output tail, seconds, full log
+under <common_dir>/regressbisect/setup-logs/). A failed setup skips the candidate with its
+reason (git bisect's 125, never "slow"), and within one hunt (also a resumed one) the stored
+failure is reused instead of building again; a new hunt retries. Setup time is counted apart
+from probe time and never enters tok/s.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Mapping
+
+from regressbisect.model import SampleKey
+from regressbisect.probe.runner import _kill_group, _last_nonempty_line, _signal_group
+from regressbisect.store import Store
+
+TAIL_LINES = 30
+"""Trailing lines of the setup's output kept in the store and shown in a failure's report."""
+
+
+def setup_hash(command: str, venv_key: str | None) -> str:
+    """What a setup result depends on besides the tree: the command and the slot venvs' base."""
+    return hashlib.sha1(json.dumps({"setup": command, "venv": venv_key}).encode()).hexdigest()[:16]
+
+
+@dataclass(frozen=True)
+class SetupResult:
+    ok: bool
+    reason: str | None
+    """'setup failed: exit 1: <last line> (log: PATH)'; None when ok."""
+    seconds: float
+    ran: bool
+    """False: a failure stored earlier in this hunt was reused (nothing was run)."""
+
+
+class SetupStep:
+    """Runs (or remembers) the setup command for candidates; thread-safe through the store."""
+
+    def __init__(self, *, command: str, store: Store, log_dir: Path, hunt_id: int | None,
+                 timeout_s: float, venv_key: str | None = None):
+        self.command = command
+        self.hash = setup_hash(command, venv_key)
+        self._store = store
+        self._log_dir = Path(log_dir)
+        self._hunt_id = hunt_id
+        self._timeout_s = timeout_s
+        self.runs = 0
+        self.failures = 0
+        self.remembered_failures = 0
+        self.seconds = 0.0
+        self.by_tree: dict[str, dict[str, float]] = {}
+        """Per candidate label: runs, reuses, failures, seconds (report)."""
+        self.failed: list[dict[str, str]] = []
+        """Per failed run: candidate, reason and the output's tail (report)."""
+
+    def remembered_failure(self, key: SampleKey, label: str) -> SetupResult | None:
+        """A failure stored by this hunt for this tree: reused, not re-run (docs/setup.md)."""
+        if self._hunt_id is None:
+            return None
+        failed = [r for r in self._store.setups(key, self.hash, hunt_id=self._hunt_id) if not r["ok"]]
+        if not failed:
+            return None
+        self.remembered_failures += 1
+        self._count(label, "remembered", 0.0)
+        return SetupResult(ok=False, reason=failed[-1]["reason"], seconds=0.0, ran=False)
+
+    def run(self, key: SampleKey, worktree: Path, env: Mapping[str, str], label: str) -> SetupResult:
+        """Run the setup command in `worktree` with the probe's environment; store the result."""
+        self._log_dir.mkdir(parents=True, exist_ok=True)
+        # One file per tree, patch, setup and slot: two slots building the same tree at once
+        # must not write into one log.
+        log_path = (self._log_dir / f"{key.tree[:12]}-{(key.patch_hash or 'nopatch')[:8]}-"
+                                    f"{self.hash[:8]}-{worktree.name}.log")
+        started = time.perf_counter()
+        timed_out = False
+        with open(log_path, "wb") as log:
+            log.write(f"$ {self.command}\n# in {worktree}\n".encode())
+            log.flush()
+            process = subprocess.Popen(["bash", "-c", self.command], cwd=str(worktree), env=dict(env),
+                                       stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                                       start_new_session=True)
+            try:
+                try:
+                    process.wait(timeout=self._timeout_s)
+                except subprocess.TimeoutExpired:
+                    timed_out = True
+                    _kill_group(process, 5.0)
+            except BaseException:
+                _kill_group(process, 2.0)
+                raise
+            _signal_group(process.pid, 9)  # a daemon the build left behind must not compete
+        seconds = time.perf_counter() - started
+        output = log_path.read_text(errors="replace")
+        tail = "\n".join(output.splitlines()[-TAIL_LINES:])
+        code = process.returncode
+        ok = code == 0 and not timed_out
+        reason = None
+        if not ok:
+            what = (f"timeout after {self._timeout_s:g}s" if timed_out else
+                    f"exit {code}: {_last_nonempty_line(_strip_log_header(output))}".rstrip(": "))
+            reason = f"setup failed: {what} (log: {log_path})"
+        self._store.add_setup(key, self.hash, hunt_id=self._hunt_id, command=self.command, ok=ok,
+                              reason=reason, exit_code=code, seconds=seconds, output_tail=tail,
+                              log_path=str(log_path))
+        self.runs += 1
+        self.failures += int(not ok)
+        self.seconds += seconds
+        self._count(label, "runs" if ok else "failures", seconds)
+        if not ok:
+            self.failed.append({"candidate": label, "reason": reason or "", "tail": tail})
+        return SetupResult(ok=ok, reason=reason, seconds=seconds, ran=True)
+
+    def reused(self, label: str) -> None:
+        """The slot still holds this candidate built: no setup (a cache hit)."""
+        self._count(label, "reuses", 0.0)
+
+    def _count(self, label: str, what: str, seconds: float) -> None:
+        entry = self.by_tree.setdefault(label, {"runs": 0, "failures": 0, "reuses": 0,
+                                                "remembered": 0, "seconds": 0.0})
+        entry[what] += 1
+        entry["seconds"] = round(entry["seconds"] + seconds, 3)
+
+    def to_json(self) -> dict:
+        return {"command": self.command, "runs": self.runs, "failures": self.failures,
+                "remembered_failures": self.remembered_failures, "seconds": round(self.seconds, 3),
+                "log_dir": str(self._log_dir), "per_candidate": self.by_tree, "failed": self.failed}
+
+
+def _strip_log_header(output: str) -> str:
+    return re.sub(r"\A\$ .*\n# in .*\n", "", output)

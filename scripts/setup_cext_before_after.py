@@ -1,0 +1,100 @@
+#!/usr/bin/env python3
+"""Must-show (c): a C extension whose C source holds a -30% step, hunted three ways.
+
+The repository (tests/cextrepo.py) has 7 commits; commit 4 changes the speed in `fastmod.c`.
+The user's environment has the BAD build installed (`pip install .` of HEAD, non-editable). The
+probe is `python bench.py`, which imports the compiled `fastmod`.
+
+  no setup          every worktree holds only sources: the probe imports the installed build
+  --setup inplace   `python setup.py build_ext --inplace` per candidate
+  --venv + pip      `pip install --no-deps --no-build-isolation .` into per-slot virtualenvs
+
+Prints, per way: exit code, verdict, whether the culprit is the right commit, probes, probe
+seconds, setup runs and setup seconds (apart from probe time). Runs with --no-busy-check (the
+busy-machine guard is not what this shows; pass --busy-check to keep it).
+
+    python scripts/setup_cext_before_after.py [--busy-check]
+"""
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from tabulate import tabulate  # noqa: E402
+
+from regressbisect.cli import main  # noqa: E402
+from tests.cextrepo import make_cext_repo  # noqa: E402
+
+SPEEDS = [1000.0] * 4 + [700.0] * 3
+WAYS = {
+    "no setup": [],
+    "--setup build_ext --inplace": ["--setup", "python setup.py build_ext --inplace"],
+    "--venv --setup 'pip install .'": ["--venv", "--setup",
+                                       "pip install -q --force-reinstall --no-deps --no-build-isolation --no-index ."],
+}
+
+
+def user_env(tmp: Path, repo: Path) -> Path:
+    env = tmp / "userenv"
+    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", "--without-pip", str(env)], check=True)
+    site = env / "lib" / f"python{sys.version_info[0]}.{sys.version_info[1]}" / "site-packages"
+    (site / "_base.pth").write_text("\n".join(p for p in sys.path if p.endswith("site-packages")) + "\n")
+    subprocess.run([str(env / "bin" / "python"), "-m", "pip", "install", "-q", "--no-deps",
+                    "--no-build-isolation", "--no-index", str(repo)], check=True, capture_output=True)
+    return env
+
+
+def hunt(repo: Path, env: Path, tmp: Path, name: str, extra: list[str], busy_check: bool) -> tuple[int, dict | None, float]:
+    out = tmp / f"{name}.json"
+    args = ["run", "-C", str(repo), "--cmd", "python bench.py", "--tokens", "1000",
+            "--env", f"BENCH_STATE={tmp / ('state-' + name)}",
+            "--env", f"PATH={env / 'bin'}{os.pathsep}{os.environ['PATH']}", "--instrument", "off",
+            "--quiet", "--store", str(tmp / f"{name}.sqlite"), "--json", str(out),
+            *([] if busy_check else ["--no-busy-check"]), *extra, "HEAD~6", "HEAD"]
+    started = time.perf_counter()
+    try:
+        with contextlib.redirect_stdout(io.StringIO()):  # each hunt's own summary: not this table
+            main(args)
+        code = 0
+    except SystemExit as exc:
+        code = int(exc.code or 0)
+    wall = time.perf_counter() - started
+    return code, (json.loads(out.read_text()) if out.exists() else None), wall
+
+
+def main_() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--busy-check", action="store_true")
+    options = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp_name:
+        tmp = Path(tmp_name)
+        shas = make_cext_repo(tmp / "repo", SPEEDS)
+        env = user_env(tmp, tmp / "repo")
+        rows = []
+        for i, (way, extra) in enumerate(WAYS.items()):
+            code, report, wall = hunt(tmp / "repo", env, tmp, f"way{i}", extra, options.busy_check)
+            measurement = (report or {}).get("measurement") or {}
+            setup = measurement.get("setup") or {}
+            culprits = [c["commit"] for c in (report or {}).get("culprits", [])]
+            rows.append([way, code, (report or {}).get("verdict", "error (no report)"),
+                         f"{(report or {}).get('gap_pct', float('nan')):+.1f}%" if report else "-",
+                         "yes" if culprits == [shas[4]] else "no", (report or {}).get("probes", "-"),
+                         f"{measurement.get('probe_seconds', 0):.1f}", setup.get("runs", "-"),
+                         f"{setup['seconds']:.1f}" if setup else "-", f"{wall:.1f}"])
+    print(tabulate(rows, headers=["way", "exit", "verdict", "gap", "right culprit", "probes", "probe s",
+                                  "setup runs", "setup s", "wall s"], tablefmt="github"))
+
+
+if __name__ == "__main__":
+    main_()

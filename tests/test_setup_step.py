@@ -1,0 +1,279 @@
+"""The per-candidate setup step and per-slot virtualenvs (docs/setup.md).
+
+Fast tests drive SampleSource with a real worktree pool, real setup commands and a fake probe
+executor. The slow ones are Must-show (c): a C extension whose C source holds the slowdown,
+built per candidate by `--setup`, against the same hunt without it.
+"""
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from regressbisect.config import build_config
+from regressbisect.git.history import History
+from regressbisect.git.worktrees import WorktreePool, pool_root
+from regressbisect.model import Candidate, ProbeOutcome, Sample, SampleKey
+from regressbisect.oracle import Request, SampleSource
+from regressbisect.probe.runner import ProbeSpec
+from regressbisect.probe.setup_step import SetupStep
+from regressbisect.probe.venvs import SlotVenvs
+from regressbisect.store import Store
+from tests.cli import run_cli
+from tests.cextrepo import make_cext_repo
+from tests.gitrepo import make_repo
+
+
+class BuiltProbe:
+    """Fake executor: a sample only when the setup's output is in the worktree."""
+
+    def __init__(self):
+        self.envs: list[dict] = []
+
+    def __call__(self, spec, worktree: Path, extra_env=None) -> ProbeOutcome:
+        self.envs.append(dict(extra_env or {}))
+        if not (worktree / "built.txt").exists():
+            return ProbeOutcome(sample=None, skip_reason="exit 1: ImportError: not built", exit_code=1,
+                                wall_seconds=0.01)
+        return ProbeOutcome(sample=Sample(tok_s=100.0), skip_reason=None, exit_code=0, wall_seconds=0.01)
+
+
+def _source(repo: Path, store: Store, pool: WorktreePool, setup_cmd: str, hunt_id: int,
+            probe=None, venvs=None) -> tuple[SampleSource, SetupStep]:
+    history = pool.history
+    setup = SetupStep(command=setup_cmd, store=store, hunt_id=hunt_id, timeout_s=60,
+                      log_dir=pool_root(history) / "setup-logs")
+    source = SampleSource(
+        store=store, pool=pool, spec=ProbeSpec(command="true", tokens=10, timeout_s=30),
+        env_fingerprint="fp", hunt_id=hunt_id,
+        key_for=lambda c: SampleKey(tree=history.tree_of(c.commit), patch_hash=None, config_hash="c",
+                                    env_fingerprint="fp"),
+        probe_runner=probe or BuiltProbe(), setup=setup, venvs=venvs)
+    return source, setup
+
+
+def _hunt(store: Store) -> int:
+    return store.start_hunt(kind="commits", good="a", bad="b", config_hash="c", env_fingerprint="fp",
+                            settings={})
+
+
+@pytest.fixture
+def repo(tmp_path):
+    shas = make_repo(tmp_path / "repo", [{"a.py": "x = 1\n", ".gitignore": "built.txt\n"},
+                                         {"a.py": "x = 2\n"}, {"a.py": "x = 3\n"}])
+    return tmp_path / "repo", shas
+
+
+def test_setup_runs_after_each_switch_and_not_while_the_slot_holds_the_build(repo, tmp_path):
+    path, shas = repo
+    log = tmp_path / "setup.log"
+    history = History.open(path)
+    with Store(tmp_path / "s.sqlite") as store, WorktreePool(history, 1) as pool:
+        source, setup = _source(path, store, pool, f"git rev-parse HEAD >> {log}; echo ok > built.txt",
+                                _hunt(store))
+        order = [shas[0], shas[0], shas[2], shas[0]]
+        draws = [source.draw_many([Request(Candidate(sha))])[0] for sha in order]
+    assert all(d.sample is not None for d in draws)  # the build was there at every probe
+    # Built at the first checkout, reused for the second sample, built again after the slot
+    # moved to another commit and back (git clean -ffdx removed built.txt).
+    assert log.read_text().split() == [shas[0], shas[2], shas[0]]
+    report = setup.to_json()
+    assert report["runs"] == 3 and report["failures"] == 0
+    assert report["per_candidate"][shas[0][:10]]["reuses"] == 1
+    assert source.probe_seconds == pytest.approx(0.04)  # setup time is not probe time
+
+
+def test_failed_setup_skips_with_its_reason_and_a_resumed_hunt_does_not_rerun_it(repo, tmp_path):
+    path, shas = repo
+    log = tmp_path / "setup.log"
+    history = History.open(path)
+    command = f"echo run >> {log}; echo compiling; echo 'error: boom.c:3: bad' >&2; exit 3"
+    with Store(tmp_path / "s.sqlite") as store, WorktreePool(history, 1) as pool:
+        hunt = _hunt(store)
+        source, _ = _source(path, store, pool, command, hunt)
+        (draw,) = source.draw_many([Request(Candidate(shas[1]))])
+        assert draw.sample is None
+        assert draw.skip_reason.startswith("setup failed: exit 3: error: boom.c:3: bad (log: ")
+        log_file = Path(draw.skip_reason.split("(log: ")[1].rstrip(")"))
+        assert log_file.is_relative_to(path / ".git" / "regressbisect")
+        assert "compiling" in log_file.read_text()
+        # A resumed hunt (same hunt id, new process state) reuses the stored failure ...
+        resumed, setup = _source(path, store, pool, command, hunt)
+        (again,) = resumed.draw_many([Request(Candidate(shas[1]), namespace="other")])
+        assert again.skip_reason == draw.skip_reason
+        assert log.read_text().count("run") == 1
+        # ... a new hunt retries (the user may have fixed the build meanwhile).
+        fresh, _ = _source(path, store, pool, command, _hunt_new(store))
+        fresh.draw_many([Request(Candidate(shas[1]))])
+        assert log.read_text().count("run") == 2
+        rows = store.setups(SampleKey(history.tree_of(shas[1]), None, "c", "fp"), setup.hash)
+    assert [r["ok"] for r in rows] == [False, False]
+    assert "error: boom.c:3: bad" in rows[0]["output_tail"]
+
+
+def test_a_stored_setup_failure_is_reused_even_where_the_tree_has_older_samples(repo, tmp_path):
+    path, shas = repo
+    log = tmp_path / "setup.log"
+    history = History.open(path)
+    with Store(tmp_path / "s.sqlite") as store, WorktreePool(history, 1) as pool:
+        key = SampleKey(history.tree_of(shas[1]), None, "c", "fp")
+        # A sample of this tree from an earlier hunt (its build worked then).
+        store.add_outcome(key, Candidate(shas[1]), ProbeOutcome(Sample(tok_s=90.0), None, 0, 0.1), hunt_id=None)
+        source, setup = _source(path, store, pool, f"echo run >> {log}; exit 1", _hunt(store))
+        draws = [source.draw_many([Request(Candidate(shas[1]))])[0] for _ in range(3)]
+    assert [d.value for d in draws] == [90.0, None, None]
+    assert draws[1].skip_reason == draws[2].skip_reason
+    assert log.read_text().count("run") == 1 and setup.remembered_failures == 1
+
+
+def _hunt_new(store: Store) -> int:
+    return store.start_hunt(kind="commits", good="a", bad="b2", config_hash="c", env_fingerprint="fp",
+                            settings={})
+
+
+def test_setup_and_probe_run_in_the_slot_venv(repo, tmp_path):
+    path, shas = repo
+    history = History.open(path)
+    probe = BuiltProbe()
+    venvs = SlotVenvs(tmp_path / "venvs")
+    with Store(tmp_path / "s.sqlite") as store, WorktreePool(history, 1) as pool:
+        source, _ = _source(path, store, pool,
+                            'echo "$VIRTUAL_ENV|$(command -v python)|$(command -v pip)|$REGRESSBISECT_TOKENS" > built.txt',
+                            _hunt(store), probe=probe, venvs=venvs)
+        source.draw_many([Request(Candidate(shas[0]))])
+        seen = (pool.path(0) / "built.txt").read_text().strip().split("|")
+    venv = venvs.path(0)
+    assert seen == [str(venv), str(venv / "bin" / "python"), str(venv / "bin" / "pip"), "10"]
+    assert probe.envs[0]["VIRTUAL_ENV"] == str(venv)
+    assert probe.envs[0]["PATH"].split(os.pathsep)[0] == str(venv / "bin")
+
+
+def test_config_takes_setup_and_venv_from_pyproject_and_hashes_them_only_when_set():
+    plain = build_config({"cmd": "python bench.py"}, {})
+    built = build_config({"cmd": "python bench.py", "setup": "make", "venv": True}, {})
+    assert built.probe.setup == "make" and built.probe.venv
+    assert plain.probe.config_hash() != built.probe.config_hash()
+    # Hunts without a setup step keep the hash (and the stored samples) they always had.
+    import hashlib
+    payload = {"cmd": "python bench.py", "tokens": 4096, "env": []}
+    assert plain.probe.config_hash() == hashlib.sha1(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:16]
+    assert build_config({"cmd": "x"}, {"setup": "make"}).probe.setup == "make"
+
+
+@pytest.mark.slow
+def test_an_install_into_slot_0s_venv_is_seen_nowhere_else(tmp_path):
+    package = tmp_path / "leakcheck"
+    package.mkdir()
+    (package / "leakcheck_mod.py").write_text("WHERE = 'slot 0'\n")
+    (package / "setup.py").write_text("from setuptools import setup\n"
+                                      "setup(name='leakcheck', version='1', py_modules=['leakcheck_mod'])\n")
+    venvs = SlotVenvs(tmp_path / "venvs")
+    slot0, slot1 = venvs.ensure(0), venvs.ensure(1)
+    subprocess.run([str(slot0 / "bin" / "pip"), "install", "-q", "--no-deps", "--no-build-isolation",
+                    "--no-index", str(package)], check=True, capture_output=True)
+    probe_cmd = "import leakcheck_mod; print(leakcheck_mod.WHERE)"
+    ok = subprocess.run([str(slot0 / "bin" / "python"), "-c", probe_cmd], capture_output=True, text=True)
+    assert ok.stdout.strip() == "slot 0"
+    for python in (slot1 / "bin" / "python", Path(sys.executable)):
+        other = subprocess.run([str(python), "-c", probe_cmd], capture_output=True, text=True)
+        assert other.returncode != 0 and "ModuleNotFoundError" in other.stderr, python
+    # The user's packages stay visible inside the slot (here: typer from the test environment).
+    assert subprocess.run([str(slot1 / "bin" / "python"), "-c", "import typer"]).returncode == 0
+
+
+# -- Must-show (c): a C extension ------------------------------------------------------------
+
+SPEEDS = [1000.0] * 4 + [700.0] * 3   # the C source changes at index 4
+
+
+@pytest.fixture
+def cext(tmp_path):
+    """The C-extension repo, and a user environment with the BAD build installed (pip install .
+    of HEAD, non-editable): what a user who installed their project has."""
+    repo = tmp_path / "repo"
+    shas = make_cext_repo(repo, SPEEDS)
+    userenv = tmp_path / "userenv"
+    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", "--without-pip", str(userenv)],
+                   check=True)
+    (userenv / "lib" / f"python{sys.version_info[0]}.{sys.version_info[1]}" / "site-packages"
+     / "_base.pth").write_text("\n".join(p for p in sys.path if p.endswith("site-packages")) + "\n")
+    subprocess.run([str(userenv / "bin" / "python"), "-m", "pip", "install", "-q", "--no-deps",
+                    "--no-build-isolation", "--no-index", str(repo)], check=True, capture_output=True)
+    before = _snapshot(repo)
+    yield repo, shas, userenv
+    assert _snapshot(repo) == before  # the user's checkout is only read
+
+
+def _snapshot(repo: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(repo)): p.read_bytes() for p in sorted(repo.rglob("*"))
+            if p.is_file() and ".git" not in p.relative_to(repo).parts}
+
+
+def _cext_args(repo: Path, shas, userenv: Path, tmp_path: Path, name: str, *extra: str) -> list[str]:
+    path = f"{userenv / 'bin'}{os.pathsep}{os.environ['PATH']}"
+    return ["run", "-C", str(repo), "--cmd", "python bench.py", "--tokens", "1000",
+            "--env", f"BENCH_STATE={tmp_path / ('state-' + name)}", "--env", f"PATH={path}",
+            "--instrument", "off", "--quiet", "--store", str(tmp_path / f"{name}.sqlite"),
+            "--json", str(tmp_path / f"{name}.json"), *extra, shas[0], shas[-1]]
+
+
+@pytest.mark.slow
+def test_c_extension_before_and_after_the_setup_step(cext, tmp_path):
+    repo, shas, userenv = cext
+    # Before: no setup step. Every worktree holds only sources, so `import fastmod` finds the
+    # installed BAD build: all candidates measure the same code and the hunt cannot answer.
+    code = run_cli(_cext_args(repo, shas, userenv, tmp_path, "before"))
+    assert code != 0
+    if (tmp_path / "before.json").exists():
+        assert json.loads((tmp_path / "before.json").read_text())["culprits"] == []
+    # After: each candidate is compiled in its worktree before it is measured.
+    code = run_cli(_cext_args(repo, shas, userenv, tmp_path, "after",
+                              "--setup", "python setup.py build_ext --inplace"))
+    assert code == 0
+    report = json.loads((tmp_path / "after.json").read_text())
+    assert [c["commit"] for c in report["culprits"]] == [shas[4]]
+    setup = report["measurement"]["setup"]
+    assert setup["command"] == "python setup.py build_ext --inplace"
+    assert setup["runs"] >= 2 and setup["failures"] == 0 and setup["seconds"] > 0
+    with sqlite3.connect(tmp_path / "after.sqlite") as conn:
+        assert conn.execute("SELECT COUNT(*), SUM(ok) FROM setups").fetchone() == (setup["runs"],) * 2
+
+
+@pytest.mark.slow
+def test_c_extension_installed_per_candidate_into_slot_venvs(cext, tmp_path):
+    repo, shas, userenv = cext
+    code = run_cli(_cext_args(repo, shas, userenv, tmp_path, "venv", "--venv", "--setup",
+                              "pip install -q --force-reinstall --no-deps --no-build-isolation --no-index ."))
+    assert code == 0
+    report = json.loads((tmp_path / "venv.json").read_text())
+    assert [c["commit"] for c in report["culprits"]] == [shas[4]]
+    venv_paths = report["measurement"]["venvs"]["paths"]
+    assert venv_paths[0].startswith(str(repo / ".git" / "regressbisect" / "venvs"))
+    # The user's environment still has its own (BAD) build, untouched by the candidates' installs.
+    speed = subprocess.run([str(userenv / "bin" / "python"), "-c", "import fastmod; print(fastmod.speed())"],
+                           capture_output=True, text=True, cwd=tmp_path)
+    assert speed.stdout.strip() == "700.0"
+
+
+@pytest.mark.parametrize("with_uv", [True, False])
+def test_slot_venv_sees_the_users_packages_with_uv_and_with_plain_venv(tmp_path, monkeypatch, with_uv):
+    import shutil
+
+    from regressbisect.probe import venvs as venvs_module
+
+    real_which = shutil.which
+    if not with_uv:
+        monkeypatch.setattr(venvs_module.shutil, "which", lambda name: None if name == "uv" else real_which(name))
+    elif real_which("uv") is None:
+        pytest.skip("uv is not on PATH")
+    venv = SlotVenvs(tmp_path / "venvs").ensure(0)
+    out = subprocess.run([str(venv / "bin" / "python"), "-c", "import sys, typer; print(sys.prefix)"],
+                         capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == str(venv)
+    assert subprocess.run([str(venv / "bin" / "pip"), "--version"], capture_output=True).returncode == 0
