@@ -36,6 +36,9 @@ class ProbeConfig:
     """Seconds after which a probe's whole process group is killed and the run is skipped."""
     metric_regex: str = DEFAULT_METRIC_REGEX
     """Fallback when the probe prints no `@regressbisect {...}` line: group 1 is tok/s."""
+    isolation_check: bool = True
+    """Check that every probe imported the project from its own worktree (docs/isolation.md);
+    off for probes that are not Python. Hashed: unchecked samples never serve a checked hunt."""
 
     def __post_init__(self) -> None:
         if not self.cmd or not self.cmd.strip():
@@ -49,7 +52,11 @@ class ProbeConfig:
 
     def config_hash(self) -> str:
         """Stable hash of what a sample depends on (timeout and regex do not change a value)."""
-        payload = {"cmd": self.cmd, "tokens": self.tokens, "env": sorted(self.env.items())}
+        payload = {"cmd": self.cmd, "tokens": self.tokens, "env": sorted(self.env.items()),
+                   # Samples taken before import roots went first may have measured another copy.
+                   "imports": "worktree-first"}
+        if not self.isolation_check:
+            payload["isolation_check"] = False
         return hashlib.sha1(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:16]
 
 
@@ -108,6 +115,7 @@ _PYPROJECT_KEYS = {
     "slots": ("hunt", int), "slot_devices": ("hunt", list), "instrument": ("hunt", str),
     "overhead_limit": ("hunt", float), "overhead_pairs": ("hunt", int),
     "lm_head_min_out": ("hunt", int),
+    "isolation_check": ("probe", bool),
 }
 _RENAMES = {"timeout": "timeout_s"}
 

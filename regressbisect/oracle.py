@@ -13,6 +13,7 @@ from typing import Callable, Mapping, Sequence
 
 from regressbisect.git.worktrees import PatchDoesNotApply, WorktreePool
 from regressbisect.model import Candidate, ProbeOutcome, Sample, SampleKey
+from regressbisect.probe.isolation import Isolation, IsolationError, ProbeImports
 from regressbisect.probe.runner import ProbeSpec, run_probe
 from regressbisect.store import Store
 
@@ -60,7 +61,8 @@ class SampleSource:
                  hunt_id: int | None, key_for: Callable[[Candidate], SampleKey],
                  patch_for: Callable[[Candidate], str | None] = lambda c: None,
                  slot_env: Sequence[Mapping[str, str]] = ({},),
-                 probe_runner: Callable[..., ProbeOutcome] = run_probe):
+                 probe_runner: Callable[..., ProbeOutcome] = run_probe,
+                 isolation: Isolation | None = None):
         self._store = store
         self._pool = pool
         self._spec = spec
@@ -70,6 +72,8 @@ class SampleSource:
         self._patch_for = patch_for
         self._slot_env = list(slot_env) or [{}]
         self._probe_runner = probe_runner  # a fake executor in unit tests (hyperfine's mock)
+        self.isolation = isolation
+        """Import roots first on every probe's PYTHONPATH, and the check of what it imported."""
         self._cursor: dict[tuple[SampleKey, str, str], int] = {}
         self._initial_count: dict[tuple[SampleKey, str], int] = {}
         self.probes_run = 0
@@ -143,7 +147,7 @@ class SampleSource:
 
     def _run_fresh(self, fresh: list[tuple[int, Request]],
                    on_start: Callable[[int, Request], None] | None) -> list[ProbeOutcome]:
-        def run(slot: int, request: Request) -> ProbeOutcome:
+        def run(slot: int, request: Request) -> tuple[ProbeOutcome, ProbeImports | None]:
             if on_start is not None:
                 on_start(slot, request)
             patch = self._patch_for(request.candidate)
@@ -151,17 +155,31 @@ class SampleSource:
                 worktree = self._pool.checkout(slot, request.candidate.commit, patch)
             except PatchDoesNotApply as exc:
                 return ProbeOutcome(sample=None, skip_reason=f"patch does not apply: {exc}",
-                                    exit_code=None, wall_seconds=0.0)
+                                    exit_code=None, wall_seconds=0.0), None
             spec = ProbeSpec(command=self._spec.command, tokens=self._spec.tokens,
                              timeout_s=self._spec.timeout_s, env=self._spec.env,
                              instrument=request.instrumented, metric_regex=self._spec.metric_regex)
-            return self._probe_runner(spec, worktree, extra_env=self._slot_env[slot])
+            imports = self.isolation.prepare(worktree) if self.isolation is not None else None
+            extra_env = {**self._slot_env[slot], **(imports.env if imports is not None else {})}
+            return self._probe_runner(spec, worktree, extra_env=extra_env), imports
 
         if len(fresh) == 1:
-            return [run(0, fresh[0][1])]
-        with ThreadPoolExecutor(max_workers=len(fresh)) as executor:
-            futures = [executor.submit(run, slot, request) for slot, (_, request) in enumerate(fresh)]
-            return [f.result() for f in futures]
+            results = [run(0, fresh[0][1])]
+        else:
+            with ThreadPoolExecutor(max_workers=len(fresh)) as executor:
+                futures = [executor.submit(run, slot, request) for slot, (_, request) in enumerate(fresh)]
+                results = [f.result() for f in futures]
+        # Checked before any outcome is stored: a sample of the wrong code is never evidence.
+        wrong_code = []
+        for _, imports in results:
+            if imports is not None:
+                try:
+                    self.isolation.verify(imports)
+                except IsolationError as error:
+                    wrong_code.append(error)
+        if wrong_code:
+            raise wrong_code[0]
+        return [outcome for outcome, _ in results]
 
 
 def median_counters(samples: Sequence[Sample]) -> dict[str, float]:

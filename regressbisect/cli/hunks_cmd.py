@@ -17,6 +17,7 @@ def hunks(
     cmd: o.Cmd = None, tokens: o.Tokens = None, timeout: o.Timeout = None,
     metric_regex: o.MetricRegex = None, env: o.Env = None, min_effect: o.MinEffect = None,
     direction: o.Direction = None, max_samples: o.MaxSamples = None, instrument: o.Instrument = None,
+    isolation_check: o.IsolationCheck = None,
     json_out: o.JsonOut = None, store: o.StorePath = None,
     repo: o.Repo = Path("."), quiet: o.Quiet = False,
 ) -> None:
@@ -35,7 +36,8 @@ def hunks(
     history = History.open(repo)
     flags = {"cmd": cmd, "tokens": tokens, "timeout": timeout, "metric_regex": metric_regex,
              "env": o.parse_env(env), "min_effect": min_effect, "direction": direction,
-             "max_samples": max_samples, "instrument": instrument}
+             "max_samples": max_samples, "instrument": instrument,
+             "isolation_check": isolation_check}
     config = build_config(history.read_pyproject_table(), flags, source=str(history.root / "pyproject.toml"))
     with HuntProgress(quiet=quiet) as progress:
         hunt = HunkHunt(history, config, base=base, include_untracked=include_untracked,

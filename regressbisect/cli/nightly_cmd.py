@@ -23,6 +23,7 @@ def nightly(
     no_hunt: Annotated[bool, typer.Option("--no-hunt", help="Report change points without bisecting them.")] = False,
     cmd: o.Cmd = None, tokens: o.Tokens = None, timeout: o.Timeout = None, env: o.Env = None,
     min_effect: o.MinEffect = None, direction: o.Direction = None, instrument: o.Instrument = None,
+    isolation_check: o.IsolationCheck = None,
     store: o.StorePath = None, repo: o.Repo = Path("."), quiet: o.Quiet = False,
 ) -> None:
     """One night of regression hunting. Exit 3 when a new regression is found, 0 otherwise."""
@@ -35,7 +36,8 @@ def nightly(
 
     history = History.open(repo)
     flags = {"cmd": cmd, "tokens": tokens, "timeout": timeout, "env": o.parse_env(env),
-             "min_effect": min_effect, "direction": direction, "instrument": instrument}
+             "min_effect": min_effect, "direction": direction, "instrument": instrument,
+             "isolation_check": isolation_check}
     config = build_config(history.read_pyproject_table(), flags, source=str(history.root / "pyproject.toml"))
     settings = NightlySettings(branch=branch, samples_per_commit=samples, max_new=max_new, lookback=lookback,
                                changepoints=ChangePointSettings(min_magnitude=min_magnitude, alpha=alpha),
