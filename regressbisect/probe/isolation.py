@@ -322,6 +322,8 @@ class ProbeImports:
     env: dict[str, str]
     records_dir: Path | None
     """Where the probe's processes write their records (None: the check is off)."""
+    project_processes: int = 0
+    """Processes of the probe that imported a project module (each torchrun rank is one)."""
 
     def read(self) -> dict[str, str]:
         """{module: file} over every process of the probe; removes the records."""
@@ -334,7 +336,9 @@ class ProbeImports:
                     record = json.loads(path.read_text(encoding="utf-8"))
                 except (OSError, ValueError):
                     continue
-                for module, file in (record.get("modules") or {}).items():
+                modules = record.get("modules") or {}
+                self.project_processes += any(m != MAIN_MODULE for m in modules)
+                for module, file in modules.items():
                     if not isinstance(module, str) or not isinstance(file, str):
                         continue
                     # Any process (rank) that loaded a module from elsewhere decides: keep that one.
@@ -358,9 +362,12 @@ class Isolation:
     inherited_pythonpath: str | None = None
     """The PYTHONPATH the probe would get without us (the parent's, or the one in --env)."""
     imported_from: dict[str, str] = field(default_factory=dict)
-    """module -> worktree-relative file, first seen per module, over every checked probe."""
+    """module -> worktree-relative file, first seen per module, over every checked probe
+    (`__main__`: the script the probe ran, when it is the worktree's)."""
     probes_checked: int = 0
     probes_without_project_imports: int = 0
+    most_processes: int = 0
+    """The most processes of one probe that imported the project (ranks of a torchrun probe)."""
 
     def prepare(self, worktree: Path) -> ProbeImports:
         """The environment of one probe in `worktree`: its PYTHONPATH, and the recorder's inputs."""
@@ -380,6 +387,7 @@ class Isolation:
         if probe.records_dir is None:
             return imported
         self.probes_checked += 1
+        self.most_processes = max(self.most_processes, probe.project_processes)
         project = {m: f for m, f in imported.items() if m != MAIN_MODULE}
         if not project:
             self.probes_without_project_imports += 1
@@ -390,7 +398,9 @@ class Isolation:
             if module == MAIN_MODULE and where not in ("your checkout", "another worktree"):
                 continue  # a launcher (torchrun, python -m torch.distributed.run): not project code
             raise IsolationError(self._message(module, file, where, probe.worktree))
-        for module, file in sorted(project.items()):
+        for module, file in sorted(imported.items()):
+            if module == MAIN_MODULE and not _is_inside(file, probe.worktree):
+                continue  # a launcher's script is not the project's
             self.imported_from.setdefault(module, os.path.relpath(os.path.realpath(file),
                                                                   os.path.realpath(probe.worktree)))
         return imported
@@ -425,13 +435,14 @@ class Isolation:
             note = f"isolation check off ({FIX_FLAG}): where the probe imported the project from was not checked"
         elif self.probes_checked == 0:
             note = "every sample came from the store (each was checked when it was taken)"
-        elif not self.imported_from:
+        elif not set(self.imported_from) - {MAIN_MODULE}:
             note = "no project module was imported (a probe that is not Python, or imports nothing of the project)"
         else:
             dirs = sorted({_first_dirs(path) for path in self.imported_from.values()})
             note = f"the project's modules were imported from the probe's worktree: {', '.join(dirs)}"
         return {"check": self.check, "probes_checked": self.probes_checked,
                 "probes_without_project_imports": self.probes_without_project_imports,
+                "processes_per_probe": self.most_processes,
                 "imported_from": dict(sorted(self.imported_from.items())), "note": note}
 
 

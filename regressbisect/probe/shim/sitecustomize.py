@@ -91,6 +91,8 @@ def _record_imports(directory, names) -> None:
     for name, module in list(sys.modules.items()):
         if name == "__main__" or name in wanted or name.startswith(prefixes):
             file = getattr(module, "__file__", None)
+            if name == "__main__" and not file:  # CPython drops a script's __file__ once it has run
+                file = getattr(getattr(module, "__loader__", None), "path", None)
             if isinstance(file, str):
                 modules[name] = os.path.abspath(file)
     try:
