@@ -111,6 +111,8 @@ class ImportCheck:
     imported: dict
     """module -> worktree-relative file of every project module the probe imported."""
     note: str
+    processes: int
+    """Processes of the probe that imported the project (each torchrun rank is one)."""
     outcome: Any
     """The probe's ProbeOutcome (its tok/s, or why it was skipped)."""
 
@@ -136,7 +138,7 @@ def check_imports(history, config, ref: str = "HEAD") -> ImportCheck:
         roots = tuple(os.path.relpath(r, worktree) for r in import_roots(worktree))
     report = isolation.report()
     return ImportCheck(commit=commit, roots=roots, imported=report["imported_from"],
-                       note=report["note"], outcome=outcome)
+                       note=report["note"], processes=report["processes_per_probe"], outcome=outcome)
 
 
 def assess(check: MachineCheck, history: Sequence[MachineCheck | Mapping[str, Any]], *,

@@ -70,11 +70,12 @@ def _import_check(repo: Path, cmd: str, env: list[str] | None, tokens: int | Non
     measured = f"{outcome.sample.tok_s:.6g} tok/s" if outcome.sample else f"skipped: {outcome.skip_reason}"
     if as_json:
         print(json.dumps({"commit": result.commit, "import_roots": list(result.roots),
-                          "imported_from": result.imported, "note": result.note, "probe": measured}, indent=2))
+                          "imported_from": result.imported, "note": result.note,
+                          "processes": result.processes, "probe": measured}, indent=2))
         return
     print(f"isolation check at {result.commit[:10]} (HEAD): {result.note}")
     print(f"import roots, first on PYTHONPATH: {', '.join(r if r == '.' else r + '/' for r in result.roots)}")
     width = max((len(m) for m in result.imported), default=0)
     for module, file in result.imported.items():
         print(f"  {module:<{width}}  {file}")
-    print(f"probe: {measured}")
+    print(f"probe: {measured}; {result.processes} process(es) imported the project")
