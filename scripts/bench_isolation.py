@@ -10,7 +10,8 @@ the worktree's import roots first (docs/isolation.md).
    parent's read of it), in interleaved pairs (ABBA order). Per arm: median wall time of the
    whole probe process; the recorder's cost is the paired change of 1/wall (stats.compare).
    Probes: `python bench.py` (interpreter start-up and one small package: the worst case) and
-   the same after `import torch` (a training probe's floor).
+   the same after `import torch` (a training probe's floor). Wall times of whole processes on a
+   shared machine are noisy, so the recorder's own work is also timed inside one process.
 2. Before/after. Case (a) of tests/test_isolation_integration.py: a src-layout package installed
    editable (the user's checkout, at the slow HEAD) into a virtualenv; commit 4 of 8 halves
    tok/s. The hunt runs twice through the real CLI code: as the tool was (no import roots, no
@@ -35,7 +36,7 @@ from regressbisect.config import build_config  # noqa: E402
 from regressbisect.git.history import History  # noqa: E402
 from regressbisect.hunt import CommitHunt, VERDICT_EXIT  # noqa: E402
 from regressbisect.probe import isolation  # noqa: E402
-from regressbisect.probe.runner import ProbeSpec, run_probe  # noqa: E402
+from regressbisect.probe.runner import SHIM_DIR, ProbeSpec, run_probe  # noqa: E402
 from tests.isorepo import make_installed_repo, make_venv, pip_install  # noqa: E402
 
 PROBES = {
@@ -67,6 +68,45 @@ def recorder_cost(workdir: Path, pairs: int, torch_pairs: int) -> list[list[str]
                      f"{statistics.median(recorded) * 1e3:.1f}",
                      f"{-cmp.change:+.2%}", f"{-cmp.ci95[1]:+.2%} .. {-cmp.ci95[0]:+.2%}"])
     return rows
+
+
+IN_PROCESS = r"""
+import importlib.util, json, os, sys, tempfile, time, statistics
+import torch, mypkg
+spec = importlib.util.spec_from_file_location("hook", sys.argv[1])
+hook = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(hook)
+out = tempfile.mkdtemp()
+times = []
+for _ in range(50):
+    started = time.perf_counter()
+    hook._record_imports(out, ["mypkg"])
+    times.append(time.perf_counter() - started)
+print(json.dumps({"modules": len(sys.modules), "record_us": statistics.median(times) * 1e6}))
+"""
+
+
+def in_process_cost(workdir: Path) -> list[list[str]]:
+    """The recorder's own work, timed inside one process: start-up (python -X importtime) and
+    the record written at exit, with torch loaded (about 1,500 modules to walk)."""
+    import json
+    import os
+    import subprocess
+
+    repo = workdir / "cost"
+    env = {**os.environ, "PYTHONPATH": f"{SHIM_DIR}{os.pathsep}{repo / 'src'}",
+           isolation.IMPORTS_DIR_ENV: str(workdir), isolation.PROJECT_MODULES_ENV: "mypkg"}
+    startups = []
+    for _ in range(20):
+        trace = subprocess.run([sys.executable, "-X", "importtime", "-c", "pass"], env=env,
+                               capture_output=True, text=True).stderr
+        startups += [int(line.split("|")[1]) for line in trace.splitlines()
+                     if line.count("|") == 2 and line.split("|")[2].strip() == "sitecustomize"]
+    done = subprocess.run([sys.executable, "-c", IN_PROCESS, str(SHIM_DIR / "sitecustomize.py")],
+                          env={**env, "PYTHONPATH": str(repo / "src")}, capture_output=True, text=True, check=True)
+    record = json.loads(done.stdout.strip().splitlines()[-1])
+    return [["start-up: import of the probe's sitecustomize (recorder on)", f"{statistics.median(startups):.0f}"],
+            [f"at exit: the record, {record['modules']} modules loaded (torch)", f"{record['record_us']:.0f}"]]
 
 
 def before_after(workdir: Path, max_samples: int) -> list[list[str]]:
@@ -110,6 +150,9 @@ def main() -> None:
         print(tabulate(recorder_cost(workdir, args.pairs, args.torch_pairs),
                        headers=["probe", "pairs", "median ms, no recorder", "median ms, recorder",
                                 "cost", "95% CI"], tablefmt="github"))
+        print()
+        print("The recorder's own work, timed inside the process (median)")
+        print(tabulate(in_process_cost(workdir), headers=["what", "microseconds"], tablefmt="github"))
         if args.no_hunt:
             return
         print()

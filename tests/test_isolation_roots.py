@@ -2,7 +2,7 @@
 verdict on recorded imports (pure and fast; one real interpreter for the recorder)."""
 from __future__ import annotations
 
-import json
+import ast
 import os
 import subprocess
 import sys
@@ -109,7 +109,7 @@ def places(tmp_path):
 
 
 def record(probe, modules: dict[str, Path], pid: int = 1) -> None:
-    (probe.records_dir / f"{pid}.json").write_text(json.dumps({"modules": {k: str(v) for k, v in modules.items()}}))
+    (probe.records_dir / f"{pid}.rec").write_text(repr({"modules": {k: str(v) for k, v in modules.items()}}))
 
 
 def isolation(places, check: bool = True) -> Isolation:
@@ -183,7 +183,7 @@ def test_recorder_runs_in_a_real_interpreter_and_chains_to_an_existing_sitecusto
             "print(os.environ.get('CHAINED'), 'regressbisect.probe.instrument' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["1", "False"]  # chained; counters only when REGRESSBISECT_INSTRUMENT=1
-    (written,) = records.glob("*.json")
-    modules = json.loads(written.read_text())["modules"]
+    (written,) = records.glob("*.rec")
+    modules = ast.literal_eval(written.read_text())["modules"]
     assert modules == {"mypkg": str(project / "mypkg" / "__init__.py"),
                        "mypkg.sub": str(project / "mypkg" / "sub.py")}

@@ -22,8 +22,8 @@ Pure parent-side code: nothing here imports the probe's project.
 """
 from __future__ import annotations
 
+import ast
 import configparser
-import json
 import os
 import re
 import shutil
@@ -44,7 +44,7 @@ else:  # pragma: no cover - Python 3.10 reads TOML with the tomli backport
         tomllib = None
 
 IMPORTS_DIR_ENV = "REGRESSBISECT_IMPORTS_DIR"
-"""Directory where each probe process writes `<pid>.json`: {module: file} of project modules."""
+"""Directory where each probe process writes `<pid>.rec`: {module: file} of project modules."""
 PROJECT_MODULES_ENV = "REGRESSBISECT_PROJECT_MODULES"
 """Comma-separated names (top-level or dotted) whose modules the recorder reports."""
 FIX_FLAG = "--no-isolation-check"
@@ -331,10 +331,12 @@ class ProbeImports:
         if self.records_dir is None:
             return merged
         try:
-            for path in sorted(self.records_dir.glob("*.json")):
+            for path in sorted(self.records_dir.glob("*.rec")):
                 try:
-                    record = json.loads(path.read_text(encoding="utf-8"))
-                except (OSError, ValueError):
+                    record = ast.literal_eval(path.read_text(encoding="utf-8"))
+                except (OSError, ValueError, SyntaxError, MemoryError):
+                    continue
+                if not isinstance(record, dict):
                     continue
                 modules = record.get("modules") or {}
                 self.project_processes += any(m != MAIN_MODULE for m in modules)

@@ -84,7 +84,8 @@ class _PostImportHooks:
 
 
 def _record_imports(directory, names) -> None:
-    """atexit: {module: file} of the project's modules (and the script run) in `directory`/<pid>.json."""
+    """atexit: {module: file} of the project's modules (and the script run) in `directory`/<pid>.rec,
+    as a Python literal (repr): no json import in a probe that has none."""
     prefixes = tuple(n + "." for n in names)
     wanted = set(names)
     modules = {}
@@ -96,11 +97,9 @@ def _record_imports(directory, names) -> None:
             if isinstance(file, str):
                 modules[name] = os.path.abspath(file)
     try:
-        import json
-
-        path = os.path.join(directory, "%d.json" % os.getpid())
+        path = os.path.join(directory, "%d.rec" % os.getpid())
         with open(path + ".tmp", "w") as f:
-            json.dump({"pid": os.getpid(), "rank": os.environ.get("RANK"), "modules": modules}, f)
+            f.write(repr({"pid": os.getpid(), "rank": os.environ.get("RANK"), "modules": modules}))
         os.replace(path + ".tmp", path)  # the parent never reads half a record
     except OSError:  # the directory is gone (the probe outlived its parent): nothing to report to
         pass
