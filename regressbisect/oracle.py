@@ -161,7 +161,12 @@ class SampleSource:
                              instrument=request.instrumented, metric_regex=self._spec.metric_regex)
             imports = self.isolation.prepare(worktree) if self.isolation is not None else None
             extra_env = {**self._slot_env[slot], **(imports.env if imports is not None else {})}
-            return self._probe_runner(spec, worktree, extra_env=extra_env), imports
+            try:
+                return self._probe_runner(spec, worktree, extra_env=extra_env), imports
+            except BaseException:  # interrupted: no record to read, none left behind
+                if imports is not None:
+                    imports.discard()
+                raise
 
         if len(fresh) == 1:
             results = [run(0, fresh[0][1])]

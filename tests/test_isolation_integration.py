@@ -161,3 +161,22 @@ def test_doctor_cmd_shows_what_was_imported_from_where(tmp_path, repo, capsys):
     assert ["__main__", "bench.py"] in [line.split() for line in out.splitlines()]
     assert "probe: " in out and "tok/s" in out
     assert run_cli(["doctor", "-C", str(path), "--cmd", f"cd {path} && {sys.executable} bench.py"]) == ExitCode.ISOLATION
+
+
+def test_nightly_measures_each_commit_not_the_installed_checkout(tmp_path, repo):
+    from regressbisect.config import build_config
+    from regressbisect.doctor import MachineCheck
+    from regressbisect.git.history import History
+    from regressbisect.nightly import Nightly, NightlySettings
+
+    path, shas = repo
+    python = make_venv(tmp_path / "venv")
+    pip_install(python, path, editable=True)
+    config = build_config({}, {"cmd": f"{python} bench.py", "instrument": "off"})
+    night = Nightly(History.open(path), config,
+                    NightlySettings(branch="HEAD", samples_per_commit=2, max_new=len(shas), hunt=False),
+                    store_path=tmp_path / "store.sqlite",
+                    machine_check=lambda: MachineCheck("test", 1.0, 1.0, 0)).run("HEAD")
+    medians = {row["commit"]: row["median_tok_s"] for row in night.report["series"]}
+    assert all(medians[s] > 900 for s in shas[:CULPRIT]) and all(medians[s] < 600 for s in shas[CULPRIT:])
+    assert night.report["isolation"]["imported_from"]["mypkg.core"] == "src/mypkg/core.py"

@@ -79,7 +79,7 @@ def test_project_modules_packages_modules_extensions_and_namespaces(tmp_path):
         "docs/conf.py": "",                                 # a plain directory at the root: not a package
         "typing.py": "", "sitecustomize.py": "",            # stdlib and start-up names: never ours
     })
-    names = project_modules(import_roots(tmp_path))
+    names = project_modules(import_roots(tmp_path), tmp_path)
     assert names == ["bench", "company.team", "fast", "mypkg", "single", "tests"]
 
 
@@ -165,7 +165,7 @@ def test_the_script_itself_from_the_users_checkout_is_an_error_but_a_launcher_is
 def test_check_off_records_nothing_and_says_so(places):
     iso = isolation(places, check=False)
     probe = iso.prepare(places["worktree"])
-    assert IMPORTS_DIR_ENV not in probe.env and probe.records_dir is None
+    assert probe.env[IMPORTS_DIR_ENV] == "" and probe.records_dir is None
     assert probe.env["PYTHONPATH"].startswith(str(places["worktree"] / "src"))  # roots first anyway
     iso.verify(probe)
     assert iso.report()["check"] is False and "check off" in iso.report()["note"]

@@ -234,7 +234,7 @@ def _holds_python_shallow(path: Path) -> bool:
 
 # ------------------------------------------------------------------ the project's module names
 
-def project_modules(roots: Sequence[Path]) -> list[str]:
+def project_modules(roots: Sequence[Path], worktree: Path) -> list[str]:
     """Names of the modules the project provides in its import roots.
 
     A regular package (a directory with __init__.py), a top-level .py module or a compiled
@@ -245,9 +245,9 @@ def project_modules(roots: Sequence[Path]) -> list[str]:
     name with a module the interpreter loads at start-up is not what the probe measures.
     """
     names: set[str] = set()
-    for i, root in enumerate(roots):
-        is_worktree_root = i == len(roots) - 1
-        names.update(_modules_in(root, prefix="", depth=0, namespaces=not is_worktree_root))
+    top = Path(worktree).resolve()
+    for root in roots:
+        names.update(_modules_in(root, prefix="", depth=0, namespaces=Path(root).resolve() != top))
     stdlib = set(getattr(sys, "stdlib_module_names", ())) | set(sys.builtin_module_names)
     return sorted(n for n in names if n.split(".")[0] not in stdlib and n.split(".")[0] not in _NOT_PROJECT)
 
@@ -325,6 +325,11 @@ class ProbeImports:
     project_processes: int = 0
     """Processes of the probe that imported a project module (each torchrun rank is one)."""
 
+    def discard(self) -> None:
+        """Remove the records of a probe that did not finish (interrupted)."""
+        if self.records_dir is not None:
+            shutil.rmtree(self.records_dir, ignore_errors=True)
+
     def read(self) -> dict[str, str]:
         """{module: file} over every process of the probe; removes the records."""
         merged: dict[str, str] = {}
@@ -377,10 +382,11 @@ class Isolation:
         roots = import_roots(worktree)
         env = {"PYTHONPATH": probe_pythonpath(roots, self.inherited_pythonpath, self.user_root, worktree)}
         if not self.check:
+            env[IMPORTS_DIR_ENV] = ""  # nothing recorded, even where the parent's environment has it
             return ProbeImports(worktree, env, None)
         records = Path(tempfile.mkdtemp(prefix="regressbisect-imports-"))
         env[IMPORTS_DIR_ENV] = str(records)
-        env[PROJECT_MODULES_ENV] = ",".join(project_modules(roots))
+        env[PROJECT_MODULES_ENV] = ",".join(project_modules(roots, worktree))
         return ProbeImports(worktree, env, records)
 
     def verify(self, probe: ProbeImports) -> dict[str, str]:
