@@ -150,12 +150,16 @@ def test_a_module_from_elsewhere_is_one_line_naming_both_paths_and_the_flag(plac
     assert "--no-isolation-check" in message
 
 
-def test_the_script_itself_from_the_users_checkout_is_an_error_but_a_launcher_is_not(places):
+def test_the_candidates_script_run_from_the_checkout_is_an_error_but_a_launcher_or_harness_is_not(places):
     iso = isolation(places)
     launcher = iso.prepare(places["worktree"])
     record(launcher, {"__main__": places["site"] / "torch/distributed/run.py"})
     iso.verify(launcher)
     assert iso.report()["note"].startswith("no project module was imported")
+    harness = iso.prepare(places["worktree"])  # a script the candidate does not have: a fixed harness
+    record(harness, {"__main__": places["user"] / "harness.py"})
+    iso.verify(harness)
+    (places["worktree"] / "bench.py").write_text("")
     cd_probe = iso.prepare(places["worktree"])
     record(cd_probe, {"__main__": places["user"] / "bench.py"})
     with pytest.raises(IsolationError, match=r"ran the script from .*bench.py \(your checkout\)"):

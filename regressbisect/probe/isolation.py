@@ -403,8 +403,8 @@ class Isolation:
             if _is_inside(file, probe.worktree):
                 continue
             where = self._classify(file)
-            if module == MAIN_MODULE and where not in ("your checkout", "another worktree"):
-                continue  # a launcher (torchrun, python -m torch.distributed.run): not project code
+            if module == MAIN_MODULE and not self._script_of_candidate(file, where, probe.worktree):
+                continue  # a launcher (torchrun), or a fixed harness the candidate does not have
             raise IsolationError(self._message(module, file, where, probe.worktree))
         for module, file in sorted(imported.items()):
             if module == MAIN_MODULE and not _is_inside(file, probe.worktree):
@@ -412,6 +412,17 @@ class Isolation:
             self.imported_from.setdefault(module, os.path.relpath(os.path.realpath(file),
                                                                   os.path.realpath(probe.worktree)))
         return imported
+
+    def _script_of_candidate(self, file: str, where: str, worktree: Path) -> bool:
+        """Whether a script run from elsewhere has its own version in the worktree (then the
+        probe ran the wrong one); a script the candidate lacks (an untracked harness in the
+        checkout, a launcher) is what the user chose to run on every candidate."""
+        if where == "another worktree":
+            return True
+        if where != "your checkout":
+            return False
+        rel = _relative_to(os.path.realpath(file), os.path.realpath(str(self.user_root)))
+        return rel is not None and (Path(worktree) / rel).exists()
 
     def _classify(self, file: str) -> str:
         for other in self.other_worktrees:
