@@ -24,7 +24,8 @@ def hunks(
     """Delta-debug the uncommitted changes (staged + unstaged) hunk by hunk on tok/s.
 
     Your work tree, index and untracked files are only read; candidates are built in pooled
-    worktrees. Exit codes: 0 finished, 1 user error, 2 no regression between BASE and BASE + changes.
+    worktrees. Exit codes: 0 finished, 1 user error, 2 no regression between BASE and BASE + changes,
+    7 a probe imported the project from elsewhere than its worktree.
     """
     from regressbisect.config import build_config
     from regressbisect.jsonreport import dumps

@@ -26,7 +26,8 @@ def nightly(
     isolation_check: o.IsolationCheck = None,
     store: o.StorePath = None, repo: o.Repo = Path("."), quiet: o.Quiet = False,
 ) -> None:
-    """One night of regression hunting. Exit 3 when a new regression is found, 0 otherwise."""
+    """One night of regression hunting. Exit 3 when a new regression is found, 7 when a probe
+    imported the project from elsewhere than its worktree, 0 otherwise."""
     from regressbisect.changepoints import ChangePointSettings
     from regressbisect.config import build_config
     from regressbisect.errors import ExitCode
