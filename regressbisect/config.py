@@ -45,6 +45,9 @@ class ProbeConfig:
     probe, so what the setup installs never leaks into another slot or the user's environment."""
     setup_timeout_s: float = 1800.0
     """Seconds after which a setup command's process group is killed (the candidate is skipped)."""
+    isolation_check: bool = True
+    """Check that every probe imported the project from its own worktree (docs/isolation.md);
+    off for probes that are not Python. Hashed: unchecked samples never serve a checked hunt."""
 
     def __post_init__(self) -> None:
         if not self.cmd or not self.cmd.strip():
@@ -62,9 +65,12 @@ class ProbeConfig:
 
     def config_hash(self) -> str:
         """Stable hash of what a sample depends on (timeout and regex do not change a value)."""
-        payload = {"cmd": self.cmd, "tokens": self.tokens, "env": sorted(self.env.items())}
-        # A build step or venv changes what is measured; added only when set, so the hashes
-        # (and the stored samples) of hunts without them stay as they were.
+        payload = {"cmd": self.cmd, "tokens": self.tokens, "env": sorted(self.env.items()),
+                   # Samples taken before import roots went first may have measured another copy.
+                   "imports": "worktree-first"}
+        if not self.isolation_check:
+            payload["isolation_check"] = False
+        # A build step or venv changes what is measured; added only when set.
         if self.setup is not None:
             payload["setup"] = self.setup
         if self.venv:
@@ -153,6 +159,7 @@ _PYPROJECT_KEYS = {
     "setup": ("probe", str), "venv": ("probe", bool), "setup_timeout": ("probe", float),
     "busy_check": ("hunt", bool), "busy_cpus": ("hunt", float), "busy_share": ("hunt", float),
     "busy_gpu": ("hunt", float), "max_wait": ("hunt", float),
+    "isolation_check": ("probe", bool),
 }
 _RENAMES = {"timeout": "timeout_s", "setup_timeout": "setup_timeout_s", "max_wait": "max_wait_s"}
 

@@ -25,6 +25,8 @@ from regressbisect.hunt import (probe_spec, VERDICT_EXIT, HuntOutcome, count_gpu
                                 measurement_parts, slot_environments)
 from regressbisect.model import Candidate, ProbeOutcome, SampleKey
 from regressbisect.oracle import Request, SampleSource, median_counters
+from regressbisect.jsonreport import isolation_json
+from regressbisect.probe.isolation import isolation_for_hunt
 from regressbisect.probe.runner import environment_fingerprint, run_probe
 from regressbisect.progress import HuntProgress
 from regressbisect.search.bisect import CommitSearch, SearchSettings
@@ -95,7 +97,8 @@ class HunkHunt:
                                   hunt_id=hunt_id, key_for=self.key_for, patch_for=self.patch_for,
                                   slot_env=slot_environments(cfg, count_gpus())[:1],
                                   probe_runner=self.probe_runner,
-                                  **measurement_parts(cfg, self.history, store, hunt_id, self.progress))
+                                  **measurement_parts(cfg, self.history, store, hunt_id, self.progress),
+                                  isolation=isolation_for_hunt(self.history, cfg.probe.isolation_check, spec.env))
             control = self._control_arm(source, everything)
             report: dict[str, Any]
             if control.verdict != "culprits":
@@ -252,6 +255,7 @@ class HunkHunt:
             "probes": source.probes_run,
             "cached_samples": source.cached_used,
             "instrumentation_overhead_pct": None,
+            "isolation": isolation_json(source.isolation),
             "instrumentation": {"mode": self.config.instrument,
                                 "note": "counters from separate shimmed runs; tok/s from unshimmed runs"},
             "hunt_id": hunt_id,

@@ -23,6 +23,7 @@ from regressbisect.git.history import CommitInfo, History
 from regressbisect.git.worktrees import WorktreePool
 from regressbisect.model import Candidate, ProbeOutcome, SampleKey
 from regressbisect.oracle import Request, SampleSource, median_counters
+from regressbisect.probe.isolation import isolation_for_hunt
 from regressbisect.probe.runner import ProbeSpec, environment_fingerprint, run_probe
 from regressbisect.progress import HuntProgress
 from regressbisect.search.bisect import CommitSearch, SearchSettings
@@ -157,7 +158,8 @@ class CommitHunt:
                                   key_for=self.key_for,
                                   slot_env=slot_environments(cfg, count_gpus()),
                                   probe_runner=self.probe_runner,
-                                  **measurement_parts(cfg, self.history, store, hunt_id, self.progress))
+                                  **measurement_parts(cfg, self.history, store, hunt_id, self.progress),
+                                  isolation=isolation_for_hunt(self.history, cfg.probe.isolation_check, spec.env))
             try:
                 plan = self._plan_instrumentation(source)
                 result = self._search(source, plan)
@@ -171,7 +173,7 @@ class CommitHunt:
                 commits=self.commits, result=result, counters=counters, plan=plan,
                 probes=source.probes_run, cached=source.cached_used, config=cfg,
                 env_facts=self.env_facts, store_path=self.store_path, hunt_id=hunt_id,
-                cached_by_index=self._cached_by_index)
+                cached_by_index=self._cached_by_index, isolation=source.isolation)
             report["measurement"] = source.measurement_json()
             store.finish_hunt(hunt_id, report)
         return HuntOutcome(report=report, exit_code=VERDICT_EXIT[result.verdict], hunt_id=hunt_id)

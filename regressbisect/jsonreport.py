@@ -26,7 +26,8 @@ def _pct(x: float) -> float:
 
 def commit_report(*, commits: Sequence, result, counters: Mapping[int, Mapping[str, float]], plan,
                   probes: int, cached: int, config, env_facts: Mapping[str, Any], store_path: Path,
-                  hunt_id: int, cached_by_index: Mapping[int, int] | None = None) -> dict[str, Any]:
+                  hunt_id: int, cached_by_index: Mapping[int, int] | None = None,
+                  isolation=None) -> dict[str, Any]:
     """Build the report of a commit hunt from the search result and the counters."""
     cached_by_index = cached_by_index or {}
     culprits = []
@@ -86,6 +87,7 @@ def commit_report(*, commits: Sequence, result, counters: Mapping[int, Mapping[s
         "instrumentation": {"mode": config.instrument, "tok_s_from_shimmed_runs": plan.main_instrumented,
                             "note": plan.note},
         "instrumentation_overhead_pct": overhead,
+        "isolation": isolation_json(isolation),
         "settings": {"min_effect": config.min_effect, "direction": config.direction,
                      "max_samples": config.max_samples, "slots": config.slots,
                      "tokens": config.probe.tokens, "cmd": config.probe.cmd},
@@ -93,6 +95,12 @@ def commit_report(*, commits: Sequence, result, counters: Mapping[int, Mapping[s
         "store": str(store_path),
         "hunt_id": hunt_id,
     }
+
+
+def isolation_json(isolation) -> dict[str, Any] | None:
+    """The report's `isolation` entry, the same for run, hunks and nightly (probe/isolation.py):
+    whether the check was on, and where the project's modules were imported from (worktree-relative)."""
+    return None if isolation is None else isolation.report()
 
 
 def strict_json(value: Any) -> Any:

@@ -24,10 +24,11 @@ from regressbisect.config import HuntConfig, default_store_path
 from regressbisect.errors import ExitCode, UserError
 from regressbisect.git.history import CommitInfo, History
 from regressbisect.git.worktrees import WorktreePool
-from regressbisect.jsonreport import dumps
+from regressbisect.jsonreport import dumps, isolation_json
 from regressbisect.hunt import probe_spec, CommitHunt, count_gpus, measurement_parts, slot_environments
 from regressbisect.model import Candidate, ProbeOutcome, SampleKey
 from regressbisect.oracle import Request, SampleSource
+from regressbisect.probe.isolation import Isolation, isolation_for_hunt
 from regressbisect.probe.runner import environment_fingerprint, run_probe
 from regressbisect.progress import HuntProgress
 from regressbisect.store import Store
@@ -76,6 +77,7 @@ class Nightly:
         self.machine_check = machine_check
         self.env_fingerprint, self.env_facts = environment_fingerprint()
         self.config_hash = config.probe.config_hash()
+        self._isolation: Isolation | None = None  # set by the night's measuring; in its report
 
     # -- public --------------------------------------------------------------------------------
 
@@ -141,7 +143,9 @@ class Nightly:
                                   env_fingerprint=self.env_fingerprint, hunt_id=None,
                                   key_for=self.key_for, slot_env=slot_environments(cfg, count_gpus())[:1],
                                   probe_runner=self.probe_runner,
-                                  **measurement_parts(cfg, self.history, store, None, self.progress))
+                                  **measurement_parts(cfg, self.history, store, None, self.progress),
+                                  isolation=isolation_for_hunt(self.history, cfg.probe.isolation_check, spec.env))
+            self._isolation = source.isolation
             # Round-robin over the night's commits: drift during the night spreads evenly.
             for _ in range(self.settings.samples_per_commit):
                 for sha in todo:
@@ -230,6 +234,7 @@ class Nightly:
                          "min_magnitude": self.settings.changepoints.min_magnitude,
                          "alpha": self.settings.changepoints.alpha,
                          "min_segment": self.settings.changepoints.min_segment},
+            "isolation": isolation_json(self._isolation),
             "environment": dict(self.env_facts),
             "measurement": getattr(self, "_measurement", None),
         }

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 from regressbisect.git.worktrees import PatchDoesNotApply, WorktreePool
 from regressbisect.model import Candidate, ProbeOutcome, Sample, SampleKey
+from regressbisect.probe.isolation import Isolation, IsolationError, ProbeImports
 from regressbisect.probe.runner import ProbeSpec, probe_environment, run_probe
 from regressbisect.store import Store
 
@@ -70,7 +71,8 @@ class SampleSource:
                  slot_env: Sequence[Mapping[str, str]] = ({},),
                  probe_runner: Callable[..., ProbeOutcome] = run_probe,
                  setup: "SetupStep | None" = None, venvs: "SlotVenvs | None" = None,
-                 guard: "ContentionGuard | None" = None):
+                 guard: "ContentionGuard | None" = None,
+                 isolation: Isolation | None = None):
         self._store = store
         self._pool = pool
         self._spec = spec
@@ -80,6 +82,8 @@ class SampleSource:
         self._patch_for = patch_for
         self._slot_env = list(slot_env) or [{}]
         self._probe_runner = probe_runner  # a fake executor in unit tests (hyperfine's mock)
+        self.isolation = isolation
+        """Import roots first on every probe's PYTHONPATH, and the check of what it imported."""
         self._cursor: dict[tuple[SampleKey, str, str], int] = {}
         self._initial_count: dict[tuple[SampleKey, str], int] = {}
         self.probes_run = 0
@@ -163,23 +167,42 @@ class SampleSource:
     def _run_fresh(self, fresh: list[tuple[int, Request]],
                    on_start: Callable[[int, Request], None] | None
                    ) -> list[tuple[ProbeOutcome, dict | None]]:
-        def run(slot: int, request: Request) -> tuple[ProbeOutcome, dict | None]:
+        def run(slot: int, request: Request) -> tuple[ProbeOutcome, dict | None, ProbeImports | None]:
             if on_start is not None:
                 on_start(slot, request)
             extra_env = self._slot_extra_env(slot)
             prepared = self._prepare(slot, request.candidate, extra_env)
             if isinstance(prepared, ProbeOutcome):
-                return prepared, None
+                return prepared, None, None
             spec = ProbeSpec(command=self._spec.command, tokens=self._spec.tokens,
                              timeout_s=self._spec.timeout_s, env=self._spec.env,
                              instrument=request.instrumented, metric_regex=self._spec.metric_regex)
-            return self._measure(request, spec, prepared, extra_env)
+            imports = self.isolation.prepare(prepared) if self.isolation is not None else None
+            probe_env = {**extra_env, **(imports.env if imports is not None else {})}
+            try:
+                return (*self._measure(request, spec, prepared, probe_env), imports)
+            except BaseException:  # interrupted: no record to read, none left behind
+                if imports is not None:
+                    imports.discard()
+                raise
 
         if len(fresh) == 1:
-            return [run(0, fresh[0][1])]
-        with ThreadPoolExecutor(max_workers=len(fresh)) as executor:
-            futures = [executor.submit(run, slot, request) for slot, (_, request) in enumerate(fresh)]
-            return [f.result() for f in futures]
+            results = [run(0, fresh[0][1])]
+        else:
+            with ThreadPoolExecutor(max_workers=len(fresh)) as executor:
+                futures = [executor.submit(run, slot, request) for slot, (_, request) in enumerate(fresh)]
+                results = [f.result() for f in futures]
+        # Checked before any outcome is stored: a sample of the wrong code is never evidence.
+        wrong_code = []
+        for _, _, imports in results:
+            if imports is not None:
+                try:
+                    self.isolation.verify(imports)
+                except IsolationError as error:
+                    wrong_code.append(error)
+        if wrong_code:
+            raise wrong_code[0]
+        return [(outcome, load) for outcome, load, _ in results]
 
     def _slot_extra_env(self, slot: int) -> dict[str, str]:
         """The slot's devices, and its virtualenv activated (PATH, VIRTUAL_ENV) with --venv."""

@@ -158,10 +158,8 @@ def test_config_takes_setup_and_venv_from_pyproject_and_hashes_them_only_when_se
     built = build_config({"cmd": "python bench.py", "setup": "make", "venv": True}, {})
     assert built.probe.setup == "make" and built.probe.venv
     assert plain.probe.config_hash() != built.probe.config_hash()
-    # Hunts without a setup step keep the hash (and the stored samples) they always had.
-    import hashlib
-    payload = {"cmd": "python bench.py", "tokens": 4096, "env": []}
-    assert plain.probe.config_hash() == hashlib.sha1(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:16]
+    # Only a set setup step or venv enters the hash: an empty setup is no setup.
+    assert plain.probe.config_hash() == build_config({"cmd": "python bench.py", "setup": " "}, {}).probe.config_hash()
     assert build_config({"cmd": "x"}, {"setup": "make"}).probe.setup == "make"
 
 

@@ -1,9 +1,10 @@
-"""`regressbisect doctor`: is this machine in its usual shape for measuring?"""
+"""`regressbisect doctor`: is this machine in its usual shape for measuring? With --cmd: does the
+probe measure the candidate's own code (one isolation check, docs/isolation.md)?"""
 from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Optional
 
 import typer
 
@@ -15,9 +16,19 @@ from regressbisect.cli import options as o
 def doctor(
     record: Annotated[bool, typer.Option("--record/--no-record", help="Keep the result in the store's machine history.")] = True,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+    cmd: Annotated[Optional[str], typer.Option("--cmd", help="Instead of the machine check, run this probe once in a worktree of HEAD and show where it imported the project from (exit 7 when not from the worktree).")] = None,
+    env: o.Env = None, tokens: o.Tokens = None, timeout: o.Timeout = None,
     store: o.StorePath = None, repo: o.Repo = Path("."),
 ) -> None:
-    """Matmul rate, copy bandwidth, other processes and clocks, against this machine's history."""
+    """Matmul rate, copy bandwidth, other processes and clocks, against this machine's history.
+
+    With --cmd: run the probe once in a worktree of HEAD and show where it imported the project
+    from. Exit codes: 0 fine, 1 slow or busy machine (or a user error), 7 the probe imported the
+    project from elsewhere than its worktree.
+    """
+    if cmd is not None:
+        _import_check(repo, cmd, env, tokens, timeout, as_json)
+        return
     from regressbisect import doctor as doc
     from regressbisect.config import default_store_path
     from regressbisect.git.history import History
@@ -45,3 +56,28 @@ def doctor(
         for reason in health.reasons:
             print(f"  {reason}")
     raise typer.Exit(0 if health.status in ("ok", "no-history") else 1)
+
+
+def _import_check(repo: Path, cmd: str, env: list[str] | None, tokens: int | None,
+                  timeout: float | None, as_json: bool) -> None:
+    from regressbisect import doctor as doc
+    from regressbisect.config import build_config
+    from regressbisect.git.history import History
+
+    history = History.open(repo)
+    flags = {"cmd": cmd, "env": o.parse_env(env), "tokens": tokens, "timeout": timeout}
+    config = build_config(history.read_pyproject_table(), flags, source=str(history.root / "pyproject.toml"))
+    result = doc.check_imports(history, config)  # IsolationError: one line, exit 7
+    outcome = result.outcome
+    measured = f"{outcome.sample.tok_s:.6g} tok/s" if outcome.sample else f"skipped: {outcome.skip_reason}"
+    if as_json:
+        print(json.dumps({"commit": result.commit, "import_roots": list(result.roots),
+                          "imported_from": result.imported, "note": result.note,
+                          "processes": result.processes, "probe": measured}, indent=2))
+        return
+    print(f"isolation check at {result.commit[:10]} (HEAD): {result.note}")
+    print(f"import roots, first on PYTHONPATH: {', '.join(r if r == '.' else r + '/' for r in result.roots)}")
+    width = max((len(m) for m in result.imported), default=0)
+    for module, file in result.imported.items():
+        print(f"  {module:<{width}}  {file}")
+    print(f"probe: {measured}; {result.processes} process(es) imported the project")

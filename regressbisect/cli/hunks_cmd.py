@@ -17,6 +17,7 @@ def hunks(
     cmd: o.Cmd = None, tokens: o.Tokens = None, timeout: o.Timeout = None,
     metric_regex: o.MetricRegex = None, env: o.Env = None, min_effect: o.MinEffect = None,
     direction: o.Direction = None, max_samples: o.MaxSamples = None, instrument: o.Instrument = None,
+    isolation_check: o.IsolationCheck = None,
     json_out: o.JsonOut = None, store: o.StorePath = None,
     repo: o.Repo = Path("."), quiet: o.Quiet = False,
     setup: o.Setup = None, venv: o.Venv = None, setup_timeout: o.SetupTimeout = None,
@@ -27,7 +28,8 @@ def hunks(
 
     Your work tree, index and untracked files are only read; candidates are built in pooled
     worktrees. Exit codes: 0 finished, 1 user error, 2 no regression between BASE and BASE + changes,
-    8 the machine never got quiet within --max-wait.
+    7 a probe imported the project from elsewhere than its worktree, 8 the machine never got
+    quiet within --max-wait.
     """
     from regressbisect.config import build_config
     from regressbisect.jsonreport import dumps
@@ -39,7 +41,8 @@ def hunks(
     history = History.open(repo)
     flags = {"cmd": cmd, "tokens": tokens, "timeout": timeout, "metric_regex": metric_regex,
              "env": o.parse_env(env), "min_effect": min_effect, "direction": direction,
-             "max_samples": max_samples, "instrument": instrument}
+             "max_samples": max_samples, "instrument": instrument,
+             "isolation_check": isolation_check}
     flags.update(o.measurement_flags(setup, venv, setup_timeout, busy_check, busy_cpus, busy_share,
                                      max_wait))
     config = build_config(history.read_pyproject_table(), flags, source=str(history.root / "pyproject.toml"))

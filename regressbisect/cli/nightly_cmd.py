@@ -23,13 +23,15 @@ def nightly(
     no_hunt: Annotated[bool, typer.Option("--no-hunt", help="Report change points without bisecting them.")] = False,
     cmd: o.Cmd = None, tokens: o.Tokens = None, timeout: o.Timeout = None, env: o.Env = None,
     min_effect: o.MinEffect = None, direction: o.Direction = None, instrument: o.Instrument = None,
+    isolation_check: o.IsolationCheck = None,
     store: o.StorePath = None, repo: o.Repo = Path("."), quiet: o.Quiet = False,
     setup: o.Setup = None, venv: o.Venv = None, setup_timeout: o.SetupTimeout = None,
     busy_check: o.BusyCheck = None, busy_cpus: o.BusyCpus = None, busy_share: o.BusyShare = None,
     max_wait: o.MaxWait = None,
 ) -> None:
-    """One night of regression hunting. Exit 3 when a new regression is found, 0 otherwise
-    (8 when the machine never got quiet within --max-wait)."""
+    """One night of regression hunting. Exit 3 when a new regression is found, 7 when a probe
+    imported the project from elsewhere than its worktree, 8 when the machine never got quiet
+    within --max-wait, 0 otherwise."""
     from regressbisect.changepoints import ChangePointSettings
     from regressbisect.config import build_config
     from regressbisect.errors import ExitCode
@@ -39,7 +41,8 @@ def nightly(
 
     history = History.open(repo)
     flags = {"cmd": cmd, "tokens": tokens, "timeout": timeout, "env": o.parse_env(env),
-             "min_effect": min_effect, "direction": direction, "instrument": instrument}
+             "min_effect": min_effect, "direction": direction, "instrument": instrument,
+             "isolation_check": isolation_check}
     flags.update(o.measurement_flags(setup, venv, setup_timeout, busy_check, busy_cpus, busy_share,
                                      max_wait))
     config = build_config(history.read_pyproject_table(), flags, source=str(history.root / "pyproject.toml"))

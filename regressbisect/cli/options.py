@@ -20,6 +20,7 @@ MaxSamples = Annotated[Optional[int], typer.Option("--max-samples", help="Cap of
 Slots = Annotated[Optional[int], typer.Option("--slots", help="Candidates measured at once, each in its own worktree and GPUs. Default 1.")]
 SlotDevices = Annotated[Optional[list[str]], typer.Option("--slot-devices", help="CUDA_VISIBLE_DEVICES for one slot (repeat once per slot). Default: split visible GPUs evenly.")]
 Instrument = Annotated[Optional[str], typer.Option("--instrument", help="'auto' (measure the counters shim's overhead first), 'separate' (counters always in separate runs), 'off'.")]
+IsolationCheck = Annotated[Optional[bool], typer.Option("--isolation-check/--no-isolation-check", help="Stop when a probe imports the project from anywhere but its worktree (default on; off for probes that are not Python, or isolation_check = false in \\[tool.regressbisect]). See docs/isolation.md.")]
 JsonOut = Annotated[Optional[Path], typer.Option("--json", help="Write the JSON report here.")]
 StorePath = Annotated[Optional[Path], typer.Option("--store", help="SQLite store of samples (default: <git dir>/regressbisect/store.sqlite).")]
 Quiet = Annotated[bool, typer.Option("--quiet", "-q", help="No progress output; only the final report.")]

@@ -19,6 +19,7 @@ def run(
     metric_regex: o.MetricRegex = None, env: o.Env = None, min_effect: o.MinEffect = None,
     direction: o.Direction = None, max_samples: o.MaxSamples = None, slots: o.Slots = None,
     slot_devices: o.SlotDevices = None, instrument: o.Instrument = None,
+    isolation_check: o.IsolationCheck = None,
     json_out: o.JsonOut = None, store: o.StorePath = None, repo: o.Repo = Path("."),
     quiet: o.Quiet = False,
     setup: o.Setup = None, venv: o.Venv = None, setup_timeout: o.SetupTimeout = None,
@@ -28,7 +29,8 @@ def run(
     """Bisect GOOD..BAD (first-parent) on tok/s with repeated, interleaved measurements.
 
     Exit codes: 0 finished (culprits or none), 1 user error, 2 regression not reproduced,
-    4 every candidate skipped, 8 the machine never got quiet within --max-wait.
+    4 every candidate skipped, 7 a probe imported the project from elsewhere than its worktree,
+    8 the machine never got quiet within --max-wait.
     """
     from regressbisect.config import build_config
     from regressbisect.jsonreport import dumps
@@ -41,7 +43,8 @@ def run(
     flags = {"cmd": cmd, "tokens": tokens, "timeout": timeout, "metric_regex": metric_regex,
              "env": o.parse_env(env), "min_effect": min_effect, "direction": direction,
              "max_samples": max_samples, "slots": slots, "slot_devices": slot_devices,
-             "instrument": instrument}
+             "instrument": instrument,
+             "isolation_check": isolation_check}
     flags.update(o.measurement_flags(setup, venv, setup_timeout, busy_check, busy_cpus, busy_share,
                                      max_wait))
     config = build_config(history.read_pyproject_table(), flags, source=str(history.root / "pyproject.toml"))

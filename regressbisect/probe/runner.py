@@ -25,10 +25,11 @@ from pathlib import Path
 from typing import Mapping
 
 from regressbisect.model import ProbeOutcome, Sample
+from regressbisect.probe.isolation import IMPORTS_DIR_ENV
 from regressbisect.probe.protocol import DEFAULT_METRIC_REGEX, ProtocolError, parse_output
 
 SHIM_DIR = Path(__file__).resolve().parent / "shim"
-"""The counters shim (a `sitecustomize` directory) put first on an instrumented probe's PYTHONPATH."""
+"""The probe's `sitecustomize` directory (counters, import record) put first on its PYTHONPATH."""
 TAIL_LINES = 40
 """How many trailing output lines a ProbeOutcome keeps."""
 KILL_GRACE_S = 5.0
@@ -149,10 +150,13 @@ def probe_environment(spec: ProbeSpec, extra_env: Mapping[str, str] | None = Non
     env.update(spec.env)
     env.update({str(k): str(v) for k, v in (extra_env or {}).items()})
     if spec.instrument:
-        env["PYTHONPATH"] = os.pathsep.join(p for p in (str(SHIM_DIR), env.get("PYTHONPATH")) if p)
         env["REGRESSBISECT_INSTRUMENT"] = "1"
     else:
         env.pop("REGRESSBISECT_INSTRUMENT", None)  # an instrumented parent must not leak it
+    if spec.instrument or env.get(IMPORTS_DIR_ENV):
+        # One sitecustomize does both jobs: counters when instrumented, the import record for
+        # the isolation check whenever the caller asked for one (probe/isolation.py).
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (str(SHIM_DIR), env.get("PYTHONPATH")) if p)
     return env
 
 

@@ -168,6 +168,14 @@ def overhead_line(report: Mapping[str, Any]) -> str | None:
     return "; ".join(parts) + "." if parts else None
 
 
+def isolation_line(report: Mapping[str, Any]) -> str | None:
+    """Where the probe imported the project from (probe/isolation.py), or that it was not checked."""
+    isolation = report.get("isolation")
+    if not isolation:
+        return None
+    return f"imports: {isolation.get('note')}"
+
+
 def cost_line(report: Mapping[str, Any]) -> str | None:
     probes, cached = report.get("probes"), report.get("cached_samples")
     if probes is None and cached is None:

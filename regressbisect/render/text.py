@@ -42,7 +42,8 @@ def _hunt_lines(report: Mapping[str, Any]) -> list[str]:
             lines.append(f"  {counter}")
     if report.get("candidates"):
         lines += ["", render_table(report), ""]
-    for extra in (facts.remainder_line(report), facts.overhead_line(report), facts.cost_line(report)):
+    for extra in (facts.remainder_line(report), facts.overhead_line(report), facts.isolation_line(report),
+                  facts.cost_line(report)):
         if extra:
             lines.append(extra)
     lines += facts.measurement_lines(report)
@@ -52,6 +53,8 @@ def _hunt_lines(report: Mapping[str, Any]) -> list[str]:
 def _nightly_summary(report: Mapping[str, Any]) -> str:
     status, reasons = facts.machine_lines(report)
     lines = [facts.nightly_verdict_line(report), status] + [f"  {r}" for r in reasons]
+    if facts.isolation_line(report):
+        lines.append(facts.isolation_line(report))
     lines += [f"change point: {line}" for line in facts.change_point_lines(report)]
     if report.get("series"):
         lines += ["", render_table(report)]

@@ -1,6 +1,11 @@
-"""regressbisect counters shim: loaded at interpreter start-up through PYTHONPATH.
+"""regressbisect probe start-up hook: loaded at interpreter start-up through PYTHONPATH.
 
-Cheap by design: it imports no torch. A meta-path finder waits for `torch` (and
+Two independent jobs, each switched on by the runner through the environment:
+- the import recorder (REGRESSBISECT_IMPORTS_DIR set): at exit, writes where the project's
+  modules came from, for the isolation check (regressbisect/probe/isolation.py);
+- the counters (REGRESSBISECT_INSTRUMENT=1), described below.
+
+Counters: cheap by design: it imports no torch. A meta-path finder waits for `torch` (and
 `torch.nn.attention.flex_attention`) to be imported by the program, then lets
 regressbisect/probe/instrument.py patch them; a program that never imports torch pays one
 extra finder on sys.meta_path and nothing else. Any other `sitecustomize` further down the
@@ -78,8 +83,40 @@ class _PostImportHooks:
         return spec
 
 
+def _record_imports(directory, names) -> None:
+    """atexit: {module: file} of the project's modules (and the script run) in `directory`/<pid>.rec,
+    as a Python literal (repr): no json import in a probe that has none."""
+    prefixes = tuple(n + "." for n in names)
+    wanted = set(names)
+    modules = {}
+    for name, module in list(sys.modules.items()):
+        if name == "__main__" or name in wanted or name.startswith(prefixes):
+            file = getattr(module, "__file__", None)
+            if name == "__main__" and not file:  # CPython drops a script's __file__ once it has run
+                file = getattr(getattr(module, "__loader__", None), "path", None)
+            if isinstance(file, str):
+                modules[name] = os.path.abspath(file)
+    try:
+        path = os.path.join(directory, "%d.rec" % os.getpid())
+        with open(path + ".tmp", "w") as f:
+            f.write(repr({"pid": os.getpid(), "rank": os.environ.get("RANK"), "modules": modules}))
+        os.replace(path + ".tmp", path)  # the parent never reads half a record
+    except OSError:  # the directory is gone (the probe outlived its parent): nothing to report to
+        pass
+
+
+def _install_recorder() -> None:
+    directory = os.environ.get("REGRESSBISECT_IMPORTS_DIR")
+    if not directory:
+        return
+    import atexit
+
+    names = [n for n in os.environ.get("REGRESSBISECT_PROJECT_MODULES", "").split(",") if n]
+    atexit.register(_record_imports, directory, names)
+
+
 def _install() -> None:
-    if os.environ.get("REGRESSBISECT_INSTRUMENT", "1") == "0":
+    if os.environ.get("REGRESSBISECT_INSTRUMENT") != "1":
         return
     hooks = {"torch": _on_torch, "torch.nn.attention.flex_attention": _on_flex_attention}
     for name in list(hooks):
@@ -106,5 +143,6 @@ def _chain_next_sitecustomize() -> None:
         traceback.print_exc()
 
 
+_install_recorder()
 _install()
 _chain_next_sitecustomize()
