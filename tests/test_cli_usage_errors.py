@@ -67,3 +67,15 @@ def test_usage_error_through_console_script_of_a_fresh_venv(tmp_path):
         lines = proc.stderr.strip().splitlines()
         assert proc.returncode == 1, proc.stderr
         assert len(lines) == 1 and word in lines[0], proc.stderr
+
+
+@pytest.mark.parametrize("command", ["run", "hunks", "nightly"])
+def test_help_shows_the_pyproject_table_name(command, capsys):
+    """Rich reads `[tool.regressbisect]` as markup and drops it unless it is escaped."""
+    from typer.testing import CliRunner
+
+    from regressbisect.cli import app
+
+    result = CliRunner().invoke(app, [command, "--help"], terminal_width=200)
+    assert result.exit_code == 0, result.output
+    assert "[tool.regressbisect]" in result.output, result.output

@@ -9,7 +9,7 @@ import typer
 from regressbisect.errors import UserError
 
 Repo = Annotated[Path, typer.Option("--repo", "-C", help="The git repository to hunt in (default: current directory).")]
-Cmd = Annotated[Optional[str], typer.Option("--cmd", help="Probe command run in each candidate's worktree; {tokens} is replaced by the budget. Default: cmd in [tool.regressbisect] of pyproject.toml.")]
+Cmd = Annotated[Optional[str], typer.Option("--cmd", help="Probe command run in each candidate's worktree; {tokens} is replaced by the budget. Default: cmd in \\[tool.regressbisect] of pyproject.toml.")]
 Tokens = Annotated[Optional[int], typer.Option("--tokens", help="Token budget of one measured run (also REGRESSBISECT_TOKENS). Default 4096.")]
 Timeout = Annotated[Optional[float], typer.Option("--timeout", help="Seconds before a probe's process group is killed and the run is skipped. Default 600.")]
 MetricRegex = Annotated[Optional[str], typer.Option("--metric-regex", help="Regex whose group 1 is tok/s, for probes that print no '@regressbisect {...}' line.")]
