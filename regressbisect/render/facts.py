@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Any, Mapping
 
 CANDIDATE_HEADERS = ("commit", "subject", "n", "median tok/s", "95% CI", "verdict", "cached")
+_HUNTED_CHANGE = {"slower": "slowdown", "faster": "speed-up"}
 SERIES_HEADERS = ("#", "commit", "date", "subject", "n", "median tok/s", "95% CI", "note")
 
 
@@ -147,8 +148,9 @@ def remainder_line(report: Mapping[str, Any]) -> str | None:
     if cleared:
         # the sides of each culprit were checked down to a size, not to zero: say which size
         worst = max(s["ruled_out_pct"] for s in cleared)
-        text += (f" Sides of the culprits checked: no further step of {worst:.1f}% or more "
-                 f"(90% probability).")
+        change = _HUNTED_CHANGE.get((report.get("settings") or {}).get("direction"), "step")
+        text += (f" Beside the culprits, no further {change} of {worst:.1f}% or more "
+                 f"(90% probability; their ends compared).")
     return text
 
 
