@@ -32,7 +32,7 @@ from regressbisect.search.ddmin import UNRESOLVED, HunkSearch
 from regressbisect.search.levels import LevelRule, subset_verdict
 from regressbisect.stats import log_threshold
 from regressbisect.store import Store
-from regressbisect import __version__
+from regressbisect.jsonreport import report_header
 
 ATTRIBUTION_SAMPLES = 5
 """Samples of each attribution arm (culprit alone, culprit left out)."""
@@ -233,7 +233,7 @@ class HunkHunt:
             })
         shares = [c["share_of_gap"] for c in culprits if c["share_of_gap"] is not None]
         return {
-            "schema": 1, "kind": "hunks", "tool_version": __version__,
+            **report_header("hunks"),
             "good": self.base, "bad": self.base, "base": self.base,
             "verdict": verdict,
             "endpoints": endpoints,

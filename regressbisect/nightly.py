@@ -24,7 +24,7 @@ from regressbisect.config import HuntConfig, default_store_path
 from regressbisect.errors import ExitCode, UserError
 from regressbisect.git.history import CommitInfo, History
 from regressbisect.git.worktrees import WorktreePool
-from regressbisect.jsonreport import dumps
+from regressbisect.jsonreport import dumps, report_header
 from regressbisect.hunt import probe_spec, CommitHunt, count_gpus, slot_environments
 from regressbisect.model import Candidate, ProbeOutcome, SampleKey
 from regressbisect.oracle import Request, SampleSource
@@ -222,7 +222,7 @@ class Nightly:
     def _report(self, tip, commits, health, flagged, measured, series, points, hunts, new_alarms) -> dict[str, Any]:
         culprits = [c for h in hunts for c in h.get("culprits", [])]
         return {
-            "schema": 1, "kind": "nightly",
+            **report_header("nightly"),
             "good": series[0]["commit"] if series else tip, "bad": tip,
             "verdict": "culprits" if culprits else "none",
             "night": {"tip": tip, "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),

@@ -128,3 +128,12 @@ def test_a_flagged_night_is_drawn_apart_in_the_series_plot(tmp_path):
     axes = _series_figure(report).axes[0]
     labels = [text.get_text() for text in axes.get_legend().get_texts()]
     assert labels == ["median tok/s (95% CI)", "machine flagged"]
+
+
+def test_the_nightly_report_carries_the_schema_and_tool_version(tmp_path):
+    from regressbisect import __version__
+    from regressbisect.jsonreport import SCHEMA
+
+    shas = make_bench_repo(tmp_path / "repo", [1000.0] * 3)
+    report = nightly_for(tmp_path / "repo", FakeMachine(), tmp_path, samples_per_commit=3).run(shas[-1]).report
+    assert (report["schema"], report["kind"], report["tool_version"]) == (SCHEMA, "nightly", __version__)
