@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from regressbisect.errors import UserError
-from regressbisect.probe.protocol import DEFAULT_METRIC_REGEX
+from regressbisect.probe.protocol import DEFAULT_METRIC_REGEX, metric_unit
 
 
 DIRECTIONS = ("slower", "faster", "both")
@@ -80,6 +80,11 @@ class HuntConfig:
     lm_head_min_out: int | None = None
     """Output width from which an F.linear call counts as an lm_head call; None leaves it to the
     probe (REGRESSBISECT_LMHEAD_MIN_OUT, else the shim's default 32768)."""
+    unit: str | None = None
+    """Unit of the metric in reports and progress (display only: the JSON keeps `tok_s` field
+    names). None derives it from the probe: 'tok/s' for the protocol line and the default regex,
+    for another metric_regex the unit written after its number ('([0-9.]+) req/s' -> 'req/s'),
+    else 'units/s'."""
 
     def __post_init__(self) -> None:
         if not 0 < self.min_effect < 1:
@@ -96,6 +101,9 @@ class HuntConfig:
         if self.instrument not in INSTRUMENT_MODES:
             raise UserError(f"--instrument must be one of {', '.join(INSTRUMENT_MODES)}, got {self.instrument!r}")
         object.__setattr__(self, "slot_devices", tuple(self.slot_devices))
+        if self.unit is not None and not self.unit.strip():
+            raise UserError("--unit must not be empty (e.g. --unit req/s)")
+        object.__setattr__(self, "unit", self.unit or metric_unit(self.probe.metric_regex))
 
     def to_json(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -107,7 +115,7 @@ _PYPROJECT_KEYS = {
     "min_effect": ("hunt", float), "direction": ("hunt", str), "max_samples": ("hunt", int),
     "slots": ("hunt", int), "slot_devices": ("hunt", list), "instrument": ("hunt", str),
     "overhead_limit": ("hunt", float), "overhead_pairs": ("hunt", int),
-    "lm_head_min_out": ("hunt", int),
+    "lm_head_min_out": ("hunt", int), "unit": ("hunt", str),
 }
 _RENAMES = {"timeout": "timeout_s"}
 

@@ -233,7 +233,7 @@ class HunkHunt:
             })
         shares = [c["share_of_gap"] for c in culprits if c["share_of_gap"] is not None]
         return {
-            **report_header("hunks"),
+            **report_header("hunks", self.config.unit),
             "good": self.base, "bad": self.base, "base": self.base,
             "verdict": verdict,
             "endpoints": endpoints,
@@ -251,7 +251,7 @@ class HunkHunt:
             "cached_samples": source.cached_used,
             "instrumentation_overhead_pct": None,
             "instrumentation": {"mode": self.config.instrument,
-                                "note": "counters from separate shimmed runs; tok/s from unshimmed runs"},
+                                "note": f"counters from separate shimmed runs; {self.config.unit} from unshimmed runs"},
             "hunt_id": hunt_id,
             "environment": dict(self.env_facts),
         }

@@ -15,9 +15,10 @@ SCHEMA = 1
 """Version of the JSON report (docs/report-schema.md); bumped when a field changes meaning or goes."""
 
 
-def report_header(kind: str) -> dict[str, Any]:
-    """The fields every JSON report starts with, whichever command wrote it."""
-    return {"schema": SCHEMA, "kind": kind, "tool_version": __version__}
+def report_header(kind: str, unit: str) -> dict[str, Any]:
+    """The fields every JSON report starts with, whichever command wrote it. `unit` is the
+    metric's unit for display; the fields keep their `tok_s` names whatever it is."""
+    return {"schema": SCHEMA, "kind": kind, "tool_version": __version__, "unit": unit}
 
 
 def _summary_json(summary) -> dict[str, Any] | None:
@@ -70,7 +71,7 @@ def commit_report(*, commits: Sequence, result, counters: Mapping[int, Mapping[s
                     "verdict": o.verdict}
     good_summary, bad_summary = result.endpoints
     return {
-        **report_header("commits"),
+        **report_header("commits", config.unit),
         "good": commits[0].sha,
         "bad": commits[-1].sha,
         "range_length": len(commits),
