@@ -222,7 +222,7 @@ class Nightly:
     def _report(self, tip, commits, health, flagged, measured, series, points, hunts, new_alarms) -> dict[str, Any]:
         culprits = [c for h in hunts for c in h.get("culprits", [])]
         return {
-            **report_header("nightly"),
+            **report_header("nightly", self.config.unit),
             "good": series[0]["commit"] if series else tip, "bad": tip,
             "verdict": "culprits" if culprits else "none",
             "night": {"tip": tip, "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),

@@ -137,3 +137,23 @@ def test_the_nightly_report_carries_the_schema_and_tool_version(tmp_path):
     shas = make_bench_repo(tmp_path / "repo", [1000.0] * 3)
     report = nightly_for(tmp_path / "repo", FakeMachine(), tmp_path, samples_per_commit=3).run(shas[-1]).report
     assert (report["schema"], report["kind"], report["tool_version"]) == (SCHEMA, "nightly", __version__)
+
+
+def test_nightly_cli_writes_the_json_report(tmp_path, monkeypatch, capsys):
+    import json
+    import sys
+
+    from regressbisect import doctor
+    from tests.cli import run_cli
+
+    monkeypatch.setattr(doctor, "run_check", FakeMachine().check)   # no matmul check in a unit test
+    shas = make_bench_repo(tmp_path / "repo", [1000.0] * 3)
+    out = tmp_path / "night.json"
+    code = run_cli(["nightly", "-C", str(tmp_path / "repo"), "--branch", "HEAD", "--samples", "3",
+                    "--max-new", "1", "--no-hunt", "--quiet", "--report-dir", str(tmp_path / "reports"),
+                    "--cmd", f"{sys.executable} bench.py", "--tokens", "1000",
+                    "--env", f"BENCH_STATE={tmp_path / 'state'}", "--json", str(out)])
+    assert code == 0, capsys.readouterr()
+    report = json.loads(out.read_text())
+    assert report["kind"] == "nightly" and report["night"]["tip"] == shas[-1]
+    assert report == json.loads((tmp_path / "reports" / f"nightly-{shas[-1][:10]}.json").read_text())
