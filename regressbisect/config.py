@@ -74,7 +74,7 @@ class HuntConfig:
     """'auto': measure the counters shim's overhead and keep tok/s unshimmed if it is over
     `overhead_limit`; 'separate': always take counters in separate runs; 'off': no counters."""
     overhead_limit: float = 0.01
-    """Shim overhead above which tok/s must come from unshimmed runs (DESIGN.md: 1%)."""
+    """Shim overhead above which tok/s must come from unshimmed runs (docs/design.md, "Counters": 1%)."""
     overhead_pairs: int = 6
     """Interleaved shimmed/unshimmed pairs used to measure the shim's overhead on GOOD."""
     lm_head_min_out: int | None = None

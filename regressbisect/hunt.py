@@ -41,7 +41,7 @@ class HuntOutcome:
     """What a finished hunt hands to the CLI."""
 
     report: dict[str, Any]
-    """The JSON report (DESIGN.md schema)."""
+    """The JSON report (docs/report-schema.md)."""
     exit_code: ExitCode
     hunt_id: int
 
