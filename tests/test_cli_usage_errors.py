@@ -46,13 +46,15 @@ def test_usage_error_is_one_line_without_click(monkeypatch, capsys, argv, word):
 def test_usage_error_through_console_script_of_a_fresh_venv(tmp_path):
     """The installed `regressbisect` script in a new virtualenv, with `import click` failing."""
     venv = tmp_path / "venv"
-    # System site-packages give typer, rich and setuptools without the network; the project
-    # itself is installed into the new venv, and a `click` that cannot be imported shadows any
-    # click the system has.
-    base_python = getattr(sys, "_base_executable", sys.executable)
-    subprocess.run([base_python, "-m", "venv", "--system-site-packages", "--without-pip", str(venv)],
-                   check=True)
+    # The packages of the environment running the tests (typer, rich, pip, setuptools) are
+    # lent to the new venv by a .pth file, so nothing comes from the network; the project itself
+    # is installed into the new venv; a `click` that cannot be imported shadows any click there.
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
     python = venv / "bin" / "python"
+    site_dir = subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                              capture_output=True, text=True, check=True).stdout.strip()
+    outer = [p for p in sys.path if p.endswith("site-packages")]
+    (Path(site_dir) / "outer-packages.pth").write_text("\n".join(outer) + "\n")
     subprocess.run([str(python), "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation",
                     "-e", str(ROOT)], check=True, capture_output=True, cwd=tmp_path)
     shadow = tmp_path / "shadow" / "click"
