@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from regressbisect.errors import UserError
-from regressbisect.probe.protocol import DEFAULT_METRIC_REGEX
+from regressbisect.probe.protocol import DEFAULT_METRIC_REGEX, metric_unit
 
 
 DIRECTIONS = ("slower", "faster", "both")
@@ -99,7 +99,7 @@ class HuntConfig:
     """'auto': measure the counters shim's overhead and keep tok/s unshimmed if it is over
     `overhead_limit`; 'separate': always take counters in separate runs; 'off': no counters."""
     overhead_limit: float = 0.01
-    """Shim overhead above which tok/s must come from unshimmed runs (DESIGN.md: 1%)."""
+    """Shim overhead above which tok/s must come from unshimmed runs (docs/design.md, "Counters": 1%)."""
     overhead_pairs: int = 6
     """Interleaved shimmed/unshimmed pairs used to measure the shim's overhead on GOOD."""
     lm_head_min_out: int | None = None
@@ -122,6 +122,11 @@ class HuntConfig:
     max_wait_s: float = 600.0
     """Seconds to wait for a quiet machine before re-taking a contended sample; past it the
     hunt stops with exit 8 (MACHINE_BUSY)."""
+    unit: str | None = None
+    """Unit of the metric in reports and progress (display only: the JSON keeps `tok_s` field
+    names). None derives it from the probe: 'tok/s' for the protocol line and the default regex,
+    for another metric_regex the unit written after its number ('([0-9.]+) req/s' -> 'req/s'),
+    else 'units/s'."""
 
     def __post_init__(self) -> None:
         if not 0 < self.min_effect < 1:
@@ -143,6 +148,9 @@ class HuntConfig:
                             f"(got {self.busy_cpus}, {self.busy_share}, {self.busy_gpu})")
         if self.max_wait_s < 0:
             raise UserError(f"--max-wait must be >= 0 seconds, got {self.max_wait_s}")
+        if self.unit is not None and not self.unit.strip():
+            raise UserError("--unit must not be empty (e.g. --unit req/s)")
+        object.__setattr__(self, "unit", self.unit or metric_unit(self.probe.metric_regex))
 
     def to_json(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -154,7 +162,7 @@ _PYPROJECT_KEYS = {
     "min_effect": ("hunt", float), "direction": ("hunt", str), "max_samples": ("hunt", int),
     "slots": ("hunt", int), "slot_devices": ("hunt", list), "instrument": ("hunt", str),
     "overhead_limit": ("hunt", float), "overhead_pairs": ("hunt", int),
-    "lm_head_min_out": ("hunt", int),
+    "lm_head_min_out": ("hunt", int), "unit": ("hunt", str),
     # setup step, slot venvs, busy-machine guard
     "setup": ("probe", str), "venv": ("probe", bool), "setup_timeout": ("probe", float),
     "busy_check": ("hunt", bool), "busy_cpus": ("hunt", float), "busy_share": ("hunt", float),

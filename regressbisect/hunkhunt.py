@@ -34,7 +34,7 @@ from regressbisect.search.ddmin import UNRESOLVED, HunkSearch
 from regressbisect.search.levels import LevelRule, subset_verdict
 from regressbisect.stats import log_threshold
 from regressbisect.store import Store
-from regressbisect import __version__
+from regressbisect.jsonreport import report_header
 
 ATTRIBUTION_SAMPLES = 5
 """Samples of each attribution arm (culprit alone, culprit left out)."""
@@ -238,7 +238,7 @@ class HunkHunt:
             })
         shares = [c["share_of_gap"] for c in culprits if c["share_of_gap"] is not None]
         return {
-            "schema": 1, "kind": "hunks", "tool_version": __version__,
+            **report_header("hunks", self.config.unit),
             "good": self.base, "bad": self.base, "base": self.base,
             "verdict": verdict,
             "endpoints": endpoints,
@@ -257,7 +257,7 @@ class HunkHunt:
             "instrumentation_overhead_pct": None,
             "isolation": isolation_json(source.isolation),
             "instrumentation": {"mode": self.config.instrument,
-                                "note": "counters from separate shimmed runs; tok/s from unshimmed runs"},
+                                "note": f"counters from separate shimmed runs; {self.config.unit} from unshimmed runs"},
             "hunt_id": hunt_id,
             "environment": dict(self.env_facts),
         }

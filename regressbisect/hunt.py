@@ -42,7 +42,7 @@ class HuntOutcome:
     """What a finished hunt hands to the CLI."""
 
     report: dict[str, Any]
-    """The JSON report (DESIGN.md schema)."""
+    """The JSON report (docs/report-schema.md)."""
     exit_code: ExitCode
     hunt_id: int
 
@@ -202,8 +202,8 @@ class CommitHunt:
         if cfg.instrument == "off":
             return InstrumentationPlan(False, None, "counters off (--instrument off)")
         if cfg.instrument == "separate":
-            return InstrumentationPlan(False, None, "tok/s from unshimmed runs; counters from separate "
-                                                    "shimmed runs (--instrument separate)")
+            return InstrumentationPlan(False, None, f"{cfg.unit} from unshimmed runs; counters from "
+                                                    "separate shimmed runs (--instrument separate)")
         self.progress.phase("measuring the counters shim's overhead on GOOD (interleaved)")
         good = self.candidates[0]
         plain: list[float] = []
@@ -216,16 +216,16 @@ class CommitHunt:
                 self._progress_sample(source, draw, note="overhead arm" + (" (shim)" if instrumented else ""))
         # Paired comparison of interleaved pairs (drift cancels within a pair); overhead is the
         # slowdown of the shimmed arm. Only an overhead proven below the limit lets tok/s come
-        # from shimmed runs: 'unsure' is treated as too much (DESIGN.md, lesson 1).
+        # from shimmed runs: 'unsure' is treated as too much (docs/design.md, counters).
         comparison = stats.compare(plain, shimmed, min_effect=cfg.overhead_limit, paired=True)
         overhead_hi = -comparison.ci95[0]
         if overhead_hi <= cfg.overhead_limit:
             note = (f"shim overhead {-comparison.change:+.2%} (95% CI {-comparison.ci95[1]:+.2%}.."
-                    f"{-comparison.ci95[0]:+.2%}) is within {cfg.overhead_limit:.0%}: tok/s and counters "
+                    f"{-comparison.ci95[0]:+.2%}) is within {cfg.overhead_limit:.0%}: {cfg.unit} and counters "
                     f"come from the same shimmed runs")
             return InstrumentationPlan(True, comparison, note)
         note = (f"shim overhead {-comparison.change:+.2%} (95% CI {-comparison.ci95[1]:+.2%}.."
-                f"{-comparison.ci95[0]:+.2%}) is not proven within {cfg.overhead_limit:.0%}: tok/s from "
+                f"{-comparison.ci95[0]:+.2%}) is not proven within {cfg.overhead_limit:.0%}: {cfg.unit} from "
                 f"unshimmed runs, counters from separate shimmed runs")
         return InstrumentationPlan(False, comparison, note)
 

@@ -1,4 +1,4 @@
-"""The JSON report of a hunt (schema in DESIGN.md): data only; `render` turns it into text/HTML.
+"""The JSON report of a hunt (schema in docs/report-schema.md): data only; `render` turns it into text/HTML.
 
 Not named report.py: `regressbisect.report` is the one-line helper user scripts call.
 """
@@ -12,6 +12,13 @@ from typing import Any, Mapping, Sequence
 from regressbisect import __version__
 
 SCHEMA = 1
+"""Version of the JSON report (docs/report-schema.md); bumped when a field changes meaning or goes."""
+
+
+def report_header(kind: str, unit: str) -> dict[str, Any]:
+    """The fields every JSON report starts with, whichever command wrote it. `unit` is the
+    metric's unit for display; the fields keep their `tok_s` names whatever it is."""
+    return {"schema": SCHEMA, "kind": kind, "tool_version": __version__, "unit": unit}
 
 
 def _summary_json(summary) -> dict[str, Any] | None:
@@ -65,9 +72,7 @@ def commit_report(*, commits: Sequence, result, counters: Mapping[int, Mapping[s
                     "verdict": o.verdict}
     good_summary, bad_summary = result.endpoints
     return {
-        "schema": SCHEMA,
-        "kind": "commits",
-        "tool_version": __version__,
+        **report_header("commits", config.unit),
         "good": commits[0].sha,
         "bad": commits[-1].sha,
         "range_length": len(commits),

@@ -24,7 +24,7 @@ from regressbisect.config import HuntConfig, default_store_path
 from regressbisect.errors import ExitCode, UserError
 from regressbisect.git.history import CommitInfo, History
 from regressbisect.git.worktrees import WorktreePool
-from regressbisect.jsonreport import dumps, isolation_json
+from regressbisect.jsonreport import dumps, isolation_json, report_header
 from regressbisect.hunt import probe_spec, CommitHunt, count_gpus, measurement_parts, slot_environments
 from regressbisect.model import Candidate, ProbeOutcome, SampleKey
 from regressbisect.oracle import Request, SampleSource
@@ -157,26 +157,36 @@ class Nightly:
         return todo
 
     def _series(self, commits: Sequence[CommitInfo]) -> list[dict[str, Any]]:
-        """Main-arm samples of the lineage's commits, in first-parent order."""
+        """The lineage's measured commits, in first-parent order: main-arm samples; a commit
+        measured only on flagged nights (machine check failed) is shown from its flagged samples
+        with "flagged": true, and is never evidence for a change point."""
         rows = []
         with Store(self.store_path) as store:
             for c in commits:
-                values = [s.tok_s for s in store.samples(self.key_for(Candidate(c.sha)), instrumented=False, arm="main")]
+                key = self.key_for(Candidate(c.sha))
+                flagged = False
+                values = [s.tok_s for s in store.samples(key, instrumented=False, arm="main")]
+                if not values:
+                    flagged = True
+                    values = [s.tok_s for s in store.samples(key, instrumented=False, arm="flagged")]
                 if not values:
                     continue
                 summary = stats.summarize(values)
                 rows.append({"commit": c.sha, "subject": c.subject, "date": c.date, "n": summary.n,
                              "median_tok_s": summary.median, "ci95": list(summary.ci95),
-                             "flagged": False})
+                             "flagged": flagged})
         return rows
 
     def _change_points(self, series: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
-        values = [row["median_tok_s"] for row in series]
+        """Change points of the unflagged rows; each point's index is its row in `series`."""
+        evidence = [i for i, row in enumerate(series) if not row["flagged"]]
+        values = [series[i]["median_tok_s"] for i in evidence]
         points = detect(values, self.settings.changepoints, direction=self.config.direction)
         out = []
         for p in points:
-            out.append({"index": p.index, "commit": series[p.index]["commit"],
-                        "before_commit": series[p.index - 1]["commit"],
+            index, before = evidence[p.index], evidence[p.index - 1]
+            out.append({"index": index, "commit": series[index]["commit"],
+                        "before_commit": series[before]["commit"],
                         "before": p.before, "after": p.after, "change": p.change,
                         "change_pct": round(100 * p.change, 3), "p_value": p.p_value})
         return out
@@ -218,7 +228,7 @@ class Nightly:
     def _report(self, tip, commits, health, flagged, measured, series, points, hunts, new_alarms) -> dict[str, Any]:
         culprits = [c for h in hunts for c in h.get("culprits", [])]
         return {
-            "schema": 1, "kind": "nightly",
+            **report_header("nightly", self.config.unit),
             "good": series[0]["commit"] if series else tip, "bad": tip,
             "verdict": "culprits" if culprits else "none",
             "night": {"tip": tip, "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),

@@ -14,6 +14,8 @@ from rich.console import Console
 from rich.live import Live
 from rich.text import Text
 
+from regressbisect.probe.protocol import DEFAULT_UNIT
+
 
 @dataclass
 class ProgressState:
@@ -32,7 +34,9 @@ class HuntProgress:
     """Receives hunt events; renders them live (TTY) or as log lines."""
 
     def __init__(self, labels: Sequence[str] = (), *, console: Console | None = None,
-                 live: bool | None = None, quiet: bool = False):
+                 live: bool | None = None, quiet: bool = False, unit: str = DEFAULT_UNIT):
+        self.unit = unit
+        """Unit of the metric, as the hunt's config names it."""
         self.console = console or Console(stderr=True)
         self.labels = list(labels)
         self.state = ProgressState(total=len(labels))
@@ -74,7 +78,7 @@ class HuntProgress:
         self.state.remaining = remaining
         if interval is not None:
             self.state.interval = interval
-        what = f"{value:,.1f} tok/s" if value is not None else f"skipped ({skip_reason})"
+        what = f"{value:,.1f} {self.unit}" if value is not None else f"skipped ({skip_reason})"
         tag = " (cached)" if cached else ""
         self.state.last = f"{label}: {what}{tag}"
         eta = f", ~{remaining} to go" if remaining is not None else ""

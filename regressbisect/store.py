@@ -24,7 +24,13 @@ if TYPE_CHECKING:
     import pandas
 
 SCHEMA_VERSION = 1
-"""Bumped on every incompatible schema change; older stores are migrated, newer ones refused."""
+"""The store's schema version, kept in its meta table. Every store so far is version 1 (the schema
+has not changed since the store was written first). A change bumps it and adds the SQL that moves
+a store from the previous version to `_MIGRATIONS`; older stores are migrated when opened, newer
+ones are refused with one line."""
+_MIGRATIONS: dict[int, tuple[str, ...]] = {}
+"""version -> statements that turn a store of version-1 into one of version, run in order in one
+transaction (a failure leaves the store as it was). Empty: there is only version 1."""
 BUSY_TIMEOUT_MS = 30_000
 """How long a writer waits for another process's transaction (parallel hunts on one store)."""
 
@@ -193,6 +199,8 @@ class Store:
             if version > SCHEMA_VERSION:
                 raise UserError(f"store {self.path} was written by a newer regressbisect "
                                 f"(schema {version}); upgrade, or pass --store NEWPATH")
+            if version < 1 or any(v not in _MIGRATIONS for v in range(version + 1, SCHEMA_VERSION + 1)):
+                raise self._invalid(ValueError(f"schema {version} has no migration to {SCHEMA_VERSION}"))
             # quick_check reads every page (milliseconds for a store of this size): a damaged
             # page fails here with one line, not as a traceback in the middle of a hunt.
             problem = conn.execute("PRAGMA quick_check(1)").fetchone()[0]
@@ -204,11 +212,26 @@ class Store:
         conn.execute("PRAGMA synchronous = FULL")
         conn.execute("PRAGMA foreign_keys = ON")
         with self._transaction():
+            if "meta" in tables:
+                self._migrate()
             for statement in _SCHEMA.split(";"):
                 if statement.strip():
                     conn.execute(statement)
             conn.execute("INSERT OR IGNORE INTO meta(key, value) VALUES ('schema_version', ?)",
                          (str(SCHEMA_VERSION),))
+
+    def _migrate(self) -> None:
+        """Bring the store to SCHEMA_VERSION, inside the caller's write transaction: the version
+        is read again there, so two processes opening an old store migrate it once."""
+        row = self._conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+        for target in range(int(row[0]) + 1, SCHEMA_VERSION + 1):
+            try:
+                for statement in _MIGRATIONS[target]:
+                    self._conn.execute(statement)
+            except sqlite3.Error as error:
+                raise UserError(f"store {self.path}: migrating schema {target - 1} to {target} failed "
+                                f"({error}); the store is unchanged; pass --store NEWPATH") from None
+            self._conn.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(target),))
 
     # -- lifecycle ---------------------------------------------------------------------------
 

@@ -1,4 +1,4 @@
-"""Every bad input of DESIGN.md through the real CLI: one line on stderr, its exit code, and the
+"""Every bad input of docs/design.md ("Bad input") through the real CLI: one line on stderr, its exit code, and the
 user's checkout byte-identical afterwards."""
 from __future__ import annotations
 

@@ -6,7 +6,7 @@ the tiny workload's tok/s varies ~12% between processes, so the whole HEAD~20..H
 10% or more so that its cost has a short tail); the range around
 the lm_head-chunk culprit (with the commit that does more lm_head work, ~5 min) and the whole
 hunt run when asked: REGRESSBISECT_DEMO_TEST=1 python -m pytest tests/test_demo_hunt.py
-(both short ranges passed on our VM in 7.5 minutes together).
+(both short ranges passed on a shared 2-core machine in 7.5 minutes together).
 """
 from __future__ import annotations
 
@@ -39,7 +39,7 @@ def _hunt(demo, good: str, bad: str, store, **overrides) -> dict:
 
 def test_mask_per_layer_culprit_is_found_with_its_counters(demo, tmp_path):
     # HEAD~19..HEAD~16 ends at the culprit, and --min-effect 0.1 (the culprit is about -26%): on
-    # this VM's ~12% noise, which drifts within a run, the neutral commit after the culprit
+    # a shared 2-core machine's ~12% noise, which drifts within a run, the neutral commit after the culprit
     # (HEAD~15) and the default 2% made the cost heavy-tailed (one CI run: 13 minutes in this test;
     # simulated p95 124 probes at 2%, 64 at 10%)
     report = _hunt(demo, "HEAD~19", "HEAD~16", tmp_path / "store.sqlite", min_effect=0.1)

@@ -113,6 +113,7 @@ def test_endpoints_run_and_culprit_counters_change(demo: DemoRepo, tmp_path: Pat
     assert _per_iter(new_rows, "lm_head_calls") == {48}   # 16 chunks * 2 + 16 metric calls
 
 
+@pytest.mark.slow   # a torchrun launcher and two training ranks
 def test_multirank_branch_adds_a_receiver_sync_that_runs_under_torchrun(tmp_path: Path) -> None:
     demo = build_demo_repo(tmp_path / "demo", preset="tiny")
     culprit = add_multirank_branch(demo)

@@ -101,10 +101,59 @@ def test_a_slow_machine_night_is_flagged_and_not_used_as_evidence(tmp_path):
     for i in (10, 11, 12, 13):
         report = outcomes[i].report
         assert report["night"]["flagged"] and report["machine"]["status"] == "slow"
-        assert shas[i] not in [row["commit"] for row in report["series"]]
+        # shown, from its flagged samples, but not evidence
+        flags = {row["commit"]: row["flagged"] for row in report["series"]}
+        assert flags[shas[i]] is True
+        assert not any(flags[sha] for sha in shas[:10] if sha in flags)
     # the slow nights' 30% drop would be a change point if it were evidence
     assert all(o.exit_code == ExitCode.OK for o in outcomes)
     assert all(o.report["change_points"] == [] for o in outcomes)
     # the flagged nights' tips are measured again on later good nights (unseen commits)
     final_series = [row["commit"] for row in outcomes[-1].report["series"]]
     assert all(shas[i] in final_series for i in (10, 11, 12, 13))
+
+
+def test_a_flagged_night_is_drawn_apart_in_the_series_plot(tmp_path):
+    from regressbisect.render.plots import _series_figure
+
+    shas = make_bench_repo(tmp_path / "repo", [1000.0] * 6)
+    machine = FakeMachine(seed=5)
+    nightly = nightly_for(tmp_path / "repo", machine, tmp_path, max_new=1)
+    for sha in shas[:5]:
+        nightly.run(sha)
+    machine.slowdown = 0.7                                      # the last night: a slow machine
+    report = nightly.run(shas[5]).report
+    assert report["night"]["flagged"]
+    assert [row["flagged"] for row in report["series"]] == [False] * 5 + [True]
+    axes = _series_figure(report).axes[0]
+    labels = [text.get_text() for text in axes.get_legend().get_texts()]
+    assert labels == ["median tok/s (95% CI)", "machine flagged"]
+
+
+def test_the_nightly_report_carries_the_schema_and_tool_version(tmp_path):
+    from regressbisect import __version__
+    from regressbisect.jsonreport import SCHEMA
+
+    shas = make_bench_repo(tmp_path / "repo", [1000.0] * 3)
+    report = nightly_for(tmp_path / "repo", FakeMachine(), tmp_path, samples_per_commit=3).run(shas[-1]).report
+    assert (report["schema"], report["kind"], report["tool_version"]) == (SCHEMA, "nightly", __version__)
+
+
+def test_nightly_cli_writes_the_json_report(tmp_path, monkeypatch, capsys):
+    import json
+    import sys
+
+    from regressbisect import doctor
+    from tests.cli import run_cli
+
+    monkeypatch.setattr(doctor, "run_check", FakeMachine().check)   # no matmul check in a unit test
+    shas = make_bench_repo(tmp_path / "repo", [1000.0] * 3)
+    out = tmp_path / "night.json"
+    code = run_cli(["nightly", "-C", str(tmp_path / "repo"), "--branch", "HEAD", "--samples", "3",
+                    "--max-new", "1", "--no-hunt", "--quiet", "--report-dir", str(tmp_path / "reports"),
+                    "--cmd", f"{sys.executable} bench.py", "--tokens", "1000",
+                    "--env", f"BENCH_STATE={tmp_path / 'state'}", "--json", str(out)])
+    assert code == 0, capsys.readouterr()
+    report = json.loads(out.read_text())
+    assert report["kind"] == "nightly" and report["night"]["tip"] == shas[-1]
+    assert report == json.loads((tmp_path / "reports" / f"nightly-{shas[-1][:10]}.json").read_text())

@@ -1,11 +1,14 @@
 """search/bisect.py against fake histories with seeded lognormal noise (search/simulate.py)."""
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 
 from regressbisect.search.bisect import CommitSearch, SearchSettings
 from regressbisect.search.simulate import FakeExecutor, FakeHistory, simulate, step_levels
+from regressbisect.stats import log_threshold
 
 
 def culprit_steps(run) -> list[tuple[int, int]]:
@@ -267,3 +270,17 @@ def test_a_shown_step_whose_two_commits_are_capped_is_still_resolved_by_their_ne
     found = sum([c.first_bad for c in r.result.culprits] == [17] for r in runs)
     assert found >= 10                        # 8 of 12 before
     assert all(not r.result.culprits or [c.first_bad for c in r.result.culprits] == [17] for r in runs)
+
+
+def test_a_cleared_side_never_claims_less_than_min_effect():
+    # The side before the culprit holds an improvement: its ends differ the other way, so the
+    # upper bound of a further slowdown is below zero. It was clipped to 0 and reported as
+    # "no further step of 0.0% or more"; steps under min_effect are never culprits, so a cleared
+    # side rules out min_effect at the least.
+    settings = SearchSettings()
+    floor = -math.expm1(-log_threshold(settings.min_effect))      # a 2% step on the log scale
+    for seed in range(3):
+        run = simulate(FakeHistory(step_levels(30, {6: +0.06, 20: -0.15}), cv=0.01), settings, seed=seed)
+        cleared = [s for s in run.result.sides if s.outcome == "cleared"]
+        assert cleared
+        assert all(s.ruled_out >= floor - 1e-12 for s in cleared), cleared

@@ -228,3 +228,55 @@ def test_damaged_page_in_a_real_store_is_refused(tmp_path):
     path.write_bytes(bytes(data))
     with pytest.raises(UserError, match="not a valid regressbisect store"):
         Store(path)
+
+
+def _version(path: Path) -> int:
+    with sqlite3.connect(path) as raw:
+        return int(raw.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()[0])
+
+
+def test_a_version_1_store_is_migrated_once_to_the_current_schema(tmp_path, monkeypatch):
+    # Every store so far is version 1; a schema change adds a migration. This one (a test
+    # migration: a new column) moves a store holding a sample to version 2 when it is opened.
+    import regressbisect.store as store_module
+
+    path = tmp_path / "store.sqlite"
+    with Store(path) as store:
+        store.add_outcome(KEY_A, Candidate(SHA_A), _measured(1000.0), hunt_id=None)
+    assert _version(path) == 1
+    monkeypatch.setattr(store_module, "SCHEMA_VERSION", 2)
+    monkeypatch.setattr(store_module, "_MIGRATIONS", {2: ("ALTER TABLE samples ADD COLUMN note TEXT",)})
+    with Store(path) as store:
+        assert [s.tok_s for s in store.samples(KEY_A)] == [1000.0]
+    assert _version(path) == 2
+    with Store(path), sqlite3.connect(path) as raw:          # opened again: not migrated twice
+        columns = [row[1] for row in raw.execute("PRAGMA table_info(samples)")]
+    assert columns.count("note") == 1
+
+
+def test_a_failed_migration_leaves_the_store_unchanged(tmp_path, monkeypatch):
+    import regressbisect.store as store_module
+
+    path = tmp_path / "store.sqlite"
+    with Store(path) as store:
+        store.add_outcome(KEY_A, Candidate(SHA_A), _measured(1000.0), hunt_id=None)
+    monkeypatch.setattr(store_module, "SCHEMA_VERSION", 2)
+    monkeypatch.setattr(store_module, "_MIGRATIONS", {2: ("ALTER TABLE samples ADD COLUMN note TEXT",
+                                                          "ALTER TABLE no_such_table ADD COLUMN x")})
+    with pytest.raises(UserError) as caught:
+        Store(path)
+    assert "migrating schema 1 to 2 failed" in caught.value.message
+    assert "\n" not in caught.value.message
+    assert _version(path) == 1
+    with sqlite3.connect(path) as raw:
+        assert "note" not in [row[1] for row in raw.execute("PRAGMA table_info(samples)")]
+
+
+def test_a_store_version_without_a_migration_path_is_refused(tmp_path):
+    path = tmp_path / "store.sqlite"
+    Store(path).close()
+    with sqlite3.connect(path) as raw:
+        raw.execute("UPDATE meta SET value = '0' WHERE key = 'schema_version'")
+    with pytest.raises(UserError) as caught:
+        Store(path)
+    assert "schema 0 has no migration" in caught.value.message

@@ -17,7 +17,7 @@ from regressbisect.workload.dflash import workload_command
 
 
 def reference_mask(lengths: list[int], anchors: list[int], bs: int, window: int) -> torch.Tensor:
-    """The mask semantics of WORKLOAD.md written as plain loops."""
+    """The mask semantics of docs/workload.md written as plain loops."""
     doc = []
     for d, length in enumerate(lengths):
         doc += [d] * length

@@ -22,6 +22,10 @@ from regressbisect.cli import (clean_cmd, demo_cmd, doctor_cmd, hunks_cmd,  # no
                                nightly_cmd, report_cmd, run_cmd, workload_cmd)  # registers them
 
 
+# Click's base exception, taken from typer's own public BadParameter: typer >= 0.20 vendors click as
+# `typer._click` and pip no longer installs the `click` package, older typer uses `click` itself.
+USAGE_ERROR = next(cls for cls in typer.BadParameter.__mro__ if cls.__name__ == "ClickException")
+
 INTERRUPTED = ("regressbisect: interrupted; every finished sample is stored: re-run the same "
                "command to resume")
 
@@ -38,12 +42,11 @@ def main(argv: list[str] | None = None) -> None:
         code = 130
     except typer.Exit as exc:
         sys.exit(exc.exit_code)
-    except Exception as exc:  # click usage errors come here in non-standalone mode
-        import click
-        if isinstance(exc, click.exceptions.ClickException):
-            exc.show()
-            sys.exit(int(ExitCode.USER_ERROR))
-        raise
+    except USAGE_ERROR as exc:  # a bad flag or a missing argument, in non-standalone mode
+        ctx = getattr(exc, "ctx", None)
+        command = ctx.command_path if ctx is not None else "regressbisect"
+        print(f"regressbisect: error: {exc.format_message()} (see {command} --help)", file=sys.stderr)
+        sys.exit(int(ExitCode.USER_ERROR))
     if code == 130:  # typer turns Ctrl-C into Exit(130)
         print(INTERRUPTED, file=sys.stderr)
     sys.exit(code if isinstance(code, int) else 0)

@@ -15,7 +15,7 @@ def hunks(
     base: Annotated[str, typer.Option("--base", help="Commit the work tree's changes are compared against.")] = "HEAD",
     include_untracked: Annotated[bool, typer.Option("--include-untracked", help="Also bisect untracked files (as whole-file hunks).")] = False,
     cmd: o.Cmd = None, tokens: o.Tokens = None, timeout: o.Timeout = None,
-    metric_regex: o.MetricRegex = None, env: o.Env = None, min_effect: o.MinEffect = None,
+    metric_regex: o.MetricRegex = None, unit: o.Unit = None, env: o.Env = None, min_effect: o.MinEffect = None,
     direction: o.Direction = None, max_samples: o.MaxSamples = None, instrument: o.Instrument = None,
     isolation_check: o.IsolationCheck = None,
     json_out: o.JsonOut = None, store: o.StorePath = None,
@@ -39,14 +39,14 @@ def hunks(
     from regressbisect.render import render_summary
 
     history = History.open(repo)
-    flags = {"cmd": cmd, "tokens": tokens, "timeout": timeout, "metric_regex": metric_regex,
+    flags = {"cmd": cmd, "tokens": tokens, "timeout": timeout, "metric_regex": metric_regex, "unit": unit,
              "env": o.parse_env(env), "min_effect": min_effect, "direction": direction,
              "max_samples": max_samples, "instrument": instrument,
              "isolation_check": isolation_check}
     flags.update(o.measurement_flags(setup, venv, setup_timeout, busy_check, busy_cpus, busy_share,
                                      max_wait))
     config = build_config(history.read_pyproject_table(), flags, source=str(history.root / "pyproject.toml"))
-    with HuntProgress(quiet=quiet) as progress:
+    with HuntProgress(quiet=quiet, unit=config.unit) as progress:
         hunt = HunkHunt(history, config, base=base, include_untracked=include_untracked,
                         store_path=store, progress=progress)
         outcome = hunt.run()

@@ -21,26 +21,34 @@ def nightly(
     alpha: Annotated[float, typer.Option("--alpha", help="Significance level of a change point.")] = 0.01,
     replay: Annotated[Optional[int], typer.Option("--replay", help="Re-live the last N commits as N nights (one tip each).")] = None,
     no_hunt: Annotated[bool, typer.Option("--no-hunt", help="Report change points without bisecting them.")] = False,
-    cmd: o.Cmd = None, tokens: o.Tokens = None, timeout: o.Timeout = None, env: o.Env = None,
+    cmd: o.Cmd = None, tokens: o.Tokens = None, timeout: o.Timeout = None,
+    metric_regex: o.MetricRegex = None, unit: o.Unit = None, env: o.Env = None,
     min_effect: o.MinEffect = None, direction: o.Direction = None, instrument: o.Instrument = None,
     isolation_check: o.IsolationCheck = None,
-    store: o.StorePath = None, repo: o.Repo = Path("."), quiet: o.Quiet = False,
+    json_out: o.JsonOut = None, store: o.StorePath = None, repo: o.Repo = Path("."),
+    quiet: o.Quiet = False,
     setup: o.Setup = None, venv: o.Venv = None, setup_timeout: o.SetupTimeout = None,
     busy_check: o.BusyCheck = None, busy_cpus: o.BusyCpus = None, busy_share: o.BusyShare = None,
     max_wait: o.MaxWait = None,
 ) -> None:
     """One night of regression hunting. Exit 3 when a new regression is found, 7 when a probe
     imported the project from elsewhere than its worktree, 8 when the machine never got quiet
-    within --max-wait, 0 otherwise."""
+    within --max-wait, 0 otherwise.
+
+    --json writes the last night's report (with --replay: the last replayed night), the same
+    document as nightly-<tip>.json in --report-dir.
+    """
     from regressbisect.changepoints import ChangePointSettings
     from regressbisect.config import build_config
     from regressbisect.errors import ExitCode
     from regressbisect.git.history import History
+    from regressbisect.jsonreport import dumps
     from regressbisect.nightly import Nightly, NightlySettings
     from regressbisect.progress import HuntProgress
 
     history = History.open(repo)
-    flags = {"cmd": cmd, "tokens": tokens, "timeout": timeout, "env": o.parse_env(env),
+    flags = {"cmd": cmd, "tokens": tokens, "timeout": timeout, "metric_regex": metric_regex,
+             "unit": unit, "env": o.parse_env(env),
              "min_effect": min_effect, "direction": direction, "instrument": instrument,
              "isolation_check": isolation_check}
     flags.update(o.measurement_flags(setup, venv, setup_timeout, busy_check, busy_cpus, busy_share,
@@ -49,11 +57,13 @@ def nightly(
     settings = NightlySettings(branch=branch, samples_per_commit=samples, max_new=max_new, lookback=lookback,
                                changepoints=ChangePointSettings(min_magnitude=min_magnitude, alpha=alpha),
                                hunt=not no_hunt)
-    with HuntProgress(quiet=quiet) as progress:
+    with HuntProgress(quiet=quiet, unit=config.unit) as progress:
         runner = Nightly(history, config, settings, store_path=store, report_dir=report_dir, progress=progress)
         outcomes = runner.replay(replay) if replay else [runner.run()]
     found = [o_ for o_ in outcomes if o_.exit_code == ExitCode.NIGHTLY_REGRESSION]
     last = outcomes[-1]
+    if json_out is not None:
+        json_out.write_text(dumps(last.report))
     for outcome in found:
         for sha in outcome.report["new_alarms"]:
             print(f"new regression at {sha[:10]} (night of {outcome.report['night']['tip'][:10]})")

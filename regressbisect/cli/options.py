@@ -9,10 +9,11 @@ import typer
 from regressbisect.errors import UserError
 
 Repo = Annotated[Path, typer.Option("--repo", "-C", help="The git repository to hunt in (default: current directory).")]
-Cmd = Annotated[Optional[str], typer.Option("--cmd", help="Probe command run in each candidate's worktree; {tokens} is replaced by the budget. Default: cmd in [tool.regressbisect] of pyproject.toml.")]
+Cmd = Annotated[Optional[str], typer.Option("--cmd", help="Probe command run in each candidate's worktree; {tokens} is replaced by the budget. Default: cmd in \\[tool.regressbisect] of pyproject.toml.")]
 Tokens = Annotated[Optional[int], typer.Option("--tokens", help="Token budget of one measured run (also REGRESSBISECT_TOKENS). Default 4096.")]
 Timeout = Annotated[Optional[float], typer.Option("--timeout", help="Seconds before a probe's process group is killed and the run is skipped. Default 600.")]
-MetricRegex = Annotated[Optional[str], typer.Option("--metric-regex", help="Regex whose group 1 is tok/s, for probes that print no '@regressbisect {...}' line.")]
+MetricRegex = Annotated[Optional[str], typer.Option("--metric-regex", help="Regex whose group 1 is the metric (higher is better), for probes that print no '@regressbisect {...}' line.")]
+Unit = Annotated[Optional[str], typer.Option("--unit", help="Unit of the metric in reports. Default: tok/s, or for --metric-regex the unit written after its number ('([0-9.]+) req/s' -> req/s), else units/s.")]
 Env = Annotated[Optional[list[str]], typer.Option("--env", help="KEY=VALUE added to the probe's environment (repeatable).")]
 MinEffect = Annotated[Optional[float], typer.Option("--min-effect", help="Relative step below which a change is not a culprit (0.02 = 2%). Default 0.02.")]
 Direction = Annotated[Optional[str], typer.Option("--direction", help="Culprits of: 'slower' (default), 'faster', or 'both'.")]

@@ -16,7 +16,7 @@ def run(
     good: Annotated[str, typer.Argument(help="A commit known to be fast (e.g. HEAD~20).")],
     bad: Annotated[str, typer.Argument(help="A later commit known to be slow (e.g. HEAD).")],
     cmd: o.Cmd = None, tokens: o.Tokens = None, timeout: o.Timeout = None,
-    metric_regex: o.MetricRegex = None, env: o.Env = None, min_effect: o.MinEffect = None,
+    metric_regex: o.MetricRegex = None, unit: o.Unit = None, env: o.Env = None, min_effect: o.MinEffect = None,
     direction: o.Direction = None, max_samples: o.MaxSamples = None, slots: o.Slots = None,
     slot_devices: o.SlotDevices = None, instrument: o.Instrument = None,
     isolation_check: o.IsolationCheck = None,
@@ -40,7 +40,7 @@ def run(
     from regressbisect.render import render_summary
 
     history = History.open(repo)
-    flags = {"cmd": cmd, "tokens": tokens, "timeout": timeout, "metric_regex": metric_regex,
+    flags = {"cmd": cmd, "tokens": tokens, "timeout": timeout, "metric_regex": metric_regex, "unit": unit,
              "env": o.parse_env(env), "min_effect": min_effect, "direction": direction,
              "max_samples": max_samples, "slots": slots, "slot_devices": slot_devices,
              "instrument": instrument,
@@ -48,7 +48,7 @@ def run(
     flags.update(o.measurement_flags(setup, venv, setup_timeout, busy_check, busy_cpus, busy_share,
                                      max_wait))
     config = build_config(history.read_pyproject_table(), flags, source=str(history.root / "pyproject.toml"))
-    with HuntProgress(quiet=quiet) as progress:
+    with HuntProgress(quiet=quiet, unit=config.unit) as progress:
         hunt = CommitHunt(history, good, bad, config, store_path=store, progress=progress)
         outcome = hunt.run()
     if json_out is not None:

@@ -1,14 +1,18 @@
 """Read-only view of the user's repository: refs, first-parent ranges, trees, pyproject.
 
-Nothing here writes to the user's repository. Every git call goes through `run_git`, which
-sets GIT_OPTIONAL_LOCKS=0 (so no read refreshes and rewrites the user's index stat cache) and
-drops inherited GIT_DIR / GIT_INDEX_FILE / GIT_WORK_TREE-style variables (a hook or an IDE
-that set them would otherwise point our commands at the user's own index).
+Nothing here writes to the user's repository. Commits, ranges, trees and blobs are read with
+GitPython (`History.repo`: one persistent `git cat-file` per repository instead of a process per
+query); discovery and ref resolution stay with `git rev-parse` (it honours GIT_CEILING_DIRECTORIES
+and safe.directory, and its errors name what is wrong). Both run git with GIT_OPTIONAL_LOCKS=0 (so
+no read refreshes and rewrites the user's index stat cache), hooks and fsmonitor off, and without
+inherited GIT_DIR / GIT_INDEX_FILE / GIT_WORK_TREE-style variables (a hook or an IDE that set them
+would otherwise point our commands at the user's own index).
 """
 from __future__ import annotations
 
 import os
 import subprocess
+import threading
 import tomllib
 from dataclasses import dataclass
 from functools import cached_property
@@ -35,9 +39,6 @@ _SAFE_CONFIG = (
     "-c", "advice.detachedHead=false",
 )
 
-# Field and record separators for `git log --format` (cannot appear in subjects or names).
-_FIELD_SEP = "\x1f"
-_FORMAT = _FIELD_SEP.join(["%H", "%T", "%s", "%an <%ae>", "%aI"])
 
 
 def git_env() -> dict[str, str]:
@@ -90,9 +91,14 @@ class CommitInfo:
         return self.sha[:10]
 
 
-def _parse_log_record(record: str) -> CommitInfo:
-    sha, tree, subject, author, date = record.split(_FIELD_SEP)
-    return CommitInfo(sha=sha, tree=tree, subject=subject, author=author, date=date)
+def _commit_info(commit: "git.Commit") -> CommitInfo:
+    """A GitPython commit as `git log --format=%H %T %s '%an <%ae>' %aI` shows it."""
+    message = commit.message if isinstance(commit.message, str) else commit.message.decode(errors="replace")
+    # %s: the first paragraph of the message, its lines joined by spaces
+    subject = " ".join(line.strip() for line in message.strip().split("\n\n")[0].splitlines())
+    return CommitInfo(sha=commit.hexsha, tree=commit.tree.hexsha, subject=subject,
+                      author=f"{commit.author.name} <{commit.author.email}>",
+                      date=commit.authored_datetime.isoformat())
 
 
 class History:
@@ -107,6 +113,9 @@ class History:
         self.root = root
         self.common_dir = common_dir
         self._info_cache: dict[str, CommitInfo] = {}
+        # GitPython's object reader is one pipe to `git cat-file`: one reader at a time
+        # (slots look up trees from their threads).
+        self._repo_lock = threading.Lock()
 
     @classmethod
     def open(cls, path: Path) -> "History":
@@ -132,10 +141,25 @@ class History:
 
     @cached_property
     def repo(self) -> "git.Repo":
-        """A gitpython handle on the same repository, for callers that want one (read only)."""
+        """A GitPython handle on the same repository (read only), with run_git's safety: no
+        optional locks, no hooks or fsmonitor, and redirecting variables pinned to this
+        repository (GitPython's commands inherit os.environ and cannot drop a variable; it pins
+        GIT_DIR and GIT_COMMON_DIR itself)."""
         import git
 
-        return git.Repo(self.root)
+        repo = git.Repo(self.root)
+        safe = {k: v for k, v in git_env().items() if k in ("GIT_OPTIONAL_LOCKS", "GIT_TERMINAL_PROMPT")}
+        inherited = [k for k in _REDIRECTING_GIT_VARS if k in os.environ]
+        if inherited:
+            git_dir = Path(repo.git_dir)
+            pinned = {"GIT_DIR": str(git_dir), "GIT_WORK_TREE": str(self.root),  # (GitPython's own)
+                      "GIT_INDEX_FILE": str(git_dir / "index"), "GIT_COMMON_DIR": str(self.common_dir),
+                      "GIT_OBJECT_DIRECTORY": str(self.common_dir / "objects"),
+                      "GIT_ALTERNATE_OBJECT_DIRECTORIES": "", "GIT_NAMESPACE": "", "GIT_PREFIX": ""}
+            safe.update({k: pinned[k] for k in inherited})
+        repo.git.update_environment(**safe)
+        repo.git.set_persistent_git_options(c=[opt for opt in _SAFE_CONFIG if opt != "-c"])
+        return repo
 
     def _git(self, *args: str, input: bytes | None = None,
              check: bool = True) -> subprocess.CompletedProcess[bytes]:
@@ -169,11 +193,8 @@ class History:
 
     def is_ancestor(self, older: str, newer: str) -> bool:
         """True when `older` is reachable from `newer` (a commit is its own ancestor)."""
-        proc = self._git("merge-base", "--is-ancestor", older, newer, check=False)
-        if proc.returncode not in (0, 1):
-            raise GitFailed(("merge-base", "--is-ancestor"), proc.returncode,
-                            proc.stderr.decode(errors="replace"))
-        return proc.returncode == 0
+        with self._repo_lock:
+            return self.repo.is_ancestor(older, newer)
 
     # -- ranges -----------------------------------------------------------------------------
 
@@ -200,11 +221,10 @@ class History:
             raise UserError(f"GOOD {good} ({good_sha[:10]}) is not an ancestor of BAD {bad} "
                             f"({bad_sha[:10]}); swap them or pick a GOOD on BAD's history "
                             f"(`git merge-base {good} {bad}` is one)")
-        out = self._git("log", "--first-parent", "-z", f"--format={_FORMAT}",
-                        bad_sha, f"^{good_sha}", "--").stdout.decode()
-        chain = [_parse_log_record(r) for r in out.split("\0") if r.strip("\n")]
-        descendants = set(self._git("rev-list", "--ancestry-path", bad_sha, f"^{good_sha}",
-                                    "--").stdout.decode().split())
+        chain = self._commits(f"{good_sha}..{bad_sha}", first_parent=True)
+        with self._repo_lock:
+            descendants = set(self.repo.git.rev_list("--ancestry-path", bad_sha, f"^{good_sha}",
+                                                     "--").split())
         newer: list[CommitInfo] = []
         for info in chain:  # newest first; descent from GOOD holds for a prefix of the chain
             if info.sha not in descendants:
@@ -221,16 +241,21 @@ class History:
 
     def lineage(self, tip: str, limit: int) -> list[CommitInfo]:
         """The last `limit` commits of `tip`'s first-parent chain, oldest first (nightly series)."""
-        out = self._git("log", "--first-parent", "-z", f"--format={_FORMAT}", f"-n{int(limit)}",
-                        self.resolve(tip), "--").stdout.decode()
-        infos = [_parse_log_record(r) for r in out.split("\0") if r.strip("\n")]
-        for info in infos:
-            self._info_cache.setdefault(info.sha, info)
+        infos = self._commits(self.resolve(tip), first_parent=True, max_count=int(limit))
         return list(reversed(infos))
 
+    def _commits(self, rev: str, **options) -> list[CommitInfo]:
+        """Commits of `git rev-list rev` (newest first), cached by sha."""
+        with self._repo_lock:
+            infos = [_commit_info(c) for c in self.repo.iter_commits(rev, **options)]
+        for info in infos:
+            self._info_cache.setdefault(info.sha, info)
+        return infos
+
     def _first_parent(self, sha: str) -> str | None:
-        proc = self._git("rev-parse", "--verify", "--quiet", f"{sha}^1", check=False)
-        return proc.stdout.decode().strip() if proc.returncode == 0 else None
+        with self._repo_lock:
+            parents = self.repo.commit(sha).parents
+        return parents[0].hexsha if parents else None
 
     # -- objects ----------------------------------------------------------------------------
 
@@ -238,9 +263,8 @@ class History:
         """Sha, tree, subject, author and date of one commit (cached)."""
         if sha not in self._info_cache:
             full = self.resolve(sha)
-            out = self._git("log", "-1", "--no-walk", f"--format={_FORMAT}", full,
-                            "--").stdout.decode().rstrip("\n")
-            info = _parse_log_record(out)
+            with self._repo_lock:
+                info = _commit_info(self.repo.commit(full))
             self._info_cache[sha] = self._info_cache[full] = info
         return self._info_cache[sha]
 
@@ -261,11 +285,12 @@ class History:
             text = where.read_text(encoding="utf-8", errors="replace")
         else:
             where = f"{sha[:10]}:pyproject.toml"
-            proc = self._git("cat-file", "blob", f"{self.resolve(sha)}:pyproject.toml",
-                             check=False)
-            if proc.returncode != 0:
-                return {}
-            text = proc.stdout.decode("utf-8", errors="replace")
+            full = self.resolve(sha)
+            with self._repo_lock:
+                tree = self.repo.commit(full).tree
+                if "pyproject.toml" not in tree or tree["pyproject.toml"].type != "blob":
+                    return {}
+                text = tree["pyproject.toml"].data_stream.read().decode("utf-8", errors="replace")
         try:
             data = tomllib.loads(text)
         except tomllib.TOMLDecodeError as exc:

@@ -18,6 +18,9 @@ out (with a warning): a worktree cannot apply them.
 Text is decoded as UTF-8 with `surrogateescape`, so files in any encoding (and CRLF line
 ends) travel byte-exact: encode a patch with `encode_patch` (not plain `.encode()`).
 
+The diff is parsed here rather than by `unidiff`, which leaves git's C-quoted paths quoted and
+shows mode, type and binary changes only as raw headers (docs/design.md).
+
 The user's repository is only read: every git call sets GIT_OPTIONAL_LOCKS=0 (no index
 refresh is written back) and untracked files are diffed with `git diff --no-index` against
 /dev/null (no `git add -N`, no temporary index).

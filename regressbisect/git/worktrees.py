@@ -5,9 +5,11 @@ Layout, all inside the user's git common dir (never in their work tree):
     <common_dir>/regressbisect/lock                     flock'ed by the running hunt (pid, time)
     <common_dir>/regressbisect/worktrees/slot-<k>/      detached worktree k
 
-A slot is created once (`git worktree add --detach`) and then switched in place
-(`git checkout --detach --force` + `git clean -ffdx`), which costs tens of milliseconds instead
-of the hundreds a fresh worktree costs. The switch is exact: every untracked and ignored file
+A slot is created once (`git worktree add --detach`, through GitPython's `repo.git`) and then
+switched in place (`git checkout --detach --force` + `git clean -ffdx`), which costs tens of
+milliseconds instead of the hundreds a fresh worktree costs; the switch and `git apply` run
+through `run_git`, a bare subprocess, since they are on every probe's path and need the
+worktree's own directory and bytes on stdin. The switch is exact: every untracked and ignored file
 (build outputs, `__pycache__`) is removed too, so a probe never sees files of another candidate.
 The only writes to the user's repository are the worktree metadata git keeps under
 `<common_dir>/worktrees/` and our own directory.
@@ -228,15 +230,14 @@ class WorktreePool:
                 if where.exists():
                     where.unlink()
             where.parent.mkdir(parents=True, exist_ok=True)
-            common = self.history.common_dir
-            run_git(common, "worktree", "prune")
+            worktree = self.history.repo.git.worktree
+            worktree("prune")
             # --force: the path may still be registered by metadata that prune kept (locked).
-            run_git(common, "worktree", "add", "--quiet", "--detach", "--force", str(where),
-                    commit)
+            worktree("add", "--quiet", "--detach", "--force", str(where), commit)
 
 
 def _registered_worktrees(history: History) -> list[Path]:
-    out = run_git(history.common_dir, "worktree", "list", "--porcelain", "-z").stdout.decode()
+    out = history.repo.git.worktree("list", "--porcelain", "-z")
     return [Path(field[len("worktree "):]) for field in out.split("\0")
             if field.startswith("worktree ")]
 
@@ -248,6 +249,8 @@ def clean(history: History) -> int:
     Raises PoolLocked while a hunt holds the lock. The slots' virtualenvs (`venvs/`, rebuilt in
     a moment when needed) go too; the lock file, the sample store and the setup logs are kept.
     """
+    from git import GitCommandError
+
     pool = WorktreePool(history)
     removed = 0
     with pool:
@@ -255,14 +258,14 @@ def clean(history: History) -> int:
         for wt in _registered_worktrees(history):
             if not wt.resolve().is_relative_to(pool_dir):
                 continue  # one of the user's own worktrees
-            proc = run_git(history.common_dir, "worktree", "remove", "--force", "--force",
-                           str(wt), check=False)
-            if proc.returncode != 0:
+            try:
+                history.repo.git.worktree("remove", "--force", "--force", str(wt))
+            except GitCommandError:
                 shutil.rmtree(wt, ignore_errors=True)  # prune below drops its metadata
             removed += 1
         if pool.root.exists():
             removed += sum(1 for child in pool.root.iterdir() if child.is_dir())
             shutil.rmtree(pool.root, ignore_errors=True)
-        run_git(history.common_dir, "worktree", "prune")
+        history.repo.git.worktree("prune")
         shutil.rmtree(pool_root(history) / "venvs", ignore_errors=True)
     return removed

@@ -1,6 +1,6 @@
 """Per-iteration compute counters, patched into a probe process by the `shim/sitecustomize.py`.
 
-Counted (DESIGN.md, "Counters"):
+Counted (docs/design.md, "Counters"):
 - lm_head_calls: calls of torch.nn.functional.linear whose output width (weight.shape[0]) is at
   least REGRESSBISECT_LMHEAD_MIN_OUT (default 32768). nn.Linear.forward calls it through the
   module attribute (`F.linear`), so patching the attribute covers both.

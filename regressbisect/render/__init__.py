@@ -1,4 +1,4 @@
-"""Rendering of a JSON report (DESIGN.md "JSON report"): one job per module.
+"""Rendering of a JSON report (docs/report-schema.md): one job per module.
 
 - text.py: terminal table and end-of-hunt summary;
 - markdown.py: a CI comment;

@@ -8,8 +8,9 @@ import math
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-CANDIDATE_HEADERS = ("commit", "subject", "n", "median tok/s", "95% CI", "verdict", "cached")
-SERIES_HEADERS = ("#", "commit", "date", "subject", "n", "median tok/s", "95% CI", "note")
+from regressbisect.probe.protocol import DEFAULT_UNIT  # also the unit of reports that name none
+
+_HUNTED_CHANGE = {"slower": "slowdown", "faster": "speed-up"}
 
 
 @dataclass(frozen=True)
@@ -19,7 +20,7 @@ class CulpritFacts:
     title: str
     """'abc1234567 subject' (commits) or 'uncommitted hunk(s) in a.py' (hunks)."""
     step: str
-    """'-5.1% tok/s (95% CI -6.0% .. -4.2%)'."""
+    """'-5.1% tok/s (95% CI -6.0% .. -4.2%)', in the report's unit."""
     share: str | None
     """'62% of the gap', when known."""
     counters: tuple[str, ...]
@@ -30,12 +31,25 @@ class CulpritFacts:
     """Short shas the culprit may be any of (skipped commits in between)."""
 
 
+def unit(report: Mapping[str, Any]) -> str:
+    """The metric's unit ('tok/s', 'req/s', ...): the JSON fields keep their tok_s names."""
+    return str(report.get("unit") or DEFAULT_UNIT)
+
+
+def candidate_headers(report: Mapping[str, Any]) -> tuple[str, ...]:
+    return ("commit", "subject", "n", f"median {unit(report)}", "95% CI", "verdict", "cached")
+
+
+def series_headers(report: Mapping[str, Any]) -> tuple[str, ...]:
+    return ("#", "commit", "date", "subject", "n", f"median {unit(report)}", "95% CI", "note")
+
+
 def short(sha: Any) -> str:
     return str(sha)[:10] if sha else "?"
 
 
 def number(value: Any, digits: int = 4) -> str:
-    """A tok/s value with `digits` significant digits, '-' when missing."""
+    """A metric value with `digits` significant digits, '-' when missing."""
     if not _finite(value):
         return "-"
     return f"{value:.{digits}g}" if abs(value) < 10 ** digits else f"{value:,.0f}"
@@ -54,21 +68,21 @@ def pct(value: Any, signed: bool = True) -> str:
     return f"{value:+.1f}%" if signed else f"{value:.1f}%"
 
 
-def step_text(step_pct: Any, ci95_pct: Any) -> str:
-    text = f"{pct(step_pct)} tok/s"
+def step_text(step_pct: Any, ci95_pct: Any, unit_text: str = DEFAULT_UNIT) -> str:
+    text = f"{pct(step_pct)} {unit_text}"
     if ci95_pct and len(ci95_pct) == 2 and all(_finite(v) for v in ci95_pct):
         text += f" (95% CI {pct(ci95_pct[0])} .. {pct(ci95_pct[1])})"
     return text
 
 
-def culprit_facts(culprit: Mapping[str, Any]) -> CulpritFacts:
+def culprit_facts(culprit: Mapping[str, Any], unit_text: str = DEFAULT_UNIT) -> CulpritFacts:
     hunks = tuple(culprit.get("hunks") or ())
     subject = culprit.get("subject") or ""
     title = subject if hunks else f"{short(culprit.get('commit'))} {subject}".strip()
     share = culprit.get("share_of_gap")
     return CulpritFacts(
         title=title,
-        step=step_text(culprit.get("step_pct"), culprit.get("ci95_pct")),
+        step=step_text(culprit.get("step_pct"), culprit.get("ci95_pct"), unit_text),
         share=f"{share:.0%} of the gap" if _finite(share) else None,
         counters=tuple(counter_changes(culprit.get("counters_before") or {},
                                        culprit.get("counters_after") or {})),
@@ -108,11 +122,12 @@ def hunk_location(hunk: Mapping[str, Any]) -> str:
 
 def endpoint_text(report: Mapping[str, Any]) -> str:
     """'good abc123 1234 tok/s (1200 .. 1250, n=5) -> bad def456 1150 tok/s (...)'."""
+    unit_text = unit(report)
     endpoints = report.get("endpoints") or {}
     parts = []
     for side in ("good", "bad"):
         e = endpoints.get(side) or {}
-        parts.append(f"{side} {short(report.get(side))} {number(e.get('median_tok_s'))} tok/s"
+        parts.append(f"{side} {short(report.get(side))} {number(e.get('median_tok_s'))} {unit_text}"
                      + (f" ({interval(e.get('ci95'))}, n={e.get('n')})" if e.get("n") else ""))
     return " -> ".join(parts)
 
@@ -122,7 +137,7 @@ def verdict_line(report: Mapping[str, Any]) -> str:
     verdict = report.get("verdict")
     culprits = report.get("culprits") or []
     gap = report.get("gap_pct")
-    gap_text = f" (tok/s {pct(gap)} from good to bad)" if _finite(gap) else ""
+    gap_text = f" ({unit(report)} {pct(gap)} from good to bad)" if _finite(gap) else ""
     what = "hunk group" if report.get("kind") == "hunks" else "commit"
     if verdict == "culprits":
         return f"{len(culprits)} culprit {what}(s) found{gap_text}."
@@ -141,19 +156,20 @@ def remainder_line(report: Mapping[str, Any]) -> str | None:
     if not report.get("culprits") or not _finite(share):
         return None
     amount = report.get("unexplained_pct")
-    amount_text = f" ({pct(amount)} tok/s)" if _finite(amount) else ""
+    amount_text = f" ({pct(amount)} {unit(report)})" if _finite(amount) else ""
     text = f"Unexplained remainder: {share:.0%} of the gap{amount_text}."
     cleared = [s for s in report.get("sides") or () if s.get("outcome") == "cleared" and _finite(s.get("ruled_out_pct"))]
     if cleared:
         # the sides of each culprit were checked down to a size, not to zero: say which size
         worst = max(s["ruled_out_pct"] for s in cleared)
-        text += (f" Sides of the culprits checked: no further step of {worst:.1f}% or more "
-                 f"(90% probability).")
+        change = _HUNTED_CHANGE.get((report.get("settings") or {}).get("direction"), "step")
+        text += (f" Beside the culprits, no further {change} of {worst:.1f}% or more "
+                 f"(90% probability; their ends compared).")
     return text
 
 
 def overhead_line(report: Mapping[str, Any]) -> str | None:
-    """The counters shim's measured cost, and where tok/s came from."""
+    """The counters shim's measured cost, and where the metric came from."""
     overhead = report.get("instrumentation_overhead_pct")
     note = (report.get("instrumentation") or {}).get("note")
     parts = []

@@ -65,23 +65,23 @@ def _hunt(report: Mapping[str, Any], images: Mapping[str, Path], prefix: str, le
     if culprits:
         parts.append(f"<{h2}>Culprits</{h2}>")
         for number, culprit in enumerate(culprits, 1):
-            parts.append(_culprit(culprit, number, images.get(f"{prefix}culprit{number}-counters.png")))
+            parts.append(_culprit(culprit, number, images.get(f"{prefix}culprit{number}-counters.png"), facts.unit(report)))
     notes = [n for n in (facts.remainder_line(report), facts.overhead_line(report), facts.cost_line(report)) if n]
     notes += [n.strip() for n in facts.measurement_lines(report) if not n.startswith("    | ")]
     if notes:
         parts.append("<ul class=\"notes\">" + "".join(f"<li>{_e(n)}</li>" for n in notes) + "</ul>")
     if f"{prefix}candidates.png" in images:
-        parts.append(_img(images[f"{prefix}candidates.png"], "candidates: median tok/s with 95% CI"))
+        parts.append(_img(images[f"{prefix}candidates.png"], f"candidates: median {facts.unit(report)} with 95% CI"))
     rows = facts.candidate_rows(report)
     if rows:
         culprit_shas = {facts.short(c) for c in facts.culprit_commits(report)}
-        parts.append(f"<{h2}>Candidates</{h2}>" + _table(facts.CANDIDATE_HEADERS, rows,
+        parts.append(f"<{h2}>Candidates</{h2}>" + _table(facts.candidate_headers(report), rows,
                                                           lambda row: row[0] in culprit_shas))
     return "\n".join(parts)
 
 
-def _culprit(culprit: Mapping[str, Any], number: int, counters_png: Path | None) -> str:
-    c = facts.culprit_facts(culprit)
+def _culprit(culprit: Mapping[str, Any], number: int, counters_png: Path | None, unit: str) -> str:
+    c = facts.culprit_facts(culprit, unit)
     share = f", {_e(c.share)}" if c.share else ""
     parts = [f"<div class=\"culprit\"><div class=\"title\">{number}. {_e(c.title)}</div>",
              f"<div><span class=\"step\">{_e(c.step)}</span>{share}</div>"]
@@ -118,7 +118,7 @@ def _nightly(report: Mapping[str, Any], images: Mapping[str, Path]) -> str:
         parts.append(_img(images["series.png"], "nightly series with change points"))
     rows = facts.series_rows(report)
     if rows:
-        parts.append("<h2>Series</h2>" + _table(facts.SERIES_HEADERS, rows, lambda row: bool(row[-1].startswith("change"))))
+        parts.append("<h2>Series</h2>" + _table(facts.series_headers(report), rows, lambda row: bool(row[-1].startswith("change"))))
     for number, hunt in enumerate(report.get("hunts") or (), 1):
         parts.append(_hunt(hunt, images, prefix=f"hunt{number}-", level=2))
     return "\n".join(parts)

@@ -25,7 +25,7 @@ def _hunt(report: Mapping[str, Any], level: int) -> list[str]:
     if culprits:
         lines += [f"{h}# Culprits", ""]
         for number, culprit in enumerate(culprits, 1):
-            c = facts.culprit_facts(culprit)
+            c = facts.culprit_facts(culprit, facts.unit(report))
             share = f", {c.share}" if c.share else ""
             lines.append(f"{number}. **{_escape(c.title)}**: {c.step}{share}")
             if c.possible_commits:
@@ -40,7 +40,7 @@ def _hunt(report: Mapping[str, Any], level: int) -> list[str]:
     rows = facts.candidate_rows(report)
     if rows:
         lines += [f"{h}# Candidates", "",
-                  tabulate([[_escape(cell) for cell in row] for row in rows], headers=facts.CANDIDATE_HEADERS,
+                  tabulate([[_escape(cell) for cell in row] for row in rows], headers=facts.candidate_headers(report),
                            tablefmt="github", disable_numparse=True), ""]
     for extra in (facts.remainder_line(report), facts.overhead_line(report), facts.cost_line(report)):
         if extra:
@@ -61,7 +61,7 @@ def _nightly(report: Mapping[str, Any]) -> list[str]:
     rows = facts.series_rows(report)
     if rows:
         lines += ["<details><summary>Series (" + str(len(rows)) + " commits)</summary>", "",
-                  tabulate([[_escape(cell) for cell in row] for row in rows], headers=facts.SERIES_HEADERS,
+                  tabulate([[_escape(cell) for cell in row] for row in rows], headers=facts.series_headers(report),
                            tablefmt="github", disable_numparse=True), "", "</details>", ""]
     for hunt in report.get("hunts") or ():
         lines += _hunt(hunt, level=3) + [""]

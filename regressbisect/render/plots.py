@@ -53,7 +53,7 @@ def _series_figure(report: Mapping[str, Any]) -> Figure:
         low, high = _error_bars([series[i] for i in idx])
         ax.errorbar(idx, [medians[i] for i in idx], yerr=[low, high], fmt="x" if flagged else "o",
                     color="#8a8a8a" if flagged else "#1f5fa8", capsize=3, ms=5,
-                    label="machine flagged" if flagged else "median tok/s (95% CI)")
+                    label="machine flagged" if flagged else f"median {facts.unit(report)} (95% CI)")
     for point in report.get("change_points") or ():
         index = point.get("index")
         if not isinstance(index, int):
@@ -71,7 +71,7 @@ def _series_figure(report: Mapping[str, Any]) -> Figure:
     ax.set_xticks(xs)
     ax.set_xticklabels([facts.short(s.get("commit"))[:7] for s in series], rotation=60, fontsize=7, ha="right")
     ax.set_xlabel("first-parent commit (oldest left)")
-    ax.set_ylabel("tok/s")
+    ax.set_ylabel(facts.unit(report))
     ax.set_title("Nightly throughput")
     ax.legend(loc="lower left", fontsize=8)
     return fig
@@ -97,7 +97,7 @@ def _candidates_figure(hunt: Mapping[str, Any]) -> Figure:
                     xy=(x - 0.5, 1.0), xycoords=("data", "axes fraction"), xytext=(3, -12),
                     textcoords="offset points", color="#c8372d", fontsize=9)
     ax.set_xlabel(f"first-parent position ({facts.short(hunt.get('good'))[:7]} = 0)")
-    ax.set_ylabel("median tok/s (95% CI)")
+    ax.set_ylabel(f"median {facts.unit(hunt)} (95% CI)")
     ax.set_title(f"Candidates {facts.short(hunt.get('good'))[:7]}..{facts.short(hunt.get('bad'))[:7]}")
     ax.legend(fontsize=8)
     return fig

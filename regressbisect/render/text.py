@@ -11,12 +11,12 @@ from regressbisect.render import facts
 def render_table(report: Mapping[str, Any]) -> str:
     """Candidates of a hunt (or the measured series of a nightly report) as a text table."""
     if report.get("kind") == "nightly":
-        return tabulate(facts.series_rows(report), headers=facts.SERIES_HEADERS, tablefmt="simple",
+        return tabulate(facts.series_rows(report), headers=facts.series_headers(report), tablefmt="simple",
                         disable_numparse=True)
     rows = facts.candidate_rows(report)
     if not rows:
         return "(no candidates measured)"
-    return tabulate(rows, headers=facts.CANDIDATE_HEADERS, tablefmt="simple", disable_numparse=True)
+    return tabulate(rows, headers=facts.candidate_headers(report), tablefmt="simple", disable_numparse=True)
 
 
 def render_summary(report: Mapping[str, Any]) -> str:
@@ -31,7 +31,7 @@ def _hunt_lines(report: Mapping[str, Any]) -> list[str]:
     if report.get("endpoints"):
         lines.append("  " + facts.endpoint_text(report))
     for number, culprit in enumerate(report.get("culprits") or (), 1):
-        c = facts.culprit_facts(culprit)
+        c = facts.culprit_facts(culprit, facts.unit(report))
         lines.append(f"culprit {number}: {c.title}")
         lines.append(f"  step {c.step}" + (f", {c.share}" if c.share else ""))
         if c.possible_commits:

@@ -180,8 +180,8 @@ class SideCheck:
     """'searched' (its ends differed: searched again), 'cleared' (a further step is implausible)
     or 'unresolved' (its ends could not be told apart or alike within the sample cap)."""
     ruled_out: float
-    """With 'cleared': a further step in the hunted direction of this size or more (relative, > 0)
-    has probability below side_drop; nan otherwise."""
+    """With 'cleared': a further step in the hunted direction of this size or more (relative,
+    at least min_effect) has probability below side_drop; nan otherwise."""
 
 
 @dataclass(frozen=True)
@@ -637,7 +637,10 @@ class CommitSearch:
             if float(student_t.cdf((toward - drop_margin) / se, df)) < s.side_drop:
                 self._queue.pop(0)
                 bound = toward + float(student_t.ppf(1 - s.side_drop, df)) * se
-                self._sides.append(SideCheck(iv.lo, iv.hi, "cleared", -math.expm1(-max(bound, 0.0))))
+                # The bound is of the net change between the ends; it is below zero when they
+                # moved the other way (an improvement in the side). Steps under min_effect are
+                # never culprits, so a cleared side rules out min_effect at the least.
+                self._sides.append(SideCheck(iv.lo, iv.hi, "cleared", -math.expm1(-max(bound, margin))))
                 return None
         if self._capped(iv.lo) and self._capped(iv.hi):
             self._queue.pop(0)

@@ -1,4 +1,4 @@
-"""The reference DFlash-style drafter training workload (WORKLOAD.md, docs/workload.md).
+"""The reference DFlash-style drafter training workload (docs/workload.md).
 
 Importing this package is cheap (no torch): the CLI only needs `workload_command`.
 Run it with `python -m regressbisect.workload.dflash --preset tiny --tokens 4096 [--nproc 2]`.

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# GPU measurements for README (run on the lent H200 machine; see README "Measured on an H200").
-# Writes logs and JSON under $OUT (or ./gpu-out).
+# The reference workload on one or two GPUs (docs/results.md, "The reference workload"):
+# a smoke run, five probe runs on one GPU, a 1-target -> 1-drafter run on two GPUs when there
+# are two, and the counters shim's overhead. Writes logs and JSON under $OUT (or ./gpu-out).
+#   OUT=gpu-out bash scripts/h200_workload.sh
 set -uo pipefail
 OUT=${OUT:-gpu-out}; mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1

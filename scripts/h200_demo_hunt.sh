@@ -1,15 +1,16 @@
 #!/usr/bin/env bash
-# GPU session 4 (one H200): the accuracy grid on the machine's 16 CPU cores with nothing beside it,
-# then the demo hunt with the h200 preset on one GPU (HEAD~20..HEAD: since the lm_head-chunk commit
-# edits both presets, the h200 demo holds two culprits), killed at the call's limit and resumable.
-#   OUT=gpu-out bash scripts/gpu_session4.sh      # GRID=0 skips the grid; STORE_IN=path resumes the hunt
+# The demo hunt with the h200 preset on one GPU (docs/results.md, "The demo hunt on one H200"):
+# HEAD~20..HEAD of the demo repository, two planted culprits. The hunt is stopped after LIMIT
+# seconds and resumes from the stored samples when run again (STORE_IN=a copied store).
+# GRID=1 first runs the accuracy grid (docs/accuracy.md) on the machine's CPU cores.
+#   OUT=gpu-out bash scripts/h200_demo_hunt.sh    # LIMIT=seconds, STORE_IN=path resumes the hunt
 set -uo pipefail
 OUT=${OUT:-gpu-out}; mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1
 start=$(date +%s)
-LIMIT=${LIMIT:-570}                       # seconds for the whole script (the device call allows 600)
+LIMIT=${LIMIT:-570}                       # seconds for the whole script; run it again to resume
 nvidia-smi --query-gpu=name,clocks.sm,memory.used --format=csv > "$OUT/gpus.txt"
-if [ "${GRID:-1}" = 1 ]; then
+if [ "${GRID:-0}" = 1 ]; then
   python3 scripts/bench_accuracy.py --key-only --trials 200 --jobs 16 --out "$OUT/key.json" > "$OUT/accuracy.log" 2>&1
   python3 scripts/bench_accuracy.py --resume "$OUT/key.json" --trials 200 --trials-other 60 --jobs 16 \
     --out "$OUT/accuracy.md" >> "$OUT/accuracy.log" 2>&1
@@ -24,7 +25,7 @@ hunt_start=$(date +%s)
 ( cd "$DEMO" && timeout "$left" python3 -m regressbisect run HEAD~20 HEAD --instrument separate \
     --json "$OUT/demo_h200.json" >> "$OUT/demo_run.out" 2> "$OUT/demo_run.err" )
 echo "hunt rc=$? wall=$(( $(date +%s) - hunt_start ))s (limit ${left}s)" >> "$OUT/demo_run.out"
-# a consistent copy of the WAL store, to resume from in a later call
+# a consistent copy of the WAL store, to resume from on another machine (STORE_IN)
 python3 -c "import sqlite3,sys; s=sqlite3.connect(sys.argv[1]); d=sqlite3.connect(sys.argv[2]); s.backup(d); d.close()" \
   "$STORE" "$OUT/store.sqlite"
 tail -n 30 "$OUT/demo_run.out"; tail -n 5 "$OUT/accuracy.log"
