@@ -78,6 +78,6 @@ def test_help_shows_the_pyproject_table_name(command, capsys):
 
     from regressbisect.cli import app
 
-    result = CliRunner().invoke(app, [command, "--help"], terminal_width=200)
+    result = CliRunner().invoke(app, [command, "--help"], terminal_width=200, env={"COLUMNS": "200"})
     assert result.exit_code == 0, result.output
     assert "[tool.regressbisect]" in result.output, result.output
