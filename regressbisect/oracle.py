@@ -7,12 +7,17 @@ later one fails"). Up to `slots` probes run at once, one per worktree slot.
 """
 from __future__ import annotations
 
+import concurrent.futures
+import dataclasses
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Callable, Mapping, Sequence
 
+from regressbisect.errors import UserError
 from regressbisect.git.worktrees import PatchDoesNotApply, WorktreePool
 from regressbisect.model import Candidate, ProbeOutcome, Sample, SampleKey
+from regressbisect.probe.executors.base import ExecutedProbe, ProbeExecutor
+from regressbisect.probe.executors.local import LocalExecutor
 from regressbisect.probe.runner import ProbeSpec, run_probe
 from regressbisect.store import Store
 
@@ -60,7 +65,8 @@ class SampleSource:
                  hunt_id: int | None, key_for: Callable[[Candidate], SampleKey],
                  patch_for: Callable[[Candidate], str | None] = lambda c: None,
                  slot_env: Sequence[Mapping[str, str]] = ({},),
-                 probe_runner: Callable[..., ProbeOutcome] = run_probe):
+                 probe_runner: Callable[..., ProbeOutcome] = run_probe,
+                 executor: ProbeExecutor | None = None):
         self._store = store
         self._pool = pool
         self._spec = spec
@@ -69,7 +75,8 @@ class SampleSource:
         self._key_for = key_for
         self._patch_for = patch_for
         self._slot_env = list(slot_env) or [{}]
-        self._probe_runner = probe_runner  # a fake executor in unit tests (hyperfine's mock)
+        # A fake runner in unit tests (hyperfine's mock) runs through the local executor.
+        self._executor = executor or LocalExecutor(probe_runner)
         self._cursor: dict[tuple[SampleKey, str, str], int] = {}
         self._initial_count: dict[tuple[SampleKey, str], int] = {}
         self.probes_run = 0
@@ -101,15 +108,36 @@ class SampleSource:
             else:
                 fresh.append((i, request))
         if fresh:
-            outcomes = self._run_fresh(fresh, on_start)
-            for (i, request), outcome in zip(fresh, outcomes):
+            results, failure = self._run_fresh(fresh, on_start)
+            foreign: list[ExecutedProbe] = []
+            for (i, request), executed in zip(fresh, results):
+                if executed is None:
+                    continue  # cancelled or failed: nothing came back
+                outcome = executed.outcome
+                key = self._key_for(request.candidate)
+                other_machine = executed.fingerprint not in (None, self._env_fingerprint)
+                if other_machine:
+                    # Kept, under the node's own fingerprint: never compared with this hunt's.
+                    foreign.append(executed)
+                    key = dataclasses.replace(key, env_fingerprint=executed.fingerprint)
                 # Stored at once, in the caller's thread: SQLite connections are not shared.
-                self._store.add_outcome(self._key_for(request.candidate), request.candidate, outcome,
+                self._store.add_outcome(key, request.candidate, outcome,
                                         hunt_id=self._hunt_id, arm=request.arm)
+                if other_machine:
+                    continue
                 self._advance(request)
                 self.probes_run += 1
                 self.probe_seconds += outcome.wall_seconds
                 draws[i] = Draw(request.candidate, outcome.sample, outcome.skip_reason, cached=False)
+            if failure is not None:
+                raise failure
+            if foreign:
+                node = foreign[0]
+                raise UserError(
+                    f"a probe ran on {node.facts.get('hostname', '?')}, a machine of another type "
+                    f"(fingerprint {node.fingerprint}) than the hunt's ({self._env_fingerprint}): samples "
+                    f"of different node types are not compared; pin one node type with --slurm-constraint "
+                    f"(constraint in [tool.regressbisect.slurm]); its sample is stored under its own type")
         return [d for d in draws if d is not None]
 
     # -- internals ---------------------------------------------------------------------------
@@ -142,26 +170,51 @@ class SampleSource:
         return None
 
     def _run_fresh(self, fresh: list[tuple[int, Request]],
-                   on_start: Callable[[int, Request], None] | None) -> list[ProbeOutcome]:
-        def run(slot: int, request: Request) -> ProbeOutcome:
+                   on_start: Callable[[int, Request], None] | None
+                   ) -> tuple[list[ExecutedProbe | None], BaseException | None]:
+        """Run the fresh requests, one per slot; (results, first failure).
+
+        Whatever came back before an interrupt or a failure is returned with it, so the caller
+        stores it before re-raising ("the store keeps every returned sample")."""
+        def run(slot: int, request: Request) -> ExecutedProbe:
             if on_start is not None:
                 on_start(slot, request)
             patch = self._patch_for(request.candidate)
             try:
                 worktree = self._pool.checkout(slot, request.candidate.commit, patch)
             except PatchDoesNotApply as exc:
-                return ProbeOutcome(sample=None, skip_reason=f"patch does not apply: {exc}",
-                                    exit_code=None, wall_seconds=0.0)
+                return ExecutedProbe(ProbeOutcome(sample=None, skip_reason=f"patch does not apply: {exc}",
+                                                  exit_code=None, wall_seconds=0.0))
             spec = ProbeSpec(command=self._spec.command, tokens=self._spec.tokens,
                              timeout_s=self._spec.timeout_s, env=self._spec.env,
                              instrument=request.instrumented, metric_regex=self._spec.metric_regex)
-            return self._probe_runner(spec, worktree, extra_env=self._slot_env[slot])
+            return self._executor.run(spec, worktree, self._slot_env[slot], label=request.candidate.short)
 
         if len(fresh) == 1:
-            return [run(0, fresh[0][1])]
-        with ThreadPoolExecutor(max_workers=len(fresh)) as executor:
-            futures = [executor.submit(run, slot, request) for slot, (_, request) in enumerate(fresh)]
-            return [f.result() for f in futures]
+            try:
+                return [run(0, fresh[0][1])], None
+            except BaseException:
+                self._executor.cancel_all()
+                raise
+        failure: BaseException | None = None
+        pool = ThreadPoolExecutor(max_workers=len(fresh))
+        futures = [pool.submit(run, slot, request) for slot, (_, request) in enumerate(fresh)]
+        try:
+            concurrent.futures.wait(futures, return_when=concurrent.futures.FIRST_EXCEPTION)
+            if any(f.done() and f.exception() is not None for f in futures):
+                self._executor.cancel_all()  # one slot failed: stop the others' jobs too
+        except BaseException as interrupt:  # Ctrl-C / SIGTERM while the slots run
+            self._executor.cancel_all()
+            failure = interrupt
+        finally:
+            pool.shutdown(wait=True)
+        results: list[ExecutedProbe | None] = []
+        for future in futures:
+            error = future.exception()
+            if error is not None and failure is None:
+                failure = error
+            results.append(None if error is not None else future.result())
+        return results, failure
 
 
 def median_counters(samples: Sequence[Sample]) -> dict[str, float]:

@@ -18,7 +18,12 @@ def hunks(
     metric_regex: o.MetricRegex = None, env: o.Env = None, min_effect: o.MinEffect = None,
     direction: o.Direction = None, max_samples: o.MaxSamples = None, instrument: o.Instrument = None,
     json_out: o.JsonOut = None, store: o.StorePath = None,
-    repo: o.Repo = Path("."), quiet: o.Quiet = False,
+    repo: o.Repo = Path("."), quiet: o.Quiet = False, executor: o.Executor = None,
+    slurm_partition: o.SlurmPartition = None, slurm_account: o.SlurmAccount = None,
+    slurm_qos: o.SlurmQos = None, slurm_gpus: o.SlurmGpus = None, slurm_cpus: o.SlurmCpus = None,
+    slurm_mem: o.SlurmMem = None, slurm_time: o.SlurmTime = None,
+    slurm_constraint: o.SlurmConstraint = None, slurm_sbatch_arg: o.SlurmSbatchArg = None,
+    slurm_shared_dir: o.SlurmSharedDir = None,
 ) -> None:
     """Delta-debug the uncommitted changes (staged + unstaged) hunk by hunk on tok/s.
 
@@ -35,7 +40,11 @@ def hunks(
     history = History.open(repo)
     flags = {"cmd": cmd, "tokens": tokens, "timeout": timeout, "metric_regex": metric_regex,
              "env": o.parse_env(env), "min_effect": min_effect, "direction": direction,
-             "max_samples": max_samples, "instrument": instrument}
+             "max_samples": max_samples, "executor": executor,
+             "slurm": o.slurm_flags(slurm_partition, slurm_account, slurm_qos, slurm_gpus, slurm_cpus,
+                                    slurm_mem, slurm_time, slurm_constraint, slurm_sbatch_arg,
+                                    slurm_shared_dir),
+             "instrument": instrument}
     config = build_config(history.read_pyproject_table(), flags, source=str(history.root / "pyproject.toml"))
     with HuntProgress(quiet=quiet) as progress:
         hunt = HunkHunt(history, config, base=base, include_untracked=include_untracked,

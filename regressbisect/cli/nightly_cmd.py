@@ -23,7 +23,12 @@ def nightly(
     no_hunt: Annotated[bool, typer.Option("--no-hunt", help="Report change points without bisecting them.")] = False,
     cmd: o.Cmd = None, tokens: o.Tokens = None, timeout: o.Timeout = None, env: o.Env = None,
     min_effect: o.MinEffect = None, direction: o.Direction = None, instrument: o.Instrument = None,
-    store: o.StorePath = None, repo: o.Repo = Path("."), quiet: o.Quiet = False,
+    store: o.StorePath = None, repo: o.Repo = Path("."), quiet: o.Quiet = False, executor: o.Executor = None,
+    slurm_partition: o.SlurmPartition = None, slurm_account: o.SlurmAccount = None,
+    slurm_qos: o.SlurmQos = None, slurm_gpus: o.SlurmGpus = None, slurm_cpus: o.SlurmCpus = None,
+    slurm_mem: o.SlurmMem = None, slurm_time: o.SlurmTime = None,
+    slurm_constraint: o.SlurmConstraint = None, slurm_sbatch_arg: o.SlurmSbatchArg = None,
+    slurm_shared_dir: o.SlurmSharedDir = None,
 ) -> None:
     """One night of regression hunting. Exit 3 when a new regression is found, 0 otherwise."""
     from regressbisect.changepoints import ChangePointSettings
@@ -35,7 +40,11 @@ def nightly(
 
     history = History.open(repo)
     flags = {"cmd": cmd, "tokens": tokens, "timeout": timeout, "env": o.parse_env(env),
-             "min_effect": min_effect, "direction": direction, "instrument": instrument}
+             "min_effect": min_effect, "direction": direction, "executor": executor,
+             "slurm": o.slurm_flags(slurm_partition, slurm_account, slurm_qos, slurm_gpus, slurm_cpus,
+                                    slurm_mem, slurm_time, slurm_constraint, slurm_sbatch_arg,
+                                    slurm_shared_dir),
+             "instrument": instrument}
     config = build_config(history.read_pyproject_table(), flags, source=str(history.root / "pyproject.toml"))
     settings = NightlySettings(branch=branch, samples_per_commit=samples, max_new=max_new, lookback=lookback,
                                changepoints=ChangePointSettings(min_magnitude=min_magnitude, alpha=alpha),

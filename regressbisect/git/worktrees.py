@@ -121,12 +121,14 @@ class WorktreePool:
     one slot must not be used by two threads at once.
     """
 
-    def __init__(self, history: History, slots: int = 1):
+    def __init__(self, history: History, slots: int = 1, *, root: Path | None = None):
         if slots < 1:
             raise ValueError("a pool needs at least one slot")
         self.history = history
         self.slots = slots
-        self.root = pool_root(history) / "worktrees"
+        # `root`: somewhere else than the git dir, e.g. a filesystem Slurm nodes share. The lock
+        # stays in the git dir: it guards the repository, wherever its slots live.
+        self.root = (root or pool_root(history)) / "worktrees"
         self._lock = _PoolLock(pool_root(history) / "lock")
         self._admin_lock = threading.Lock()  # `git worktree add/prune` edit shared metadata
 
