@@ -312,6 +312,7 @@ class SlurmExecutor:
         self._in_flight: dict[str, Any] = {}
         self._status: dict[str, str] = {}
         self._labels: dict[str, str] = {}
+        self._cancelling: set[str] = set()
         self._done = 0
         self._fingerprint: tuple[str, dict] | None = None
         self.jobs_submitted: list[str] = []
@@ -354,8 +355,7 @@ class SlurmExecutor:
         with self._lock:
             jobs = list(self._in_flight.values())
         for job in jobs:
-            self.scheduler.cancel(job)
-            self._finish(job, "cancelled", "cancelled (the hunt was interrupted)")
+            self._cancel(job)
 
     # -- internals ---------------------------------------------------------------------------------
 
@@ -370,8 +370,7 @@ class SlurmExecutor:
             self.jobs_submitted.append(job_id)
         self._event(job, label, "queued", "submitted")
         if self._cancelled.is_set():  # cancel_all ran while sbatch was running
-            self.scheduler.cancel(job)
-            self._finish(job, "cancelled", "cancelled (the hunt was interrupted)")
+            self._cancel(job)
             raise ProbeCancelled(label)
         try:
             while True:
@@ -386,8 +385,7 @@ class SlurmExecutor:
                     raise ProbeCancelled(label)
         except BaseException:
             # Ctrl-C in this thread, or cancel_all: never leave the job behind in the queue.
-            self.scheduler.cancel(job)
-            self._finish(job, "cancelled", "cancelled (the hunt was interrupted)")
+            self._cancel(job)
             raise
 
     def _preflight(self) -> tuple[str, dict]:
@@ -439,6 +437,15 @@ class SlurmExecutor:
                              queued=queued, running=running, done=self._done)
         if self.on_event is not None:
             self.on_event(event)
+
+    def _cancel(self, job) -> None:
+        """scancel `job` once, whoever asks first (cancel_all or the thread waiting on it)."""
+        with self._lock:
+            if str(job.job_id) not in self._in_flight or str(job.job_id) in self._cancelling:
+                return
+            self._cancelling.add(str(job.job_id))
+        self.scheduler.cancel(job)
+        self._finish(job, "cancelled", "cancelled (the hunt was interrupted)")
 
     def _finish(self, job, status: str, detail: str) -> None:
         job_id = str(job.job_id)
