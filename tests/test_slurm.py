@@ -175,3 +175,19 @@ def test_ctrl_c_cancels_every_job_and_the_rerun_resumes_from_the_store(slurm_clu
     assert [c["commit"] for c in report["culprits"]] == [shas[5]]
     assert report["cached_samples"] == len(kept)       # nothing stored was measured again
     assert len(probe_jobs_submitted(err)) == report["probes"]
+
+
+def test_nightly_measures_through_slurm_without_checking_the_submitting_machine(slurm_cluster, tmp_path, capsys):
+    repo, state = tmp_path / "repo", tmp_path / "state"
+    state.mkdir()
+    shas = make_slurm_repo(repo, [1000.0, 1000.0, 1000.0], pyproject=PYPROJECT)
+    code = run_cli(["nightly", "-C", str(repo), "--cmd", f"{sys.executable} probe.py",
+                    "--env", f"PROBE_STATE={state}", "--instrument", "off", "--executor", "slurm",
+                    "--samples", "1", "--max-new", "2", "--no-hunt", "--report-dir", str(tmp_path / "reports")])
+    err = capsys.readouterr().err
+    assert code == 0, err[-2000:]
+    assert len(probe_jobs_submitted(err)) == 2
+    assert len(list((state / "probes").iterdir())) == 2
+    report = json.loads(next((tmp_path / "reports").glob("nightly-*.json")).read_text())
+    assert report["machine"]["status"] == "not checked"
+    assert our_jobs() == []

@@ -227,7 +227,11 @@ class SubmititSlurm:
         if not result_file.exists():
             raise RuntimeError(f"no result file {result_file} (is {result_file.parent} on a filesystem "
                                f"the nodes share?)")
-        return job.result()
+        value = job.result()
+        # A completed job's files have served; a faulty job's stay, with their logs, for a person.
+        for path in Path(job.paths.folder).glob(f"{job.job_id}_*"):
+            path.unlink(missing_ok=True)
+        return value
 
     def cancel(self, job) -> None:
         _run(["scancel", str(job.job_id)])
