@@ -5,7 +5,7 @@ submitit pickles a call of `node_probe` and runs it on the node under the hunt's
 parsing, the timeout and the process-group kill are the ones of a local probe. Its ProbeOutcome and
 the node's fingerprint come back in submitit's result file.
 
-The job's state is read from the scheduler by `SlurmQueue` (scontrol, then sacct), not through
+The job's state is read from the scheduler by `SubmititSlurm.state` (scontrol, then sacct), not by
 submitit: submitit asks sacct only, which reports nothing on clusters without accounting storage
 and lags on busy ones; scontrol knows a job while it is queued, running and for MinJobAge seconds
 after it ended, with the scheduler's reason.
