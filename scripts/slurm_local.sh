@@ -77,7 +77,7 @@ EOF
 
 running() { pgrep -x slurmctld >/dev/null && pgrep -x slurmd >/dev/null; }
 
-node_idle() { sinfo -h -n "$HOST" -o '%t' 2>/dev/null | grep -Eq '^(idle|mix|alloc)'; }
+node_idle() { timeout 10 sinfo -h -n "$HOST" -o '%t' 2>/dev/null | grep -Eq '^(idle|mix|alloc)'; }
 
 start() {
   install_if_missing
@@ -85,17 +85,22 @@ start() {
     log "already running"; sinfo; return
   fi
   write_config
-  pgrep -x munged >/dev/null || { munged --force 2>/dev/null || su -s /bin/sh munge -c "munged --force"; }
+  if [ ! -S /run/munge/munge.socket.2 ] || ! pgrep -x munged >/dev/null; then
+    # munged refuses to start beside a live one; a stale socket from a killed one is removed.
+    runuser -u munge -- munged --force 2>/dev/null || munged --force
+    for _ in $(seq 1 20); do [ -S /run/munge/munge.socket.2 ] && break; sleep 0.25; done
+    [ -S /run/munge/munge.socket.2 ] || { log "munged did not start (no /run/munge/munge.socket.2)"; exit 1; }
+  fi
   pgrep -x slurmctld >/dev/null || slurmctld
   pgrep -x slurmd >/dev/null || slurmd
   for _ in $(seq 1 60); do
     if node_idle; then log "node $HOST idle ($CPUS CPUs)"; sinfo; return; fi
     # A node that came back after a stop is DOWN until told otherwise.
-    scontrol update nodename="$HOST" state=resume >/dev/null 2>&1 || true
+    timeout 10 scontrol update nodename="$HOST" state=resume >/dev/null 2>&1 || true
     sleep 1
   done
   log "the node did not become idle within 60 s; logs in $STATE_DIR/log"
-  tail -5 "$STATE_DIR"/log/*.log >&2 || true
+  tail -n 5 "$STATE_DIR"/log/slurmctld.log "$STATE_DIR"/log/slurmd.log >&2 || true
   exit 1
 }
 
@@ -109,12 +114,10 @@ stop_daemon() {
 }
 
 stop() {
-  if running; then scancel --full --user=root >/dev/null 2>&1 || true; fi
+  if running; then timeout 20 scancel --full --user=root >/dev/null 2>&1 || true; fi
   stop_daemon slurmd "$STATE_DIR/slurmd.pid"
   stop_daemon slurmctld "$STATE_DIR/slurmctld.pid"
-  local munge_pid
-  munge_pid=$(cat /run/munge/munged.pid 2>/dev/null || pgrep -x munged || true)
-  [ -z "$munge_pid" ] || kill $munge_pid 2>/dev/null || true
+  stop_daemon munged /run/munge/munged.pid
   log "stopped"
 }
 
