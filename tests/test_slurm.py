@@ -177,10 +177,11 @@ def test_ctrl_c_cancels_every_job_and_the_rerun_resumes_from_the_store(slurm_clu
     assert len(probe_jobs_submitted(err)) == report["probes"]
 
 
-def test_nightly_measures_through_slurm_without_checking_the_submitting_machine(slurm_cluster, tmp_path, capsys):
+def test_nightly_measures_through_slurm_in_a_shared_dir_without_checking_the_submitting_machine(slurm_cluster, tmp_path, capsys):
     repo, state = tmp_path / "repo", tmp_path / "state"
     state.mkdir()
-    shas = make_slurm_repo(repo, [1000.0, 1000.0, 1000.0], pyproject=PYPROJECT)
+    shared = tmp_path / "shared"                 # the pool on a "shared filesystem" of its own
+    make_slurm_repo(repo, [1000.0, 1000.0, 1000.0], pyproject=PYPROJECT + f'shared_dir = "{shared}"\n')
     code = run_cli(["nightly", "-C", str(repo), "--cmd", f"{sys.executable} probe.py",
                     "--env", f"PROBE_STATE={state}", "--instrument", "off", "--executor", "slurm",
                     "--samples", "1", "--max-new", "2", "--no-hunt", "--report-dir", str(tmp_path / "reports")])
@@ -191,3 +192,7 @@ def test_nightly_measures_through_slurm_without_checking_the_submitting_machine(
     report = json.loads(next((tmp_path / "reports").glob("nightly-*.json")).read_text())
     assert report["machine"]["status"] == "not checked"
     assert our_jobs() == []
+    assert [p.name for p in shared.glob("*/worktrees/*")] == ["slot-0"]
+    assert not (repo / ".git" / "regressbisect" / "worktrees").exists()
+    assert run_cli(["clean", "-C", str(repo)]) == 0
+    assert list(shared.glob("*/worktrees/*")) == []

@@ -243,14 +243,15 @@ def _registered_worktrees(history: History) -> list[Path]:
             if field.startswith("worktree ")]
 
 
-def clean(history: History) -> int:
+def clean(history: History, root: Path | None = None) -> int:
     """`regressbisect clean`: remove every pool worktree and the pool directory.
 
     Returns how many worktrees were removed (registered ones and orphan slot directories).
     Raises PoolLocked while a hunt holds the lock. The lock file and anything else under
-    `<common_dir>/regressbisect/` (the sample store) are kept.
+    `<common_dir>/regressbisect/` (the sample store) are kept. `root`: a pool kept elsewhere
+    (a Slurm shared_dir).
     """
-    pool = WorktreePool(history)
+    pool = WorktreePool(history, root=root)
     removed = 0
     with pool:
         pool_dir = pool.root.resolve()

@@ -17,7 +17,7 @@ from regressbisect.probe.executors.local import LocalExecutor
 from regressbisect.probe.runner import run_probe
 
 __all__ = ["ExecutedProbe", "ProbeCancelled", "ProbeExecutor", "LocalExecutor", "make_executor",
-           "work_root"]
+           "shared_work_root", "work_root"]
 
 
 def work_root(config: HuntConfig, history: History) -> Path:
@@ -26,9 +26,14 @@ def work_root(config: HuntConfig, history: History) -> Path:
     Inside the git dir by default; with `shared_dir` set, a per-repository directory under it
     (two repositories pointed at one shared_dir must not share slots)."""
     if config.executor == "slurm" and config.slurm.shared_dir:
-        repo_id = hashlib.sha1(str(history.common_dir.resolve()).encode()).hexdigest()[:10]
-        return Path(config.slurm.shared_dir).expanduser().resolve() / f"{history.root.name}-{repo_id}"
+        return shared_work_root(config.slurm.shared_dir, history)
     return pool_root(history)
+
+
+def shared_work_root(shared_dir: str, history: History) -> Path:
+    """This repository's directory under a shared_dir: `<shared_dir>/<repo name>-<id>`."""
+    repo_id = hashlib.sha1(str(history.common_dir.resolve()).encode()).hexdigest()[:10]
+    return Path(shared_dir).expanduser().resolve() / f"{history.root.name}-{repo_id}"
 
 
 def make_executor(config: HuntConfig, history: History, *, progress=None,
