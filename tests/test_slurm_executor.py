@@ -107,6 +107,13 @@ def test_two_faults_are_a_skip_with_both_jobs_and_the_schedulers_reasons(tmp_pat
     assert len(scheduler.submitted) == 2  # once more, not forever
 
 
+def test_a_job_slurm_will_never_start_stops_the_hunt_and_leaves_the_queue(tmp_path):
+    scheduler = FakeScheduler([[JobState("PENDING", reason="BadConstraints")]])
+    with pytest.raises(UserError, match="will not start job 100.*BadConstraints.*constraint"):
+        executor(tmp_path, scheduler).run(SPEC, tmp_path, {}, label="abc")
+    assert scheduler.cancelled == ["100"]
+
+
 def test_a_completed_job_without_a_result_is_a_fault(tmp_path):
     class NoResult(FakeScheduler):
         def result(self, job):

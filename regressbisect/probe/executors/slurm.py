@@ -49,6 +49,10 @@ PENDING_STATES = frozenset({"PENDING", "CONFIGURING", "REQUEUED", "REQUEUE_HOLD"
                             "RESV_DEL_HOLD", "SUSPENDED", "SUBMITTED"})
 RUNNING_STATES = frozenset({"RUNNING", "COMPLETING", "STAGE_OUT", "SIGNALING", "RESIZING"})
 """Anything else is an end state; only COMPLETED is a success."""
+NEVER_STARTS = frozenset({"BadConstraints", "InvalidAccount", "InvalidQOS", "PartitionConfig",
+                          "PartitionTimeLimit"})
+"""Pending reasons of a job the scheduler will not start as submitted: a settings error, which
+every probe job would hit, not a fault of one job."""
 
 
 # -- on the node ----------------------------------------------------------------------------------
@@ -372,7 +376,7 @@ class SlurmExecutor:
             self._in_flight[job_id] = job
             self._labels[job_id] = label
             self.jobs_submitted.append(job_id)
-        self._event(job, label, "queued", "submitted")
+        self._event(job, label, "queued", "(submitted)")
         if self._cancelled.is_set():  # cancel_all ran while sbatch was running
             self._cancel(job)
             raise ProbeCancelled(label)
@@ -381,10 +385,14 @@ class SlurmExecutor:
                 state = self.scheduler.state(job)
                 if state.ended:
                     return job, state
+                if state.pending and state.reason in NEVER_STARTS:
+                    raise UserError(f"Slurm will not start job {job_id} as submitted (pending, reason "
+                                    f"{state.reason}): check partition, account, qos, constraint and "
+                                    "time limit in [tool.regressbisect.slurm]")
                 status = "running" if state.running else "queued"
                 if self._status.get(job_id) != status:
-                    self._event(job, label, status,
-                                f"on {state.node}" if state.running and state.node else state.reason)
+                    self._event(job, label, status, f"on {state.node}" if state.running and state.node
+                                else f"(reason: {state.reason})" if state.reason else "")
                 if self._cancelled.wait(self.config.poll_s):
                     raise ProbeCancelled(label)
         except BaseException:
