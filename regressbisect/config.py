@@ -20,6 +20,7 @@ from regressbisect.probe.protocol import DEFAULT_METRIC_REGEX, metric_unit
 
 DIRECTIONS = ("slower", "faster", "both")
 INSTRUMENT_MODES = ("auto", "off", "separate")
+EXECUTORS = ("local", "slurm")
 
 
 @dataclass(frozen=True)
@@ -79,6 +80,60 @@ class ProbeConfig:
 
 
 @dataclass(frozen=True)
+class SlurmConfig:
+    """How a probe is submitted as a Slurm job (`--executor slurm`, docs/cluster.md).
+
+    None leaves a setting to the cluster's defaults (the partition's, the account's)."""
+
+    partition: str | None = None
+    account: str | None = None
+    qos: str | None = None
+    gpus_per_probe: int = 0
+    """GPUs of one node allocated to each probe (--gpus-per-node); Slurm sets CUDA_VISIBLE_DEVICES."""
+    cpus_per_probe: int = 1
+    """CPUs allocated to each probe (--cpus-per-task)."""
+    mem: str | None = None
+    """Memory per probe job in sbatch's syntax (e.g. '64G'); None: the partition's default."""
+    time_limit_min: int | None = None
+    """Job time limit in minutes; None: the probe timeout plus SLURM_TIME_MARGIN_MIN."""
+    constraint: str | None = None
+    """Node features every probe job must have (--constraint), to pin one node type."""
+    sbatch_args: tuple[str, ...] = ()
+    """Extra sbatch arguments, each '--name=value' or '--flag' (e.g. '--reservation=perf')."""
+    shared_dir: str | None = None
+    """Directory the nodes share where worktrees and job files go; None: inside the git dir."""
+    poll_s: float = 5.0
+    """Seconds between two looks at the queue (squeue/scontrol) while jobs are pending or running."""
+
+    def __post_init__(self) -> None:
+        for name in ("gpus_per_probe",):
+            if getattr(self, name) < 0:
+                raise UserError(f"slurm {name} must be 0 or more, got {getattr(self, name)}")
+        if self.cpus_per_probe < 1:
+            raise UserError(f"slurm cpus_per_probe must be at least 1, got {self.cpus_per_probe}")
+        if self.time_limit_min is not None and self.time_limit_min < 1:
+            raise UserError(f"slurm time_limit_min must be at least 1 (minutes), got {self.time_limit_min}")
+        if not self.poll_s > 0:
+            raise UserError(f"slurm poll_s must be positive, got {self.poll_s}")
+        args = tuple(str(a) for a in self.sbatch_args)
+        for arg in args:
+            if not arg.startswith("--") or arg == "--" or " " in arg.split("=", 1)[0]:
+                raise UserError(f"slurm sbatch argument {arg!r} must look like '--name=value' or '--flag'")
+        object.__setattr__(self, "sbatch_args", args)
+
+    def time_limit(self, probe_timeout_s: float) -> int:
+        """Minutes: the configured limit, else the probe's timeout plus a margin for start-up."""
+        if self.time_limit_min is not None:
+            return self.time_limit_min
+        return int(-(-probe_timeout_s // 60)) + SLURM_TIME_MARGIN_MIN
+
+
+SLURM_TIME_MARGIN_MIN = 5
+"""Minutes added to the probe timeout for a job's time limit: interpreter start, imports, the
+checkout's files coming over the shared filesystem."""
+
+
+@dataclass(frozen=True)
 class HuntConfig:
     """A whole hunt: the probe plus how the search spends probes."""
 
@@ -127,6 +182,10 @@ class HuntConfig:
     names). None derives it from the probe: 'tok/s' for the protocol line and the default regex,
     for another metric_regex the unit written after its number ('([0-9.]+) req/s' -> 'req/s'),
     else 'units/s'."""
+    executor: str = "local"
+    """Where probes run: 'local' (processes on this machine) or 'slurm' (one Slurm job each)."""
+    slurm: SlurmConfig = field(default_factory=SlurmConfig)
+    """Job settings of the slurm executor."""
 
     def __post_init__(self) -> None:
         if not 0 < self.min_effect < 1:
@@ -142,6 +201,11 @@ class HuntConfig:
                             f"{self.slots} slots; give one per slot (e.g. --slot-devices 0,1 --slot-devices 2,3)")
         if self.instrument not in INSTRUMENT_MODES:
             raise UserError(f"--instrument must be one of {', '.join(INSTRUMENT_MODES)}, got {self.instrument!r}")
+        if self.executor not in EXECUTORS:
+            raise UserError(f"--executor must be one of {', '.join(EXECUTORS)}, got {self.executor!r}")
+        if self.executor == "slurm" and self.slot_devices:
+            raise UserError("--slot-devices does not go with --executor slurm: Slurm pins each job's GPUs; "
+                            "set gpus_per_probe in [tool.regressbisect.slurm] (or --slurm-gpus)")
         object.__setattr__(self, "slot_devices", tuple(self.slot_devices))
         if self.busy_cpus < 0 or not 0 < self.busy_share <= 1 or not 0 < self.busy_gpu <= 1:
             raise UserError("--busy-cpus must be >= 0, busy_share and busy_gpu fractions in (0, 1] "
@@ -168,6 +232,12 @@ _PYPROJECT_KEYS = {
     "busy_check": ("hunt", bool), "busy_cpus": ("hunt", float), "busy_share": ("hunt", float),
     "busy_gpu": ("hunt", float), "max_wait": ("hunt", float),
     "isolation_check": ("probe", bool),
+    "executor": ("hunt", str), "slurm": ("hunt", dict),
+}
+_SLURM_KEYS = {
+    "partition": str, "account": str, "qos": str, "gpus_per_probe": int, "cpus_per_probe": int,
+    "mem": str, "time_limit_min": int, "constraint": str, "sbatch_args": list, "shared_dir": str,
+    "poll_s": float,
 }
 _RENAMES = {"timeout": "timeout_s", "setup_timeout": "setup_timeout_s", "max_wait": "max_wait_s"}
 
@@ -187,7 +257,7 @@ def build_config(pyproject_table: Mapping[str, Any], flags: Mapping[str, Any],
             raise UserError(f"[tool.regressbisect] {key} in {source} must be a {expected.__name__}, got {value!r}")
         merged[key] = value
     for key, value in flags.items():
-        if value is not None and value != ():
+        if key != "slurm" and value is not None and value != ():
             merged[key] = value
     probe_kwargs: dict[str, Any] = {}
     hunt_kwargs: dict[str, Any] = {}
@@ -196,9 +266,34 @@ def build_config(pyproject_table: Mapping[str, Any], flags: Mapping[str, Any],
         name = _RENAMES.get(key, key)
         (probe_kwargs if part == "probe" else hunt_kwargs)[name] = value
     probe_kwargs.setdefault("cmd", "")
+    slurm_table = dict(hunt_kwargs.pop("slurm", {}))
+    for key, value in dict(flags.get("slurm") or {}).items():  # flags win, key by key
+        if value is not None and value != ():
+            slurm_table[key] = value
+    hunt_kwargs["slurm"] = _slurm_config(slurm_table, source)
     if "slot_devices" in hunt_kwargs:
         hunt_kwargs["slot_devices"] = tuple(str(d) for d in hunt_kwargs["slot_devices"])
     return HuntConfig(probe=ProbeConfig(**probe_kwargs), **hunt_kwargs)
+
+
+def _slurm_config(table: Mapping[str, Any], source: str) -> SlurmConfig:
+    for key, value in table.items():
+        if key not in _SLURM_KEYS:
+            known = ", ".join(sorted(_SLURM_KEYS))
+            raise UserError(f"unknown key '{key}' in [tool.regressbisect.slurm] of {source}; known keys: {known}")
+        expected = _SLURM_KEYS[key]
+        if expected in (list, tuple) and isinstance(value, tuple):
+            continue
+        if expected is float and isinstance(value, int) and not isinstance(value, bool):
+            continue
+        if not isinstance(value, expected) or (expected is int and isinstance(value, bool)):
+            raise UserError(f"[tool.regressbisect.slurm] {key} in {source} must be a {expected.__name__}, got {value!r}")
+    values = dict(table)
+    if "sbatch_args" in values:
+        values["sbatch_args"] = tuple(values["sbatch_args"])
+    if "poll_s" in values:
+        values["poll_s"] = float(values["poll_s"])
+    return SlurmConfig(**values)
 
 
 def default_store_path(common_dir: Path) -> Path:

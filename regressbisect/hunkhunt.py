@@ -26,8 +26,9 @@ from regressbisect.hunt import (probe_spec, VERDICT_EXIT, HuntOutcome, count_gpu
 from regressbisect.model import Candidate, ProbeOutcome, SampleKey
 from regressbisect.oracle import Request, SampleSource, median_counters
 from regressbisect.jsonreport import isolation_json
+from regressbisect.probe.executors import ProbeExecutor, make_executor, work_root
 from regressbisect.probe.isolation import isolation_for_hunt
-from regressbisect.probe.runner import environment_fingerprint, run_probe
+from regressbisect.probe.runner import run_probe
 from regressbisect.progress import HuntProgress
 from regressbisect.search.bisect import CommitSearch, SearchSettings
 from regressbisect.search.ddmin import UNRESOLVED, HunkSearch
@@ -55,7 +56,7 @@ class HunkHunt:
                  include_untracked: bool = False, store_path: Path | None = None,
                  progress: HuntProgress | None = None,
                  probe_runner: Callable[..., ProbeOutcome] = run_probe,
-                 rule: LevelRule = LevelRule()):
+                 rule: LevelRule = LevelRule(), executor: ProbeExecutor | None = None):
         self.history = history
         self.config = config
         self.base = history.resolve(base)
@@ -65,7 +66,9 @@ class HunkHunt:
         self.progress = progress or HuntProgress(quiet=True)
         self.probe_runner = probe_runner
         self.rule = rule
-        self.env_fingerprint, self.env_facts = environment_fingerprint()
+        self.executor = executor or make_executor(config, history, progress=self.progress,
+                                                  probe_runner=probe_runner)
+        self.env_fingerprint, self.env_facts = self.executor.fingerprint()
         self._config_hash = config.probe.config_hash()
         self._tree = history.tree_of(self.base)
         self.progress.set_labels(["base", "base+all"])
@@ -88,7 +91,8 @@ class HunkHunt:
         cfg = self.config
         spec = probe_spec(cfg)
         everything = self.candidate(self.by_id)
-        with Store(self.store_path) as store, WorktreePool(self.history, cfg.slots) as pool:
+        with Store(self.store_path) as store, WorktreePool(self.history, cfg.slots,
+                                                                root=work_root(cfg, self.history)) as pool:
             hunt_id = store.start_hunt(kind="hunks", good=self.base, bad=everything.patch_hash or "",
                                        config_hash=self._config_hash, env_fingerprint=self.env_fingerprint,
                                        settings={"min_effect": cfg.min_effect, "direction": cfg.direction,
@@ -96,9 +100,10 @@ class HunkHunt:
             source = SampleSource(store=store, pool=pool, spec=spec, env_fingerprint=self.env_fingerprint,
                                   hunt_id=hunt_id, key_for=self.key_for, patch_for=self.patch_for,
                                   slot_env=slot_environments(cfg, count_gpus())[:1],
-                                  probe_runner=self.probe_runner,
+                                  executor=self.executor,
                                   **measurement_parts(cfg, self.history, store, hunt_id, self.progress),
-                                  isolation=isolation_for_hunt(self.history, cfg.probe.isolation_check, spec.env))
+                                  isolation=isolation_for_hunt(self.history, cfg.probe.isolation_check, spec.env,
+                                                               records_root=work_root(cfg, self.history)))
             control = self._control_arm(source, everything)
             report: dict[str, Any]
             if control.verdict != "culprits":

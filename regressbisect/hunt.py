@@ -23,8 +23,9 @@ from regressbisect.git.history import CommitInfo, History
 from regressbisect.git.worktrees import WorktreePool
 from regressbisect.model import Candidate, ProbeOutcome, SampleKey
 from regressbisect.oracle import Request, SampleSource, median_counters
+from regressbisect.probe.executors import ProbeExecutor, make_executor, work_root
 from regressbisect.probe.isolation import isolation_for_hunt
-from regressbisect.probe.runner import ProbeSpec, environment_fingerprint, run_probe
+from regressbisect.probe.runner import ProbeSpec, run_probe
 from regressbisect.progress import HuntProgress
 from regressbisect.search.bisect import CommitSearch, SearchSettings
 from regressbisect.store import Store
@@ -68,7 +69,11 @@ def probe_spec(config: HuntConfig) -> ProbeSpec:
 
 
 def slot_environments(config: HuntConfig, gpu_count: int) -> list[dict[str, str]]:
-    """Pin each slot to its own devices: explicit --slot-devices, else split the GPUs evenly."""
+    """Pin each slot to its own devices: explicit --slot-devices, else split the GPUs evenly.
+
+    With Slurm no slot names devices: each job gets its GPUs from the scheduler's allocation."""
+    if config.executor == "slurm":
+        return [{} for _ in range(config.slots)]
     if config.slot_devices:
         return [{"CUDA_VISIBLE_DEVICES": d} for d in config.slot_devices]
     if config.slots == 1 or gpu_count < config.slots:
@@ -113,7 +118,8 @@ def measurement_parts(config: HuntConfig, history: History, store: Store, hunt_i
                           timeout_s=config.probe.setup_timeout_s,
                           venv_key=venvs.key if venvs is not None else None)
     guard = None
-    if config.busy_check:
+    # The guard reads this machine's load; a Slurm job runs on a node the scheduler gave it.
+    if config.busy_check and config.executor == "local":
         guard = ContentionGuard(BusyRule(cpus=config.busy_cpus, share=config.busy_share,
                                          gpu=config.busy_gpu),
                                 max_wait_s=config.max_wait_s, on_wait=progress.message)
@@ -125,7 +131,8 @@ class CommitHunt:
 
     def __init__(self, history: History, good_ref: str, bad_ref: str, config: HuntConfig, *,
                  store_path: Path | None = None, progress: HuntProgress | None = None,
-                 probe_runner: Callable[..., ProbeOutcome] = run_probe):
+                 probe_runner: Callable[..., ProbeOutcome] = run_probe,
+                 executor: ProbeExecutor | None = None):
         self.history = history
         self.config = config
         self.good = history.resolve(good_ref)
@@ -136,7 +143,9 @@ class CommitHunt:
         self.progress = progress or HuntProgress(quiet=True)
         self.probe_runner = probe_runner
         self.progress.set_labels([c.sha[:10] for c in self.commits])
-        self.env_fingerprint, self.env_facts = environment_fingerprint()
+        self.executor = executor or make_executor(config, history, progress=self.progress,
+                                                  probe_runner=probe_runner)
+        self.env_fingerprint, self.env_facts = self.executor.fingerprint()
         self._config_hash = config.probe.config_hash()
         self._trees = {c.sha: c.tree for c in self.commits}
 
@@ -148,7 +157,8 @@ class CommitHunt:
     def run(self) -> HuntOutcome:
         cfg = self.config
         spec = probe_spec(cfg)
-        with Store(self.store_path) as store, WorktreePool(self.history, cfg.slots) as pool:
+        with Store(self.store_path) as store, WorktreePool(self.history, cfg.slots,
+                                                                root=work_root(cfg, self.history)) as pool:
             hunt_id = store.start_hunt(kind="commits", good=self.good, bad=self.bad,
                                        config_hash=self._config_hash,
                                        env_fingerprint=self.env_fingerprint,
@@ -157,9 +167,10 @@ class CommitHunt:
                                   env_fingerprint=self.env_fingerprint, hunt_id=hunt_id,
                                   key_for=self.key_for,
                                   slot_env=slot_environments(cfg, count_gpus()),
-                                  probe_runner=self.probe_runner,
+                                  executor=self.executor,
                                   **measurement_parts(cfg, self.history, store, hunt_id, self.progress),
-                                  isolation=isolation_for_hunt(self.history, cfg.probe.isolation_check, spec.env))
+                                  isolation=isolation_for_hunt(self.history, cfg.probe.isolation_check, spec.env,
+                                                               records_root=work_root(cfg, self.history)))
             try:
                 plan = self._plan_instrumentation(source)
                 result = self._search(source, plan)

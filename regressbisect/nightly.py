@@ -28,8 +28,9 @@ from regressbisect.jsonreport import dumps, isolation_json, report_header
 from regressbisect.hunt import probe_spec, CommitHunt, count_gpus, measurement_parts, slot_environments
 from regressbisect.model import Candidate, ProbeOutcome, SampleKey
 from regressbisect.oracle import Request, SampleSource
+from regressbisect.probe.executors import ProbeExecutor, make_executor, work_root
 from regressbisect.probe.isolation import Isolation, isolation_for_hunt
-from regressbisect.probe.runner import environment_fingerprint, run_probe
+from regressbisect.probe.runner import run_probe
 from regressbisect.progress import HuntProgress
 from regressbisect.store import Store
 
@@ -66,7 +67,8 @@ class Nightly:
                  store_path: Path | None = None, report_dir: Path | None = None,
                  progress: HuntProgress | None = None,
                  probe_runner: Callable[..., ProbeOutcome] = run_probe,
-                 machine_check: Callable[[], Any] | None = None):
+                 machine_check: Callable[[], Any] | None = None,
+                 executor: ProbeExecutor | None = None):
         self.history = history
         self.config = config
         self.settings = settings
@@ -75,7 +77,10 @@ class Nightly:
         self.progress = progress or HuntProgress(quiet=True)
         self.probe_runner = probe_runner
         self.machine_check = machine_check
-        self.env_fingerprint, self.env_facts = environment_fingerprint()
+        # One executor for the night: its measurements and its hunts share the Slurm preflight.
+        self.executor = executor or make_executor(config, history, progress=self.progress,
+                                                  probe_runner=probe_runner)
+        self.env_fingerprint, self.env_facts = self.executor.fingerprint()
         self.config_hash = config.probe.config_hash()
         self._isolation: Isolation | None = None  # set by the night's measuring; in its report
 
@@ -113,6 +118,10 @@ class Nightly:
     def _check_machine(self) -> dict[str, Any]:
         from regressbisect import doctor
 
+        if self.config.executor == "slurm" and self.machine_check is None:
+            # This process runs on a login node: its own load says nothing about the job nodes.
+            return {"status": "not checked", "check": None,
+                    "reasons": ["probes run as Slurm jobs; the submitting machine is not the one measured"]}
         check = (self.machine_check or doctor.run_check)()
         with Store(self.store_path) as store:
             past = store.machine_checks(self.env_fingerprint)
@@ -138,13 +147,14 @@ class Nightly:
         spec = probe_spec(cfg)
         self.progress.phase(f"nightly: measuring {len(todo)} commit(s) ending at {tip[:10]}"
                             + (" (machine flagged: samples kept apart)" if flagged else ""))
-        with Store(self.store_path) as store, WorktreePool(self.history, 1) as pool:
+        with Store(self.store_path) as store, WorktreePool(self.history, 1, root=work_root(cfg, self.history)) as pool:
             source = SampleSource(store=store, pool=pool, spec=spec,
                                   env_fingerprint=self.env_fingerprint, hunt_id=None,
                                   key_for=self.key_for, slot_env=slot_environments(cfg, count_gpus())[:1],
-                                  probe_runner=self.probe_runner,
+                                  executor=self.executor,
                                   **measurement_parts(cfg, self.history, store, None, self.progress),
-                                  isolation=isolation_for_hunt(self.history, cfg.probe.isolation_check, spec.env))
+                                  isolation=isolation_for_hunt(self.history, cfg.probe.isolation_check, spec.env,
+                                                               records_root=work_root(cfg, self.history)))
             self._isolation = source.isolation
             # Round-robin over the night's commits: drift during the night spreads evenly.
             for _ in range(self.settings.samples_per_commit):
@@ -207,7 +217,7 @@ class Nightly:
                                 f"{point['commit'][:10]}: hunting {point['before_commit'][:10]}..{point['commit'][:10]}")
             hunt = CommitHunt(self.history, point["before_commit"], point["commit"], self.config,
                               store_path=self.store_path, progress=self.progress,
-                              probe_runner=self.probe_runner)
+                              executor=self.executor)
             outcome = hunt.run()
             hunts.append({**outcome.report, "first_reported": True})
             if outcome.report["verdict"] == "culprits":

@@ -7,6 +7,8 @@ later one fails"). Up to `slots` probes run at once, one per worktree slot.
 """
 from __future__ import annotations
 
+import concurrent.futures
+import dataclasses
 import os
 import threading
 from concurrent.futures import ThreadPoolExecutor
@@ -14,9 +16,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
+from regressbisect.errors import UserError
 from regressbisect.git.worktrees import PatchDoesNotApply, WorktreePool
 from regressbisect.model import Candidate, ProbeOutcome, Sample, SampleKey
-from regressbisect.probe.isolation import Isolation, IsolationError, ProbeImports
+from regressbisect.probe.executors.base import ExecutedProbe, ProbeExecutor
+from regressbisect.probe.executors.local import LocalExecutor
+from regressbisect.probe.isolation import Isolation, ProbeImports
 from regressbisect.probe.runner import ProbeSpec, probe_environment, run_probe
 from regressbisect.store import Store
 
@@ -72,7 +77,7 @@ class SampleSource:
                  probe_runner: Callable[..., ProbeOutcome] = run_probe,
                  setup: "SetupStep | None" = None, venvs: "SlotVenvs | None" = None,
                  guard: "ContentionGuard | None" = None,
-                 isolation: Isolation | None = None):
+                 isolation: Isolation | None = None, executor: ProbeExecutor | None = None):
         self._store = store
         self._pool = pool
         self._spec = spec
@@ -81,7 +86,8 @@ class SampleSource:
         self._key_for = key_for
         self._patch_for = patch_for
         self._slot_env = list(slot_env) or [{}]
-        self._probe_runner = probe_runner  # a fake executor in unit tests (hyperfine's mock)
+        # A fake runner in unit tests (hyperfine's mock) runs through the local executor.
+        self._executor = executor or LocalExecutor(probe_runner)
         self.isolation = isolation
         """Import roots first on every probe's PYTHONPATH, and the check of what it imported."""
         self._cursor: dict[tuple[SampleKey, str, str], int] = {}
@@ -124,15 +130,36 @@ class SampleSource:
             else:
                 fresh.append((i, request))
         if fresh:
-            outcomes = self._run_fresh(fresh, on_start)
-            for (i, request), (outcome, load) in zip(fresh, outcomes):
+            results, failure = self._run_fresh(fresh, on_start)
+            foreign: list[ExecutedProbe] = []
+            for (i, request), (executed, load) in zip(fresh, results):
+                if executed is None:
+                    continue  # cancelled or failed: nothing came back
+                outcome = executed.outcome
+                key = self._key_for(request.candidate)
+                other_machine = executed.fingerprint not in (None, self._env_fingerprint)
+                if other_machine:
+                    # Kept, under the node's own fingerprint: never compared with this hunt's.
+                    foreign.append(executed)
+                    key = dataclasses.replace(key, env_fingerprint=executed.fingerprint)
                 # Stored at once, in the caller's thread: SQLite connections are not shared.
-                self._store.add_outcome(self._key_for(request.candidate), request.candidate, outcome,
+                self._store.add_outcome(key, request.candidate, outcome,
                                         hunt_id=self._hunt_id, arm=request.arm, load=load)
+                if other_machine:
+                    continue
                 self._advance(request)
                 self.probes_run += 1
                 self.probe_seconds += outcome.wall_seconds
                 draws[i] = Draw(request.candidate, outcome.sample, outcome.skip_reason, cached=False)
+            if failure is not None:
+                raise failure
+            if foreign:
+                node = foreign[0]
+                raise UserError(
+                    f"a probe ran on {node.facts.get('hostname', '?')}, a machine of another type "
+                    f"(fingerprint {node.fingerprint}) than the hunt's ({self._env_fingerprint}): samples "
+                    f"of different node types are not compared; pin one node type with --slurm-constraint "
+                    f"(constraint in [tool.regressbisect.slurm]); its sample is stored under its own type")
         return [d for d in draws if d is not None]
 
     # -- internals ---------------------------------------------------------------------------
@@ -166,14 +193,19 @@ class SampleSource:
 
     def _run_fresh(self, fresh: list[tuple[int, Request]],
                    on_start: Callable[[int, Request], None] | None
-                   ) -> list[tuple[ProbeOutcome, dict | None]]:
-        def run(slot: int, request: Request) -> tuple[ProbeOutcome, dict | None, ProbeImports | None]:
+                   ) -> tuple[list[tuple[ExecutedProbe | None, dict | None]], BaseException | None]:
+        """Run the fresh requests, one per slot; ([(result, load figures)], first failure).
+
+        Whatever came back before an interrupt or a failure is returned with it, so the caller
+        stores it before re-raising ("the store keeps every returned sample"). A result whose
+        probe imported the project from elsewhere is never returned: IsolationError instead."""
+        def run(slot: int, request: Request) -> tuple[ExecutedProbe, dict | None, ProbeImports | None]:
             if on_start is not None:
                 on_start(slot, request)
             extra_env = self._slot_extra_env(slot)
             prepared = self._prepare(slot, request.candidate, extra_env)
             if isinstance(prepared, ProbeOutcome):
-                return prepared, None, None
+                return ExecutedProbe(prepared), None, None
             spec = ProbeSpec(command=self._spec.command, tokens=self._spec.tokens,
                              timeout_s=self._spec.timeout_s, env=self._spec.env,
                              instrument=request.instrumented, metric_regex=self._spec.metric_regex)
@@ -186,23 +218,36 @@ class SampleSource:
                     imports.discard()
                 raise
 
+        failure: BaseException | None = None
         if len(fresh) == 1:
-            results = [run(0, fresh[0][1])]
+            try:
+                done = [run(0, fresh[0][1])]
+            except BaseException:
+                self._executor.cancel_all()
+                raise
         else:
-            with ThreadPoolExecutor(max_workers=len(fresh)) as executor:
-                futures = [executor.submit(run, slot, request) for slot, (_, request) in enumerate(fresh)]
-                results = [f.result() for f in futures]
+            pool = ThreadPoolExecutor(max_workers=len(fresh))
+            futures = [pool.submit(run, slot, request) for slot, (_, request) in enumerate(fresh)]
+            try:
+                concurrent.futures.wait(futures, return_when=concurrent.futures.FIRST_EXCEPTION)
+                if any(f.done() and f.exception() is not None for f in futures):
+                    self._executor.cancel_all()  # one slot failed: stop the others' jobs too
+            except BaseException as interrupt:  # Ctrl-C / SIGTERM while the slots run
+                self._executor.cancel_all()
+                failure = interrupt
+            finally:
+                pool.shutdown(wait=True)
+            done = []
+            for future in futures:
+                error = future.exception()
+                if error is not None and failure is None:
+                    failure = error
+                done.append((None, None, None) if error is not None else future.result())
         # Checked before any outcome is stored: a sample of the wrong code is never evidence.
-        wrong_code = []
-        for _, _, imports in results:
-            if imports is not None:
-                try:
-                    self.isolation.verify(imports)
-                except IsolationError as error:
-                    wrong_code.append(error)
-        if wrong_code:
-            raise wrong_code[0]
-        return [(outcome, load) for outcome, load, _ in results]
+        for executed, _, imports in done:
+            if executed is not None and imports is not None:
+                self.isolation.verify(imports)
+        return [(executed, load) for executed, load, _ in done], failure
 
     def _slot_extra_env(self, slot: int) -> dict[str, str]:
         """The slot's devices, and its virtualenv activated (PATH, VIRTUAL_ENV) with --venv."""
@@ -246,19 +291,20 @@ class SampleSource:
         return worktree
 
     def _measure(self, request: Request, spec: ProbeSpec, worktree: Path,
-                 extra_env: Mapping[str, str]) -> tuple[ProbeOutcome, dict | None]:
-        """One probe run; under contention the sample is stored flagged, and re-taken once the
-        machine is quiet (docs/contention.md). Returns the outcome and its load figures."""
+                 extra_env: Mapping[str, str]) -> tuple[ExecutedProbe, dict | None]:
+        """One probe run by the executor; under contention the sample is stored flagged, and
+        re-taken once the machine is quiet (docs/contention.md). Returns it and its load figures."""
         waited = 0.0
         while True:
             window = self._guard.start() if self._guard is not None else None
-            outcome = self._probe_runner(spec, worktree, extra_env=extra_env)
+            executed = self._executor.run(spec, worktree, extra_env, label=request.candidate.short)
+            outcome = executed.outcome
             if window is None:
-                return outcome, None
+                return executed, None
             load = self._guard.finish(window)
             reason = self._guard.rule.reason(load) if outcome.sample is not None else None
             if reason is None:
-                return outcome, load.to_json()
+                return executed, load.to_json()
             candidate = request.candidate
             self._store.add_outcome(self._key_for(candidate), candidate, outcome, hunt_id=self._hunt_id,
                                     arm="flagged", load=load.to_json(), contended=reason)

@@ -28,6 +28,8 @@ class ProgressState:
     cached: int = 0
     remaining: int | None = None
     last: str = ""
+    jobs: str = ""
+    """Scheduler jobs of this hunt (Slurm executor): queued / running / done, with their ids."""
 
 
 class HuntProgress:
@@ -88,6 +90,13 @@ class HuntProgress:
     def message(self, text: str) -> None:
         self._log(text)
 
+    def job_event(self, event) -> None:
+        """A scheduler job changed (slurm.JobEvent); called from the slots' threads."""
+        self.state.jobs = job_summary(event.queued, event.running, event.done)
+        detail = f" {event.detail}" if event.detail else ""
+        self._log(f"job {event.job_id} ({event.label}): {event.status}{detail}   [{self.state.jobs}]")
+        self._refresh()
+
     # -- rendering -------------------------------------------------------------------------
 
     def _log(self, line: str) -> None:
@@ -117,9 +126,18 @@ class HuntProgress:
             text.append(f"\n live interval: #{lo} {lo_label} .. #{hi} {hi_label}\n")
         if s.measuring:
             text.append(f" measuring: {s.measuring}\n", style="cyan")
+        if s.jobs:
+            text.append(f" jobs: {s.jobs}\n", style="cyan")
         if s.last:
             text.append(f" last: {s.last}", style="dim")
         return text
+
+
+def job_summary(queued: Sequence[str], running: Sequence[str], done: int) -> str:
+    """'1 queued (1234), 2 running (1232, 1233), 7 done'."""
+    def ids(jobs: Sequence[str]) -> str:
+        return f" ({', '.join(jobs)})" if jobs else ""
+    return f"{len(queued)} queued{ids(queued)}, {len(running)} running{ids(running)}, {done} done"
 
 
 def range_bar(total: int, interval: tuple[int, int], width: int = 60) -> Text:

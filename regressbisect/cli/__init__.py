@@ -30,8 +30,23 @@ INTERRUPTED = ("regressbisect: interrupted; every finished sample is stored: re-
                "command to resume")
 
 
+def _interrupt_on_sigterm() -> None:
+    """`kill` of a hunt ends it like Ctrl-C: probes stopped, Slurm jobs cancelled, samples kept."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        return
+
+    def interrupt(signum, frame):
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, interrupt)
+
+
 def main(argv: list[str] | None = None) -> None:
     """Console-script entry: user errors become one line on stderr and a documented exit code."""
+    _interrupt_on_sigterm()
     try:
         # Non-standalone click returns the code of a typer.Exit instead of exiting.
         code = app(args=argv, standalone_mode=False)

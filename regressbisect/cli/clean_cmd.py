@@ -22,6 +22,10 @@ def clean(
 
     history = History.open(repo)
     removed = clean_pool(history)
+    shared_dir = (history.read_pyproject_table().get("slurm") or {}).get("shared_dir")
+    if isinstance(shared_dir, str) and shared_dir:  # the Slurm executor's pool on a shared filesystem
+        from regressbisect.probe.executors import shared_work_root
+        removed += clean_pool(history, shared_work_root(shared_dir, history))
     print(f"removed {removed} worktree(s)")
     if samples:
         store = default_store_path(history.common_dir)

@@ -24,7 +24,27 @@ Instrument = Annotated[Optional[str], typer.Option("--instrument", help="'auto' 
 IsolationCheck = Annotated[Optional[bool], typer.Option("--isolation-check/--no-isolation-check", help="Stop when a probe imports the project from anywhere but its worktree (default on; off for probes that are not Python, or isolation_check = false in \\[tool.regressbisect]). See docs/isolation.md.")]
 JsonOut = Annotated[Optional[Path], typer.Option("--json", help="Write the JSON report here.")]
 StorePath = Annotated[Optional[Path], typer.Option("--store", help="SQLite store of samples (default: <git dir>/regressbisect/store.sqlite).")]
+Executor = Annotated[Optional[str], typer.Option("--executor", help="Where probes run: 'local' (this machine, default) or 'slurm' (one Slurm job per probe; settings in \\[tool.regressbisect.slurm], docs/cluster.md).")]
+SlurmPartition = Annotated[Optional[str], typer.Option("--slurm-partition", help="Slurm partition of the probe jobs.")]
+SlurmAccount = Annotated[Optional[str], typer.Option("--slurm-account", help="Slurm account charged for the probe jobs.")]
+SlurmQos = Annotated[Optional[str], typer.Option("--slurm-qos", help="Slurm QOS of the probe jobs.")]
+SlurmGpus = Annotated[Optional[int], typer.Option("--slurm-gpus", help="GPUs per probe job (one node); Slurm pins them. Default 0.")]
+SlurmCpus = Annotated[Optional[int], typer.Option("--slurm-cpus", help="CPUs per probe job. Default 1.")]
+SlurmMem = Annotated[Optional[str], typer.Option("--slurm-mem", help="Memory per probe job, sbatch syntax (e.g. 64G).")]
+SlurmTime = Annotated[Optional[int], typer.Option("--slurm-time", help="Time limit of a probe job in minutes. Default: --timeout + 5 min.")]
+SlurmConstraint = Annotated[Optional[str], typer.Option("--slurm-constraint", help="Node features every probe job needs (pins one node type).")]
+SlurmSbatchArg = Annotated[Optional[list[str]], typer.Option("--slurm-sbatch-arg", help="Extra sbatch argument, '--name=value' or '--flag' (repeatable).")]
+SlurmSharedDir = Annotated[Optional[str], typer.Option("--slurm-shared-dir", help="Directory the nodes share, for worktrees and job files. Default: inside the git dir.")]
 Quiet = Annotated[bool, typer.Option("--quiet", "-q", help="No progress output; only the final report.")]
+
+
+def slurm_flags(partition: str | None, account: str | None, qos: str | None, gpus: int | None,
+                cpus: int | None, mem: str | None, time_min: int | None, constraint: str | None,
+                sbatch_args: list[str] | None, shared_dir: str | None) -> dict[str, object]:
+    """The --slurm-* flags as keys of [tool.regressbisect.slurm] (None: not given)."""
+    return {"partition": partition, "account": account, "qos": qos, "gpus_per_probe": gpus,
+            "cpus_per_probe": cpus, "mem": mem, "time_limit_min": time_min, "constraint": constraint,
+            "sbatch_args": tuple(sbatch_args) if sbatch_args else None, "shared_dir": shared_dir}
 
 
 def parse_env(pairs: list[str] | None) -> dict[str, str] | None:

@@ -21,10 +21,15 @@ def run(
     slot_devices: o.SlotDevices = None, instrument: o.Instrument = None,
     isolation_check: o.IsolationCheck = None,
     json_out: o.JsonOut = None, store: o.StorePath = None, repo: o.Repo = Path("."),
-    quiet: o.Quiet = False,
+    quiet: o.Quiet = False, executor: o.Executor = None,
     setup: o.Setup = None, venv: o.Venv = None, setup_timeout: o.SetupTimeout = None,
     busy_check: o.BusyCheck = None, busy_cpus: o.BusyCpus = None, busy_share: o.BusyShare = None,
     max_wait: o.MaxWait = None,
+    slurm_partition: o.SlurmPartition = None, slurm_account: o.SlurmAccount = None,
+    slurm_qos: o.SlurmQos = None, slurm_gpus: o.SlurmGpus = None, slurm_cpus: o.SlurmCpus = None,
+    slurm_mem: o.SlurmMem = None, slurm_time: o.SlurmTime = None,
+    slurm_constraint: o.SlurmConstraint = None, slurm_sbatch_arg: o.SlurmSbatchArg = None,
+    slurm_shared_dir: o.SlurmSharedDir = None,
 ) -> None:
     """Bisect GOOD..BAD (first-parent) on tok/s with repeated, interleaved measurements.
 
@@ -44,6 +49,10 @@ def run(
              "env": o.parse_env(env), "min_effect": min_effect, "direction": direction,
              "max_samples": max_samples, "slots": slots, "slot_devices": slot_devices,
              "instrument": instrument,
+             "executor": executor,
+             "slurm": o.slurm_flags(slurm_partition, slurm_account, slurm_qos, slurm_gpus, slurm_cpus,
+                                    slurm_mem, slurm_time, slurm_constraint, slurm_sbatch_arg,
+                                    slurm_shared_dir),
              "isolation_check": isolation_check}
     flags.update(o.measurement_flags(setup, venv, setup_timeout, busy_check, busy_cpus, busy_share,
                                      max_wait))

@@ -123,12 +123,14 @@ class WorktreePool:
     one slot must not be used by two threads at once.
     """
 
-    def __init__(self, history: History, slots: int = 1):
+    def __init__(self, history: History, slots: int = 1, *, root: Path | None = None):
         if slots < 1:
             raise ValueError("a pool needs at least one slot")
         self.history = history
         self.slots = slots
-        self.root = pool_root(history) / "worktrees"
+        # `root`: somewhere else than the git dir, e.g. a filesystem Slurm nodes share. The lock
+        # stays in the git dir: it guards the repository, wherever its slots live.
+        self.root = (root or pool_root(history)) / "worktrees"
         self._lock = _PoolLock(pool_root(history) / "lock")
         self._admin_lock = threading.Lock()  # `git worktree add/prune` edit shared metadata
 
@@ -242,16 +244,17 @@ def _registered_worktrees(history: History) -> list[Path]:
             if field.startswith("worktree ")]
 
 
-def clean(history: History) -> int:
+def clean(history: History, root: Path | None = None) -> int:
     """`regressbisect clean`: remove every pool worktree and the pool directory.
 
     Returns how many worktrees were removed (registered ones and orphan slot directories).
     Raises PoolLocked while a hunt holds the lock. The slots' virtualenvs (`venvs/`, rebuilt in
     a moment when needed) go too; the lock file, the sample store and the setup logs are kept.
+    `root`: a pool kept elsewhere (a Slurm shared_dir).
     """
     from git import GitCommandError
 
-    pool = WorktreePool(history)
+    pool = WorktreePool(history, root=root)
     removed = 0
     with pool:
         pool_dir = pool.root.resolve()

@@ -375,6 +375,9 @@ class Isolation:
     probes_without_project_imports: int = 0
     most_processes: int = 0
     """The most processes of one probe that imported the project (ranks of a torchrun probe)."""
+    records_root: Path | None = None
+    """Where each probe's record directory is made: beside the worktree pool, so that a probe
+    run on another node (Slurm) writes where the hunt reads; None: the system's temp dir."""
 
     def prepare(self, worktree: Path) -> ProbeImports:
         """The environment of one probe in `worktree`: its PYTHONPATH, and the recorder's inputs."""
@@ -384,7 +387,9 @@ class Isolation:
         if not self.check:
             env[IMPORTS_DIR_ENV] = ""  # nothing recorded, even where the parent's environment has it
             return ProbeImports(worktree, env, None)
-        records = Path(tempfile.mkdtemp(prefix="regressbisect-imports-"))
+        if self.records_root is not None:
+            Path(self.records_root).mkdir(parents=True, exist_ok=True)
+        records = Path(tempfile.mkdtemp(prefix="regressbisect-imports-", dir=self.records_root))
         env[IMPORTS_DIR_ENV] = str(records)
         env[PROJECT_MODULES_ENV] = ",".join(project_modules(roots, worktree))
         return ProbeImports(worktree, env, records)
@@ -487,7 +492,8 @@ def _is_inside(file: str, directory: Path | str) -> bool:
     return _relative_to(os.path.realpath(file), os.path.realpath(str(directory))) is not None
 
 
-def isolation_for_hunt(history, check: bool, env: Mapping[str, str]) -> Isolation:
+def isolation_for_hunt(history, check: bool, env: Mapping[str, str],
+                       records_root: Path | None = None) -> Isolation:
     """The Isolation of a hunt in `history` (run, hunks, nightly and doctor share it)."""
     from regressbisect.git.worktrees import _registered_worktrees, pool_root
 
@@ -499,4 +505,5 @@ def isolation_for_hunt(history, check: bool, env: Mapping[str, str]) -> Isolatio
         pass
     inherited = env.get("PYTHONPATH", os.environ.get("PYTHONPATH"))
     return Isolation(user_root=Path(history.root), other_worktrees=others, check=check,
-                     inherited_pythonpath=inherited)
+                     inherited_pythonpath=inherited,
+                     records_root=None if records_root is None else Path(records_root) / "imports")
