@@ -30,10 +30,12 @@ from regressbisect.store import Store
 
 VERDICT_EXIT = {
     "culprits": ExitCode.OK,
-    "none": ExitCode.OK,
     "not-reproduced": ExitCode.NOT_REPRODUCED,
     "all-skipped": ExitCode.ALL_SKIPPED,
+    "not-localised": ExitCode.NOT_LOCALISED,
+    "undecided": ExitCode.UNDECIDED,
 }
+"""The exit code of each verdict of a commit or hunk hunt (the JSON's `verdict` and `exit_code`)."""
 
 
 @dataclass(frozen=True)
@@ -147,6 +149,7 @@ class CommitHunt:
                 probes=source.probes_run, cached=source.cached_used, config=cfg,
                 env_facts=self.env_facts, store_path=self.store_path, hunt_id=hunt_id,
                 cached_by_index=self._cached_by_index)
+            report["exit_code"] = int(VERDICT_EXIT[result.verdict])
             store.finish_hunt(hunt_id, report)
         return HuntOutcome(report=report, exit_code=VERDICT_EXIT[result.verdict], hunt_id=hunt_id)
 
@@ -226,7 +229,7 @@ class CommitHunt:
 
     def _explain(self, source: SampleSource, plan: InstrumentationPlan, result) -> dict[int, dict[str, float]]:
         """Counters per iteration at GOOD, BAD and both sides of each culprit."""
-        if self.config.instrument == "off" or result.verdict not in ("culprits", "none"):
+        if self.config.instrument == "off" or result.verdict not in ("culprits", "not-localised", "undecided"):
             return {}
         indices = sorted({0, len(self.candidates) - 1}
                          | {c.first_bad for c in result.culprits} | {c.last_good for c in result.culprits})
