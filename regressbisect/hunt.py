@@ -8,9 +8,12 @@ same command: the search is deterministic and is fed the stored samples in the o
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
+import signal
 import subprocess
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Sequence
@@ -23,7 +26,7 @@ from regressbisect.git.history import CommitInfo, History
 from regressbisect.git.worktrees import WorktreePool
 from regressbisect.model import Candidate, ProbeOutcome, SampleKey
 from regressbisect.oracle import Request, SampleSource, median_counters
-from regressbisect.probe.runner import ProbeSpec, environment_fingerprint, run_probe
+from regressbisect.probe.runner import ProbeSpec, environment_fingerprint, kill_running_probes, run_probe
 from regressbisect.progress import HuntProgress
 from regressbisect.search.bisect import CommitSearch, SearchSettings
 from regressbisect.store import Store
@@ -36,6 +39,29 @@ VERDICT_EXIT = {
     "undecided": ExitCode.UNDECIDED,
 }
 """The exit code of each verdict of a commit or hunk hunt (the JSON's `verdict` and `exit_code`)."""
+
+
+@contextlib.contextmanager
+def interruptible():
+    """SIGINT and SIGTERM stop the hunt while it runs: the running probes' process groups are
+    killed and KeyboardInterrupt unwinds it (every finished sample is already stored; the CLI
+    prints the resume line and exits 130). Installed for the hunt's duration, the previous
+    handlers restored after: a hunt started from a background script inherits SIGINT as
+    ignored, and Python then never raises KeyboardInterrupt on its own."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def stop(signum, frame):
+        kill_running_probes()
+        raise KeyboardInterrupt(signal.Signals(signum).name)
+
+    previous = {signum: signal.signal(signum, stop) for signum in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
 
 
 @dataclass(frozen=True)
@@ -123,6 +149,10 @@ class CommitHunt:
                          config_hash=self._config_hash, env_fingerprint=self.env_fingerprint)
 
     def run(self) -> HuntOutcome:
+        with interruptible():
+            return self._run()
+
+    def _run(self) -> HuntOutcome:
         cfg = self.config
         spec = probe_spec(cfg)
         with Store(self.store_path) as store, WorktreePool(self.history, cfg.slots) as pool:

@@ -25,7 +25,7 @@ from regressbisect.errors import ExitCode, UserError
 from regressbisect.git.history import CommitInfo, History
 from regressbisect.git.worktrees import WorktreePool
 from regressbisect.jsonreport import dumps
-from regressbisect.hunt import probe_spec, CommitHunt, count_gpus, slot_environments
+from regressbisect.hunt import probe_spec, CommitHunt, count_gpus, interruptible, slot_environments
 from regressbisect.model import Candidate, ProbeOutcome, SampleKey
 from regressbisect.oracle import Request, SampleSource
 from regressbisect.probe.runner import environment_fingerprint, run_probe
@@ -80,6 +80,10 @@ class Nightly:
     # -- public --------------------------------------------------------------------------------
 
     def run(self, tip_ref: str | None = None) -> NightOutcome:
+        with interruptible():
+            return self._night(tip_ref)
+
+    def _night(self, tip_ref: str | None) -> NightOutcome:
         tip = self.history.resolve(tip_ref or self.settings.branch)
         commits = self._lineage(tip)
         health = self._check_machine()

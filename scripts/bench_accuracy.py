@@ -102,13 +102,60 @@ HIGH_NOISE_STEPS = {0.08: (0.15, 0.03), 0.12: (0.20, 0.03), 0.15: (0.20, 0.03)}
 cannot, which must come out 'could not decide' or 'not reproduced', never a culprit."""
 
 
-def high_noise_grid() -> list[Cell]:
-    """Commit hunts on a noisy machine (32 commits: the range a user bisects by hand on a laptop)."""
-    cells = []
+@dataclass(frozen=True)
+class HunkCell:
+    """A simulated diff: one slow hunk (or none) among 4-10 neutral ones, in files of 3 hunks."""
+
+    step: float | None
+    """Slowdown of the slow hunk (0.2 = BASE + it runs at 1/1.2 of BASE's tok/s); None: no slow hunk."""
+    cv: float
+    key: bool = True
+    slots: tuple[int, ...] = (1,)
+    steps: tuple[float, ...] = ()
+    drift: float = 0.0
+
+    @property
+    def name(self) -> str:
+        what = f"1 slow hunk {self.step:.0%}" if self.step else "no slow hunk"
+        return f"hunks: {what} + 4-10 neutral cv={self.cv:.0%}"
+
+
+def high_noise_grid() -> list:
+    """Commit hunts on a noisy machine (32 commits: the range a user bisects by hand on a laptop),
+    and hunk hunts on the same noise."""
+    cells: list = []
     for cv, steps in HIGH_NOISE_STEPS.items():
         cells += [Cell(32, (-step,), cv, key=True) for step in steps]
         cells.append(Cell(32, (), cv, key=True))
+    for cv, steps in HIGH_NOISE_STEPS.items():
+        cells += [HunkCell(steps[0], cv), HunkCell(None, cv)]
     return cells
+
+
+def hunk_trial(cell: HunkCell, trial: int, base_seed: int) -> dict:
+    """One simulated hunk hunt with the real decisions (search/hunkdecide.py)."""
+    from regressbisect.search.hunkdecide import decide_hunks
+    rng = np.random.default_rng([base_seed, 77, int(cell.cv * 1e4), int((cell.step or 0) * 1e4), trial])
+    count = int(rng.integers(4, 11)) + (1 if cell.step else 0)
+    ids = [f"h{i:02d}" for i in range(count)]
+    slow = {ids[int(rng.integers(count))]} if cell.step else set()
+    files = [ids[i:i + 3] for i in range(0, count, 3)]
+    sigma = math.sqrt(math.log1p(cell.cv ** 2))
+    noise = np.random.default_rng(int(rng.integers(2 ** 31)))
+    runs = 0
+
+    def measure(subset, purpose):
+        nonlocal runs
+        runs += 1
+        level = 1000.0 / (1 + cell.step) if subset & slow else 1000.0
+        return level * float(np.exp(noise.normal(0.0, sigma)))
+
+    decision = decide_hunks(ids, [files], measure, OURS_SETTINGS)
+    named = [set(c.hunks) for c in decision.culprits]
+    found = set().union(*named) if named else set()
+    return {"cell": cell.name, "method": "ours-1", "exact": bool(slow) and named == [slow],
+            "hit": bool(found & slow), "both": False, "false": bool(found - slow), "executions": runs,
+            "rounds": runs, "verdict": decision.verdict, "reproduced": decision.control.verdict == "reproduced"}
 
 
 # ----------------------------------------------------------------------------- baselines
@@ -231,6 +278,8 @@ def run_trial(task: tuple[Cell, str, int, int]) -> dict:
     import warnings
     warnings.simplefilter("ignore", RuntimeWarning)   # git_bayesect takes log(0) of zeroed priors
     cell, method, trial, base_seed = task
+    if isinstance(cell, HunkCell):
+        return hunk_trial(cell, trial, base_seed)
     history, truth, noise_seed = _history(cell, trial, base_seed)
     rounds = None
     if method.startswith("ours"):
@@ -340,7 +389,7 @@ def goals(cells: list[Cell], table: dict) -> list[tuple[bool, str]]:
     if two:
         out.append((two["both"] >= 0.95, f"5% + 8% at 2% CV, 128 commits: both found {two['both']:.1%} (goal >= 95%)"))
     for c in cells:
-        if not c.steps and "ours-1" in table.get(c.name, {}):
+        if not c.steps and not getattr(c, "step", None) and "ours-1" in table.get(c.name, {}):
             m = table[c.name]["ours-1"]
             out.append((1 - m["false"] >= 0.99, f"{c.name}: no culprit in {1 - m['false']:.1%} of "
                                                 f"{m['trials']} A/A ranges (goal >= 99%)"))

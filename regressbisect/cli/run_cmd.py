@@ -24,8 +24,13 @@ def run(
 ) -> None:
     """Bisect GOOD..BAD (first-parent) on tok/s with repeated, interleaved measurements.
 
-    Exit codes: 0 finished (culprits or none), 1 user error, 2 regression not reproduced,
-    4 every candidate skipped.
+    A commit is named only when its step is at least --min-effect with an interval excluding
+    zero; "reproduced" (GOOD vs BAD) is held to the same rule.
+
+    Exit codes: 0 culprits named; 1 user error; 2 not reproduced (GOOD->BAD is not a slowdown of
+    --min-effect); 4 every candidate skipped; 5 reproduced, but no single commit explains it (the
+    JSON lists the steps ruled out); 6 could not decide within --max-samples; 130 interrupted
+    (every finished sample is stored: re-run to resume).
     """
     from regressbisect.config import build_config
     from regressbisect.jsonreport import dumps

@@ -229,6 +229,8 @@ class SearchResult:
     point estimate is below min_effect, or the shares of the gap do not add up."""
     reason: str = ""
     """One line: why the verdict is what it is (for 'not-localised', 'undecided', 'not-reproduced')."""
+    control: Comparison | None = None
+    """The control arm's last look: GOOD vs BAD, paired (None before the first look)."""
     reproduced: bool = False
     """The control arm showed the regression (and the hunt's later samples did not overturn it);
     False for 'not-reproduced', and for 'undecided' when the control arm ran out of pairs."""
@@ -302,7 +304,10 @@ _EMPTY = Summary(n=0, median=math.nan, ci95=(math.nan, math.nan), cv=math.nan)
 class CommitSearch:
     """Adaptive search of the first-parent list 0 (GOOD) .. n-1 (BAD); see the module docstring."""
 
-    def __init__(self, n: int, settings: SearchSettings = SearchSettings()):
+    def __init__(self, n: int, settings: SearchSettings = SearchSettings(), *, control_only: bool = False):
+        """control_only: stop after the control arm; the verdict is then 'reproduced',
+        'not-reproduced', 'undecided' (out of pairs) or 'all-skipped' (the hunk hunt's test of a
+        subset against BASE, held to the same rule as the commit hunt's control arm)."""
         if n < 2:
             raise ValueError("a commit search needs at least GOOD and BAD (n >= 2)")
         self.n = n
@@ -328,6 +333,7 @@ class CommitSearch:
         self._tau = log_threshold(settings.min_effect)
         self._live = (0, n - 1)
         self._control_tag = f"pair 0 {n - 1}"            # pairing tag of the control arm's samples
+        self._control_only = control_only
 
     # ------------------------------------------------------------------ public API
 
@@ -404,9 +410,9 @@ class CommitSearch:
             reason = (f"the confirmed steps own {shares} of the gap, which does not add up: "
                       "the samples do not fit one step per culprit")
             suspects, culprits = tuple(sorted(culprits + suspects, key=lambda c: c.first_bad)), ()
-        if self._end_verdict in ("not-reproduced", "all-skipped", "undecided"):
+        if self._end_verdict in ("not-reproduced", "all-skipped", "undecided", "reproduced"):
             verdict = self._end_verdict
-            if verdict != "all-skipped" and self._control is not None:
+            if verdict in ("not-reproduced", "undecided") and self._control is not None:
                 reason = self._not_reproduced_reason()
         elif culprits:
             whole = len(culprits) == 1 and culprits[0].first_bad - culprits[0].last_good == self.n - 1
@@ -433,7 +439,9 @@ class CommitSearch:
                             unexplained=unexplained, candidates=self._candidate_verdicts(culprits),
                             probes=self._probes, sides=tuple(self._sides), refuted=tuple(self._refuted),
                             unresolved=tuple(self._unresolved), suspects=tuple(suspects), reason=reason,
-                            reproduced=self._end_verdict is None and verdict not in ("not-reproduced", "all-skipped"))
+                            reproduced=self._end_verdict in (None, "reproduced")
+                            and verdict not in ("not-reproduced", "all-skipped"),
+                            control=self._control)
 
     def _named_culprits(self) -> tuple[tuple[Culprit, ...], tuple[Culprit, ...]]:
         """(named, suspects): drop the confirmed step with the weakest evidence while any fails the
@@ -657,6 +665,10 @@ class CommitSearch:
         return toward and big and cmp.p_value < alpha
 
     def _start_search(self, gap: float) -> None:
+        if self._control_only:
+            self._end_verdict = "reproduced"
+            self._phase = "done"
+            return
         d = self.settings.direction
         self._sign = -1 if d == "slower" else 1 if d == "faster" else 0
         self._tau = max(abs(math.log1p(gap)), log_threshold(self.settings.min_effect))
