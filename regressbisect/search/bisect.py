@@ -334,6 +334,7 @@ class CommitSearch:
         self._live = (0, n - 1)
         self._control_tag = f"pair 0 {n - 1}"            # pairing tag of the control arm's samples
         self._control_only = control_only
+        self._reproduced = False                         # the control arm said 'go'
 
     # ------------------------------------------------------------------ public API
 
@@ -376,6 +377,10 @@ class CommitSearch:
         if self._phase != "done" and not self._pending:
             self._plan(1)   # settles any decision the last samples allow; requests nothing
         return self._phase == "done"
+
+    def samples(self, index: int) -> tuple[float, ...]:
+        """The tok/s recorded for a candidate, in recording order."""
+        return tuple(self._raw.get(index, ()))
 
     def live_interval(self) -> tuple[int, int]:
         """Narrowest bracket (last_good, first_bad) currently searched, for the progress display."""
@@ -439,8 +444,7 @@ class CommitSearch:
                             unexplained=unexplained, candidates=self._candidate_verdicts(culprits),
                             probes=self._probes, sides=tuple(self._sides), refuted=tuple(self._refuted),
                             unresolved=tuple(self._unresolved), suspects=tuple(suspects), reason=reason,
-                            reproduced=self._end_verdict in (None, "reproduced")
-                            and verdict not in ("not-reproduced", "all-skipped"),
+                            reproduced=self._reproduced and verdict not in ("not-reproduced", "all-skipped"),
                             control=self._control)
 
     def _named_culprits(self) -> tuple[tuple[Culprit, ...], tuple[Culprit, ...]]:
@@ -688,6 +692,7 @@ class CommitSearch:
         return toward and big and cmp.p_value < alpha
 
     def _start_search(self, gap: float) -> None:
+        self._reproduced = True
         if self._control_only:
             self._end_verdict = "reproduced"
             self._phase = "done"

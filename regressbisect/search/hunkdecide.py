@@ -88,8 +88,9 @@ def decide_hunks(hunk_ids: Sequence[str], groups, measure: Measure, settings: Se
     control = control_arm.result()
     if control.verdict != "reproduced":
         return HunkDecision(control.verdict, control.reason, control)
-    signed_gap = _gap_after_more_pairs(control_arm, ends, measure, rule)   # log BASE + all - log BASE
+    signed_gap, pair_sd = _gap_after_more_pairs(control_arm, ends, measure)   # log BASE + all - log BASE
     gap = abs(signed_gap)
+    rule = rule.scaled_to(gap, log_threshold(settings.min_effect), pair_sd)
     direction = "faster" if signed_gap > 0 else "slower"   # the reproduced one ('both' hunts either)
     margin = log_threshold(settings.min_effect)
 
@@ -167,15 +168,16 @@ def _subset_verdict(subset: frozenset, measure: Measure, gap: float, margin: flo
             return None
 
 
-def _gap_after_more_pairs(control_arm: CommitSearch, ends, measure: Measure, rule: LevelRule) -> float:
+def _gap_after_more_pairs(control_arm: CommitSearch, ends, measure: Measure) -> tuple[float, float]:
     """The gap every subset is placed in, from more pairs than the control arm stopped at: a
     sequential test stops when the estimate is high (at 15% noise, a 6-pair stop on an 18% gap
     reads ~35%), and a gap read twice too large puts the slow hunk itself at half of it. The
-    control arm's pairs are kept and as many again (at least 12) are added, in ABBA order."""
+    control arm's pairs are kept and as many again (at least 12) are added, in ABBA order.
+    Returns (mean log difference, SD of one paired difference)."""
     result = control_arm.result()
     pairs = min(result.endpoints[0].n, result.endpoints[1].n)
-    base = [v for v in control_arm._values(0)][:pairs]
-    full = [v for v in control_arm._values(1)][:pairs]
+    base = list(control_arm.samples(0))[:pairs]
+    full = list(control_arm.samples(1))[:pairs]
     extra = max(pairs, 12)
     for k in range(extra):
         order = (0, 1) if k % 2 == 0 else (1, 0)
@@ -185,7 +187,10 @@ def _gap_after_more_pairs(control_arm: CommitSearch, ends, measure: Measure, rul
         if values[0] is not None and values[1] is not None:
             base.append(values[0])
             full.append(values[1])
-    return float(sum(math.log(f) - math.log(b) for b, f in zip(base, full)) / len(base))
+    diffs = [math.log(f) - math.log(b) for b, f in zip(base, full)]
+    mean = sum(diffs) / len(diffs)
+    sd = math.sqrt(sum((d - mean) ** 2 for d in diffs) / (len(diffs) - 1)) if len(diffs) > 1 else 0.0
+    return mean, sd
 
 
 def _clearly_less_slow(without: TestedSubset, tested: TestedSubset) -> bool:

@@ -21,7 +21,7 @@ BASE with the control arm's rule (hunkhunt.py / search/hunkdecide.py).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Sequence
 
 from scipy import stats as st
@@ -44,6 +44,24 @@ class LevelRule:
     """Pairs after which the subset is left undecided."""
     confidence: float = 0.95
     """Two-sided confidence of the t interval at each look."""
+
+    good_floor: float = 0.1
+    """The good zone never narrows below this share of the gap."""
+
+    def scaled_to(self, gap: float, min_effect_log: float, pair_sd: float) -> "LevelRule":
+        """The good zone for this gap and this machine's noise (pair_sd: SD of one paired log
+        difference, from the control arm).
+
+        'Less than half the gap' would call a second, smaller culprit as fast as BASE (a hunk of
+        -22% beside one of -65% is 0.19 of the gap), so the zone narrows to
+        max(good_floor, 2 min_effect / gap, resolution), where resolution is two standard errors
+        of a subset measured with half of max_pairs: on a quiet machine small culprits are told
+        apart, on a noisy one the zone stays as wide as the pairs can resolve (at 15% noise and
+        an 18% gap, 0.2 of the gap would need ~140 pairs per subset)."""
+        if not gap > 0:
+            raise ValueError("the gap must be positive")
+        resolution = 2 * pair_sd / math.sqrt(self.max_pairs / 2) / gap if pair_sd > 0 else 0.0
+        return replace(self, good_below=min(self.good_below, max(self.good_floor, 2 * min_effect_log / gap, resolution)))
 
     def looks(self) -> list[int]:
         """Pair counts at which a verdict may be taken: min_pairs, then about x1.5, then max_pairs."""
