@@ -90,6 +90,7 @@ def decide_hunks(hunk_ids: Sequence[str], groups, measure: Measure, settings: Se
         return HunkDecision(control.verdict, control.reason, control)
     signed_gap, pair_sd = _gap_after_more_pairs(control_arm, ends, measure)   # log BASE + all - log BASE
     gap = abs(signed_gap)
+    rule = replace(rule, max_pairs=min(rule.max_pairs, settings.max_samples))   # --max-samples caps all
     rule = rule.scaled_to(gap, log_threshold(settings.min_effect), pair_sd)
     direction = "faster" if signed_gap > 0 else "slower"   # the reproduced one ('both' hunts either)
     margin = log_threshold(settings.min_effect)
