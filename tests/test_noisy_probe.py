@@ -105,7 +105,9 @@ def test_a_five_hunk_diff_never_blames_a_neutral_hunk(tmp_path, run):
     noisy_repo(repo)
     make_five_hunk_diff(repo)
     out = tmp_path / "hunks.json"
-    code = run_cli(["hunks", "-C", str(repo), *COMMON, "--min-effect", "0.08", "--max-samples", "48",
+    # --max-samples 16: each subset gets at most 16 pairs with BASE; on a loaded 2-core machine
+    # the probe's noise is far above 15% and a hunt that cannot decide within that says so (6)
+    code = run_cli(["hunks", "-C", str(repo), *COMMON, "--min-effect", "0.08", "--max-samples", "16",
                     "--store", str(tmp_path / "store.sqlite"), "--json", str(out)])
     report = json.loads(out.read_text())
     assert report["hunk_count"] >= 5 and "helpers.py" in report["files"]
@@ -125,7 +127,7 @@ def test_an_aa_range_is_not_reproduced(tmp_path, run):
     repo = tmp_path / "repo"
     noisy_repo(repo, commits=6)
     out = tmp_path / "run.json"
-    code = run_cli(["run", "-C", str(repo), *COMMON, "--min-effect", "0.08", "--max-samples", "48",
+    code = run_cli(["run", "-C", str(repo), *COMMON, "--min-effect", "0.08", "--max-samples", "24",
                     "--store", str(tmp_path / "store.sqlite"), "--json", str(out), "HEAD~5", "HEAD"])
     report = json.loads(out.read_text())
     assert (code, report["verdict"], report["reproduced"]) == (2, "not-reproduced", False), report["verdict_reason"]

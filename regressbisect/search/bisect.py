@@ -534,6 +534,8 @@ class CommitSearch:
                 f"of at least {self.settings.min_effect:.1%} with an interval excluding zero")
         if self._end_verdict == "undecided":
             text += "; the pair cap (--max-samples) was reached before it could be shown or ruled out"
+        elif lo < -self.settings.min_effect or hi > self.settings.min_effect:
+            text += "; a larger change is not ruled out (more --max-samples would tell)"
         return text
 
     # ------------------------------------------------------------------ data helpers
@@ -639,12 +641,11 @@ class CommitSearch:
                 return None
             self._control_look *= 2
             if self._control_look > s.max_samples:
-                # out of pairs: a difference our way of at least min_effect that is not yet
-                # significant is a question left open ('undecided'), anything else not reproduced
-                d = s.direction
-                toward = (d != "faster" and cmp.change < 0) or (d != "slower" and cmp.change > 0)
-                big = abs(math.log1p(cmp.change)) >= log_threshold(s.min_effect)
-                self._end_verdict = "undecided" if toward and big else "not-reproduced"
+                # out of pairs: a difference of at least min_effect our way that came close (p
+                # below alpha/5, not yet reproduce_alpha) is a question left open ('undecided');
+                # anything weaker is not reproduced: on a noisy machine an A/A range's estimate
+                # is as often beyond min_effect as not, and must not leave the question open
+                self._end_verdict = "undecided" if self._reproduces(cmp, s.alpha / 5) else "not-reproduced"
                 self._phase = "done"
                 return None
         reason = "control arm"
