@@ -6,8 +6,8 @@ loaded 2-core machine, more). The hunts run the real CLI (one process per sample
 
 * a 5-hunk diff like issue 18's: one hunk adds ~25% more work per step; the others are a
   docstring, a config constant, a format helper and an import of a new untracked file. Five
-  hunts: a neutral hunk is never named; the slow one is named or the hunt says it could not
-  decide (exit 6), never exit 0 without it.
+  hunts: a neutral hunk is never named; the slow one is named (exit 0), or the hunt says it
+  could not show or decide it (exit 2, 5 or 6) - never exit 0 without it.
 * an A/A range (six commits of identical code): five hunts exit 2 (not reproduced).
 """
 from __future__ import annotations
@@ -105,9 +105,10 @@ def test_a_five_hunk_diff_never_blames_a_neutral_hunk(tmp_path, run):
     noisy_repo(repo)
     make_five_hunk_diff(repo)
     out = tmp_path / "hunks.json"
-    # --max-samples 16: each subset gets at most 16 pairs with BASE; on a loaded 2-core machine
-    # the probe's noise is far above 15% and a hunt that cannot decide within that says so (6)
-    code = run_cli(["hunks", "-C", str(repo), *COMMON, "--min-effect", "0.08", "--max-samples", "16",
+    # --max-samples 24: the control arm and each subset get at most 24 pairs with BASE; on a
+    # loaded 2-core machine the probe's noise is far above 15%, and a hunt that cannot show the
+    # slowdown (2) or decide (5, 6) within that says so: what it may never do is name a neutral hunk
+    code = run_cli(["hunks", "-C", str(repo), *COMMON, "--min-effect", "0.08", "--max-samples", "24",
                     "--store", str(tmp_path / "store.sqlite"), "--json", str(out)])
     report = json.loads(out.read_text())
     assert report["hunk_count"] >= 5 and "helpers.py" in report["files"]
@@ -119,7 +120,8 @@ def test_a_five_hunk_diff_never_blames_a_neutral_hunk(tmp_path, run):
         for c in report["culprits"]:
             assert c["ci95_pct"][1] < 0 and c["step_pct"] <= -8     # the culprit rule
     else:
-        assert code in (5, 6) and report["verdict"] in ("not-localised", "undecided")
+        assert not named and (code, report["verdict"]) in ((2, "not-reproduced"), (5, "not-localised"),
+                                                          (6, "undecided"))
 
 
 @pytest.mark.parametrize("run", range(5))
