@@ -1,9 +1,9 @@
 """Orchestration of a hunk hunt: which uncommitted hunks made tok/s drop.
 
-    hunks of `git diff BASE` (+ untracked) -> control arm: BASE vs BASE + everything ->
-    hierarchical ddmin over hunks (search/ddmin.py), each subset placed between the two levels by
-    sequential sampling (search/levels.py) -> attribution per culprit (alone, left out) ->
-    counters before/after -> JSON report
+    hunks of `git diff BASE` + untracked files -> control arm: BASE vs BASE + everything ->
+    hierarchical ddmin over hunks (search/ddmin.py), each subset paired with BASE measured beside
+    it (search/levels.py) -> each proposed culprit named only after a fresh test against BASE
+    (search/hunkdecide.py, which holds every decision) -> counters before/after -> JSON report
 
 A candidate is BASE plus a set of hunk ids (model.Candidate), checked out in a pooled worktree
 with the subset's patch applied: the user's work tree, index and untracked files are only read.
@@ -11,17 +11,16 @@ with the subset's patch applied: the user's work tree, index and untracked files
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+import re
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from regressbisect import stats
 from regressbisect.config import HuntConfig, default_store_path
 from regressbisect.errors import UserError
 from regressbisect.git.history import History
-from regressbisect.git.hunks import Hunk, build_patch, collect_hunks, group_hunks
+from regressbisect.git.hunks import Hunk, build_patch, collect_hunks, group_hunks, untracked_files
 from regressbisect.git.worktrees import WorktreePool
-from regressbisect.hunt import (probe_spec, VERDICT_EXIT, HuntOutcome, count_gpus,
+from regressbisect.hunt import (probe_spec, VERDICT_EXIT, HuntOutcome, count_gpus, interruptible,
                                 measurement_parts, slot_environments)
 from regressbisect.model import Candidate, ProbeOutcome, SampleKey
 from regressbisect.oracle import Request, SampleSource, median_counters
@@ -30,36 +29,24 @@ from regressbisect.probe.executors import ProbeExecutor, make_executor, work_roo
 from regressbisect.probe.isolation import isolation_for_hunt
 from regressbisect.probe.runner import run_probe
 from regressbisect.progress import HuntProgress
-from regressbisect.search.bisect import CommitSearch, SearchSettings
-from regressbisect.search.ddmin import UNRESOLVED, HunkSearch
-from regressbisect.search.levels import LevelRule, subset_verdict
-from regressbisect.stats import log_threshold
+from regressbisect.search.bisect import SearchSettings
+from regressbisect.search.hunkdecide import HunkDecision, TestedSubset, decide_hunks
+from regressbisect.search.levels import LevelRule
 from regressbisect.store import Store
 from regressbisect.jsonreport import report_header
-
-ATTRIBUTION_SAMPLES = 5
-"""Samples of each attribution arm (culprit alone, culprit left out)."""
-
-
-@dataclass(frozen=True)
-class _Levels:
-    base: float
-    full: float
-    rule: LevelRule
-    """The verdict zones, scaled to this gap and this machine's noise."""
-
 
 class HunkHunt:
     """One `regressbisect hunks`: BASE vs BASE + the work tree's changes."""
 
     def __init__(self, history: History, config: HuntConfig, *, base: str = "HEAD",
-                 include_untracked: bool = False, store_path: Path | None = None,
+                 include_untracked: bool = True, store_path: Path | None = None,
                  progress: HuntProgress | None = None,
                  probe_runner: Callable[..., ProbeOutcome] = run_probe,
                  rule: LevelRule = LevelRule(), executor: ProbeExecutor | None = None):
         self.history = history
         self.config = config
         self.base = history.resolve(base)
+        self.include_untracked = include_untracked
         self.hunks: list[Hunk] = collect_hunks(history.root, self.base, include_untracked=include_untracked)
         self.by_id = {h.id: h for h in self.hunks}
         self.store_path = store_path or default_store_path(history.common_dir)
@@ -88,9 +75,14 @@ class HunkHunt:
         return build_patch([self.by_id[i] for i in candidate.patch])
 
     def run(self) -> HuntOutcome:
+        with interruptible():
+            return self._run()
+
+    def _run(self) -> HuntOutcome:
         cfg = self.config
         spec = probe_spec(cfg)
         everything = self.candidate(self.by_id)
+        settings = SearchSettings(min_effect=cfg.min_effect, direction=cfg.direction, max_samples=cfg.max_samples)
         with Store(self.store_path) as store, WorktreePool(self.history, cfg.slots,
                                                                 root=work_root(cfg, self.history)) as pool:
             hunt_id = store.start_hunt(kind="hunks", good=self.base, bad=everything.patch_hash or "",
@@ -104,27 +96,45 @@ class HunkHunt:
                                   **measurement_parts(cfg, self.history, store, hunt_id, self.progress),
                                   isolation=isolation_for_hunt(self.history, cfg.probe.isolation_check, spec.env,
                                                                records_root=work_root(cfg, self.history)))
-            control = self._control_arm(source, everything)
-            report: dict[str, Any]
-            if control.verdict != "culprits":
-                report = self._report(control, None, [], source, hunt_id, {})
-            else:
-                base, full = control.endpoints[0].median, control.endpoints[1].median
-                gap = abs(math.log(base / full))
-                noise = max((e.cv for e in control.endpoints if math.isfinite(e.cv)), default=0.0)
-                rule = self.rule.scaled_to(gap, log_threshold(cfg.min_effect), math.log1p(noise)) if gap > 0 else self.rule
-                levels = _Levels(base, full, rule)
-                search = self._ddmin(source, levels)
-                result = search.result()
-                attributions = [self._attribute(source, culprit, everything, levels) for culprit in result.culprits]
-                counters = self._counters(source, result.culprits) if cfg.instrument != "off" else {}
-                report = self._report(control, result, attributions, source, hunt_id, counters)
+            decision = decide_hunks([h.id for h in self.hunks], group_hunks(self.hunks),
+                                    lambda subset, purpose: self._measure(source, subset, purpose),
+                                    settings, self.rule, on_phase=self.progress.phase)
+            named = [c.hunks for c in decision.culprits]
+            counters = self._counters(source, named) if cfg.instrument != "off" and named else {}
+            report = self._report(decision, source, hunt_id, counters)
             report["measurement"] = source.measurement_json()
             store.finish_hunt(hunt_id, report)
-        verdict = report["verdict"]
-        return HuntOutcome(report=report, exit_code=VERDICT_EXIT[verdict], hunt_id=hunt_id)
+        return HuntOutcome(report=report, exit_code=VERDICT_EXIT[report["verdict"]], hunt_id=hunt_id)
 
     # -- phases ----------------------------------------------------------------------------------
+
+    def _measure(self, source: SampleSource, subset: frozenset, purpose: str) -> float | None:
+        """One sample of BASE + subset. All tok/s requests share one namespace, so each is a new
+        run beside the previous one (and a resumed hunt replays them in the same order)."""
+        candidate = self.candidate(subset)
+        draw = self._draw(source, candidate, namespace="hunks", note=purpose)
+        if draw.sample is None and purpose == "control":
+            which = "BASE" if not subset else "BASE + all hunks"
+            raise UserError(f"the probe cannot be measured at {which}: {draw.skip_reason}"
+                            f"{self._missing_module_hint(draw.skip_reason or '') if subset else ''} "
+                            "(check --cmd, or run it by hand)")
+        return draw.value
+
+    def _missing_module_hint(self, reason: str) -> str:
+        """For a probe that fails at BASE + all hunks on an import: which file and which flag."""
+        match = re.search(r"(?:ModuleNotFoundError|ImportError): .*?['\"]([\w.]+)['\"]", reason)
+        if not match:
+            return ""
+        module = match.group(1)
+        path = module.replace(".", "/")
+        untracked = [f for f in untracked_files(self.history.root)
+                     if f in (f"{path}.py", f"{path}/__init__.py") or f.endswith(f"/{path}.py")]
+        if untracked and not self.include_untracked:
+            return (f"; {untracked[0]} is untracked and --tracked-only leaves it out: run without "
+                    "--tracked-only (or `git add` it)")
+        if untracked:
+            return f"; {untracked[0]} is untracked: check it is importable from the worktree"
+        return f"; no file for module '{module}' in the diff or the repository at BASE"
 
     def _draw(self, source: SampleSource, candidate: Candidate, *, namespace: str,
               instrumented: bool = False, note: str = ""):
@@ -133,76 +143,6 @@ class HunkHunt:
         self.progress.sample(label, draw.value, draw.skip_reason, draw.cached, probes=source.probes_run,
                              cached_total=source.cached_used, note=note)
         return draw
-
-    def _control_arm(self, source: SampleSource, everything: Candidate):
-        """BASE vs BASE + all hunks, interleaved, with the commit search's control arm (n = 2)."""
-        cfg = self.config
-        self.progress.phase(f"control arm: {self.base[:10]} vs + all {len(self.hunks)} hunks, interleaved")
-        search = CommitSearch(2, SearchSettings(min_effect=cfg.min_effect, direction=cfg.direction,
-                                                max_samples=cfg.max_samples))
-        endpoints = [self.candidate(()), everything]
-        while batch := search.next_batch(1):
-            for measure in batch:
-                draw = self._draw(source, endpoints[measure.index], namespace="control", note="control arm")
-                if draw.sample is None:
-                    which = "BASE" if measure.index == 0 else "BASE + all hunks"
-                    raise UserError(f"the probe cannot be measured at {which}: {draw.skip_reason} "
-                                    "(check --cmd, or run it by hand)")
-                search.record(measure.index, draw.value)
-        return search.result()
-
-    def _verdict(self, source: SampleSource, subset, levels: _Levels, confirming: bool) -> str:
-        """Sample a subset until its level is decided (search/levels.py); unresolved if it fails."""
-        candidate = self.candidate(subset)
-        namespace = "confirm" if confirming else "ddmin"
-        values: list[float] = []
-        while True:
-            draw = self._draw(source, candidate, namespace=namespace,
-                              note=f"subset of {len(subset)} hunk(s)" + (" (confirm)" if confirming else ""))
-            if draw.sample is None:
-                return UNRESOLVED  # does not apply, does not import, crashes: neither fast nor slow
-            values.append(draw.value)
-            verdict = subset_verdict(values, levels.base, levels.full, levels.rule)
-            if verdict is not None:
-                return verdict
-
-    def _ddmin(self, source: SampleSource, levels: _Levels) -> HunkSearch:
-        self.progress.phase(f"delta debugging over {len(self.hunks)} hunks (files, functions, hunks)")
-        search = HunkSearch([h.id for h in self.hunks], group_hunks(self.hunks))
-        while (subset := search.next_subset()) is not None:
-            search.record(subset, self._verdict(source, subset, levels, search.confirming))
-        return search
-
-    def _attribute(self, source: SampleSource, culprit, everything: Candidate, levels: _Levels) -> dict[str, Any]:
-        """The culprit alone on BASE, and all hunks but the culprit: slowdown of each."""
-        alone = self.candidate(culprit)
-        left_out = self.candidate(set(everything.patch) - set(culprit))
-        self.progress.phase(f"attribution of {len(culprit)} hunk(s): alone and left out")
-        values: dict[str, list[float]] = {"alone": [], "left_out": []}
-        for _ in range(ATTRIBUTION_SAMPLES):
-            for name, cand in (("alone", alone), ("left_out", left_out)):
-                draw = self._draw(source, cand, namespace="attribution", note=f"culprit {name}")
-                if draw.sample is not None:
-                    values[name].append(draw.value)
-        base_tok_s, full_tok_s = levels.base, levels.full
-        out: dict[str, Any] = {}
-        gap = full_tok_s / base_tok_s - 1
-        for name, vals in values.items():
-            if len(vals) < 2:
-                out[name] = None
-                continue
-            summary = stats.summarize(vals)
-            if name == "alone":  # slowdown the culprit causes on its own, relative to BASE
-                change = summary.median / base_tok_s - 1
-                ci = (summary.ci95[0] / base_tok_s - 1, summary.ci95[1] / base_tok_s - 1)
-            else:  # speed recovered when only the culprit is removed, relative to BASE + all
-                change = summary.median / full_tok_s - 1
-                ci = (summary.ci95[0] / full_tok_s - 1, summary.ci95[1] / full_tok_s - 1)
-            out[name] = {"change_pct": round(100 * change, 3), "ci95_pct": [round(100 * ci[0], 3), round(100 * ci[1], 3)],
-                         "median_tok_s": summary.median, "n": summary.n}
-        alone_change = (out["alone"] or {}).get("change_pct")
-        out["share_of_gap"] = round((alone_change / 100) / gap, 4) if alone_change is not None and gap else None
-        return out
 
     def _counters(self, source: SampleSource, culprits: Sequence[frozenset[str]]) -> dict[str, dict[str, float]]:
         """One shimmed run at BASE and at BASE + each culprit (counts survive instrumentation)."""
@@ -216,41 +156,49 @@ class HunkHunt:
 
     # -- report ----------------------------------------------------------------------------------
 
-    def _report(self, control, result, attributions, source: SampleSource, hunt_id: int,
+    def _report(self, decision: HunkDecision, source: SampleSource, hunt_id: int,
                 counters: dict[str, dict[str, float]]) -> dict[str, Any]:
+        control, result = decision.control, decision.search
         good, bad = control.endpoints
-        endpoints = {side: (None if s is None else {"median_tok_s": s.median, "ci95": list(s.ci95), "n": s.n})
+        endpoints = {side: (None if not s.n else {"median_tok_s": s.median, "ci95": list(s.ci95), "n": s.n})
                      for side, s in (("good", good), ("bad", bad))}
-        if control.verdict != "culprits":
-            verdict = control.verdict
-        else:
-            verdict = "culprits" if result.culprits else "none"
-        culprits = []
-        for culprit, attribution in zip(result.culprits if result else (), attributions):
-            hunks = sorted((self.by_id[i] for i in culprit), key=self.hunks.index)
-            alone = attribution.get("alone") or {}
-            culprits.append({
+
+        def entry(tested: TestedSubset) -> dict[str, Any]:
+            hunks = sorted((self.by_id[i] for i in tested.hunks), key=self.hunks.index)
+            alone = {"change_pct": round(100 * tested.change, 3),
+                     "ci95_pct": [round(100 * tested.ci95[0], 3), round(100 * tested.ci95[1], 3)],
+                     "pairs": tested.pairs, "verdict": tested.verdict}
+            return {
                 "commit": self.base, "parent": self.base,
                 "subject": f"{len(hunks)} uncommitted hunk(s) in {', '.join(sorted({h.file for h in hunks}))}",
                 "cluster": len(hunks) > 1,
                 "hunks": [{"id": h.id, "file": h.file, "lines": list(h.lines), "function": h.function,
                            "kind": h.kind, "excerpt": h.excerpt} for h in hunks],
-                "step_pct": alone.get("change_pct"), "ci95_pct": alone.get("ci95_pct"),
-                "share_of_gap": attribution.get("share_of_gap"),
-                "alone": attribution.get("alone"), "left_out": attribution.get("left_out"),
+                "step_pct": alone["change_pct"], "ci95_pct": alone["ci95_pct"],
+                "share_of_gap": round(tested.share_of_gap, 4) if math.isfinite(tested.share_of_gap) else None,
+                "alone": alone, "left_out": None,
                 "counters_before": counters.get("", {}),
-                "counters_after": counters.get(",".join(sorted(culprit)), {}),
-            })
+                "counters_after": counters.get(",".join(sorted(tested.hunks)), {}),
+            }
+
+        culprits = [entry(c) for c in decision.culprits]
         shares = [c["share_of_gap"] for c in culprits if c["share_of_gap"] is not None]
         return {
             **report_header("hunks", self.config.unit),
-            "good": self.base, "bad": self.base, "base": self.base,
-            "verdict": verdict,
+            "good": self.base, "bad": "work-tree", "base": self.base,
+            "verdict": decision.verdict,
+            "verdict_reason": decision.reason,
+            "exit_code": int(VERDICT_EXIT[decision.verdict]),
+            "reproduced": decision.control.verdict == "reproduced",
             "endpoints": endpoints,
-            "gap_pct": round(100 * control.gap, 3) if control.gap is not None else None,
+            "gap_pct": round(100 * control.gap, 3) if math.isfinite(control.gap) else None,
             "hunk_count": len(self.hunks),
             "files": sorted({h.file for h in self.hunks}),
             "culprits": culprits,
+            "suspects": [entry(c) for c in decision.suspects],
+            "undecided_subsets": decision.undecided_subsets,
+            # hunks of subsets measured 'good' (less than half the gap): what the search ruled out
+            "hunks_in_fast_subsets": sorted({i for s, v in (result.verdicts if result else ()) if v == "good" for i in s}),
             "unexplained_share": round(1 - sum(shares), 4) if shares else None,
             "interactions": [sorted(s) for s in (result.interactions if result else ())],
             "unresolved_subsets": len(result.unresolved) if result else 0,

@@ -8,9 +8,12 @@ same command: the search is deterministic and is fed the stored samples in the o
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
+import signal
 import subprocess
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Sequence
@@ -25,17 +28,42 @@ from regressbisect.model import Candidate, ProbeOutcome, SampleKey
 from regressbisect.oracle import Request, SampleSource, median_counters
 from regressbisect.probe.executors import ProbeExecutor, make_executor, work_root
 from regressbisect.probe.isolation import isolation_for_hunt
-from regressbisect.probe.runner import ProbeSpec, run_probe
+from regressbisect.probe.runner import ProbeSpec, kill_running_probes, run_probe
 from regressbisect.progress import HuntProgress
 from regressbisect.search.bisect import CommitSearch, SearchSettings
 from regressbisect.store import Store
 
 VERDICT_EXIT = {
     "culprits": ExitCode.OK,
-    "none": ExitCode.OK,
     "not-reproduced": ExitCode.NOT_REPRODUCED,
     "all-skipped": ExitCode.ALL_SKIPPED,
+    "not-localised": ExitCode.NOT_LOCALISED,
+    "undecided": ExitCode.UNDECIDED,
 }
+"""The exit code of each verdict of a commit or hunk hunt (the JSON's `verdict` and `exit_code`)."""
+
+
+@contextlib.contextmanager
+def interruptible():
+    """SIGINT and SIGTERM stop the hunt while it runs: the running probes' process groups are
+    killed and KeyboardInterrupt unwinds it (every finished sample is already stored; the CLI
+    prints the resume line and exits 130). Installed for the hunt's duration, the previous
+    handlers restored after: a hunt started from a background script inherits SIGINT as
+    ignored, and Python then never raises KeyboardInterrupt on its own."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def stop(signum, frame):
+        kill_running_probes()
+        raise KeyboardInterrupt(signal.Signals(signum).name)
+
+    previous = {signum: signal.signal(signum, stop) for signum in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
 
 
 @dataclass(frozen=True)
@@ -155,6 +183,10 @@ class CommitHunt:
                          config_hash=self._config_hash, env_fingerprint=self.env_fingerprint)
 
     def run(self) -> HuntOutcome:
+        with interruptible():
+            return self._run()
+
+    def _run(self) -> HuntOutcome:
         cfg = self.config
         spec = probe_spec(cfg)
         with Store(self.store_path) as store, WorktreePool(self.history, cfg.slots,
@@ -186,6 +218,7 @@ class CommitHunt:
                 env_facts=self.env_facts, store_path=self.store_path, hunt_id=hunt_id,
                 cached_by_index=self._cached_by_index, isolation=source.isolation)
             report["measurement"] = source.measurement_json()
+            report["exit_code"] = int(VERDICT_EXIT[result.verdict])
             store.finish_hunt(hunt_id, report)
         return HuntOutcome(report=report, exit_code=VERDICT_EXIT[result.verdict], hunt_id=hunt_id)
 
@@ -265,7 +298,7 @@ class CommitHunt:
 
     def _explain(self, source: SampleSource, plan: InstrumentationPlan, result) -> dict[int, dict[str, float]]:
         """Counters per iteration at GOOD, BAD and both sides of each culprit."""
-        if self.config.instrument == "off" or result.verdict not in ("culprits", "none"):
+        if self.config.instrument == "off" or result.verdict not in ("culprits", "not-localised", "undecided"):
             return {}
         indices = sorted({0, len(self.candidates) - 1}
                          | {c.first_bad for c in result.culprits} | {c.last_good for c in result.culprits})

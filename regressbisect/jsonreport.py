@@ -11,8 +11,9 @@ from typing import Any, Mapping, Sequence
 
 from regressbisect import __version__
 
-SCHEMA = 1
-"""Version of the JSON report (docs/report-schema.md); bumped when a field changes meaning or goes."""
+SCHEMA = 2
+"""2: `verdict` 'none' became 'not-localised' (exit 5) or 'undecided' (exit 6); `exit_code`,
+`verdict_reason`, `reproduced`, `suspects`, `refuted_steps` and `unresolved_ranges` were added."""
 
 
 def report_header(kind: str, unit: str) -> dict[str, Any]:
@@ -77,11 +78,18 @@ def commit_report(*, commits: Sequence, result, counters: Mapping[int, Mapping[s
         "bad": commits[-1].sha,
         "range_length": len(commits),
         "verdict": result.verdict,
+        "verdict_reason": result.reason,
+        "reproduced": result.reproduced,
         "endpoints": {"good": _summary_json(good_summary), "bad": _summary_json(bad_summary)},
         "gap_pct": _pct(result.gap),
         "unexplained_pct": _pct(result.unexplained * result.gap) if result.culprits else _pct(result.gap),
         "unexplained_share": round(result.unexplained, 4),
         "culprits": culprits,
+        "suspects": [{"commit": commits[c.first_bad].sha, "last_good": commits[c.last_good].sha,
+                      "step_pct": _pct(c.step), "ci95_pct": [_pct(c.step_ci95[0]), _pct(c.step_ci95[1])],
+                      "share_of_gap": round(c.share_of_gap, 4)} for c in result.suspects],
+        "refuted_steps": [{"last_good": commits[a].sha, "first_bad": commits[b].sha} for a, b in result.refuted],
+        "unresolved_ranges": [{"from": commits[a].sha, "to": commits[b].sha} for a, b in result.unresolved],
         "sides": [{"from": commits[side.lo].sha, "to": commits[side.hi].sha, "outcome": side.outcome,
                    "ruled_out_pct": _pct(side.ruled_out)} for side in result.sides],
         "endpoint_counters": {"good": dict(counters.get(0, {})),

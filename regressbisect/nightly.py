@@ -25,7 +25,8 @@ from regressbisect.errors import ExitCode, UserError
 from regressbisect.git.history import CommitInfo, History
 from regressbisect.git.worktrees import WorktreePool
 from regressbisect.jsonreport import dumps, isolation_json, report_header
-from regressbisect.hunt import probe_spec, CommitHunt, count_gpus, measurement_parts, slot_environments
+from regressbisect.hunt import (probe_spec, CommitHunt, count_gpus, interruptible, measurement_parts,
+                                slot_environments)
 from regressbisect.model import Candidate, ProbeOutcome, SampleKey
 from regressbisect.oracle import Request, SampleSource
 from regressbisect.probe.executors import ProbeExecutor, make_executor, work_root
@@ -87,6 +88,10 @@ class Nightly:
     # -- public --------------------------------------------------------------------------------
 
     def run(self, tip_ref: str | None = None) -> NightOutcome:
+        with interruptible():
+            return self._night(tip_ref)
+
+    def _night(self, tip_ref: str | None) -> NightOutcome:
         tip = self.history.resolve(tip_ref or self.settings.branch)
         commits = self._lineage(tip)
         health = self._check_machine()

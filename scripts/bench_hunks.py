@@ -11,13 +11,10 @@ The diff: N hunks in files of 5 hunks, functions of 2 (group_hunks' three levels
 Positions are random per trial.
 
 Probe: one sample = true tok/s x lognormal noise (sigma = CV, 2% by default).
-Control arm: base and base+all hunks, 10 samples each (counted in the probes).
-Verdict of a subset (adaptive, as the oracle does): on the log scale, p = position of the
-subset's mean between base (0) and full (1); its 95% t-interval (references taken as exact).
-Sample 3, then one more at a time, and stop as soon as the interval lies in one zone:
-    hi < 0.3 -> good,  lo > 0.7 -> bad,  0.2 < lo and hi < 0.8 -> partial;
-after 15 samples the point estimate decides (p < 0.3 good, p > 0.7 bad, else partial).
-A trial is correct when the culprit sets found equal the true ones exactly.
+The decisions are the real hunk hunt's (search/hunkdecide.py): control arm, subsets paired with
+BASE measured beside them (search/levels.py), each culprit named after a fresh test against BASE
+(docs/verdicts.md). Every run is counted in the probes.
+A trial is correct when the culprit sets named equal the true ones exactly.
 """
 from __future__ import annotations
 
@@ -31,12 +28,11 @@ import numpy as np
 from tabulate import tabulate
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from regressbisect.search.ddmin import UNRESOLVED, DdminResult, HunkSearch  # noqa: E402
-from regressbisect.search.levels import LevelRule, subset_verdict  # noqa: E402
+from regressbisect.search.bisect import SearchSettings  # noqa: E402
+from regressbisect.search.ddmin import DdminResult  # noqa: E402
+from regressbisect.search.hunkdecide import decide_hunks  # noqa: E402
 
 BASE_TOK_S = 10_000.0
-CONTROL_SAMPLES = 10
-RULE = LevelRule()  # the rule the real hunk hunt uses
 PER_FILE, PER_FUNCTION = 5, 2
 
 
@@ -83,43 +79,22 @@ def make_diff(n: int, scenario: str, rng: np.random.Generator) -> Diff:
     raise ValueError(scenario)
 
 
-class NoisyOracle:
-    """Measures subsets with the simulated probe and the adaptive verdict rule above."""
-
-    def __init__(self, diff: Diff, rng: np.random.Generator, cv: float):
-        self.diff, self.rng, self.sigma = diff, rng, cv
-        self.probes = 0
-        self.ref_base = self._mean_log(frozenset(), CONTROL_SAMPLES)
-        self.ref_full = self._mean_log(frozenset(diff.ids), CONTROL_SAMPLES)
-        self.gap = self.ref_base - self.ref_full
-
-    def _samples(self, subset: frozenset[str], k: int) -> np.ndarray:
-        self.probes += k
-        return math.log(self.diff.true_tok_s(subset)) + self.rng.normal(0.0, self.sigma, k)
-
-    def _mean_log(self, subset: frozenset[str], k: int) -> float:
-        return float(self._samples(subset, k).mean())
-
-    def verdict(self, subset: frozenset[str]) -> str:
-        if not self.diff.applies(subset):
-            self.probes += 1  # the probe crashes at import: one run, then skip
-            return UNRESOLVED
-        base, full = math.exp(self.ref_base), math.exp(self.ref_full)
-        values = list(np.exp(self._samples(subset, RULE.min_samples)))
-        while (verdict := subset_verdict(values, base, full, RULE)) is None:
-            values.extend(np.exp(self._samples(subset, 1)))
-        return verdict
-
-
 def run_trial(n: int, scenario: str, rng: np.random.Generator,
               cv: float) -> tuple[bool, DdminResult, int]:
+    """One hunk hunt with the real decisions (search/hunkdecide.py) and a simulated probe."""
     diff = make_diff(n, scenario, rng)
-    oracle = NoisyOracle(diff, rng, cv)
-    search = HunkSearch(diff.ids, diff.groups())
-    while (subset := search.next_subset()) is not None:
-        search.record(subset, oracle.verdict(subset))
-    result = search.result()
-    return set(result.culprits) == diff.culprits(), result, oracle.probes
+    probes = 0
+
+    def measure(subset: frozenset[str], purpose: str) -> float | None:
+        nonlocal probes
+        probes += 1
+        if not diff.applies(subset):
+            return None            # the probe crashes at import: a skip
+        return diff.true_tok_s(subset) * math.exp(rng.normal(0.0, cv))
+
+    decision = decide_hunks(diff.ids, diff.groups(), measure, SearchSettings())
+    named = {c.hunks for c in decision.culprits}
+    return named == diff.culprits(), decision.search, probes
 
 
 def main(argv: list[str] | None = None) -> None:

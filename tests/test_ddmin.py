@@ -344,16 +344,28 @@ def test_level_zones_narrow_on_a_large_gap_so_a_second_culprit_is_not_called_goo
     from regressbisect.search.levels import LevelRule, subset_verdict
     from regressbisect.stats import log_threshold
 
-    base, full = 1000.0, 310.0                     # the whole diff: -69%
-    rest = [780.0, 781.0, 779.0, 780.5, 779.5]     # everything but the big hunk: -22% of base
+    gap = math.log(1000.0 / 310.0)                 # the whole diff: -69%
+    # everything but the big hunk: -22% of base, paired with BASE beside each sample (2% noise)
+    rest = [math.log(1 / 0.78) + e for e in (0.01, -0.012, 0.004, -0.003, 0.008, -0.006)]
     plain = LevelRule()
-    scaled = plain.scaled_to(math.log(base / full), log_threshold(0.02))
-    assert subset_verdict(rest, base, full, plain) == "good"        # 0.21 of the gap: 'as fast'
-    assert subset_verdict(rest, base, full, scaled) == "partial"    # a slowdown to peel
+    scaled = plain.scaled_to(gap, log_threshold(0.02), pair_sd=0.028)
+    assert subset_verdict(rest, gap, log_threshold(0.02), plain) == "good"      # 0.21 of the gap
+    assert subset_verdict(rest, gap, log_threshold(0.02), scaled) == "partial"  # a slowdown to peel
     assert scaled.good_below == pytest.approx(0.1)
-    # a moderate gap keeps the plain zones
-    assert LevelRule().scaled_to(math.log(1 / 0.9), log_threshold(0.02)) == plain
-    # on a machine with 12% run-to-run noise (and drift to match) the zones stay wide: a subset
-    # 22% below the base level measured at the start is not taken for a culprit
-    noisy = plain.scaled_to(math.log(base / full), log_threshold(0.02), math.log1p(0.12))
-    assert noisy.good_below > 0.25 and subset_verdict(rest, base, full, noisy) == "good"
+    # on a machine with 15% run-to-run noise the zone stays as wide as the pairs can resolve
+    noisy = plain.scaled_to(math.log(1 / 0.83), log_threshold(0.02), pair_sd=0.21)
+    assert noisy.good_below > 0.4
+
+
+def test_a_subset_is_undecided_at_its_pair_cap_not_decided_by_its_point_estimate():
+    # the old rule let the point estimate decide at the cap: on a noisy machine that named
+    # neutral hunks (and called slow ones fast); now the subset is left undecided
+    import math
+
+    from regressbisect.search.levels import LevelRule, subset_verdict, undecided
+    from regressbisect.stats import log_threshold
+
+    rule = LevelRule(max_pairs=6)
+    gap = math.log(1.2)
+    wobbly = [0.3, -0.25, 0.2, -0.1, 0.28, -0.2]    # mean 0.038: 0.2 of the gap, interval -1.5..1.9
+    assert subset_verdict(wobbly, gap, log_threshold(0.02), rule) is None and undecided(wobbly, rule)

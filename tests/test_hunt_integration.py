@@ -187,14 +187,20 @@ def _count_samples(common_dir: Path) -> int:
         return 0
 
 
-def _start_hunt(repo: Path, state: Path, shas: list[str], json_out: Path) -> subprocess.Popen:
+def _start_hunt(repo: Path, state: Path, shas: list[str], json_out: Path,
+                ignore_sigint: bool = False) -> subprocess.Popen:
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
     # A hunt in its own process: tests/conftest.py cannot turn contention verdicts off there,
     # and other jobs on a shared test machine would make it wait (docs/contention.md).
     args = hunt_args(repo, state, "--instrument", "off", "--env", "BENCH_SLEEP=0.15",
                      "--no-busy-check", "--json", str(json_out), shas[0], shas[-1])
+
+    def inherit_ignored_sigint():
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+
     return subprocess.Popen([sys.executable, "-c", "from regressbisect.cli import main; main()", *args],
-                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            preexec_fn=inherit_ignored_sigint if ignore_sigint else None)
 
 
 def _wait_for_samples(repo: Path, proc: subprocess.Popen, at_least: int, timeout: float = 60) -> int:
@@ -224,12 +230,15 @@ def test_dirty_checkout_is_byte_identical_after_a_hunt(dirty_repo, tmp_path):
     assert snapshot_checkout(repo) == before
 
 
-def test_sigint_mid_hunt_leaves_checkout_identical_and_exits_130(dirty_repo, tmp_path):
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_sigint_mid_hunt_leaves_checkout_identical_and_exits_130(dirty_repo, tmp_path, signum):
+    # the hunt starts with SIGINT ignored, as under `bash -c 'regressbisect run ... &'` (a
+    # background job of a non-interactive shell): its own handler must still stop it
     repo, shas = dirty_repo
     before = snapshot_checkout(repo)
-    proc = _start_hunt(repo, tmp_path / "state", shas, tmp_path / "h.json")
+    proc = _start_hunt(repo, tmp_path / "state", shas, tmp_path / "h.json", ignore_sigint=True)
     _wait_for_samples(repo, proc, 4)
-    proc.send_signal(signal.SIGINT)
+    proc.send_signal(signum)
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 130, err
     assert b"resume" in err

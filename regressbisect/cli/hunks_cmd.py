@@ -13,7 +13,8 @@ from regressbisect.cli import options as o
 @app.command("hunks")
 def hunks(
     base: Annotated[str, typer.Option("--base", help="Commit the work tree's changes are compared against.")] = "HEAD",
-    include_untracked: Annotated[bool, typer.Option("--include-untracked", help="Also bisect untracked files (as whole-file hunks).")] = False,
+    tracked_only: Annotated[bool, typer.Option("--tracked-only", help="Leave untracked files out (by default they are bisected as whole-file hunks: the change is what is on disk).")] = False,
+    include_untracked: Annotated[bool, typer.Option("--include-untracked", hidden=True, help="Accepted for old scripts: untracked files are included by default now.")] = False,
     cmd: o.Cmd = None, tokens: o.Tokens = None, timeout: o.Timeout = None,
     metric_regex: o.MetricRegex = None, unit: o.Unit = None, env: o.Env = None, min_effect: o.MinEffect = None,
     direction: o.Direction = None, max_samples: o.MaxSamples = None, instrument: o.Instrument = None,
@@ -31,10 +32,16 @@ def hunks(
 ) -> None:
     """Delta-debug the uncommitted changes (staged + unstaged) hunk by hunk on tok/s.
 
-    Your work tree, index and untracked files are only read; candidates are built in pooled
-    worktrees. Exit codes: 0 finished, 1 user error, 2 no regression between BASE and BASE + changes,
-    7 a probe imported the project from elsewhere than its worktree, 8 the machine never got
-    quiet within --max-wait.
+    Untracked files are included (--tracked-only leaves them out). Your work tree, index and
+    untracked files are only read; candidates are built in pooled worktrees. A hunk is named only
+    when BASE + it is slower than BASE by at least --min-effect, interval excluding zero, on fresh
+    pairs measured beside BASE.
+
+    Exit codes: 0 culprit hunks named; 1 user error; 2 not reproduced (BASE + changes is not
+    slower by --min-effect); 4 every run skipped; 5 reproduced, but no hunk explains it on its
+    own; 6 could not decide within --max-samples; 7 a probe imported the project from elsewhere than
+    its worktree; 8 the machine never got quiet within --max-wait; 130 interrupted (re-run to
+    resume).
     """
     from regressbisect.config import build_config
     from regressbisect.jsonreport import dumps
@@ -56,7 +63,7 @@ def hunks(
                                      max_wait))
     config = build_config(history.read_pyproject_table(), flags, source=str(history.root / "pyproject.toml"))
     with HuntProgress(quiet=quiet, unit=config.unit) as progress:
-        hunt = HunkHunt(history, config, base=base, include_untracked=include_untracked,
+        hunt = HunkHunt(history, config, base=base, include_untracked=not tracked_only,
                         store_path=store, progress=progress)
         outcome = hunt.run()
     if json_out is not None:

@@ -33,9 +33,14 @@ def run(
 ) -> None:
     """Bisect GOOD..BAD (first-parent) on tok/s with repeated, interleaved measurements.
 
-    Exit codes: 0 finished (culprits or none), 1 user error, 2 regression not reproduced,
-    4 every candidate skipped, 7 a probe imported the project from elsewhere than its worktree,
-    8 the machine never got quiet within --max-wait.
+    A commit is named only when its step is at least --min-effect with an interval excluding
+    zero; "reproduced" (GOOD vs BAD) is held to the same rule.
+
+    Exit codes: 0 culprits named; 1 user error; 2 not reproduced (GOOD->BAD is not a slowdown of
+    --min-effect); 4 every candidate skipped; 5 reproduced, but no single commit explains it (the
+    JSON lists the steps ruled out); 6 could not decide within --max-samples; 7 a probe imported the
+    project from elsewhere than its worktree; 8 the machine never got quiet within --max-wait;
+    130 interrupted (every finished sample is stored: re-run to resume).
     """
     from regressbisect.config import build_config
     from regressbisect.jsonreport import dumps

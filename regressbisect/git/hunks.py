@@ -105,7 +105,7 @@ def collect_hunks(repo_root: Path, base: str = "HEAD", *,
     repo_root = _check_base(Path(repo_root), base)
     raw = run_git(repo_root, "diff", *_DIFF_ARGS, base, "--").stdout
     sections = list(_split_sections(raw))
-    untracked = _untracked_files(repo_root)
+    untracked = untracked_files(repo_root)
     if include_untracked:
         for path in untracked:
             proc = run_git(repo_root, "diff", "--no-index", *_DIFF_ARGS, "--", "/dev/null", path,
@@ -122,7 +122,7 @@ def collect_hunks(repo_root: Path, base: str = "HEAD", *,
         message = (f"no uncommitted changes against {base} (nothing to bisect; commit range? "
                    "use `regressbisect run`)")
         if untracked and not include_untracked:
-            message += f"; {len(untracked)} untracked file(s) ignored (--include-untracked)"
+            message += f"; {len(untracked)} untracked file(s) left out by --tracked-only"
         raise UserError(message)
     return sorted(_with_stable_ids(hunks), key=_file_order)
 
@@ -162,7 +162,7 @@ def _check_base(repo_root: Path, base: str) -> Path:
     return Path(top.stdout.decode("utf-8", errors=TEXT_ERRORS).strip())
 
 
-def _untracked_files(repo_root: Path) -> list[str]:
+def untracked_files(repo_root: Path) -> list[str]:
     out = run_git(repo_root, "ls-files", "--others", "--exclude-standard", "-z").stdout
     return sorted(p.decode(errors=TEXT_ERRORS) for p in out.split(b"\0") if p)
 

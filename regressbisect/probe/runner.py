@@ -19,6 +19,7 @@ import signal
 import socket
 import subprocess
 import tempfile
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -95,6 +96,8 @@ def run_probe_all(spec: ProbeSpec, cwd: Path, extra_env: Mapping[str, str] | Non
             ["bash", "-c", spec.render_command()], cwd=str(cwd), env=env,
             stdin=subprocess.DEVNULL, stdout=out_file, stderr=err_file,
             start_new_session=True)  # own process group: a timeout kills torchrun's workers too
+        with _RUNNING_LOCK:
+            _RUNNING.add(process.pid)
         timed_out = False
         try:
             try:
@@ -105,6 +108,9 @@ def run_probe_all(spec: ProbeSpec, cwd: Path, extra_env: Mapping[str, str] | Non
         except BaseException:  # KeyboardInterrupt, SystemExit: leave no probe running
             _kill_group(process, min(kill_grace_s, 2.0))
             raise
+        finally:
+            with _RUNNING_LOCK:
+                _RUNNING.discard(process.pid)
         wall_seconds = time.perf_counter() - started
         # Stragglers the probe left behind would compete with the next sample: kill them.
         _signal_group(process.pid, signal.SIGKILL)
@@ -178,6 +184,21 @@ def _failure_reason(code: int, stderr: str, command: str) -> str:
         hint = " (out of memory?)" if signum == signal.SIGKILL else f" ({name})"
         return f"killed by signal {signum}{hint}" + (f": {last}" if last and signum != 9 else "")
     return f"exit {code}: {last}" if last else f"exit {code}"
+
+
+_RUNNING: set[int] = set()
+"""Process groups of the probes running now (one per slot thread)."""
+_RUNNING_LOCK = threading.Lock()
+
+
+def kill_running_probes() -> None:
+    """SIGKILL the process group of every probe running now: on SIGINT/SIGTERM the probes of
+    the other slots' threads must end too, or the hunt waits for them before it can stop. Their
+    outcomes are never stored (the hunt stops before it stores a round)."""
+    with _RUNNING_LOCK:
+        groups = list(_RUNNING)
+    for pgid in groups:
+        _signal_group(pgid, signal.SIGKILL)
 
 
 def _kill_group(process: subprocess.Popen, grace_s: float) -> None:

@@ -141,10 +141,14 @@ def verdict_line(report: Mapping[str, Any]) -> str:
     what = "hunk group" if report.get("kind") == "hunks" else "commit"
     if verdict == "culprits":
         return f"{len(culprits)} culprit {what}(s) found{gap_text}."
-    if verdict == "none":
-        return f"The slowdown reproduced{gap_text}, but no single {what} step explains it."
+    reason = report.get("verdict_reason")
+    because = f" ({reason})" if reason else ""
+    if verdict in ("none", "not-localised"):
+        return f"The slowdown reproduced{gap_text}, but no single {what} step explains it{because}."
+    if verdict == "undecided":
+        return f"Could not decide within the budget{gap_text}: no {what} named{because}."
     if verdict == "not-reproduced":
-        return f"No regression reproduced between good and bad{gap_text}: nothing to hunt."
+        return f"No regression reproduced between good and bad{gap_text}: nothing to hunt{because}."
     if verdict == "all-skipped":
         return "Every candidate was skipped: the regression lies somewhere in the range (see skip reasons)."
     return f"Verdict: {verdict or 'unknown'}{gap_text}."

@@ -20,7 +20,7 @@ h3 { font-size: 16px; }
 .verdict { font-size: 17px; font-weight: 600; padding: 10px 14px; border-radius: 6px;
            background: #eef3fb; border-left: 5px solid #1f5fa8; }
 .verdict.culprits, .verdict.alarm { background: #fdf0ef; border-left-color: #c8372d; }
-.verdict.not-reproduced, .verdict.none { background: #f2f7ef; border-left-color: #2a9d4b; }
+.verdict.not-reproduced, .verdict.none, .verdict.not-localised, .verdict.undecided { background: #f2f7ef; border-left-color: #2a9d4b; }
 .meta { color: #555; font-family: ui-monospace, Menlo, Consolas, monospace; font-size: 13px; }
 .culprit { border: 1px solid #ddd; border-radius: 6px; padding: 10px 14px; margin: 10px 0; }
 .culprit .title { font-weight: 600; font-family: ui-monospace, Menlo, Consolas, monospace; }

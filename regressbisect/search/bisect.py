@@ -103,6 +103,15 @@ class SearchSettings:
     """Searching a side stops when the posterior of 'no step on this side' reaches this."""
     max_vetoes: int = 4
     """Steps refuted by the paired test before an interval is given up as unresolved."""
+    reproduce_alpha: float = 0.005
+    """Two-sided level of each control-arm look that declares the regression reproduced (and of
+    the final check of a hunt that named no culprit). The looks are repeated (up to six), so each
+    is held at a tenth of alpha: an A/A range is then called reproduced in well under 1% of hunts
+    at any noise (scripts/bench_accuracy.py), where alpha per look let about 6% through."""
+    share_limit: float = 1.25
+    """A culprit that surely owns more than this share of the GOOD->BAD gap (the end of its interval
+    nearest zero does), or culprits that surely leave a remainder below -100% of it, mean the step
+    model does not fit the samples: no culprit is named and the hunt is undecided."""
 
     def __post_init__(self) -> None:
         if self.direction not in _DIRECTIONS:
@@ -117,6 +126,8 @@ class SearchSettings:
             raise ValueError("need 2 <= min_samples <= max_samples")
         if not 0 <= self.drift_prior < 1:
             raise ValueError("drift_prior must be in [0, 1)")
+        if not 0 < self.reproduce_alpha <= self.alpha:
+            raise ValueError("need 0 < reproduce_alpha <= alpha")
         if self.max_probes < 2:
             raise ValueError("max_probes must be >= 2")
         if not 0 <= self.side_share < 1 or not 0 < self.side_drop < 0.5:
@@ -189,8 +200,11 @@ class SearchResult:
     """The outcome of a search."""
 
     verdict: str
-    """'culprits', 'none' (the regression reproduced but no step could be confirmed),
-    'not-reproduced', 'all-skipped' (an endpoint, or every commit between them, unmeasurable)."""
+    """'culprits' (each named step is at least min_effect and its interval excludes zero),
+    'not-localised' (the regression reproduced, and every step the search proposed was refuted by
+    the paired test: e.g. a gradual slowdown), 'undecided' (the sample caps or the budget ran out
+    before an answer, or the named steps would not add up to the gap), 'not-reproduced',
+    'all-skipped' (an endpoint, or every commit between them, unmeasurable)."""
     culprits: tuple[Culprit, ...]
     """Confirmed steps in the hunted direction, by index."""
     endpoints: tuple[Summary, Summary]
@@ -205,6 +219,21 @@ class SearchResult:
     """Benchmark executions recorded (skipped runs included)."""
     sides: tuple[SideCheck, ...] = ()
     """Every side of a culprit that was checked, in the order checked."""
+    refuted: tuple[tuple[int, int], ...] = ()
+    """Steps (last_good, first_bad) the posterior proposed and the paired test refuted (what a
+    'not-localised' hunt ruled out)."""
+    unresolved: tuple[tuple[int, int], ...] = ()
+    """Brackets (lo, hi) given up without an answer."""
+    suspects: tuple[Culprit, ...] = ()
+    """Steps the search confirmed but that are not named: their interval includes zero, their
+    point estimate is below min_effect, or the shares of the gap do not add up."""
+    reason: str = ""
+    """One line: why the verdict is what it is (for 'not-localised', 'undecided', 'not-reproduced')."""
+    control: Comparison | None = None
+    """The control arm's last look: GOOD vs BAD, paired (None before the first look)."""
+    reproduced: bool = False
+    """The control arm showed the regression (and the hunt's later samples did not overturn it);
+    False for 'not-reproduced', and for 'undecided' when the control arm ran out of pairs."""
 
 
 @dataclass
@@ -275,7 +304,10 @@ _EMPTY = Summary(n=0, median=math.nan, ci95=(math.nan, math.nan), cv=math.nan)
 class CommitSearch:
     """Adaptive search of the first-parent list 0 (GOOD) .. n-1 (BAD); see the module docstring."""
 
-    def __init__(self, n: int, settings: SearchSettings = SearchSettings()):
+    def __init__(self, n: int, settings: SearchSettings = SearchSettings(), *, control_only: bool = False):
+        """control_only: stop after the control arm; the verdict is then 'reproduced',
+        'not-reproduced', 'undecided' (out of pairs) or 'all-skipped' (the hunk hunt's test of a
+        subset against BASE, held to the same rule as the commit hunt's control arm)."""
         if n < 2:
             raise ValueError("a commit search needs at least GOOD and BAD (n >= 2)")
         self.n = n
@@ -294,11 +326,15 @@ class CommitSearch:
         self._queue: list[_Interval] = []
         self._culprits: list[Culprit] = []
         self._unresolved: list[tuple[int, int]] = []
+        self._out_of_budget = False                     # a bracket was given up at a cap or budget
+        self._refuted: list[tuple[int, int]] = []       # steps the paired test vetoed
         self._sides: list[SideCheck] = []
         self._sign = 0
         self._tau = log_threshold(settings.min_effect)
         self._live = (0, n - 1)
         self._control_tag = f"pair 0 {n - 1}"            # pairing tag of the control arm's samples
+        self._control_only = control_only
+        self._reproduced = False                         # the control arm said 'go'
 
     # ------------------------------------------------------------------ public API
 
@@ -342,6 +378,10 @@ class CommitSearch:
             self._plan(1)   # settles any decision the last samples allow; requests nothing
         return self._phase == "done"
 
+    def samples(self, index: int) -> tuple[float, ...]:
+        """The tok/s recorded for a candidate, in recording order."""
+        return tuple(self._raw.get(index, ()))
+
     def live_interval(self) -> tuple[int, int]:
         """Narrowest bracket (last_good, first_bad) currently searched, for the progress display."""
         return self._live
@@ -359,22 +399,144 @@ class CommitSearch:
         return int(math.log2(width) * per + 2 * per * (1 + len(self._queue)))
 
     def result(self) -> SearchResult:
-        """What the search has found so far (final once `done`)."""
-        culprits = tuple(self._segment_steps())
+        """What the search has found so far (final once `done`).
+
+        A confirmed step is named a culprit only when, sized from every sample of its segments,
+        its point estimate is at least min_effect in the hunted direction and its 95% interval
+        excludes zero; one that is not stays a suspect. Culprits that own more than share_limit of
+        the gap, or leave a remainder below -100%, mean the step model does not fit: none is
+        named and the verdict is 'undecided'.
+        """
+        culprits, suspects = self._named_culprits()
         gap = math.expm1(self._total_log_gap())
-        if self._end_verdict in ("not-reproduced", "all-skipped"):
+        reason = ""
+        if culprits and self._shares_do_not_add_up(culprits):
+            shares = ", ".join(f"{c.share_of_gap:.0%}" for c in culprits)
+            reason = (f"the confirmed steps own {shares} of the gap, which does not add up: "
+                      "the samples do not fit one step per culprit")
+            suspects, culprits = tuple(sorted(culprits + suspects, key=lambda c: c.first_bad)), ()
+        if self._end_verdict in ("not-reproduced", "all-skipped", "undecided", "reproduced"):
             verdict = self._end_verdict
+            if verdict in ("not-reproduced", "undecided") and self._control is not None:
+                reason = self._not_reproduced_reason()
         elif culprits:
             whole = len(culprits) == 1 and culprits[0].first_bad - culprits[0].last_good == self.n - 1
             verdict = "all-skipped" if whole and self.n > 2 else "culprits"
+        elif self._phase == "done" and not self._reproduced_overall():
+            verdict = "not-reproduced"
+            reason = ("every sample of GOOD and BAD taken so far puts the difference below "
+                      f"{self.settings.min_effect:.1%}: the control arm's start was a fluke")
+        elif self._out_of_budget or suspects or self._phase != "done":
+            verdict = "undecided"
+            if not reason:
+                reason = ("steps could not be confirmed at a size of at least "
+                          f"{self.settings.min_effect:.1%} with an interval excluding zero"
+                          if suspects else "the sample cap (--max-samples) or the budget ran out before "
+                                           "a step could be confirmed or ruled out")
         else:
-            verdict = "none"
+            verdict = "not-localised"
+            reason = (f"the slowdown reproduced, but the paired test refuted every single step the "
+                      f"search proposed ({len(self._refuted)}): a gradual slowdown, or several small steps")
         explained = sum(c.share_of_gap for c in culprits)
-        unexplained = (1.0 - explained) if verdict in ("culprits", "none") else math.nan
+        unexplained = (1.0 - explained) if verdict in ("culprits", "not-localised", "undecided") else math.nan
         ends = tuple(summarize(self._raw[i]) if self._raw.get(i) else _EMPTY for i in (0, self.n - 1))
         return SearchResult(verdict=verdict, culprits=culprits, endpoints=ends, gap=gap,  # type: ignore[arg-type]
                             unexplained=unexplained, candidates=self._candidate_verdicts(culprits),
-                            probes=self._probes, sides=tuple(self._sides))
+                            probes=self._probes, sides=tuple(self._sides), refuted=tuple(self._refuted),
+                            unresolved=tuple(self._unresolved), suspects=tuple(suspects), reason=reason,
+                            reproduced=self._reproduced and verdict not in ("not-reproduced", "all-skipped"),
+                            control=self._control)
+
+    def _named_culprits(self) -> tuple[tuple[Culprit, ...], tuple[Culprit, ...]]:
+        """(named, suspects): drop the confirmed step with the weakest evidence while any fails the
+        culprit rule, re-sizing the rest from a fit without it (its samples join a segment)."""
+        kept = sorted(self._culprits, key=lambda c: c.first_bad)
+        dropped: list[Culprit] = []
+        while kept:
+            steps = self._segment_steps(kept)
+            bounds = [c.first_bad for c in kept]
+            fit = self._level_fit(lambda i: int(np.searchsorted(bounds, i, side="right")), len(bounds) + 1)
+            drift = fit[3] if fit is not None else 0.0
+            failing = [c for c in steps if not self._nameable(c, drift)]
+            if not failing:
+                return tuple(steps), tuple(sorted(dropped, key=lambda c: c.first_bad))
+            weakest = min(failing, key=self._evidence)
+            dropped.append(weakest)
+            kept = [c for c in kept if c.first_bad != weakest.first_bad]
+        return (), tuple(sorted(dropped, key=lambda c: c.first_bad))
+
+    def _shares_do_not_add_up(self, culprits: Sequence[Culprit]) -> bool:
+        """Some culprit owns surely more than share_limit of the gap, or together they surely
+        leave a remainder below -100%: 'surely' = from the end of each step's interval nearest
+        zero. Only with one hunted direction ('both' has steps that cancel by design)."""
+        gap = self._total_log_gap()
+        if self.settings.direction == "both" or not gap or not math.isfinite(gap):
+            return False
+        least = [min(abs(math.log1p(x)) for x in c.step_ci95) / abs(gap) for c in culprits]
+        return max(least) > self.settings.share_limit or sum(least) > 2.0
+
+    def _nameable(self, c: Culprit, drift_per_round: float = 0.0) -> bool:
+        """The culprit rule: point estimate >= min_effect our way and 95% interval excluding zero,
+        from the segment fit and from the step's own two commits."""
+        lo, hi = c.step_ci95
+        if not (math.isfinite(c.step) and math.isfinite(lo) and math.isfinite(hi)):
+            return False
+        big = abs(math.log1p(c.step)) >= log_threshold(self.settings.min_effect)
+        d = self.settings.direction
+        slower = c.step < 0 and hi < 0
+        faster = c.step > 0 and lo > 0
+        if not (big and ((d != "faster" and slower) or (d != "slower" and faster))):
+            return False
+        return self._own_step_shows(c, drift_per_round)
+
+    def _own_step_shows(self, c: Culprit, drift_per_round: float = 0.0) -> bool:
+        """The step's own two commits differ the same way, 95% interval excluding zero (sigma
+        pooled over every candidate; each sample corrected for the segment fit's drift, if any).
+        The segment fit alone can show a step between two equal commits when the break is one
+        commit off: on a noisy machine the commit beside the true step, measured at the wrong
+        level by chance, became the culprit (1-1.5% of the hunts at 8-15% CV)."""
+        def corrected(i: int) -> list[float]:
+            return [math.log(v) - drift_per_round * t for v, t in zip(self._raw.get(i, []), self._time.get(i, []))]
+
+        a, b = corrected(c.last_good), corrected(c.first_bad)
+        sigma, df = self._pooled_sigma()
+        if not (a and b and sigma > 0 and df > 0):
+            return False
+        est = float(np.mean(b) - np.mean(a))
+        half = float(student_t.ppf(0.975, df)) * sigma * math.sqrt(1 / len(a) + 1 / len(b))
+        return est + half < 0 if c.step < 0 else est - half > 0
+
+    @staticmethod
+    def _evidence(c: Culprit) -> float:
+        """|step| in units of its interval's half width (log scale)."""
+        lo, hi = (math.log1p(x) if x > -1 else -math.inf for x in c.step_ci95)
+        half = (hi - lo) / 2
+        return abs(math.log1p(c.step)) / half if half > 0 and math.isfinite(half) else 0.0
+
+    def _reproduced_overall(self) -> bool:
+        """False when every sample the hunt took of GOOD and BAD puts their difference below
+        min_effect (or the other way): the control arm's start was then a fluke, and the hunt
+        did not reproduce the regression. The difference comes from a fit with a drift in time
+        when that is significant (the end samples of a search are taken at different times)."""
+        est, _ = self._end_difference()
+        if not math.isfinite(est):
+            return True
+        d = self.settings.direction
+        toward = (d != "faster" and est < 0) or (d != "slower" and est > 0)
+        return toward and abs(est) >= log_threshold(self.settings.min_effect)
+
+    def _not_reproduced_reason(self) -> str:
+        cmp = self._control
+        assert cmp is not None
+        lo, hi = cmp.ci95
+        pairs = min(len(self._values(0, self._control_tag)), len(self._values(self.n - 1, self._control_tag)))
+        text = (f"GOOD->BAD {cmp.change:+.1%} (95% CI {lo:+.1%}..{hi:+.1%}, {pairs} pairs) is not a change "
+                f"of at least {self.settings.min_effect:.1%} with an interval excluding zero")
+        if self._end_verdict == "undecided":
+            text += "; the pair cap (--max-samples) was reached before it could be shown or ruled out"
+        elif lo < -self.settings.min_effect or hi > self.settings.min_effect:
+            text += "; a larger change is not ruled out (more --max-samples would tell)"
+        return text
 
     # ------------------------------------------------------------------ data helpers
 
@@ -443,7 +605,7 @@ class CommitSearch:
         else:
             for iv in self._queue:
                 if iv.checked:
-                    self._unresolved.append((iv.lo, iv.hi))
+                    self._give_up(iv)
             self._queue = []
         self._phase = "done"
 
@@ -462,13 +624,13 @@ class CommitSearch:
         if pairs >= self._control_look:
             cmp = compare(a[:pairs], b[:pairs], min_effect=s.min_effect, alpha=s.alpha, paired=True)
             self._control = cmp
-            outcome = self._control_outcome(cmp)
+            outcome = self._control_outcome(cmp, pairs)
             if outcome == "stop":
                 # ending a hunt is the costly mistake (a true step never looked at): stopping needs
                 # the same answer from a wider interval (alpha/5), and never comes on the first look
                 # (a t test on 2 df can look tight by luck)
                 strict = compare(a[:pairs], b[:pairs], min_effect=s.min_effect, alpha=s.alpha / 5, paired=True)
-                if pairs < 2 * s.min_samples or self._control_outcome(strict) != "stop":
+                if pairs < 2 * s.min_samples or self._control_outcome(strict, pairs) != "stop":
                     outcome = "more"
             if outcome == "go":
                 self._start_search(cmp.change)
@@ -479,7 +641,11 @@ class CommitSearch:
                 return None
             self._control_look *= 2
             if self._control_look > s.max_samples:
-                self._end_verdict = "not-reproduced"
+                # out of pairs: a difference of at least min_effect our way that came close (p
+                # below alpha/5, not yet reproduce_alpha) is a question left open ('undecided');
+                # anything weaker is not reproduced: on a noisy machine an A/A range's estimate
+                # is as often beyond min_effect as not, and must not leave the question open
+                self._end_verdict = "undecided" if self._reproduces(cmp, s.alpha / 5) else "not-reproduced"
                 self._phase = "done"
                 return None
         reason = "control arm"
@@ -493,22 +659,21 @@ class CommitSearch:
                 picks.append((Measure(i, f"bisect {good}..{bad}"), None))
         return picks
 
-    def _control_outcome(self, cmp: Comparison) -> str:
+    def _control_outcome(self, cmp: Comparison, pairs: int) -> str:
         """'go' (regression in the hunted direction), 'stop' (none), or 'more'.
 
-        'go' needs a significant difference our way whose interval reaches min_effect: the point
-        estimate itself may be smaller (a 3% step measured at 2.5%); each culprit is sized later.
+        'go' (reproduced) is held to the rule that names a culprit: the point estimate is at least
+        min_effect our way and the interval excludes zero, at reproduce_alpha (the looks repeat),
+        and never on the first look (a t test on 2 degrees of freedom, on a machine whose noise
+        it has barely seen).
         """
-        margin = self.settings.min_effect
-        d = self.settings.direction
+        s = self.settings
+        margin = s.min_effect
+        d = s.direction
         lo, hi = cmp.ci95
-        # two-sided p < alpha with the sign checked: a one-sided test at alpha/2 per look. A false
-        # 'go' on an A/A range is caught later (no step passes the paired confirmation): it costs
-        # a bounded search that ends with 'none', never a culprit
-        significant = cmp.p_value < self.settings.alpha
-        if significant and ((d != "faster" and cmp.change < 0 and lo <= -margin) or
-                            (d != "slower" and cmp.change > 0 and hi >= margin)):
+        if pairs >= 2 * s.min_samples and self._reproduces(cmp, s.reproduce_alpha):
             return "go"
+        significant = cmp.p_value < s.alpha
         if significant and d != "both":
             # significant the other way (an improvement in 'slower' mode), or too small to matter
             return "stop" if (cmp.change > 0) == (d == "slower") or (lo > -margin and hi < margin) else "more"
@@ -519,7 +684,20 @@ class CommitSearch:
             return "stop"
         return "more"
 
+    def _reproduces(self, cmp: Comparison, alpha: float) -> bool:
+        """A difference our way whose point estimate reaches min_effect and whose two-sided
+        p value is below alpha (so the matching interval excludes zero)."""
+        d = self.settings.direction
+        toward = (d != "faster" and cmp.change < 0) or (d != "slower" and cmp.change > 0)
+        big = abs(math.log1p(cmp.change)) >= log_threshold(self.settings.min_effect)
+        return toward and big and cmp.p_value < alpha
+
     def _start_search(self, gap: float) -> None:
+        self._reproduced = True
+        if self._control_only:
+            self._end_verdict = "reproduced"
+            self._phase = "done"
+            return
         d = self.settings.direction
         self._sign = -1 if d == "slower" else 1 if d == "faster" else 0
         self._tau = max(abs(math.log1p(gap)), log_threshold(self.settings.min_effect))
@@ -537,7 +715,7 @@ class CommitSearch:
         if self._unmeasurable(iv.lo) or self._unmeasurable(iv.hi):
             # an end of a side became unmeasurable: that side is left unresolved
             self._queue.pop(0)
-            self._unresolved.append((iv.lo, iv.hi))
+            self._give_up(iv)
             return None
         if not iv.checked:
             return self._plan_side_check(iv, slots)
@@ -547,7 +725,9 @@ class CommitSearch:
             return None
         if not post.gaps or len(iv.vetoed) >= s.max_vetoes or self._over_budget(iv):
             self._queue.pop(0)
-            self._unresolved.append((iv.lo, iv.hi))
+            # every step the posterior proposed was refuted: an answer ('not localised'); a
+            # bracket that ran over its budget is not one
+            self._give_up(iv, refuted=not self._over_budget(iv))
             return None
         best = int(np.argmax(post.probs))
         a, b = post.gaps[best]
@@ -565,6 +745,7 @@ class CommitSearch:
                 return None
             if decision == "H0":
                 iv.vetoed.add((a, b))
+                self._refuted.append((a, b))
                 return None
             if decision == "H1":
                 # the pairs already show the step: what is missing is posterior mass, and the most
@@ -588,7 +769,7 @@ class CommitSearch:
                 if decision == "H1" and uncapped:
                     return [(Measure(uncapped[0], f"confirm step {a}..{b}"), None)]
                 self._queue.pop(0)
-                self._unresolved.append((iv.lo, iv.hi))
+                self._give_up(iv)
                 return None
             picks = [(Measure(i, "confirm step"), None) for i in self._pair_next(a, b, slots)]
             if slots > len(picks):
@@ -604,7 +785,7 @@ class CommitSearch:
             picks = [(Measure(anchor, f"bisect {iv.lo}..{iv.hi} (level)"), None)] + picks[: slots - 1]
         if not picks:
             self._queue.pop(0)
-            self._unresolved.append((iv.lo, iv.hi))
+            self._give_up(iv)
             return None
         return picks
 
@@ -644,7 +825,7 @@ class CommitSearch:
                 return None
         if self._capped(iv.lo) and self._capped(iv.hi):
             self._queue.pop(0)
-            self._unresolved.append((iv.lo, iv.hi))
+            self._give_up(iv)
             self._sides.append(SideCheck(iv.lo, iv.hi, "unresolved", math.nan))
             return None
         # an end at max_samples gets no more samples; the other end still may
@@ -667,6 +848,13 @@ class CommitSearch:
             repeats = min(slots // len(picks), room)
             picks = [p for p in picks for _ in range(repeats)] if repeats > 1 else picks
         return picks
+
+    def _give_up(self, iv: _Interval, refuted: bool = False) -> None:
+        """Leave a bracket unresolved; unless every step it proposed was refuted, the search ran
+        out of samples or budget there (the hunt is then 'undecided', not 'not localised')."""
+        self._unresolved.append((iv.lo, iv.hi))
+        if not refuted:
+            self._out_of_budget = True
 
     def _paired_diffs(self, a: int, b: int) -> list[float]:
         """log(b) - log(a) of the samples of a and b taken at most pair_window rounds apart.
@@ -727,37 +915,76 @@ class CommitSearch:
         sign = self._sign or (1 if step_hat >= 0 else -1)
         return sign * max(abs(step_hat) if np.isfinite(step_hat) and np.sign(step_hat) == sign else 0.0, margin)
 
-    def _segment_steps(self) -> list[Culprit]:
+    def _segment_steps(self, confirmed: Sequence[Culprit]) -> list[Culprit]:
         """Size every confirmed step from the piecewise-constant fit with breaks at the culprits.
 
         Each level is the mean log tok/s of every sample in its segment, so a step uses far more
         samples than its two commits, and is not inflated by the sequential stop that accepted it
         (the two commits' own samples are what crossed the threshold). Interval: t with the
-        residual sigma of that fit.
+        residual sigma of that fit. When a linear drift of the machine in time is significant
+        (p < 0.01), the fit includes it: a segment sampled late would otherwise carry the drift
+        into its level (0.1%/round turned confirmed 5% steps into -0.0% +- 2.2%).
         """
-        culprits = sorted(self._culprits, key=lambda c: c.first_bad)
+        culprits = sorted(confirmed, key=lambda c: c.first_bad)
         if not culprits:
             return []
         bounds = [c.first_bad for c in culprits]
-        groups: list[list[float]] = [[] for _ in range(len(bounds) + 1)]
-        for i, vals in self._raw.items():
-            if not self._unmeasurable(i):
-                groups[int(np.searchsorted(bounds, i, side="right"))].extend(math.log(v) for v in vals)
-        means = [float(np.mean(g)) if g else math.nan for g in groups]
-        ss = sum(float(np.sum((np.array(g) - m) ** 2)) for g, m in zip(groups, means) if g)
-        df = sum(len(g) for g in groups) - sum(1 for g in groups if g)
-        sigma = math.sqrt(ss / df) if df > 0 else math.nan
-        tq = float(student_t.ppf(0.975, df)) if df > 0 else math.inf
+        fit = self._level_fit(lambda i: int(np.searchsorted(bounds, i, side="right")), len(bounds) + 1)
+        if fit is None:
+            return [replace(c, share_of_gap=math.nan) for c in culprits]
+        levels, cov, tq, _ = fit
         gap_log = self._total_log_gap()
         out = []
         for k, c in enumerate(culprits):
-            est = means[k + 1] - means[k]
-            se = sigma * math.sqrt(1 / max(len(groups[k]), 1) + 1 / max(len(groups[k + 1]), 1))
+            est = float(levels[k + 1] - levels[k])
+            se = math.sqrt(max(float(cov[k, k] + cov[k + 1, k + 1] - 2 * cov[k, k + 1]), 0.0))
             step = math.expm1(est)
             out.append(replace(c, step=step, step_ci95=(math.expm1(est - tq * se), math.expm1(est + tq * se)),
-                               step_tok_s=step * math.exp(means[k]),
+                               step_tok_s=step * math.exp(levels[k]),
                                share_of_gap=est / gap_log if gap_log else math.nan))
         return out
+
+    def _level_fit(self, segment_of, segments: int, indices: Sequence[int] | None = None):
+        """Least-squares levels of log tok/s per segment (segment_of(index) -> 0..segments-1), plus
+        a linear drift in rounds when that term is significant at 1%: (levels, their covariance,
+        the t quantile for 95%, the drift per round or 0), or None when there are too few samples. Every measurable
+        candidate's samples are used unless `indices` is given."""
+        rows, ys, ts = [], [], []
+        for i, vals in self._raw.items():
+            if self._unmeasurable(i) or (indices is not None and i not in indices):
+                continue
+            seg = segment_of(i)
+            for v, t in zip(vals, self._time.get(i, [])):
+                rows.append(seg)
+                ys.append(math.log(v))
+                ts.append(t)
+        y = np.array(ys)
+        plain = np.zeros((len(ys), segments))
+        plain[np.arange(len(ys)), rows] = 1.0
+        used = plain[:, plain.sum(axis=0) > 0]
+        if used.shape[1] < segments:
+            # a segment without samples has no level: its steps are unknown
+            return None
+        t = np.array(ts, dtype=float)
+        designs = [plain]
+        if len(set(ts)) >= 3:
+            designs.insert(0, np.column_stack([plain, (t - t.mean()) / max(float(np.ptp(t)), 1.0)]))
+        for x in designs:
+            df = len(ys) - x.shape[1]
+            if df < 1:
+                continue
+            xtx_inv = np.linalg.pinv(x.T @ x)
+            coef = xtx_inv @ x.T @ y
+            resid = y - x @ coef
+            sigma2 = float(resid @ resid) / df
+            cov = sigma2 * xtx_inv
+            if x.shape[1] > segments:
+                drift_t = abs(coef[-1]) / math.sqrt(cov[-1, -1]) if cov[-1, -1] > 0 else 0.0
+                if not drift_t > float(student_t.ppf(0.995, df)):
+                    continue   # no evidence of drift: the plain fit (the segment means)
+            per_round = float(coef[-1]) / max(float(np.ptp(t)), 1.0) if x.shape[1] > segments else 0.0
+            return coef[:segments], cov[:segments, :segments], float(student_t.ppf(0.975, df)), per_round
+        return None
 
     def _gap_scale(self) -> float:
         """|log GOOD->BAD gap| from every sample of the two ends so far, at least min_effect (for
@@ -767,11 +994,25 @@ class CommitSearch:
         return max(abs(self._total_log_gap()), log_threshold(self.settings.min_effect))
 
     def _total_log_gap(self) -> float:
-        """Mean log tok/s of BAD minus GOOD over all their samples (nan until both have one)."""
+        """Log tok/s of BAD minus GOOD from all their samples (nan until both have one): the
+        difference of their means, or of their levels in a fit with a drift in time when the
+        drift is significant (_level_fit)."""
+        est, _ = self._end_difference()
+        return est
+
+    def _end_difference(self) -> tuple[float, float]:
+        """(BAD - GOOD in log tok/s, its standard error); se is nan when unknown."""
         good, bad = self._raw.get(0), self._raw.get(self.n - 1)
-        if good and bad:
-            return float(np.mean(np.log(bad)) - np.mean(np.log(good)))
-        return math.nan
+        if not (good and bad):
+            return math.nan, math.nan
+        plain = float(np.mean(np.log(bad)) - np.mean(np.log(good)))
+        if len(good) + len(bad) < 4:
+            return plain, math.nan
+        fit = self._level_fit(lambda i: int(i == self.n - 1), 2, indices=(0, self.n - 1))
+        if fit is None:
+            return plain, math.nan
+        levels, cov, _, _ = fit
+        return float(levels[1] - levels[0]), math.sqrt(max(float(cov[0, 0] + cov[1, 1] - 2 * cov[0, 1]), 0.0))
 
     def _accept(self, iv: _Interval, a: int, b: int, diffs: list[float]) -> None:
         # size and interval are filled in by result(), from all samples of the segments
@@ -918,7 +1159,7 @@ class CommitSearch:
             summ = summarize(vals) if vals else None
             if self._unmeasurable(i) or not vals:
                 verdict = "skip"
-            elif any(lo < i < hi for lo, hi in self._unresolved) or (self._end_verdict == "not-reproduced" and i != 0):
+            elif any(lo < i < hi for lo, hi in self._unresolved) or (self._end_verdict in ("not-reproduced", "undecided") and i != 0):
                 verdict = "unsure"
             elif not culprits:
                 verdict = "good" if i == 0 else "unsure"

@@ -48,7 +48,11 @@ from dataclasses import dataclass
 from typing import Callable, Generator, Iterable, Sequence
 
 GOOD, BAD, PARTIAL, UNRESOLVED = "good", "bad", "partial", "unresolved"
-VERDICTS = frozenset({GOOD, BAD, PARTIAL, UNRESOLVED})
+UNDECIDED = "undecided"
+"""Measured, but the samples ran out before a verdict: like 'unresolved' it never reduces the
+search, but a remainder that is undecided is not split up to look for a slow part (each part
+would cost as much and is likelier still to end undecided)."""
+VERDICTS = frozenset({GOOD, BAD, PARTIAL, UNRESOLVED, UNDECIDED})
 _SLOW = frozenset({PARTIAL, BAD})     # a measurable slowdown: what peeling looks for
 _WHOLE_GAP = frozenset({BAD})         # the whole regression: what completeness looks for
 
@@ -98,6 +102,8 @@ class DdminResult:
     """Subsets measured (cache hits and the assumed endpoints not counted)."""
     unresolved: tuple[frozenset[str], ...]
     """Subsets whose verdict was 'unresolved', in the order tested."""
+    undecided: tuple[frozenset[str], ...] = ()
+    """Subsets whose samples ran out before a verdict, in the order tested."""
     interactions: tuple[frozenset[str], ...] = ()
     """Hunk sets with no slowdown of their own that the culprits need for the whole gap,
     when there are several culprits (with one culprit they are merged into it)."""
@@ -172,6 +178,7 @@ class HunkSearch:
         return DdminResult(
             culprits=tuple(self._culprits), tests=len(self._history),
             unresolved=tuple(s for s, v in self._history if v == UNRESOLVED),
+            undecided=tuple(s for s, v in self._history if v == UNDECIDED),
             interactions=tuple(self._interactions), explained=self._explained,
             remainder_verdict=self._remainder_verdict,
             complete=self._finished and self._complete, verdicts=tuple(self._history))
