@@ -157,13 +157,14 @@ print("@regressbisect " + json.dumps({"tokens": 1000, "seconds": 1000 / value, "
 def test_hunks_cli_with_real_probes(tmp_path):
     repo = tmp_path / "repo"
     make_dirty_repo(repo, 12, {5: 0.15}, dependent=False)
-    write_files(repo, {"bench.py": BENCH})   # untracked: part of the work tree, not of a hunk
+    # Untracked and left out of the diff (--tracked-only): a fixed harness run from the checkout.
+    write_files(repo, {"bench.py": BENCH})
     before = snapshot_checkout(repo)
     out = tmp_path / "hunks.json"
     try:
         main(["hunks", "-C", str(repo), "--cmd", f"{sys.executable} {repo / 'bench.py'}",
               "--env", f"BENCH_STATE={tmp_path / 'state'}", "--instrument", "off", "--quiet",
-              "--json", str(out)])
+              "--tracked-only", "--json", str(out)])
     except SystemExit as exc:
         assert exc.code == 0
     report = json.loads(out.read_text())
