@@ -245,6 +245,14 @@ class Store:
                        counters=json.loads(counters), instrumented=bool(instr))
                 for sid, tok_s, tokens, seconds, counters, instr in rows]
 
+    def sample_walls(self, key: SampleKey, *, instrumented: bool | None = False,
+                     arm: str | None = None) -> list[float]:
+        """Probe wall seconds of the samples `samples()` returns, same order (what each cost)."""
+        where, params = _sample_filter(key, instrumented, arm)
+        with self._lock:
+            return [float(r[0]) for r in self._conn.execute(
+                f"SELECT wall_seconds FROM samples WHERE {where} ORDER BY id", params)]
+
     def sample_ids(self, key: SampleKey, *, instrumented: bool | None = False,
                    arm: str | None = None) -> list[int]:
         """Ids of the samples `samples()` returns, same order (for `iterations()`)."""

@@ -10,7 +10,8 @@ from regressbisect.errors import UserError
 
 Repo = Annotated[Path, typer.Option("--repo", "-C", help="The git repository to hunt in (default: current directory).")]
 Cmd = Annotated[Optional[str], typer.Option("--cmd", help="Probe command run in each candidate's worktree; {tokens} is replaced by the budget. Default: cmd in [tool.regressbisect] of pyproject.toml.")]
-Tokens = Annotated[Optional[int], typer.Option("--tokens", help="Token budget of one measured run (also REGRESSBISECT_TOKENS). Default 4096.")]
+Tokens = Annotated[Optional[str], typer.Option("--tokens", help="Token budget of one measured run (also REGRESSBISECT_TOKENS), or 'auto'. Default: auto (run picks it from pilot probes of GOOD, starting at 4096; docs/cost.md).")]
+NoSharedCaches = Annotated[bool, typer.Option("--no-shared-caches", help="Leave inductor/triton/torch-extensions cache variables alone (default: one cache directory beside the store, shared by all slots).")]
 Timeout = Annotated[Optional[float], typer.Option("--timeout", help="Seconds before a probe's process group is killed and the run is skipped. Default 600.")]
 MetricRegex = Annotated[Optional[str], typer.Option("--metric-regex", help="Regex whose group 1 is tok/s, for probes that print no '@regressbisect {...}' line.")]
 Env = Annotated[Optional[list[str]], typer.Option("--env", help="KEY=VALUE added to the probe's environment (repeatable).")]
@@ -35,3 +36,13 @@ def parse_env(pairs: list[str] | None) -> dict[str, str] | None:
         key, value = pair.split("=", 1)
         env[key] = value
     return env
+
+
+def parse_demo_tokens(value: str | None) -> int | str | None:
+    """`demo --tokens`: a number or 'auto' written into the demo's pyproject (None: its default)."""
+    if value is None or value.strip().lower() == "auto":
+        return None if value is None else "auto"
+    try:
+        return int(value)
+    except ValueError:
+        raise UserError(f"--tokens must be a positive integer or 'auto', got {value!r}") from None

@@ -20,7 +20,7 @@ def run(
     direction: o.Direction = None, max_samples: o.MaxSamples = None, slots: o.Slots = None,
     slot_devices: o.SlotDevices = None, instrument: o.Instrument = None,
     json_out: o.JsonOut = None, store: o.StorePath = None, repo: o.Repo = Path("."),
-    quiet: o.Quiet = False,
+    quiet: o.Quiet = False, no_shared_caches: o.NoSharedCaches = False,
 ) -> None:
     """Bisect GOOD..BAD (first-parent) on tok/s with repeated, interleaved measurements.
 
@@ -38,7 +38,7 @@ def run(
     flags = {"cmd": cmd, "tokens": tokens, "timeout": timeout, "metric_regex": metric_regex,
              "env": o.parse_env(env), "min_effect": min_effect, "direction": direction,
              "max_samples": max_samples, "slots": slots, "slot_devices": slot_devices,
-             "instrument": instrument}
+             "instrument": instrument, "shared_caches": False if no_shared_caches else None}
     config = build_config(history.read_pyproject_table(), flags, source=str(history.root / "pyproject.toml"))
     with HuntProgress(quiet=quiet) as progress:
         hunt = CommitHunt(history, good, bad, config, store_path=store, progress=progress)
