@@ -158,10 +158,11 @@ def _split_auto_tokens(pyproject_table: Mapping[str, Any], flags: Mapping[str, A
     layers with 'tokens' a number or absent, and whether the budget is automatic."""
     table, given = dict(pyproject_table), dict(flags)
     flag = given.get("tokens")
+    if flag is not None:
+        table.pop("tokens", None)  # the flag wins over pyproject, number or 'auto'
     if isinstance(flag, str):
         if flag.strip().lower() == AUTO:
             given.pop("tokens")
-            table.pop("tokens", None)  # the flag wins over a number in pyproject
             return table, given, True
         try:
             given["tokens"] = int(flag)

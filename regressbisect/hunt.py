@@ -170,6 +170,8 @@ class CommitHunt:
                 config=self.config, env_facts=self.env_facts, store_path=self.store_path,
                 hunt_id=hunt_id, cached_by_index=self._cached_by_index)
             report["cost"] = self._cost_json(gpus, budget, cache_plan)
+            report["instrumentation"].update(overhead_pairs=plan.overhead_pairs,
+                                             counters_available=plan.counters_available)
             store.finish_hunt(hunt_id, report)
         return HuntOutcome(report=report, exit_code=VERDICT_EXIT[result.verdict], hunt_id=hunt_id)
 
