@@ -130,6 +130,9 @@ def run_hunt(arm: Arm, args, repo: Path, good: str, bad: str, work: Path, label:
             "tokens": (report.get("settings") or {}).get("tokens"),
             "culprits": [c["commit"] for c in report.get("culprits") or ()],
             "overhead_pairs": (report.get("instrumentation") or {}).get("overhead_pairs"),
+            "good_tok_s": ((report.get("endpoints") or {}).get("good") or {}).get("median_tok_s"),
+            "wall_per_probe_s": (cost["probe_wall_s"] / report["probes"]
+                                 if cost.get("probe_wall_s") and report.get("probes") else None),
             "stderr_tail": done.stderr[-400:] if done.returncode not in (0, 2, 5, 6) else ""}
 
 
@@ -140,18 +143,20 @@ def fmt(value, spec: str = "") -> str:
 
 
 def table(rows: list[dict], expected: list[str]) -> str:
-    lines = ["| arm | hunt | exit | probes | hunt wall s | probe wall s | GPU-s | measured share | tokens | "
-             "overhead pairs | culprits found |",
-             "|---|---|---|---|---|---|---|---|---|---|---|"]
+    lines = ["| arm | hunt | exit | probes | hunt wall s | probe wall s | s per probe | GPU-s | measured share | "
+             "tokens | overhead pairs | GOOD tok/s | culprits found |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         found = len(set(r["culprits"]) & set(expected))
         extra = len(set(r["culprits"]) - set(expected))
         lines.append(f"| {r['arm']} | {r['label']} | {r['exit']} | {fmt(r['probes'])} | {r['wall_s']:.0f} | "
-                     f"{fmt(r['probe_wall_s'], '.0f')} | {fmt(r['gpu_s'], '.0f')} | "
-                     f"{fmt(r['measured_share'], '.0%')} | {fmt(r['tokens'])} | {fmt(r['overhead_pairs'])} | "
+                     f"{fmt(r['probe_wall_s'], '.0f')} | {fmt(r['wall_per_probe_s'], '.1f')} | "
+                     f"{fmt(r['gpu_s'], '.0f')} | {fmt(r['measured_share'], '.0%')} | {fmt(r['tokens'])} | "
+                     f"{fmt(r['overhead_pairs'])} | {fmt(r['good_tok_s'], ',.1f')} | "
                      f"{found}/{len(expected)}{f' (+{extra} other)' if extra else ''} |")
-    lines += ["", "| arm (median of hunts) | hunts | probes | hunt wall s | GPU-s | measured share | all culprits |",
-              "|---|---|---|---|---|---|---|"]
+    lines += ["", "| arm (median of hunts) | hunts | probes | hunt wall s | s per probe | GPU-s | measured share | "
+                  "GOOD tok/s | all culprits |",
+              "|---|---|---|---|---|---|---|---|---|"]
     for arm in dict.fromkeys(r["arm"] for r in rows):
         mine = [r for r in rows if r["arm"] == arm]
 
@@ -160,7 +165,9 @@ def table(rows: list[dict], expected: list[str]) -> str:
             return statistics.median(vals) if vals else None
         complete = sum(set(expected) <= set(r["culprits"]) for r in mine)
         lines.append(f"| {arm} | {len(mine)} | {fmt(med('probes'))} | {fmt(med('wall_s'), '.0f')} | "
-                     f"{fmt(med('gpu_s'), '.0f')} | {fmt(med('measured_share'), '.0%')} | {complete}/{len(mine)} |")
+                     f"{fmt(med('wall_per_probe_s'), '.1f')} | {fmt(med('gpu_s'), '.0f')} | "
+                     f"{fmt(med('measured_share'), '.0%')} | {fmt(med('good_tok_s'), ',.1f')} | "
+                     f"{complete}/{len(mine)} |")
     return "\n".join(lines)
 
 
