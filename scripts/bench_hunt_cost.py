@@ -185,6 +185,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--arm", action="append", default=[], type=parse_arm)
     parser.add_argument("--fixed-tokens", default=None, help="budget of the fixed arms (default: pyproject's)")
     parser.add_argument("--rounds", type=int, default=1)
+    parser.add_argument("--first-round", type=int, default=0,
+                        help="number of the first round (it seeds the bench repository's noise)")
     parser.add_argument("--expect", action="append", default=[], help="culprit sha (default: the case's)")
     parser.add_argument("--per-probe-tmp", action="store_true",
                         help="give every probe its own TMPDIR (as batch schedulers do): the default "
@@ -223,7 +225,7 @@ def main(argv: list[str] | None = None) -> int:
               f"{args.rounds} round(s); load {os.getloadavg()[0]:.1f} at start on {os.cpu_count()} CPUs")
     print(header, flush=True)
     rows = []
-    for rnd in range(args.rounds):
+    for rnd in range(args.first_round, args.first_round + args.rounds):
         order = arms[rnd % len(arms):] + arms[:rnd % len(arms)]
         for arm in order:
             row = run_hunt(arm, args, repo, args.good, args.bad, work, f"{arm.name}-r{rnd}")

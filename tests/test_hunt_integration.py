@@ -85,7 +85,7 @@ def test_four_slots_repeat_the_ends_of_a_side_check_and_keep_every_sample(tmp_pa
     speeds = [1000.0] * 11 + [900.0] * 5
     shas = make_bench_repo(tmp_path / "repo", speeds)
     probe = SpeedProbe(noise=0.05)
-    config = build_config({}, {"cmd": "fake", "instrument": "off", "slots": 4})
+    config = build_config({}, {"cmd": "fake", "tokens": 1000, "instrument": "off", "slots": 4})
     report = CommitHunt(History.open(tmp_path / "repo"), shas[0], shas[-1], config,
                         store_path=tmp_path / "store.sqlite", probe_runner=probe).run().report
     assert [c["commit"] for c in report["culprits"]] == [shas[11]]
