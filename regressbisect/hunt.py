@@ -170,6 +170,7 @@ class CommitHunt:
                 config=self.config, env_facts=self.env_facts, store_path=self.store_path,
                 hunt_id=hunt_id, cached_by_index=self._cached_by_index)
             report["cost"] = self._cost_json(gpus, budget, cache_plan)
+            report["cost"]["hunt"] = self._hunt_totals_json(store, hunt_id, gpus)
             report["instrumentation"].update(overhead_pairs=plan.overhead_pairs,
                                              counters_available=plan.counters_available)
             store.finish_hunt(hunt_id, report)
@@ -209,6 +210,13 @@ class CommitHunt:
                        {"tokens": self.config.probe.tokens, "reason": "given by the user (never changed)"})
         return {**self.meter.totals.to_json(), "gpus_visible": gpus, "budget": budget_json,
                 "caches": cache_plan.to_json()}
+
+    def _hunt_totals_json(self, store: Store, hunt_id: int, gpus: int) -> dict[str, Any]:
+        """The same counts over every run of this hunt id (a resumed hunt pays its first runs too)."""
+        probes, wall, measured = store.hunt_probe_totals(hunt_id)
+        per_probe = costs.gpus_per_probe(slot_environments(self.config, gpus)[0], gpus)
+        return costs.CostTotals(probes=probes, wall_s=wall, measured_s=measured,
+                                gpu_s=wall * per_probe).to_json()
 
     # -- phases -----------------------------------------------------------------------------
 

@@ -101,8 +101,11 @@ def _env_with_root(pythonpath: str | None = None) -> dict[str, str]:
 
 def run_hunt(arm: Arm, args, repo: Path, good: str, bad: str, work: Path, label: str) -> dict:
     hunt_dir = work / label
-    hunt_dir.mkdir(parents=True)
     out = hunt_dir / "hunt.json"
+    if out.exists():  # finished in an earlier call with the same --work: read it back
+        return summarise(arm, label, json.loads(out.read_text()), 0, math.nan, "", hunt_dir)
+    # an interrupted hunt resumes from its store when the same --work is given again
+    hunt_dir.mkdir(parents=True, exist_ok=True)
     cmd = [*tool_command(args.python), "run", good, bad, "-C", str(repo), "--quiet",
            "--store", str(hunt_dir / "store" / "store.sqlite"), "--json", str(out), *arm.flags]
     if args.cmd:
@@ -113,7 +116,7 @@ def run_hunt(arm: Arm, args, repo: Path, good: str, bad: str, work: Path, label:
         cmd += ["--env", pair]
     env = _env_with_root(arm.pythonpath)
     tmp = hunt_dir / "tmp"
-    tmp.mkdir()
+    tmp.mkdir(exist_ok=True)
     env["TMPDIR"] = str(tmp)
     env["BENCH_STATE"] = str(hunt_dir / "bench-state")
     env["BENCH_SEED"] = label.rsplit("-r", 1)[-1]  # same noise sequence for every arm of a round
@@ -121,19 +124,43 @@ def run_hunt(arm: Arm, args, repo: Path, good: str, bad: str, work: Path, label:
     done = subprocess.run(cmd, cwd=str(repo), env=env, capture_output=True, text=True)
     wall = time.monotonic() - started
     report = json.loads(out.read_text()) if out.exists() else {}
+    tail = done.stderr[-400:] if done.returncode not in (0, 2, 5, 6) else ""
+    return summarise(arm, label, report, done.returncode, wall, tail, hunt_dir)
+
+
+def store_totals(hunt_dir: Path, gpus: int) -> dict:
+    """Probe totals from the hunt's store (for a tool version whose report has no cost block)."""
+    import sqlite3
+    path = hunt_dir / "store" / "store.sqlite"
+    if not path.exists():
+        return {}
+    with sqlite3.connect(path) as con:
+        n, wall, measured = con.execute("SELECT count(*), coalesce(sum(wall_seconds), 0), "
+                                        "coalesce(sum(seconds), 0) FROM samples").fetchone()
+        k, skip_wall = con.execute("SELECT count(*), coalesce(sum(wall_seconds), 0) FROM skips").fetchone()
+    wall += skip_wall
+    return {"probes": n + k, "probe_wall_s": wall, "gpu_s": wall * gpus,
+            "measured_share": measured / wall if wall else None}
+
+
+def summarise(arm: Arm, label: str, report: dict, exit_code: int, wall: float, tail: str,
+              hunt_dir: Path) -> dict:
     if isinstance(report.get("commits"), dict):
         report = report["commits"]
-    cost = report.get("cost") or {}
-    return {"arm": arm.name, "label": label, "exit": done.returncode, "wall_s": wall,
-            "probes": report.get("probes"), "probe_wall_s": cost.get("probe_wall_s"),
+    # totals over every run of the hunt (resumed ones too) when the tool reports them, else
+    # from the hunt's own store (one hunt per store here)
+    cost = ((report.get("cost") or {}).get("hunt") or report.get("cost")
+            or store_totals(hunt_dir, len((report.get("environment") or {}).get("gpus") or ())))
+    return {"arm": arm.name, "label": label, "exit": exit_code, "wall_s": wall,
+            "probes": cost.get("probes", report.get("probes")), "probe_wall_s": cost.get("probe_wall_s"),
             "gpu_s": cost.get("gpu_s"), "measured_share": cost.get("measured_share"),
             "tokens": (report.get("settings") or {}).get("tokens"),
             "culprits": [c["commit"] for c in report.get("culprits") or ()],
             "overhead_pairs": (report.get("instrumentation") or {}).get("overhead_pairs"),
             "good_tok_s": ((report.get("endpoints") or {}).get("good") or {}).get("median_tok_s"),
-            "wall_per_probe_s": (cost["probe_wall_s"] / report["probes"]
-                                 if cost.get("probe_wall_s") and report.get("probes") else None),
-            "stderr_tail": done.stderr[-400:] if done.returncode not in (0, 2, 5, 6) else ""}
+            "wall_per_probe_s": (cost["probe_wall_s"] / cost["probes"]
+                                 if cost.get("probe_wall_s") and cost.get("probes") else None),
+            "stderr_tail": tail}
 
 
 def fmt(value, spec: str = "") -> str:
@@ -149,7 +176,7 @@ def table(rows: list[dict], expected: list[str]) -> str:
     for r in rows:
         found = len(set(r["culprits"]) & set(expected))
         extra = len(set(r["culprits"]) - set(expected))
-        lines.append(f"| {r['arm']} | {r['label']} | {r['exit']} | {fmt(r['probes'])} | {r['wall_s']:.0f} | "
+        lines.append(f"| {r['arm']} | {r['label']} | {r['exit']} | {fmt(r['probes'])} | {fmt(r['wall_s'], '.0f')} | "
                      f"{fmt(r['probe_wall_s'], '.0f')} | {fmt(r['wall_per_probe_s'], '.1f')} | "
                      f"{fmt(r['gpu_s'], '.0f')} | {fmt(r['measured_share'], '.0%')} | {fmt(r['tokens'])} | "
                      f"{fmt(r['overhead_pairs'])} | {fmt(r['good_tok_s'], ',.1f')} | "
