@@ -1,13 +1,12 @@
 """The cost levers (docs/cost.md): anytime-valid overhead arm, no arm that measures nothing,
 --tokens auto, shared caches, cost accounting. Fake executors for the hunt-level tests (the
-budget and overhead logic only needs outcomes), one real-process hunt of a no-torch probe."""
+budget and overhead logic only needs outcomes); the real-process hunt of a no-torch probe
+is in tests/test_hunt_integration.py."""
 from __future__ import annotations
 
-import json
 import math
 import random
 import subprocess
-import sys
 import threading
 from pathlib import Path
 
@@ -23,7 +22,6 @@ from regressbisect.hunt import NO_COUNTERS_NOTE, CommitHunt
 from regressbisect.model import ProbeOutcome, Sample, SampleKey
 from regressbisect.store import Store
 from tests.benchrepo import make_bench_repo
-from tests.cli import run_cli
 
 
 # -- the anytime-valid interval ------------------------------------------------------------------
@@ -283,21 +281,3 @@ def test_gpus_per_probe_counts_the_slot_devices():
     assert costs.gpus_per_probe({"CUDA_VISIBLE_DEVICES": "0,1"}, 8) == 2
     assert costs.gpus_per_probe({}, 8) == 8
     assert costs.gpus_per_probe(None, 0) == 0
-
-
-# -- a real probe that never imports torch -------------------------------------------------------
-
-@pytest.mark.slow
-def test_a_no_torch_probe_pays_one_shimmed_run_and_the_report_says_why(tmp_path):
-    shas = make_bench_repo(tmp_path / "repo", [1000.0] * 3 + [900.0] * 3)
-    out = tmp_path / "hunt.json"
-    code = run_cli(["run", "-C", str(tmp_path / "repo"), "--cmd", f"{sys.executable} bench.py",
-                    "--tokens", "1000", "--env", f"BENCH_STATE={tmp_path / 'state'}", "--quiet",
-                    "--json", str(out), shas[0], shas[-1]])
-    assert code == 0
-    report = json.loads(out.read_text())
-    assert report["culprits"][0]["commit"] == shas[3]
-    assert report["instrumentation"]["note"] == NO_COUNTERS_NOTE
-    n_search = sum(c["n"] for c in report["candidates"])
-    assert report["probes"] == n_search + 1
-    assert report["cost"]["probe_wall_s"] > 0 and report["cost"]["gpu_s"] >= 0
