@@ -158,6 +158,9 @@ def summarise(arm: Arm, label: str, report: dict, exit_code: int, wall: float, t
             "culprits": [c["commit"] for c in report.get("culprits") or ()],
             "overhead_pairs": (report.get("instrumentation") or {}).get("overhead_pairs"),
             "good_tok_s": ((report.get("endpoints") or {}).get("good") or {}).get("median_tok_s"),
+            # probes that are not the search's evidence: overhead arm, counters runs, pilots
+            "not_evidence": (cost.get("probes", report.get("probes")) or 0)
+            - sum(c.get("n", 0) - c.get("cached", 0) for c in report.get("candidates") or ()),
             "wall_per_probe_s": (cost["probe_wall_s"] / cost["probes"]
                                  if cost.get("probe_wall_s") and cost.get("probes") else None),
             "stderr_tail": tail}
@@ -170,20 +173,21 @@ def fmt(value, spec: str = "") -> str:
 
 
 def table(rows: list[dict], expected: list[str]) -> str:
-    lines = ["| arm | hunt | exit | probes | hunt wall s | probe wall s | s per probe | GPU-s | measured share | "
-             "tokens | overhead pairs | GOOD tok/s | culprits found |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    lines = ["| arm | hunt | exit | probes | not evidence | hunt wall s | probe wall s | s per probe | GPU-s | "
+             "measured share | tokens | overhead pairs | GOOD tok/s | culprits found |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         found = len(set(r["culprits"]) & set(expected))
         extra = len(set(r["culprits"]) - set(expected))
-        lines.append(f"| {r['arm']} | {r['label']} | {r['exit']} | {fmt(r['probes'])} | {fmt(r['wall_s'], '.0f')} | "
+        lines.append(f"| {r['arm']} | {r['label']} | {r['exit']} | {fmt(r['probes'])} | {fmt(r.get('not_evidence'))} | "
+                     f"{fmt(r['wall_s'], '.0f')} | "
                      f"{fmt(r['probe_wall_s'], '.0f')} | {fmt(r['wall_per_probe_s'], '.1f')} | "
                      f"{fmt(r['gpu_s'], '.0f')} | {fmt(r['measured_share'], '.0%')} | {fmt(r['tokens'])} | "
                      f"{fmt(r['overhead_pairs'])} | {fmt(r['good_tok_s'], ',.1f')} | "
                      f"{found}/{len(expected)}{f' (+{extra} other)' if extra else ''} |")
-    lines += ["", "| arm (median of hunts) | hunts | probes | hunt wall s | s per probe | GPU-s | measured share | "
-                  "GOOD tok/s | all culprits |",
-              "|---|---|---|---|---|---|---|---|---|"]
+    lines += ["", "| arm | hunts | mean probes | median probes | mean not evidence | median hunt wall s | "
+                  "median s per probe | median GPU-s | median measured share | median GOOD tok/s | all culprits |",
+              "|---|---|---|---|---|---|---|---|---|---|---|"]
     for arm in dict.fromkeys(r["arm"] for r in rows):
         mine = [r for r in rows if r["arm"] == arm]
 
@@ -191,7 +195,11 @@ def table(rows: list[dict], expected: list[str]) -> str:
             vals = [r[key] for r in mine if r[key] is not None]
             return statistics.median(vals) if vals else None
         complete = sum(set(expected) <= set(r["culprits"]) for r in mine)
-        lines.append(f"| {arm} | {len(mine)} | {fmt(med('probes'))} | {fmt(med('wall_s'), '.0f')} | "
+        def mean(key):
+            vals = [r[key] for r in mine if r.get(key) is not None]
+            return statistics.mean(vals) if vals else None
+        lines.append(f"| {arm} | {len(mine)} | {fmt(mean('probes'), '.1f')} | {fmt(med('probes'))} | "
+                     f"{fmt(mean('not_evidence'), '.1f')} | {fmt(med('wall_s'), '.0f')} | "
                      f"{fmt(med('wall_per_probe_s'), '.1f')} | {fmt(med('gpu_s'), '.0f')} | "
                      f"{fmt(med('measured_share'), '.0%')} | {fmt(med('good_tok_s'), ',.1f')} | "
                      f"{complete}/{len(mine)} |")
