@@ -69,8 +69,14 @@ def tool_command(python: str) -> list[str]:
 def build_demo(where: Path, preset: str) -> tuple[Path, list[str]]:
     sys.path.insert(0, str(ROOT))
     from regressbisect.demo import build_demo_repo
-    info = build_demo_repo(where / f"demo-{preset}", preset=preset)
-    return info.path, [c.sha for c in info.culprits]
+    repo = where / f"demo-{preset}"
+    record = where / f"demo-{preset}-culprits.json"
+    if record.exists():  # the same --work again
+        return repo, json.loads(record.read_text())
+    info = build_demo_repo(repo, preset=preset)
+    culprits = [c.sha for c in info.culprits]
+    record.write_text(json.dumps(culprits))
+    return info.path, culprits
 
 
 def build_bench_repo(where: Path, spec: str) -> tuple[Path, list[str], tuple[int, int, float, float]]:
@@ -80,7 +86,11 @@ def build_bench_repo(where: Path, spec: str) -> tuple[Path, list[str], tuple[int
     from tests.benchrepo import make_bench_repo
     speeds = [1000.0] * index + [round(1000.0 * (1 + step), 3)] * (n - index)
     repo = where / "bench-repo"
-    shas = make_bench_repo(repo, speeds)
+    if repo.exists():  # the same --work again: hunts resume or are read back, against this repo
+        shas = subprocess.run(["git", "-C", str(repo), "log", "--format=%H", "--reverse"],
+                              capture_output=True, text=True, check=True).stdout.split()
+    else:
+        shas = make_bench_repo(repo, speeds)
     return repo, [shas[0], shas[index]], (n, index, step, cv)
 
 
