@@ -190,18 +190,24 @@ def choose_budget(pilots: Sequence[Pilot], *, initial_tokens: int, min_effect: f
     tokens = statistics.median(p.sample.tokens for p in usable)
     facts.update(startup_s=round(startup, 3), window_s=round(seconds, 3))
     rows = [_step_rows(p.sample) for p in usable]
-    steps_known = all(len(r) >= 3 for r in rows)
+    steps_known = all(len(r) >= 1 for r in rows)
+    logs = [math.log(p.sample.tok_s) for p in usable]
+    between = statistics.stdev(logs) if len(logs) > 1 else 0.0
     if steps_known:
         step_tokens = statistics.median(float(r.get("tokens") or tokens / len(rs))
                                         for rs in rows for r in rs)
         step_s = statistics.median(r["ms"] / 1e3 for rs in rows for r in rs)
-        within = statistics.median(_robust_cv([r["ms"] for r in rs]) for rs in rows)
-        n0 = tokens / step_tokens
+        n0 = max(1.0, tokens / step_tokens)
+        if all(len(r) >= 3 for r in rows):
+            within = statistics.median(_robust_cv([r["ms"] for r in rs]) for rs in rows)
+        else:
+            # Too few steps per pilot for their own spread (a budget under three steps): take
+            # all of the pilots' spread as step noise, the case where more steps help most.
+            within = between * math.sqrt(n0)
+            facts["within_from_pilot_spread"] = True
     else:  # no per-step rows: the whole window is one "step" of the initial budget
         step_tokens, step_s, within, n0 = float(tokens), seconds, 0.0, 1.0
     facts.update(step_tokens=step_tokens, step_s=round(step_s, 6), within_cv=round(within, 5))
-    logs = [math.log(p.sample.tok_s) for p in usable]
-    between = statistics.stdev(logs) if len(logs) > 1 else 0.0
     process_var = max(0.0, between ** 2 - within ** 2 / n0)
     facts.update(between_cv=round(between, 5), process_cv=round(math.sqrt(process_var), 5))
 

@@ -103,6 +103,16 @@ def test_budget_on_a_gpu_like_probe_is_few_steps_not_the_start_up():
     assert "min_effect/8" in choice.reason
 
 
+def test_budget_from_one_step_pilots_uses_their_spread():
+    """The h200 preset's step is 7680 tokens: pilots at 4096 tokens measure one step each. Their
+    spread (0.67%) is taken as step noise: a few steps, not a window as long as the start-up."""
+    rng = random.Random(8)
+    pilots = [_pilot(20.0, 0.17, 1, 7680, 0.0067, 1.0, rng) for _ in range(3)]
+    choice = costs.choose_budget(pilots, initial_tokens=4096, min_effect=0.02, timeout_s=600)
+    assert choice.facts["within_from_pilot_spread"] is True
+    assert 7680 <= choice.tokens <= 30 * 7680 and choice.tokens % 7680 == 0
+
+
 def test_budget_grows_to_the_start_up_at_most_when_steps_are_noisy():
     rng = random.Random(4)
     pilots = [_pilot(4.0, 0.05, 20, 48, 0.3, 1.0, rng) for _ in range(3)]
