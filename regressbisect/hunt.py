@@ -151,11 +151,14 @@ class CommitHunt:
             cached_before = 0
             try:
                 budget = None
-                if cfg.tokens_auto:
-                    pilot_source = sample_source()
-                    budget = self._choose_budget(pilot_source, store)
-                    cached_before = pilot_source.cached_used
                 source = sample_source()
+                if cfg.tokens_auto:
+                    budget = self._choose_budget(source, store)
+                    if budget.tokens != cfg.probe.tokens:  # a new key: a source at the new budget
+                        cached_before = source.cached_used
+                        source = sample_source()
+                    # else the pilots stay in this source: the search reuses them as this hunt's
+                    # own samples (not as samples cached from before the hunt)
                 plan = self._plan_instrumentation(source)
                 result = self._search(source, plan)
             except UserError as error:
