@@ -76,7 +76,8 @@ class HuntConfig:
     overhead_limit: float = 0.01
     """Shim overhead above which tok/s must come from unshimmed runs (DESIGN.md: 1%)."""
     overhead_pairs: int = 6
-    """Interleaved shimmed/unshimmed pairs used to measure the shim's overhead on GOOD."""
+    """Most interleaved shimmed/unshimmed pairs of the shim's overhead arm on GOOD; it stops as
+    soon as its anytime-valid interval decides (docs/cost.md), and is 'not proven' at the cap."""
     lm_head_min_out: int | None = None
     """Output width from which an F.linear call counts as an lm_head call; None leaves it to the
     probe (REGRESSBISECT_LMHEAD_MIN_OUT, else the shim's default 32768)."""
