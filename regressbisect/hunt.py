@@ -271,8 +271,9 @@ class CommitHunt:
         comparison = stats.Comparison(change=math.expm1(-mean),
                                       ci95=(math.expm1(-interval[1]), math.expm1(-interval[0])),
                                       p_value=math.nan, verdict=decision)
-        measured = (f"shim overhead {-comparison.change:+.2%} (anytime-valid 95% interval "
-                    f"{-comparison.ci95[1]:+.2%}..{-comparison.ci95[0]:+.2%}, {len(plain)} pairs)")
+        interval_text = (f"anytime-valid 95% interval {-comparison.ci95[1]:+.2%}..{-comparison.ci95[0]:+.2%}"
+                         if all(math.isfinite(x) for x in interval) else "no finite anytime-valid interval")
+        measured = f"shim overhead {-comparison.change:+.2%} ({interval_text}, {len(plain)} pairs)"
         if decision == "within":
             note = (f"{measured} is within {cfg.overhead_limit:.0%}: tok/s and counters come from the "
                     f"same shimmed runs")
