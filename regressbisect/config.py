@@ -156,7 +156,8 @@ class HuntConfig:
     overhead_limit: float = 0.01
     """Shim overhead above which tok/s must come from unshimmed runs (docs/design.md, "Counters": 1%)."""
     overhead_pairs: int = 6
-    """Interleaved shimmed/unshimmed pairs used to measure the shim's overhead on GOOD."""
+    """Most interleaved shimmed/unshimmed pairs of the shim's overhead arm on GOOD; it stops as
+    soon as its anytime-valid interval decides (docs/cost.md), and is 'not proven' at the cap."""
     lm_head_min_out: int | None = None
     """Output width from which an F.linear call counts as an lm_head call; None leaves it to the
     probe (REGRESSBISECT_LMHEAD_MIN_OUT, else the shim's default 32768)."""
@@ -186,6 +187,12 @@ class HuntConfig:
     """Where probes run: 'local' (processes on this machine) or 'slurm' (one Slurm job each)."""
     slurm: SlurmConfig = field(default_factory=SlurmConfig)
     """Job settings of the slurm executor."""
+    tokens_auto: bool = False
+    """True when no budget was given (or `tokens = "auto"`): a commit hunt picks the budget from
+    pilot probes of GOOD, starting from `probe.tokens` (docs/cost.md). A given budget is kept."""
+    shared_caches: bool = True
+    """Point the probe stack's on-disk caches the user has not set (inductor, triton, torch
+    extensions) at one directory beside the store, shared by every slot (docs/cost.md)."""
 
     def __post_init__(self) -> None:
         if not 0 < self.min_effect < 1:
@@ -226,7 +233,7 @@ _PYPROJECT_KEYS = {
     "min_effect": ("hunt", float), "direction": ("hunt", str), "max_samples": ("hunt", int),
     "slots": ("hunt", int), "slot_devices": ("hunt", list), "instrument": ("hunt", str),
     "overhead_limit": ("hunt", float), "overhead_pairs": ("hunt", int),
-    "lm_head_min_out": ("hunt", int), "unit": ("hunt", str),
+    "lm_head_min_out": ("hunt", int), "unit": ("hunt", str), "shared_caches": ("hunt", bool),
     # setup step, slot venvs, busy-machine guard
     "setup": ("probe", str), "venv": ("probe", bool), "setup_timeout": ("probe", float),
     "busy_check": ("hunt", bool), "busy_cpus": ("hunt", float), "busy_share": ("hunt", float),
@@ -246,6 +253,7 @@ def build_config(pyproject_table: Mapping[str, Any], flags: Mapping[str, Any],
                  source: str = "pyproject.toml") -> HuntConfig:
     """Merge defaults <- `[tool.regressbisect]` <- flags (a flag of None means 'not given')."""
     merged: dict[str, Any] = {}
+    pyproject_table, flags, tokens_auto = _split_auto_tokens(pyproject_table, flags, source)
     for key, value in pyproject_table.items():
         if key not in _PYPROJECT_KEYS:
             known = ", ".join(sorted(_PYPROJECT_KEYS))
@@ -273,7 +281,40 @@ def build_config(pyproject_table: Mapping[str, Any], flags: Mapping[str, Any],
     hunt_kwargs["slurm"] = _slurm_config(slurm_table, source)
     if "slot_devices" in hunt_kwargs:
         hunt_kwargs["slot_devices"] = tuple(str(d) for d in hunt_kwargs["slot_devices"])
-    return HuntConfig(probe=ProbeConfig(**probe_kwargs), **hunt_kwargs)
+    return HuntConfig(probe=ProbeConfig(**probe_kwargs), tokens_auto=tokens_auto, **hunt_kwargs)
+
+
+AUTO = "auto"
+
+
+def _split_auto_tokens(pyproject_table: Mapping[str, Any], flags: Mapping[str, Any],
+                       source: str) -> tuple[dict[str, Any], dict[str, Any], bool]:
+    """Read the budget of both layers: a number is the user's budget (never changed); 'auto',
+    or no budget in either layer, lets a commit hunt choose it (docs/cost.md). Returns the
+    layers with 'tokens' a number or absent, and whether the budget is automatic."""
+    table, given = dict(pyproject_table), dict(flags)
+    flag = given.get("tokens")
+    if flag is not None:
+        table.pop("tokens", None)  # the flag wins over pyproject, number or 'auto'
+    if isinstance(flag, str):
+        if flag.strip().lower() == AUTO:
+            given.pop("tokens")
+            return table, given, True
+        try:
+            given["tokens"] = int(flag)
+        except ValueError:
+            raise UserError(f"--tokens must be a positive integer or 'auto', got {flag!r}") from None
+        return table, given, False
+    if flag is not None:
+        return table, given, False
+    value = table.get("tokens")
+    if isinstance(value, str):
+        if value.strip().lower() != AUTO:
+            raise UserError(f"[tool.regressbisect] tokens in {source} must be an int or \"auto\", "
+                            f"got {value!r}")
+        table.pop("tokens")
+        return table, given, True
+    return table, given, value is None
 
 
 def _slurm_config(table: Mapping[str, Any], source: str) -> SlurmConfig:

@@ -700,7 +700,7 @@ def _commit(root: Path, subject: str, index: int) -> str:
     return _git(root, "rev-parse", "HEAD")
 
 
-def build_demo_repo(path: Path, preset: str = "tiny", tokens: int | None = None) -> DemoRepo:
+def build_demo_repo(path: Path, preset: str = "tiny", tokens: int | str | None = None) -> DemoRepo:
     """Create a new git repository at `path` with the scripted history and uncommitted diff.
 
     Raises UserError when `path` exists and is not an empty directory.
@@ -708,7 +708,9 @@ def build_demo_repo(path: Path, preset: str = "tiny", tokens: int | None = None)
     path = Path(path)
     if path.exists() and (not path.is_dir() or any(path.iterdir())):
         raise UserError(f"demo path {path} exists and is not empty; choose a new directory")
-    tokens = _DEFAULT_TOKENS_BY_PRESET.get(preset, DEFAULT_TOKENS) if tokens is None else int(tokens)
+    auto_tokens = tokens == "auto"  # pyproject says tokens = "auto": the hunt picks the budget
+    tokens = (_DEFAULT_TOKENS_BY_PRESET.get(preset, DEFAULT_TOKENS) if tokens is None or auto_tokens
+              else int(tokens))
     if tokens < 1:
         raise UserError("--tokens must be >= 1")
     path.mkdir(parents=True, exist_ok=True)
@@ -717,7 +719,10 @@ def build_demo_repo(path: Path, preset: str = "tiny", tokens: int | None = None)
     _copy_trainer(path)
     for edit in _INITIAL_EDITS:
         _apply(path, edit)
-    (path / "pyproject.toml").write_text(_pyproject(preset, tokens))
+    pyproject = _pyproject(preset, tokens)
+    if auto_tokens:
+        pyproject = pyproject.replace(f"\ntokens = {tokens}\n", '\ntokens = "auto"\n')
+    (path / "pyproject.toml").write_text(pyproject)
     commits = [(_commit(path, "Import the DFlash drafter trainer", 0), "Import the DFlash drafter trainer")]
     culprits: list[DemoCulprit] = []
     more_work = ""

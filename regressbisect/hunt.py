@@ -9,6 +9,8 @@ same command: the search is deterministic and is fed the stored samples in the o
 from __future__ import annotations
 
 import contextlib
+import dataclasses
+import math
 import os
 import shutil
 import signal
@@ -18,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
+from regressbisect import cost as costs
 from regressbisect import jsonreport
 from regressbisect import stats
 from regressbisect.config import HuntConfig, default_store_path
@@ -32,6 +35,9 @@ from regressbisect.probe.runner import ProbeSpec, kill_running_probes, run_probe
 from regressbisect.progress import HuntProgress
 from regressbisect.search.bisect import CommitSearch, SearchSettings
 from regressbisect.store import Store
+
+NO_COUNTERS_NOTE = ("the shimmed probe of GOOD counted nothing (it imports no torch, or makes none of "
+                    "the counted calls): no overhead arm and no counters runs, tok/s from unshimmed runs")
 
 VERDICT_EXIT = {
     "culprits": ExitCode.OK,
@@ -85,6 +91,11 @@ class InstrumentationPlan:
     overhead: stats.Comparison | None
     """Shimmed vs unshimmed on GOOD (None when not measured)."""
     note: str
+    counters_available: bool = True
+    """False when a shimmed probe of GOOD counted nothing (no torch, or no counted call): then
+    there is no overhead arm and no separate counters runs - they would measure nothing."""
+    overhead_pairs: int = 0
+    """Interleaved pairs the overhead arm used (it stops as soon as its interval decides)."""
 
 
 def probe_spec(config: HuntConfig) -> ProbeSpec:
@@ -188,22 +199,40 @@ class CommitHunt:
 
     def _run(self) -> HuntOutcome:
         cfg = self.config
-        spec = probe_spec(cfg)
+        gpus = count_gpus()
+        cache_plan = self._cache_plan()
+        # The meter wraps the executor: what every fresh probe cost, and the shared-cache env.
+        self.meter = costs.CostMeter(self.executor, extra_env=cache_plan.env,
+                                     visible_gpus=cfg.slurm.gpus_per_probe if cfg.executor == "slurm" else gpus)
         with Store(self.store_path) as store, WorktreePool(self.history, cfg.slots,
                                                                 root=work_root(cfg, self.history)) as pool:
             hunt_id = store.start_hunt(kind="commits", good=self.good, bad=self.bad,
                                        config_hash=self._config_hash,
                                        env_fingerprint=self.env_fingerprint,
                                        settings=self._search_settings_json())
-            source = SampleSource(store=store, pool=pool, spec=spec,
-                                  env_fingerprint=self.env_fingerprint, hunt_id=hunt_id,
-                                  key_for=self.key_for,
-                                  slot_env=slot_environments(cfg, count_gpus()),
-                                  executor=self.executor,
-                                  **measurement_parts(cfg, self.history, store, hunt_id, self.progress),
-                                  isolation=isolation_for_hunt(self.history, cfg.probe.isolation_check, spec.env,
-                                                               records_root=work_root(cfg, self.history)))
+
+            parts = measurement_parts(cfg, self.history, store, hunt_id, self.progress)
+
+            def sample_source() -> SampleSource:  # at the current budget (key_for reads it)
+                spec = probe_spec(self.config)
+                return SampleSource(store=store, pool=pool, spec=spec,
+                                    env_fingerprint=self.env_fingerprint, hunt_id=hunt_id,
+                                    key_for=self.key_for, slot_env=slot_environments(cfg, gpus),
+                                    executor=self.meter, **parts,
+                                    isolation=isolation_for_hunt(self.history, cfg.probe.isolation_check,
+                                                                 spec.env, records_root=work_root(cfg, self.history)))
+
+            cached_before = 0
             try:
+                budget = None
+                source = sample_source()
+                if cfg.tokens_auto:
+                    budget = self._choose_budget(source, store)
+                    if budget.tokens != cfg.probe.tokens:  # a new key: a source at the new budget
+                        cached_before = source.cached_used
+                        source = sample_source()
+                    # else the pilots stay in this source: the search reuses them as this hunt's
+                    # own samples (not as samples cached from before the hunt)
                 plan = self._plan_instrumentation(source)
                 result = self._search(source, plan)
             except UserError as error:
@@ -214,20 +243,66 @@ class CommitHunt:
             counters = self._explain(source, plan, result)
             report = jsonreport.commit_report(
                 commits=self.commits, result=result, counters=counters, plan=plan,
-                probes=source.probes_run, cached=source.cached_used, config=cfg,
-                env_facts=self.env_facts, store_path=self.store_path, hunt_id=hunt_id,
-                cached_by_index=self._cached_by_index, isolation=source.isolation)
+                probes=self.meter.totals.probes, cached=cached_before + source.cached_used,
+                config=self.config, env_facts=self.env_facts, store_path=self.store_path,
+                hunt_id=hunt_id, cached_by_index=self._cached_by_index, isolation=source.isolation)
             report["measurement"] = source.measurement_json()
             report["exit_code"] = int(VERDICT_EXIT[result.verdict])
+            report["cost"] = self._cost_json(gpus, budget, cache_plan)
+            report["cost"]["hunt"] = self._hunt_totals_json(store, hunt_id, gpus)
+            report["instrumentation"].update(overhead_pairs=plan.overhead_pairs,
+                                             counters_available=plan.counters_available)
             store.finish_hunt(hunt_id, report)
         return HuntOutcome(report=report, exit_code=VERDICT_EXIT[result.verdict], hunt_id=hunt_id)
+
+    # -- cost levers (docs/cost.md) -----------------------------------------------------------
+
+    def _cache_plan(self) -> costs.CachePlan:
+        directory = costs.cache_dir_for_store(self.store_path) if self.config.shared_caches else None
+        return costs.shared_cache_env(directory, self.config.probe.env)
+
+    def _choose_budget(self, source: SampleSource, store: Store) -> costs.BudgetChoice:
+        """--tokens auto: pilot probes of GOOD at the initial budget, then the hunt's budget.
+
+        The pilots are stored under the initial budget's config hash, so they are evidence only
+        if the budget stays the same, and a resumed hunt reads them back and chooses the same."""
+        cfg = self.config
+        self.progress.phase(f"choosing the token budget: {costs.AUTO_PILOTS} pilot probes of GOOD "
+                            f"at {cfg.probe.tokens} tokens")
+        good = self.candidates[0]
+        for i in range(costs.AUTO_PILOTS):
+            (draw,) = self._draw_checked(source, [Request(good, namespace="budget")], ["pilot"])
+            self._progress_sample(source, draw, note=f"budget pilot {i + 1}/{costs.AUTO_PILOTS}")
+        key = self.key_for(good)
+        pilots = [costs.Pilot(wall_s=w, sample=s) for w, s in
+                  zip(store.sample_walls(key, arm="main"), store.samples(key, arm="main"))][:costs.AUTO_PILOTS]
+        choice = costs.choose_budget(pilots, initial_tokens=cfg.probe.tokens,
+                                     min_effect=cfg.min_effect, timeout_s=cfg.probe.timeout_s)
+        self.config = dataclasses.replace(cfg, probe=dataclasses.replace(cfg.probe, tokens=choice.tokens))
+        self._config_hash = self.config.probe.config_hash()
+        self.progress.message(f"token budget {choice.tokens} (from {cfg.probe.tokens}): {choice.reason}")
+        return choice
+
+    def _cost_json(self, gpus: int, budget: costs.BudgetChoice | None,
+                   cache_plan: costs.CachePlan) -> dict[str, Any]:
+        budget_json = (budget.to_json() if budget is not None else
+                       {"tokens": self.config.probe.tokens, "reason": "given by the user (never changed)"})
+        return {**self.meter.totals.to_json(), "gpus_visible": gpus, "budget": budget_json,
+                "caches": cache_plan.to_json()}
+
+    def _hunt_totals_json(self, store: Store, hunt_id: int, gpus: int) -> dict[str, Any]:
+        """The same counts over every run of this hunt id (a resumed hunt pays its first runs too)."""
+        probes, wall, measured = store.hunt_probe_totals(hunt_id)
+        per_probe = costs.gpus_per_probe(slot_environments(self.config, gpus)[0], gpus)
+        return costs.CostTotals(probes=probes, wall_s=wall, measured_s=measured,
+                                gpu_s=wall * per_probe).to_json()
 
     # -- phases -----------------------------------------------------------------------------
 
     def _search_settings_json(self) -> dict[str, Any]:
         c = self.config
         return {"min_effect": c.min_effect, "direction": c.direction, "max_samples": c.max_samples,
-                "slots": c.slots, "instrument": c.instrument}
+                "slots": c.slots, "instrument": c.instrument, "tokens_auto": c.tokens_auto}
 
     def _draw_checked(self, source: SampleSource, requests: Sequence[Request], notes: Sequence[str]):
         """Draw samples; an endpoint that cannot be measured ends the hunt with its reason."""
@@ -248,30 +323,42 @@ class CommitHunt:
         if cfg.instrument == "separate":
             return InstrumentationPlan(False, None, f"{cfg.unit} from unshimmed runs; counters from "
                                                     "separate shimmed runs (--instrument separate)")
-        self.progress.phase("measuring the counters shim's overhead on GOOD (interleaved)")
+        self.progress.phase("measuring the counters shim's overhead on GOOD (interleaved, "
+                            "until decided)")
         good = self.candidates[0]
         plain: list[float] = []
         shimmed: list[float] = []
-        for _ in range(cfg.overhead_pairs):
+        decision, interval = "continue", (-math.inf, math.inf)
+        while decision == "continue":
             for instrumented in (False, True):
                 request = Request(good, instrumented=instrumented, namespace="overhead")
                 (draw,) = self._draw_checked(source, [request], ["shimmed" if instrumented else "plain"])
                 (shimmed if instrumented else plain).append(draw.value)
                 self._progress_sample(source, draw, note="overhead arm" + (" (shim)" if instrumented else ""))
-        # Paired comparison of interleaved pairs (drift cancels within a pair); overhead is the
-        # slowdown of the shimmed arm. Only an overhead proven below the limit lets tok/s come
-        # from shimmed runs: 'unsure' is treated as too much (docs/design.md, counters).
-        comparison = stats.compare(plain, shimmed, min_effect=cfg.overhead_limit, paired=True)
-        overhead_hi = -comparison.ci95[0]
-        if overhead_hi <= cfg.overhead_limit:
-            note = (f"shim overhead {-comparison.change:+.2%} (95% CI {-comparison.ci95[1]:+.2%}.."
-                    f"{-comparison.ci95[0]:+.2%}) is within {cfg.overhead_limit:.0%}: {cfg.unit} and counters "
-                    f"come from the same shimmed runs")
-            return InstrumentationPlan(True, comparison, note)
-        note = (f"shim overhead {-comparison.change:+.2%} (95% CI {-comparison.ci95[1]:+.2%}.."
-                f"{-comparison.ci95[0]:+.2%}) is not proven within {cfg.overhead_limit:.0%}: {cfg.unit} from "
-                f"unshimmed runs, counters from separate shimmed runs")
-        return InstrumentationPlan(False, comparison, note)
+            if not any(draw.sample.counters.values()):
+                return InstrumentationPlan(False, None, NO_COUNTERS_NOTE, counters_available=False,
+                                           overhead_pairs=len(plain))
+            # Anytime-valid interval of the paired log differences, looked at after each pair;
+            # only an overhead proven below the limit lets tok/s come from shimmed runs
+            # (docs/design.md, counters).
+            decision, interval = costs.overhead_decision(plain, shimmed, limit=cfg.overhead_limit,
+                                                         max_pairs=cfg.overhead_pairs)
+        # overhead = log(plain / shimmed); the Comparison speaks of shimmed relative to plain
+        mean = sum(math.log(p / q) for p, q in zip(plain, shimmed)) / len(plain)
+        comparison = stats.Comparison(change=math.expm1(-mean),
+                                      ci95=(math.expm1(-interval[1]), math.expm1(-interval[0])),
+                                      p_value=math.nan, verdict=decision)
+        interval_text = (f"anytime-valid 95% interval {-comparison.ci95[1]:+.2%}..{-comparison.ci95[0]:+.2%}"
+                         if all(math.isfinite(x) for x in interval) else "no finite anytime-valid interval")
+        measured = f"shim overhead {-comparison.change:+.2%} ({interval_text}, {len(plain)} pairs)"
+        if decision == "within":
+            note = (f"{measured} is within {cfg.overhead_limit:.0%}: {cfg.unit} and counters come from the "
+                    f"same shimmed runs")
+            return InstrumentationPlan(True, comparison, note, overhead_pairs=len(plain))
+        why = "is beyond" if decision == "beyond" else "is not proven within"
+        note = (f"{measured} {why} {cfg.overhead_limit:.0%}: {cfg.unit} from unshimmed runs, counters "
+                f"from separate shimmed runs")
+        return InstrumentationPlan(False, comparison, note, overhead_pairs=len(plain))
 
     def _search(self, source: SampleSource, plan: InstrumentationPlan):
         cfg = self.config
@@ -298,7 +385,8 @@ class CommitHunt:
 
     def _explain(self, source: SampleSource, plan: InstrumentationPlan, result) -> dict[int, dict[str, float]]:
         """Counters per iteration at GOOD, BAD and both sides of each culprit."""
-        if self.config.instrument == "off" or result.verdict not in ("culprits", "not-localised", "undecided"):
+        if (self.config.instrument == "off" or not plan.counters_available
+                or result.verdict not in ("culprits", "not-localised", "undecided")):
             return {}
         indices = sorted({0, len(self.candidates) - 1}
                          | {c.first_bad for c in result.culprits} | {c.last_good for c in result.culprits})
@@ -314,5 +402,9 @@ class CommitHunt:
         return counters
 
     def _progress_sample(self, source: SampleSource, draw, note: str, **kw) -> None:
+        meter = getattr(self, "meter", None)
+        if meter is not None:
+            self.progress.cost(meter.totals.line())
         self.progress.sample(draw.candidate.short, draw.value, draw.skip_reason, draw.cached,
-                             probes=source.probes_run, cached_total=source.cached_used, note=note, **kw)
+                             probes=meter.totals.probes if meter else source.probes_run,
+                             cached_total=source.cached_used, note=note, **kw)

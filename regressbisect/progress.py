@@ -30,6 +30,8 @@ class ProgressState:
     last: str = ""
     jobs: str = ""
     """Scheduler jobs of this hunt (Slurm executor): queued / running / done, with their ids."""
+    cost: str = ""
+    """What the hunt has paid so far: probes, probe wall, measured share, GPU-seconds."""
 
 
 class HuntProgress:
@@ -84,7 +86,12 @@ class HuntProgress:
         tag = " (cached)" if cached else ""
         self.state.last = f"{label}: {what}{tag}"
         eta = f", ~{remaining} to go" if remaining is not None else ""
-        self._log(f"[{probes} run, {cached_total} cached{eta}] {label} {note}: {what}{tag}")
+        cost = f" | {self.state.cost}" if self.state.cost else ""
+        self._log(f"[{probes} run, {cached_total} cached{eta}{cost}] {label} {note}: {what}{tag}")
+        self._refresh()
+
+    def cost(self, line: str) -> None:
+        self.state.cost = line
         self._refresh()
 
     def message(self, text: str) -> None:
@@ -118,6 +125,8 @@ class HuntProgress:
         elapsed = time.monotonic() - self._started
         eta = f"  ~{s.remaining} probes to go" if s.remaining is not None else ""
         text.append(f"   {s.probes} run, {s.cached} cached, {elapsed:.0f}s{eta}\n")
+        if s.cost:
+            text.append(f" cost: {s.cost}\n", style="dim")
         if s.total:
             text.append(range_bar(s.total, s.interval))
             lo, hi = s.interval

@@ -30,7 +30,7 @@ from scipy import stats as _st
 
 __all__ = [
     "Summary", "summarize", "Comparison", "compare", "pooled_log_sigma", "sprt",
-    "mixture_log_lr", "log_threshold",
+    "mixture_log_lr", "log_threshold", "t_confidence_sequence", "t_cs_multiplier",
 ]
 
 
@@ -203,3 +203,61 @@ def mixture_log_lr(estimate: float, se: float, scale: float) -> float:
         raise ValueError("mixture_log_lr needs se > 0 and scale > 0")
     v, t2 = se ** 2, scale ** 2
     return 0.5 * math.log(v / (v + t2)) + t2 * estimate ** 2 / (2 * v * (v + t2))
+
+
+# -- anytime-valid interval for a mean of unknown variance ---------------------------------------
+
+CS_PRIOR_SCALE = 100.0
+"""g of the t mixture below: prior variance of the effect size mean/sigma. Large, because the
+intervals it serves (the shim's overhead at GPU noise) sit many sigmas away from their bound."""
+
+
+def _t_mixture_log_bf(t: float, n: int, g: float) -> float:
+    """Log Bayes factor of 'mean/sigma ~ N(0, g)' against 'mean 0' for a one-sample t statistic
+    of n values (Rouder et al. 2009, eq. 1 with its prior scale fixed; sigma under the right
+    Haar prior 1/sigma)."""
+    nu = n - 1
+    u = 1.0 + n * g
+    return (-0.5 * math.log(u) + 0.5 * (nu + 1) * (math.log1p(t * t / nu) - math.log1p(t * t / (u * nu))))
+
+
+def t_confidence_sequence(values: Sequence[float], *, alpha: float = 0.05,
+                          g: float = CS_PRIOR_SCALE) -> tuple[float, float]:
+    """Running-intersection (1 - alpha) confidence sequence for the mean of Gaussian values of
+    unknown variance, evaluated after each value: the interval at the last one.
+
+    The t-mixture Bayes factor with the right Haar prior on sigma is a nonnegative martingale
+    under any fixed mean in the filtration of scale-invariant statistics (Lai 1976; Perez-Ortiz
+    et al. 2022, "E-statistics, group invariance and anytime-valid testing"), so by Ville's
+    inequality the mean leaves the set {m : BF(m) < 1/alpha} at some time with probability at
+    most alpha: the interval may be looked at after every value (a t test may not). Needs two
+    values; before that, (-inf, inf). With unknown variance no such interval is finite in
+    fewer than three values unless the values are many sigmas from a bound: n=2 needs t > ~40.
+    """
+    x = np.asarray(list(values), dtype=float)
+    lo, hi = -math.inf, math.inf
+    for n in range(2, x.size + 1):
+        head = x[:n]
+        mean = float(head.mean())
+        multiplier = t_cs_multiplier(n, alpha=alpha, g=g)
+        if math.isfinite(multiplier):
+            half = multiplier * float(head.std(ddof=1) / math.sqrt(n))
+            lo, hi = max(lo, mean - half), min(hi, mean + half)
+    return lo, hi
+
+
+def t_cs_multiplier(n: int, *, alpha: float = 0.05, g: float = CS_PRIOR_SCALE) -> float:
+    """c such that mean +- c * se is the interval of t_confidence_sequence after n values
+    (inf when no finite interval exists at n). The Bayes factor grows with |t|: bisect for
+    BF = 1/alpha."""
+    threshold = math.log(1.0 / alpha)
+    if n < 2 or _t_mixture_log_bf(1e6, n, g) < threshold:
+        return math.inf
+    a, b = 0.0, 1e6
+    for _ in range(200):
+        mid = 0.5 * (a + b)
+        if _t_mixture_log_bf(mid, n, g) < threshold:
+            a = mid
+        else:
+            b = mid
+    return b

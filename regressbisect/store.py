@@ -302,6 +302,26 @@ class Store:
                        counters=json.loads(counters), instrumented=bool(instr))
                 for sid, tok_s, tokens, seconds, counters, instr in rows]
 
+    def sample_walls(self, key: SampleKey, *, instrumented: bool | None = False,
+                     arm: str | None = None) -> list[float]:
+        """Probe wall seconds of the samples `samples()` returns, same order (what each cost)."""
+        where, params = _sample_filter(key, instrumented, arm)
+        with self._lock:
+            return [float(r[0]) for r in self._conn.execute(
+                f"SELECT wall_seconds FROM samples WHERE {where} ORDER BY id", params)]
+
+    def hunt_probe_totals(self, hunt_id: int) -> tuple[int, float, float]:
+        """(probes, probe wall seconds, measured seconds) stored by one hunt, over every run of
+        it (a resumed hunt included), skipped probes counted."""
+        with self._lock:
+            n, wall, measured = self._conn.execute(
+                "SELECT count(*), coalesce(sum(wall_seconds), 0), coalesce(sum(seconds), 0) "
+                "FROM samples WHERE hunt_id = ?", (hunt_id,)).fetchone()
+            skips, skip_wall = self._conn.execute(
+                "SELECT count(*), coalesce(sum(wall_seconds), 0) FROM skips WHERE hunt_id = ?",
+                (hunt_id,)).fetchone()
+        return int(n + skips), float(wall + skip_wall), float(measured)
+
     def sample_ids(self, key: SampleKey, *, instrumented: bool | None = False,
                    arm: str | None = None) -> list[int]:
         """Ids of the samples `samples()` returns, same order (for `iterations()`)."""

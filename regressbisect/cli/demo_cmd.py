@@ -36,7 +36,7 @@ def demo(
     from regressbisect.progress import HuntProgress
     from regressbisect.render import render_summary
 
-    info = build_demo_repo(directory, preset=preset, tokens=tokens)
+    info = build_demo_repo(directory, preset=preset, tokens=o.parse_demo_tokens(tokens))
     print(f"built {info.path} ({len(info.commits)} commits, uncommitted diff in the work tree)")
     if build_only:
         return

@@ -10,7 +10,8 @@ from regressbisect.errors import UserError
 
 Repo = Annotated[Path, typer.Option("--repo", "-C", help="The git repository to hunt in (default: current directory).")]
 Cmd = Annotated[Optional[str], typer.Option("--cmd", help="Probe command run in each candidate's worktree; {tokens} is replaced by the budget. Default: cmd in \\[tool.regressbisect] of pyproject.toml.")]
-Tokens = Annotated[Optional[int], typer.Option("--tokens", help="Token budget of one measured run (also REGRESSBISECT_TOKENS). Default 4096.")]
+Tokens = Annotated[Optional[str], typer.Option("--tokens", help="Token budget of one measured run (also REGRESSBISECT_TOKENS), or 'auto'. Default: auto (run picks it from pilot probes of GOOD, starting at 4096; docs/cost.md).")]
+NoSharedCaches = Annotated[bool, typer.Option("--no-shared-caches", help="Leave inductor/triton/torch-extensions cache variables alone (default: one cache directory beside the store, shared by all slots).")]
 Timeout = Annotated[Optional[float], typer.Option("--timeout", help="Seconds before a probe's process group is killed and the run is skipped. Default 600.")]
 MetricRegex = Annotated[Optional[str], typer.Option("--metric-regex", help="Regex whose group 1 is the metric (higher is better), for probes that print no '@regressbisect {...}' line.")]
 Unit = Annotated[Optional[str], typer.Option("--unit", help="Unit of the metric in reports. Default: tok/s, or for --metric-regex the unit written after its number ('([0-9.]+) req/s' -> req/s), else units/s.")]
@@ -75,3 +76,13 @@ def measurement_flags(setup: str | None, venv: bool | None, setup_timeout: float
     """build_config's flags of the block above (None = not given)."""
     return {"setup": setup, "venv": venv, "setup_timeout": setup_timeout, "busy_check": busy_check,
             "busy_cpus": busy_cpus, "busy_share": busy_share, "max_wait": max_wait}
+
+
+def parse_demo_tokens(value: str | None) -> int | str | None:
+    """`demo --tokens`: a number or 'auto' written into the demo's pyproject (None: its default)."""
+    if value is None or value.strip().lower() == "auto":
+        return None if value is None else "auto"
+    try:
+        return int(value)
+    except ValueError:
+        raise UserError(f"--tokens must be a positive integer or 'auto', got {value!r}") from None

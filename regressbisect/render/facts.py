@@ -200,7 +200,31 @@ def cost_line(report: Mapping[str, Any]) -> str | None:
     probes, cached = report.get("probes"), report.get("cached_samples")
     if probes is None and cached is None:
         return None
-    return f"Probes run: {probes if probes is not None else '?'}, cached samples reused: {cached or 0}."
+    line = f"Probes run: {probes if probes is not None else '?'}, cached samples reused: {cached or 0}."
+    cost = report.get("cost")
+    if isinstance(cost, Mapping):
+        line += " " + cost_detail(cost)
+    return line
+
+
+def cost_detail(cost: Mapping[str, Any]) -> str:
+    """Probe wall, measured share, GPU-seconds, the budget and why, the shared caches."""
+    share = cost.get("measured_share")
+    share_text = f" ({share:.0%} of it in measured windows)" if _finite(share) else ""
+    parts = [f"Probe wall {cost.get('probe_wall_s', 0):,.0f}s{share_text}, "
+             f"{cost.get('gpu_s', 0):,.0f} GPU-seconds."]
+    budget = cost.get("budget")
+    if isinstance(budget, Mapping):
+        parts.append(f"Token budget {budget.get('tokens')}: {budget.get('reason')}.")
+    caches = cost.get("caches")
+    if isinstance(caches, Mapping):
+        if caches.get("shared"):
+            parts.append(f"Shared caches ({', '.join(caches['shared'])}) in {caches.get('directory')}.")
+        else:
+            parts.append("No shared caches (--no-shared-caches).")
+        if caches.get("user_set"):
+            parts.append(f"Left as the user set them: {', '.join(caches['user_set'])}.")
+    return " ".join(parts)
 
 
 def measurement_lines(report: Mapping[str, Any]) -> list[str]:

@@ -1,0 +1,293 @@
+"""The cost levers (docs/cost.md): anytime-valid overhead arm, no arm that measures nothing,
+--tokens auto, shared caches, cost accounting. Fake executors for the hunt-level tests (the
+budget and overhead logic only needs outcomes); the real-process hunt of a no-torch probe
+is in tests/test_hunt_integration.py."""
+from __future__ import annotations
+
+import math
+import random
+import subprocess
+import threading
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from regressbisect import cost as costs
+from regressbisect import stats
+from regressbisect.config import build_config
+from regressbisect.errors import UserError
+from regressbisect.git.history import History
+from regressbisect.hunt import NO_COUNTERS_NOTE, CommitHunt
+from regressbisect.model import ProbeOutcome, Sample, SampleKey
+from regressbisect.store import Store
+from tests.benchrepo import make_bench_repo
+
+
+# -- the anytime-valid interval ------------------------------------------------------------------
+
+def test_confidence_sequence_covers_the_mean_at_every_look():
+    """Looked at after every value, it misses the true mean at SOME time in at most ~alpha of
+    sequences; a t interval looked at as often misses far more (the reason it is not used)."""
+    rng = np.random.default_rng(7)
+    misses_cs = misses_t = 0
+    trials, n = 300, 30
+    from scipy import stats as st
+    for _ in range(trials):
+        x = rng.standard_normal(n) * 0.01 + 0.003
+        cs_missed = t_missed = False
+        for m in range(2, n + 1):
+            lo, hi = stats.t_confidence_sequence(x[:m])
+            cs_missed |= not lo <= 0.003 <= hi
+            half = st.t.ppf(0.975, m - 1) * x[:m].std(ddof=1) / math.sqrt(m)
+            t_missed |= abs(x[:m].mean() - 0.003) > half
+        misses_cs += cs_missed
+        misses_t += t_missed
+    assert misses_cs / trials <= 0.06
+    assert misses_t / trials > 2 * misses_cs / trials
+
+
+def test_no_finite_interval_from_two_values_then_narrowing():
+    assert stats.t_cs_multiplier(2) == math.inf
+    assert stats.t_cs_multiplier(3) < stats.t_cs_multiplier(4) * 2
+    widths = [np.subtract(*stats.t_confidence_sequence([0.01, 0.012, 0.009, 0.011, 0.0105][:n]))
+              for n in (3, 4, 5)]
+    assert -widths[2] < -widths[1] < -widths[0]
+
+
+# -- the overhead arm's decision -----------------------------------------------------------------
+
+def _pairs(n, overhead, sd, seed=1):
+    rng = random.Random(seed)
+    plain = [1000 * math.exp(rng.gauss(0, sd)) for _ in range(n)]
+    shimmed = [p * math.exp(rng.gauss(0, sd)) / (1 + overhead) for p in plain]
+    return plain, shimmed
+
+
+def test_overhead_decided_within_in_three_pairs_at_gpu_noise():
+    plain, shimmed = _pairs(3, 0.002, 0.0003)
+    assert costs.overhead_decision(plain[:2], shimmed[:2], limit=0.01, max_pairs=6)[0] == "continue"
+    decision, (lo, hi) = costs.overhead_decision(plain, shimmed, limit=0.01, max_pairs=6)
+    assert decision == "within" and hi < math.log1p(0.01)
+
+
+def test_overhead_beyond_the_limit_is_decided_beyond():
+    plain, shimmed = _pairs(4, 0.05, 0.0005)
+    assert costs.overhead_decision(plain, shimmed, limit=0.01, max_pairs=6)[0] == "beyond"
+
+
+def test_overhead_at_cpu_noise_stops_for_futility_after_two_pairs():
+    plain, shimmed = _pairs(2, 0.0, 0.12)
+    assert costs.overhead_decision(plain, shimmed, limit=0.01, max_pairs=4)[0] == "undecidable"
+
+
+# -- the auto budget -----------------------------------------------------------------------------
+
+def _pilot(startup, step_s, steps, step_tokens, within, level, rng):
+    ms = [step_s * 1e3 * math.exp(rng.gauss(0, within)) for _ in range(steps)]
+    seconds = sum(ms) / 1e3
+    tokens = step_tokens * steps
+    return costs.Pilot(wall_s=startup + seconds,
+                       sample=Sample(tok_s=level * tokens / seconds, tokens=tokens, seconds=seconds,
+                                     iters=tuple({"ms": m, "tokens": step_tokens} for m in ms)))
+
+
+def test_budget_on_a_gpu_like_probe_is_few_steps_not_the_start_up():
+    """20 s start-up, 0.17 s steps, 0.67% per step, no process noise: enough steps that the
+    window's noise is under min_effect/8, far below a window as long as the start-up."""
+    rng = random.Random(3)
+    pilots = [_pilot(20.0, 0.17, 5, 7680, 0.0067, 1.0, rng) for _ in range(3)]
+    choice = costs.choose_budget(pilots, initial_tokens=38400, min_effect=0.02, timeout_s=600)
+    assert choice.tokens % 7680 == 0
+    assert 2 * 7680 <= choice.tokens <= 20 * 7680
+    assert "min_effect/8" in choice.reason
+
+
+def test_budget_from_one_step_pilots_uses_their_spread():
+    """The h200 preset's step is 7680 tokens: pilots at 4096 tokens measure one step each. Their
+    spread (0.67%) is taken as step noise: a few steps, not a window as long as the start-up."""
+    rng = random.Random(8)
+    pilots = [_pilot(20.0, 0.17, 1, 7680, 0.0067, 1.0, rng) for _ in range(3)]
+    choice = costs.choose_budget(pilots, initial_tokens=4096, min_effect=0.02, timeout_s=600)
+    assert choice.facts["within_from_pilot_spread"] is True
+    assert 7680 <= choice.tokens <= 30 * 7680 and choice.tokens % 7680 == 0
+
+
+def test_budget_grows_to_the_start_up_at_most_when_steps_are_noisy():
+    rng = random.Random(4)
+    pilots = [_pilot(4.0, 0.05, 20, 48, 0.3, 1.0, rng) for _ in range(3)]
+    choice = costs.choose_budget(pilots, initial_tokens=960, min_effect=0.02, timeout_s=300)
+    assert choice.tokens <= math.ceil(4.0 / 0.05 * 1.2) * 48
+    assert choice.tokens % 48 == 0
+
+
+def test_budget_shrinks_when_process_noise_dominates():
+    """Per-process levels that differ by ~15% (a busy shared CPU): a long window buys nothing."""
+    rng = random.Random(5)
+    pilots = [_pilot(4.0, 0.05, 20, 48, 0.05, level, rng) for level in (1.0, 0.8, 1.2)]
+    choice = costs.choose_budget(pilots, initial_tokens=960, min_effect=0.02, timeout_s=300)
+    assert choice.tokens < 960
+    assert "between-process" in choice.reason
+
+
+def test_budget_is_kept_when_the_probe_reports_no_seconds():
+    pilots = [costs.Pilot(wall_s=5.0, sample=Sample(tok_s=1000.0)) for _ in range(3)]
+    assert costs.choose_budget(pilots, initial_tokens=4096, min_effect=0.02, timeout_s=600).tokens == 4096
+
+
+def test_budget_respects_half_the_timeout():
+    rng = random.Random(6)
+    pilots = [_pilot(20.0, 1.0, 4, 100, 0.5, 1.0, rng) for _ in range(3)]
+    choice = costs.choose_budget(pilots, initial_tokens=400, min_effect=0.02, timeout_s=60)
+    assert choice.tokens <= 10 * 100 and "timeout" in choice.reason
+
+
+# -- config: who gave a budget -------------------------------------------------------------------
+
+@pytest.mark.parametrize("table, flags, tokens, auto", [
+    ({"cmd": "x"}, {}, 4096, True),
+    ({"cmd": "x", "tokens": 960}, {}, 960, False),
+    ({"cmd": "x", "tokens": "auto"}, {}, 4096, True),
+    ({"cmd": "x", "tokens": 960}, {"tokens": "auto"}, 4096, True),
+    ({"cmd": "x", "tokens": "auto"}, {"tokens": "2048"}, 2048, False),
+    ({"cmd": "x"}, {"tokens": 512}, 512, False),
+])
+def test_budget_given_or_automatic(table, flags, tokens, auto):
+    config = build_config(table, flags)
+    assert (config.probe.tokens, config.tokens_auto) == (tokens, auto)
+
+
+def test_bad_budget_strings_are_user_errors():
+    with pytest.raises(UserError, match="positive integer or 'auto'"):
+        build_config({"cmd": "x"}, {"tokens": "lots"})
+    with pytest.raises(UserError, match="tokens"):
+        build_config({"cmd": "x", "tokens": "lots"}, {})
+
+
+# -- shared caches -------------------------------------------------------------------------------
+
+def test_shared_caches_leave_user_settings_alone(tmp_path):
+    plan = costs.shared_cache_env(tmp_path, {"TRITON_CACHE_DIR": "/mine"},
+                                  parent_env={"TORCH_EXTENSIONS_DIR": "/theirs"})
+    assert plan.env == {"TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "inductor")}
+    assert set(plan.user_set) == {"TRITON_CACHE_DIR", "TORCH_EXTENSIONS_DIR"}
+    assert costs.shared_cache_env(None, {}, parent_env={}).env == {}
+
+
+# -- hunts with a fake executor ------------------------------------------------------------------
+
+class StepProbe:
+    """Fake executor: tok/s from speed.py, per-step rows, a start-up of `startup` seconds, and
+    counters when instrumented (if `counters`). Records every call (tokens, env)."""
+
+    def __init__(self, *, noise=0.01, startup=10.0, step_tokens=100, counters=True, step_noise=0.02):
+        self.noise, self.startup, self.step_tokens = noise, startup, step_tokens
+        self.step_noise = step_noise
+        self.counters = counters
+        self.calls: list[tuple[int, bool, dict]] = []
+        self.lock = threading.Lock()
+
+    def __call__(self, spec, worktree: Path, extra_env=None) -> ProbeOutcome:
+        speed = float((worktree / "speed.py").read_text().split("=")[1])
+        with self.lock:
+            self.calls.append((spec.tokens, spec.instrument, dict(extra_env or {})))
+            rng = random.Random(len(self.calls))
+        steps = max(1, math.ceil(spec.tokens / self.step_tokens))
+        level = math.exp(rng.gauss(0, self.noise))
+        ms = [self.step_tokens / speed / level * 1e3 * math.exp(rng.gauss(0, self.step_noise))
+              for _ in range(steps)]
+        seconds = sum(ms) / 1e3
+        tokens = steps * self.step_tokens
+        counters = {"lm_head_calls": 2.0} if spec.instrument and self.counters else {}
+        sample = Sample(tok_s=tokens / seconds, tokens=tokens, seconds=seconds,
+                        iters=tuple({"ms": m, "tokens": self.step_tokens} for m in ms),
+                        counters=counters, instrumented=spec.instrument)
+        return ProbeOutcome(sample=sample, skip_reason=None, exit_code=0,
+                            wall_seconds=self.startup + seconds)
+
+
+def _hunt(repo: Path, probe, **flags):
+    history = History.open(repo)
+    table = {"cmd": "python bench.py", **flags.pop("table", {})}
+    config = build_config(table, flags)
+    shas = [line.split()[0] for line in subprocess.run(
+        ["git", "-C", str(repo), "log", "--format=%H", "--reverse"], capture_output=True, text=True,
+        check=True).stdout.split()]
+    return CommitHunt(history, shas[0], shas[-1], config, probe_runner=probe).run()
+
+
+@pytest.fixture
+def step_repo(tmp_path):
+    make_bench_repo(tmp_path / "repo", [1000.0] * 4 + [900.0] * 4)
+    return tmp_path / "repo"
+
+
+def test_no_counters_means_no_overhead_arm_and_no_counters_runs(step_repo):
+    probe = StepProbe(counters=False)
+    report = _hunt(step_repo, probe, tokens=1000).report
+    shimmed = [c for c in probe.calls if c[1]]
+    assert len(shimmed) == 1                      # the one that found nothing to count
+    assert report["instrumentation"]["note"] == NO_COUNTERS_NOTE
+    assert report["instrumentation_overhead_pct"] is None
+    assert report["verdict"] == "culprits"
+
+
+def test_overhead_arm_stops_when_decided_and_is_reused_by_the_next_hunt(step_repo):
+    probe = StepProbe(noise=0.0003, step_noise=0.001)   # GPU-like: 0.03% between processes
+    first = _hunt(step_repo, probe, tokens=1000, table={"overhead_pairs": 8}).report
+    assert first["instrumentation"]["overhead_pairs"] == 3   # decided 'within' at 3 pairs, not 8
+    assert [c[1] for c in probe.calls[:6]] == [False, True] * 3
+    assert first["instrumentation"]["tok_s_from_shimmed_runs"] is True
+    again = StepProbe(noise=0.0003, step_noise=0.001)
+    second = _hunt(step_repo, again, tokens=1000, table={"overhead_pairs": 8}).report
+    assert again.calls == [] and second["probes"] == 0
+    assert second["instrumentation"] == first["instrumentation"]
+
+
+def test_auto_budget_keys_samples_by_the_chosen_budget(step_repo):
+    probe = StepProbe(noise=0.002, startup=10.0)
+    outcome = _hunt(step_repo, probe, instrument="off")
+    report = outcome.report
+    budget = report["cost"]["budget"]
+    assert budget["initial_tokens"] == 4096 and budget["tokens"] != 4096
+    assert report["settings"]["tokens"] == budget["tokens"]
+    assert [c[0] for c in probe.calls[:3]] == [4096] * 3
+    assert {c[0] for c in probe.calls[3:]} == {budget["tokens"]}
+    # the pilots are stored under the initial budget, not counted as GOOD's evidence
+    good = report["candidates"][0]
+    tree = History.open(step_repo).tree_of(report["good"])
+    final = build_config({"cmd": "python bench.py", "tokens": budget["tokens"]}, {}).probe.config_hash()
+    with Store(Path(report["store"])) as store:
+        stored = store.samples(SampleKey(tree, None, final, _fingerprint()), arm="main")
+    assert good["n"] == len(stored)
+    # a re-run chooses the same budget from the stored pilots and measures nothing
+    again = StepProbe(noise=0.002, startup=10.0)
+    second = _hunt(step_repo, again, instrument="off").report
+    assert again.calls == [] and second["cost"]["budget"]["tokens"] == budget["tokens"]
+
+
+def _fingerprint() -> str:
+    from regressbisect.probe.runner import environment_fingerprint
+    return environment_fingerprint()[0]
+
+
+def test_cost_and_shared_caches_reach_the_probe_and_the_report(step_repo):
+    probe = StepProbe(startup=2.0)
+    report = _hunt(step_repo, probe, tokens=1000, instrument="off").report
+    cost = report["cost"]
+    assert cost["probes"] == report["probes"] == len(probe.calls)
+    assert cost["probe_wall_s"] == pytest.approx(sum(2.0 + 0.0 for _ in probe.calls) + cost["measured_s"], rel=1e-3)
+    assert 0 < cost["measured_share"] < 1
+    assert cost["gpu_s"] == pytest.approx(cost["probe_wall_s"] * cost["gpus_visible"])
+    cache_dir = Path(report["store"]).parent / "cache"
+    assert all(c[2].get("TORCHINDUCTOR_CACHE_DIR") == str(cache_dir / "inductor") for c in probe.calls)
+    assert cost["budget"]["reason"].startswith("given by the user")
+    off = StepProbe(startup=2.0)
+    _hunt(step_repo, off, tokens=1001, instrument="off", shared_caches=False)
+    assert all("TORCHINDUCTOR_CACHE_DIR" not in c[2] for c in off.calls)
+
+
+def test_gpus_per_probe_counts_the_slot_devices():
+    assert costs.gpus_per_probe({"CUDA_VISIBLE_DEVICES": "0,1"}, 8) == 2
+    assert costs.gpus_per_probe({}, 8) == 8
+    assert costs.gpus_per_probe(None, 0) == 0
