@@ -10,7 +10,14 @@ from regressbisect.errors import UserError
 
 Repo = Annotated[Path, typer.Option("--repo", "-C", help="The git repository to hunt in (default: current directory).")]
 Cmd = Annotated[Optional[str], typer.Option("--cmd", help="Probe command run in each candidate's worktree; {tokens} is replaced by the budget. Default: cmd in \\[tool.regressbisect] of pyproject.toml.")]
-Tokens = Annotated[Optional[str], typer.Option("--tokens", help="Token budget of one measured run (also REGRESSBISECT_TOKENS), or 'auto'. Default: auto (run picks it from pilot probes of GOOD, starting at 4096; docs/cost.md).")]
+def _token_budget(value: str | None) -> str | None:
+    """--tokens is a positive integer or 'auto': anything else is a usage error at parse time."""
+    if value is None or value.strip().lower() == "auto" or (value.strip().isdigit() and int(value) > 0):
+        return value
+    raise typer.BadParameter(f"must be a positive integer or 'auto', got {value!r}")
+
+
+Tokens = Annotated[Optional[str], typer.Option("--tokens", callback=_token_budget, help="Token budget of one measured run (also REGRESSBISECT_TOKENS), or 'auto'. Default: auto (run picks it from pilot probes of GOOD, starting at 4096; docs/cost.md).")]
 NoSharedCaches = Annotated[bool, typer.Option("--no-shared-caches", help="Leave inductor/triton/torch-extensions cache variables alone (default: one cache directory beside the store, shared by all slots).")]
 Timeout = Annotated[Optional[float], typer.Option("--timeout", help="Seconds before a probe's process group is killed and the run is skipped. Default 600.")]
 MetricRegex = Annotated[Optional[str], typer.Option("--metric-regex", help="Regex whose group 1 is the metric (higher is better), for probes that print no '@regressbisect {...}' line.")]
