@@ -242,3 +242,15 @@ def test_html_renders_in_chromium(tmp_path):
     assert pixels.shape[:2] == (1200, 1280)
     # The page is not blank: a good share of pixels differ from the white background.
     assert (pixels[..., :3] < 0.9).any(axis=-1).mean() > 0.01
+
+
+def test_markdown_and_html_say_where_the_probe_imported_the_project_from(tmp_path):
+    """The isolation line (render/facts.isolation_line) is in every rendering, not only the text."""
+    from regressbisect.render import render_html, render_markdown
+
+    report = {"schema": 2, "kind": "commits", "unit": "tok/s", "verdict": "culprits", "culprits": [],
+              "candidates": [], "isolation": {"checked": True, "modules": {"mypkg": "src/mypkg/__init__.py"},
+                                             "processes_per_probe": 1, "note": "imported from src/mypkg/"}}
+    line = "imports: imported from src/mypkg/"
+    assert line in render_markdown(report)
+    assert line in render_html(report, tmp_path / "html").read_text()

@@ -42,7 +42,8 @@ def _hunt(report: Mapping[str, Any], level: int) -> list[str]:
         lines += [f"{h}# Candidates", "",
                   tabulate([[_escape(cell) for cell in row] for row in rows], headers=facts.candidate_headers(report),
                            tablefmt="github", disable_numparse=True), ""]
-    for extra in (facts.remainder_line(report), facts.overhead_line(report), facts.cost_line(report)):
+    for extra in (facts.remainder_line(report), facts.overhead_line(report), facts.isolation_line(report),
+                  facts.cost_line(report)):
         if extra:
             lines.append(f"- {extra}")
     # Setup step, venvs, contention (a failed setup's output tail is in the JSON and the log).
