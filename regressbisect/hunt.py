@@ -144,16 +144,17 @@ def measurement_parts(config: HuntConfig, history: History, store: Store, hunt_i
                       progress: HuntProgress) -> dict[str, Any]:
     """SampleSource's setup step, slot virtualenvs and busy-machine guard, from the config
     (shared by commit, hunk and nightly hunts; docs/setup.md, docs/contention.md)."""
-    from regressbisect.git.worktrees import pool_root
     from regressbisect.probe.contention import BusyRule, ContentionGuard
     from regressbisect.probe.setup_step import SetupStep
     from regressbisect.probe.venvs import SlotVenvs
 
-    venvs = SlotVenvs(pool_root(history) / "venvs") if config.probe.venv else None
+    # Beside the worktree pool: with Slurm's shared_dir the nodes see the slots' venvs too.
+    root = work_root(config, history)
+    venvs = SlotVenvs(root / "venvs") if config.probe.venv else None
     setup = None
     if config.probe.setup is not None:
         setup = SetupStep(command=config.probe.setup, store=store, hunt_id=hunt_id,
-                          log_dir=pool_root(history) / "setup-logs",
+                          log_dir=root / "setup-logs",
                           timeout_s=config.probe.setup_timeout_s,
                           venv_key=venvs.key if venvs is not None else None)
     guard = None

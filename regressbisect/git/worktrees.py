@@ -270,5 +270,5 @@ def clean(history: History, root: Path | None = None) -> int:
             removed += sum(1 for child in pool.root.iterdir() if child.is_dir())
             shutil.rmtree(pool.root, ignore_errors=True)
         history.repo.git.worktree("prune")
-        shutil.rmtree(pool_root(history) / "venvs", ignore_errors=True)
+        shutil.rmtree((root or pool_root(history)) / "venvs", ignore_errors=True)
     return removed
