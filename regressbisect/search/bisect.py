@@ -23,7 +23,9 @@ The method (docs/search.md has the details and the references):
    commits are measured in pairs and a Wald SPRT on their paired log differences (sigma pooled
    from all samples) must accept the step, and the posterior must reach `confidence`. A drift of
    the machine cancels in each pair, so it cannot make a culprit; an SPRT that accepts 'no step'
-   vetoes that pair and the search moves on.
+   vetoes that pair and the search moves on. Those read the samples that picked the step, so it is
+   named only once pairs taken after the pick show it too (an always-valid test whose error is
+   spent over every step the hunt picks: `_named_by_fresh_pairs`).
 4. Every change point. After a culprit, the two sides [lo, last_good] and [first_bad, hi] are
    checked (Pinpoint-style: do their ends differ?) and searched the same way, with a 'no step
    here' hypothesis added to the posterior.
