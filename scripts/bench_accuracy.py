@@ -300,9 +300,9 @@ def run_trial(task: tuple[Cell, str, int, int]) -> dict:
             "reproduced": r.result.reproduced if method.startswith("ours") else None}
 
 
-def _set_settings(confidence: float, drift_prior: float) -> None:
+def _set_settings(confidence: float, drift_prior: float, max_samples: int) -> None:
     global OURS_SETTINGS
-    OURS_SETTINGS = SearchSettings(confidence=confidence, drift_prior=drift_prior)
+    OURS_SETTINGS = SearchSettings(confidence=confidence, drift_prior=drift_prior, max_samples=max_samples)
 
 
 def aggregate(rows: list[dict]) -> dict:
@@ -342,7 +342,8 @@ METHODS = ("ours-1", "naive", "careful", "bayes")
 
 def markdown(cells: list[Cell], table: dict, args: argparse.Namespace, seconds: float) -> str:
     lines = [f"Simulated histories, lognormal noise; {BAYES_IMPL} for the Bayesian baseline; "
-             f"seed {args.seed}; ours stops at posterior mass {args.confidence}, drift prior {args.drift_prior}; "
+             f"seed {args.seed}; ours stops at posterior mass {args.confidence}, drift prior {args.drift_prior}, "
+             f"max samples {args.max_samples}; "
              f"{seconds / 60:.1f} min on {args.jobs} processes.", "",
              "| cell | method | trials | exact | hit | both | false culprit | reproduced | could not decide | executions | rounds s=1/4/8 |",
              "|---|---|---|---|---|---|---|---|---|---|---|"]
@@ -438,6 +439,8 @@ def main(argv: list[str] | None = None) -> int:
                    help="posterior mass our search stops at (default 0.99; the Bayesian baseline stops at 0.95)")
     p.add_argument("--drift-prior", type=float, default=SearchSettings().drift_prior,
                    help="prior probability of the posterior's drift model (SearchSettings.drift_prior; 0 turns it off)")
+    p.add_argument("--max-samples", type=int, default=SearchSettings().max_samples,
+                   help="our search's cap of samples per candidate (SearchSettings.max_samples)")
     p.add_argument("--high-noise", action="store_true",
                    help="the busy-machine cells (CV 8, 12, 15%%; ours only, every cell gets --trials)")
     p.add_argument("--ours-only", action="store_true",
@@ -465,7 +468,7 @@ def main(argv: list[str] | None = None) -> int:
         expected[cell.name] = expected.get(cell.name, 0) + 1
     rows: list[dict] = []
     done: dict[str, int] = {}
-    with mp.Pool(args.jobs, initializer=_set_settings, initargs=(args.confidence, args.drift_prior)) as pool:
+    with mp.Pool(args.jobs, initializer=_set_settings, initargs=(args.confidence, args.drift_prior, args.max_samples)) as pool:
         for row in pool.imap_unordered(run_trial, tasks, chunksize=2):
             rows.append(row)
             done[row["cell"]] = done.get(row["cell"], 0) + 1

@@ -159,7 +159,8 @@ def test_spare_slots_check_both_sides_of_a_culprit_in_the_same_rounds():
     # a side check measures its two ends; with 4 slots the other side's ends go in the same round
     # (at 5% noise the side checks were most of an 8-slot hunt's rounds)
     history = FakeHistory(step_levels(128, {70: -0.10}), cv=0.05)
-    run = simulate(history, slots=4, seed=3)
+    # a seed whose hunt has both phases (with seed 3 both sides are now cleared in the same rounds)
+    run = simulate(history, slots=4, seed=5)
     assert culprit_steps(run) == [(69, 70)]
     both = [r for r, why in zip(run.requests, run.reasons)
             if len({w for w in why if w.startswith("check side")}) == 2]
@@ -256,8 +257,10 @@ def test_a_step_next_to_good_pins_good_instead_of_sampling_the_bad_side_to_the_c
     # reported nothing. The level rule now measures GOOD in that branch too.
     # (3% at 5% noise next to GOOD is a hard case: 88% of 300 such hunts name commit 1 exactly)
     history = FakeHistory(step_levels(32, {1: -0.03}), cv=0.05)
-    # (reproduce_alpha = alpha: the control arm of before, this test is about the search after it)
-    runs = [simulate(history, SearchSettings(reproduce_alpha=0.05), seed=seed) for seed in range(12)]
+    # (reproduce_alpha = alpha: the control arm of before, and name_alpha = 0.4: a naming gate of
+    # about the SPRT's old level; this test is about the search between them. At the default
+    # name_alpha the fresh pairs a 3% step at 5% noise needs exceed the cap: most end undecided)
+    runs = [simulate(history, SearchSettings(reproduce_alpha=0.05, name_alpha=0.4), seed=seed) for seed in range(12)]
     assert sum([c.first_bad for c in r.result.culprits] == [1] for r in runs) >= 10
     assert max(r.executions for r in runs) < 1000
 
@@ -266,12 +269,14 @@ def test_a_shown_step_whose_two_commits_are_capped_is_still_resolved_by_their_ne
     # With both commits of the step at max_samples, a step the pairs had already shown used to be
     # given up as unresolved although the posterior only lacked samples of a neighbour (b + 1).
     # (drift_prior=0: with the drift model the posterior needs more samples than this cap of 24
-    # allows in 3 of these 12 hunts instead of 2; this test is about the capped step's neighbours)
+    # allows in 3 of these 12 hunts instead of 2; this test is about the capped step's neighbours;
+    # name_alpha = 0.4 as in the test above: the naming gate's fresh pairs also need room under the
+    # cap, and one more hunt runs out of it)
     history = FakeHistory(step_levels(32, {17: -0.04}), cv=0.04)
-    runs = [simulate(history, SearchSettings(max_samples=24, drift_prior=0.0, reproduce_alpha=0.05), seed=seed)
-            for seed in range(12)]
+    runs = [simulate(history, SearchSettings(max_samples=24, drift_prior=0.0, reproduce_alpha=0.05, name_alpha=0.4),
+                     seed=seed) for seed in range(12)]
     found = sum([c.first_bad for c in r.result.culprits] == [17] for r in runs)
-    assert found >= 10                        # 8 of 12 before
+    assert found >= 9                         # 8 of 12 before the neighbours were used, 10 before the gate
     assert all(not r.result.culprits or [c.first_bad for c in r.result.culprits] == [17] for r in runs)
 
 
@@ -287,3 +292,42 @@ def test_a_cleared_side_never_claims_less_than_min_effect():
         cleared = [s for s in run.result.sides if s.outcome == "cleared"]
         assert cleared
         assert all(s.ruled_out >= floor - 1e-12 for s in cleared), cleared
+
+
+# Hunts of scripts/bench_accuracy.py's busy-machine cells (32 commits, seed 20240601; trials 13 and
+# 42 of 3% at 8% CV, 161 of 3% at 12%, 55 of 20% at 15%) that named a commit which is no step: the
+# one beside the true step (or five off it), picked by the posterior on samples that happened to
+# put it at the wrong level, then confirmed on those same samples. (first bad, CV, step, noise seed)
+_NAMED_A_NEIGHBOUR = [(18, 0.08, -0.03, 999799684), (15, 0.08, -0.03, 1585066514),
+                      (4, 0.12, -0.03, 1429528137), (30, 0.15, -0.20, 1430214613)]
+
+
+@pytest.mark.parametrize("first_bad, cv, step, seed", _NAMED_A_NEIGHBOUR)
+def test_a_busy_machine_never_names_a_commit_beside_the_step(first_bad, cv, step, seed):
+    run = simulate(FakeHistory(step_levels(32, {first_bad: step}), cv=cv), seed=seed)
+    named = [c.first_bad for c in run.result.culprits]
+    assert set(named) <= {first_bad}, f"named {named}, the step is at {first_bad}"
+    assert run.result.verdict in ("culprits", "undecided", "not-localised", "not-reproduced")
+    if run.result.verdict == "culprits":
+        assert named == [first_bad]
+
+
+def test_the_naming_gate_reads_only_pairs_taken_after_the_step_was_picked():
+    search = CommitSearch(8)
+    times = {3: [1, 4, 6, 9], 4: [2, 5, 7, 10]}
+    for i, rounds in times.items():
+        for k, r in enumerate(rounds):
+            search._raw.setdefault(i, []).append(1000.0 * (0.9 if i == 4 and r < 6 else 1.0) + k)
+            search._time.setdefault(i, []).append(r)
+            search._tag.setdefault(i, []).append(None)
+    assert len(search._paired_diffs(3, 4)) == 4
+    fresh = search._paired_diffs(3, 4, since=5)
+    assert len(fresh) == 2 and all(abs(d) < 0.01 for d in fresh)     # the 10% drop came before round 6
+
+
+def test_the_naming_alpha_is_spent_over_every_step_the_hunt_picks():
+    # alpha_k = name_alpha / (k (k + 1)) for the k-th step picked: the shares sum to name_alpha
+    s = SearchSettings()
+    assert sum(s.name_alpha / (k * (k + 1)) for k in range(1, 10_000)) <= s.name_alpha
+    with pytest.raises(ValueError):
+        SearchSettings(name_alpha=0.0)

@@ -23,7 +23,9 @@ The method (docs/search.md has the details and the references):
    commits are measured in pairs and a Wald SPRT on their paired log differences (sigma pooled
    from all samples) must accept the step, and the posterior must reach `confidence`. A drift of
    the machine cancels in each pair, so it cannot make a culprit; an SPRT that accepts 'no step'
-   vetoes that pair and the search moves on.
+   vetoes that pair and the search moves on. Those read the samples that picked the step, so it is
+   named only once pairs taken after the pick show it too (an always-valid test whose error is
+   spent over every step the hunt picks: `_named_by_fresh_pairs`).
 4. Every change point. After a culprit, the two sides [lo, last_good] and [first_bad, hi] are
    checked (Pinpoint-style: do their ends differ?) and searched the same way, with a 'no step
    here' hypothesis added to the posterior.
@@ -108,6 +110,11 @@ class SearchSettings:
     the final check of a hunt that named no culprit). The looks are repeated (up to six), so each
     is held at a tenth of alpha: an A/A range is then called reproduced in well under 1% of hunts
     at any noise (scripts/bench_accuracy.py), where alpha per look let about 6% through."""
+    name_alpha: float = 0.001
+    """Family-wise rate of naming a commit that is no step, over every step the hunt confirms (every
+    bracket and side): the k-th distinct step that reaches confirmation gets name_alpha / (k (k + 1))
+    of it (the shares add up to name_alpha), spent by an always-valid test on pairs of its two
+    commits taken after it was picked (`CommitSearch._named_by_fresh_pairs`)."""
     share_limit: float = 1.25
     """A culprit that surely owns more than this share of the GOOD->BAD gap (the end of its interval
     nearest zero does), or culprits that surely leave a remainder below -100% of it, mean the step
@@ -118,7 +125,7 @@ class SearchSettings:
             raise ValueError(f"direction must be one of {_DIRECTIONS}, got {self.direction!r}")
         if not 0 < self.min_effect < 1:
             raise ValueError("min_effect must be in (0, 1)")
-        if not all(0 < x < 0.5 for x in (self.alpha, self.beta, self.confirm_alpha)):
+        if not all(0 < x < 0.5 for x in (self.alpha, self.beta, self.confirm_alpha, self.name_alpha)):
             raise ValueError("alpha and beta must be in (0, 0.5)")
         if not 0.5 <= self.confidence < 1 or not 0 < self.confirm_enter <= self.confidence:
             raise ValueError("need 0 < confirm_enter <= confidence < 1 and confidence >= 0.5")
@@ -249,6 +256,17 @@ class _Interval:
 
 
 @dataclass(frozen=True)
+class _Target:
+    """A step (last_good, first_bad) that reached confirmation: its rank among the steps picked in
+    the hunt (its share of name_alpha), the round it was picked in (only pairs taken after it name
+    it) and the scale of the naming test's mixture (the step the model expected then)."""
+
+    order: int
+    since: int
+    scale: float
+
+
+@dataclass(frozen=True)
 class _Posterior:
     gaps: list[tuple[int, int]]
     probs: np.ndarray          # mass of each gap
@@ -335,6 +353,7 @@ class CommitSearch:
         self._control_tag = f"pair 0 {n - 1}"            # pairing tag of the control arm's samples
         self._control_only = control_only
         self._reproduced = False                         # the control arm said 'go'
+        self._targets: dict[tuple[int, int], _Target] = {}   # steps that reached confirmation
 
     # ------------------------------------------------------------------ public API
 
@@ -737,11 +756,21 @@ class CommitSearch:
             diffs = self._paired_diffs(a, b)
             sigma, _ = self._pooled_sigma()
             delta = self._step_for_sprt(post.step_hat[best])
+            self._targets.setdefault((a, b), _Target(len(self._targets) + 1, self._round, abs(delta)))
             decision = "continue"
             if sigma > 0 and len(diffs) >= 2:   # never on a single pair
                 decision = sprt(diffs, sigma=sigma * math.sqrt(2), delta=delta, alpha=s.confirm_alpha, beta=s.beta)
             if decision == "H1" and mass >= s.confidence:
-                self._accept(iv, a, b, diffs)
+                if self._named_by_fresh_pairs(a, b):
+                    self._accept(iv, a, b, diffs)
+                    return None
+                # the posterior and the SPRT read samples that picked this step; naming it needs
+                # pairs taken since: measure the two commits in pairs until the gate decides
+                fresh = [i for i in self._pair_next(a, b, slots) if not self._capped(i)]
+                if fresh and not (self._capped(a) or self._capped(b)):
+                    return [(Measure(i, f"confirm step {a}..{b}"), None) for i in fresh]
+                self._queue.pop(0)
+                self._give_up(iv)
                 return None
             if decision == "H0":
                 iv.vetoed.add((a, b))
@@ -856,13 +885,50 @@ class CommitSearch:
         if not refuted:
             self._out_of_budget = True
 
-    def _paired_diffs(self, a: int, b: int) -> list[float]:
-        """log(b) - log(a) of the samples of a and b taken at most pair_window rounds apart.
+    def _named_by_fresh_pairs(self, a: int, b: int) -> bool:
+        """The naming gate: pairs of a and b taken after (a, b) first reached confirmation show a
+        step in the hunted direction, by a normal-mixture SPRT at this step's share of name_alpha.
+
+        Why fresh pairs: the posterior picks (a, b) because their samples so far look like a step,
+        and the SPRT and the own-commits interval then read those same samples; on a noisy machine
+        the commit beside the true step, measured at the wrong level by chance, got picked, kept
+        being sampled until the 0.99 mass came (optional stopping), and was named in 0.5-1% of the
+        hunts at 8-15% CV. Pairs taken after the pick are independent of it, and under 'no step'
+        the mixture likelihood ratio of their mean is a martingale (Robbins 1970), so it ever
+        reaches 1/alpha_k with probability at most alpha_k, however often it is looked at; alpha_k =
+        name_alpha / (k (k + 1)) for the k-th step picked sums to name_alpha over the whole hunt
+        (a union bound over every bracket and side). Sigma: the pooled one at its 95% upper
+        confidence bound (an underestimate would make the ratio grow too fast).
+        """
+        target = self._targets[(a, b)]
+        diffs = self._paired_diffs(a, b, since=target.since)
+        sigma, df = self._pooled_sigma()
+        if len(diffs) < 2 or not sigma > 0:
+            return False
+        if df >= 10:   # below 10 df _pooled_sigma already returns its 90% bound
+            sigma *= math.sqrt(df / chi2.ppf(0.05, df))
+        est = float(np.mean(diffs))
+        toward = est < 0 if self._sign < 0 else est > 0 if self._sign > 0 else est != 0
+        alpha_k = self.settings.name_alpha / (target.order * (target.order + 1))
+        se = sigma * math.sqrt(2 / len(diffs))
+        log_lr = mixture_log_lr(est, se, target.scale)
+        if self._sign:
+            # the mixture's step prior halved to the hunted sign (still a proper prior: a martingale)
+            v, t2 = se ** 2, target.scale ** 2
+            log_lr += float(_sign_log_factor(self._sign, np.array(est * t2 / (v + t2)), np.array(math.sqrt(v * t2 / (v + t2)))))
+        return toward and log_lr >= math.log(1 / alpha_k)
+
+    def _paired_diffs(self, a: int, b: int, since: int = -1) -> list[float]:
+        """log(b) - log(a) of the samples of a and b taken at most pair_window rounds apart (and
+        after round `since`).
 
         Two pointers over both time-ordered sample lists; each sample is used in one pair at most.
         """
         ta, tb = self._time.get(a, []), self._time.get(b, [])
         ya, yb = self._raw.get(a, []), self._raw.get(b, [])
+        if since >= 0:
+            ka, kb = int(np.searchsorted(ta, since, side="right")), int(np.searchsorted(tb, since, side="right"))
+            ta, ya, tb, yb = ta[ka:], ya[ka:], tb[kb:], yb[kb:]
         i = j = 0
         out = []
         w = self.settings.pair_window
