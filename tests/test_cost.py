@@ -13,13 +13,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from regressbisect import cost as costs
-from regressbisect import stats
+from regressbisect.hunts import cost as costs
+from regressbisect.search import stats
 from regressbisect.config import build_config
 from regressbisect.errors import UserError
 from regressbisect.git.history import History
-from regressbisect.hunt import NO_COUNTERS_NOTE, CommitHunt
-from regressbisect.model import ProbeOutcome, Sample, SampleKey
+from regressbisect.hunts.commits import NO_COUNTERS_NOTE, CommitHunt
+from regressbisect.samples import ProbeOutcome, Sample, SampleKey
 from regressbisect.store import Store
 from tests.benchrepo import make_bench_repo
 

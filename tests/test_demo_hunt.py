@@ -17,7 +17,7 @@ import pytest
 from regressbisect.config import build_config
 from regressbisect.demo import build_demo_repo
 from regressbisect.git.history import History
-from regressbisect.hunt import CommitHunt
+from regressbisect.hunts.commits import CommitHunt
 
 pytestmark = pytest.mark.slow
 

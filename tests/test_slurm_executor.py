@@ -11,8 +11,8 @@ import pytest
 
 from regressbisect.config import SlurmConfig, build_config
 from regressbisect.errors import UserError
-from regressbisect.model import Candidate, ProbeOutcome, Sample, SampleKey
-from regressbisect.oracle import Request, SampleSource
+from regressbisect.samples import Candidate, ProbeOutcome, Sample, SampleKey
+from regressbisect.hunts.sampling import Request, SampleSource
 from regressbisect.probe.executors.base import ExecutedProbe, ProbeCancelled
 from regressbisect.probe.executors.slurm import JobState, SlurmExecutor, node_preflight
 from regressbisect.probe.runner import ProbeSpec

@@ -28,12 +28,12 @@ def demo(
     `regressbisect hunks` on its uncommitted diff, and prints both reports.
     """
     from regressbisect.config import build_config
-    from regressbisect.jsonreport import dumps
+    from regressbisect.render.report_json import dumps
     from regressbisect.demo import build_demo_repo
     from regressbisect.git.history import History
-    from regressbisect.hunkhunt import HunkHunt
-    from regressbisect.hunt import CommitHunt
-    from regressbisect.progress import HuntProgress
+    from regressbisect.hunts.hunks import HunkHunt
+    from regressbisect.hunts.commits import CommitHunt
+    from regressbisect.render.progress import HuntProgress
     from regressbisect.render import render_summary
 
     info = build_demo_repo(directory, preset=preset, tokens=o.parse_demo_tokens(tokens))

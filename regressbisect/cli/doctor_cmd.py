@@ -29,7 +29,7 @@ def doctor(
     if cmd is not None:
         _import_check(repo, cmd, env, tokens, timeout, as_json)
         return
-    from regressbisect import doctor as doc
+    from regressbisect.machine import doctor as doc
     from regressbisect.config import default_store_path
     from regressbisect.git.history import History
     from regressbisect.probe.runner import environment_fingerprint
@@ -60,7 +60,7 @@ def doctor(
 
 def _import_check(repo: Path, cmd: str, env: list[str] | None, tokens: int | None,
                   timeout: float | None, as_json: bool) -> None:
-    from regressbisect import doctor as doc
+    from regressbisect.machine import doctor as doc
     from regressbisect.config import build_config
     from regressbisect.git.history import History
 

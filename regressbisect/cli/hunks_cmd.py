@@ -44,10 +44,10 @@ def hunks(
     resume).
     """
     from regressbisect.config import build_config
-    from regressbisect.jsonreport import dumps
+    from regressbisect.render.report_json import dumps
     from regressbisect.git.history import History
-    from regressbisect.hunkhunt import HunkHunt
-    from regressbisect.progress import HuntProgress
+    from regressbisect.hunts.hunks import HunkHunt
+    from regressbisect.render.progress import HuntProgress
     from regressbisect.render import render_summary
 
     history = History.open(repo)

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Mapping
 
-from regressbisect.model import ProbeOutcome, Sample
+from regressbisect.samples import ProbeOutcome, Sample
 from regressbisect.probe.isolation import IMPORTS_DIR_ENV
 from regressbisect.probe.protocol import DEFAULT_METRIC_REGEX, ProtocolError, parse_output
 

@@ -44,7 +44,7 @@ from scipy.special import log_ndtr, logsumexp
 from scipy.stats import chi2
 from scipy.stats import t as student_t
 
-from regressbisect.stats import (Comparison, Summary, compare, log_threshold, mixture_log_lr, pooled_log_sigma, sprt,
+from regressbisect.search.stats import (Comparison, Summary, compare, log_threshold, mixture_log_lr, pooled_log_sigma, sprt,
                                  summarize)
 
 __all__ = ["SearchSettings", "Measure", "Culprit", "CandidateVerdict", "SideCheck", "SearchResult", "CommitSearch"]

@@ -26,7 +26,7 @@ from typing import Callable, Sequence
 from regressbisect.search.bisect import CommitSearch, SearchResult, SearchSettings
 from regressbisect.search.ddmin import UNDECIDED, UNRESOLVED, DdminResult, DdminSettings, HunkSearch
 from regressbisect.search.levels import LevelRule, slowdowns, subset_verdict, undecided
-from regressbisect.stats import log_threshold
+from regressbisect.search.stats import log_threshold
 
 Measure = Callable[[frozenset, str], "float | None"]
 """(subset of hunk ids, purpose) -> tok/s of one run of BASE + subset, or None (skipped)."""

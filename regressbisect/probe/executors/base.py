@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Mapping, Protocol
 
-from regressbisect.model import ProbeOutcome
+from regressbisect.samples import ProbeOutcome
 from regressbisect.probe.runner import ProbeSpec
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Callable, Mapping
 
-from regressbisect.model import ProbeOutcome
+from regressbisect.samples import ProbeOutcome
 from regressbisect.probe.executors.base import ExecutedProbe
 from regressbisect.probe.runner import ProbeSpec, environment_fingerprint, run_probe
 

@@ -34,7 +34,7 @@ from typing import Any, Callable, Mapping, Protocol
 
 from regressbisect.config import SlurmConfig
 from regressbisect.errors import UserError
-from regressbisect.model import ProbeOutcome
+from regressbisect.samples import ProbeOutcome
 from regressbisect.probe.executors.base import ExecutedProbe, ProbeCancelled
 from regressbisect.probe.runner import ProbeSpec, environment_fingerprint, run_probe
 

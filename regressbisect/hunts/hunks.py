@@ -20,20 +20,20 @@ from regressbisect.errors import UserError
 from regressbisect.git.history import History
 from regressbisect.git.hunks import Hunk, build_patch, collect_hunks, group_hunks, untracked_files
 from regressbisect.git.worktrees import WorktreePool
-from regressbisect.hunt import (probe_spec, VERDICT_EXIT, HuntOutcome, count_gpus, interruptible,
+from regressbisect.hunts.commits import (probe_spec, VERDICT_EXIT, HuntOutcome, count_gpus, interruptible,
                                 measurement_parts, slot_environments)
-from regressbisect.model import Candidate, ProbeOutcome, SampleKey
-from regressbisect.oracle import Request, SampleSource, median_counters
-from regressbisect.jsonreport import isolation_json
+from regressbisect.samples import Candidate, ProbeOutcome, SampleKey
+from regressbisect.hunts.sampling import Request, SampleSource, median_counters
+from regressbisect.render.report_json import isolation_json
 from regressbisect.probe.executors import ProbeExecutor, make_executor, work_root
 from regressbisect.probe.isolation import isolation_for_hunt
 from regressbisect.probe.runner import run_probe
-from regressbisect.progress import HuntProgress
+from regressbisect.render.progress import HuntProgress
 from regressbisect.search.bisect import SearchSettings
 from regressbisect.search.hunkdecide import HunkDecision, TestedSubset, decide_hunks
 from regressbisect.search.levels import LevelRule
 from regressbisect.store import Store
-from regressbisect.jsonreport import report_header
+from regressbisect.render.report_json import report_header
 
 class HunkHunt:
     """One `regressbisect hunks`: BASE vs BASE + the work tree's changes."""

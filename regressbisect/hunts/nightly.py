@@ -18,21 +18,21 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from regressbisect import stats
-from regressbisect.changepoints import ChangePointSettings, detect
+from regressbisect.search import stats
+from regressbisect.search.changepoints import ChangePointSettings, detect
 from regressbisect.config import HuntConfig, default_store_path
 from regressbisect.errors import ExitCode, UserError
 from regressbisect.git.history import CommitInfo, History
 from regressbisect.git.worktrees import WorktreePool
-from regressbisect.jsonreport import dumps, isolation_json, report_header
-from regressbisect.hunt import (probe_spec, CommitHunt, count_gpus, interruptible, measurement_parts,
+from regressbisect.render.report_json import dumps, isolation_json, report_header
+from regressbisect.hunts.commits import (probe_spec, CommitHunt, count_gpus, interruptible, measurement_parts,
                                 slot_environments)
-from regressbisect.model import Candidate, ProbeOutcome, SampleKey
-from regressbisect.oracle import Request, SampleSource
+from regressbisect.samples import Candidate, ProbeOutcome, SampleKey
+from regressbisect.hunts.sampling import Request, SampleSource
 from regressbisect.probe.executors import ProbeExecutor, make_executor, work_root
 from regressbisect.probe.isolation import Isolation, isolation_for_hunt
 from regressbisect.probe.runner import run_probe
-from regressbisect.progress import HuntProgress
+from regressbisect.render.progress import HuntProgress
 from regressbisect.store import Store
 
 
@@ -121,7 +121,7 @@ class Nightly:
         return self.history.lineage(tip, self.settings.lookback)
 
     def _check_machine(self) -> dict[str, Any]:
-        from regressbisect import doctor
+        from regressbisect.machine import doctor
 
         if self.config.executor == "slurm" and self.machine_check is None:
             # This process runs on a login node: its own load says nothing about the job nodes.

@@ -20,19 +20,19 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from regressbisect import cost as costs
-from regressbisect import jsonreport
-from regressbisect import stats
+from regressbisect.hunts import cost as costs
+from regressbisect.render import report_json as jsonreport
+from regressbisect.search import stats
 from regressbisect.config import HuntConfig, default_store_path
 from regressbisect.errors import ExitCode, UserError, warn
 from regressbisect.git.history import CommitInfo, History
 from regressbisect.git.worktrees import WorktreePool
-from regressbisect.model import Candidate, ProbeOutcome, SampleKey
-from regressbisect.oracle import Request, SampleSource, median_counters
+from regressbisect.samples import Candidate, ProbeOutcome, SampleKey
+from regressbisect.hunts.sampling import Request, SampleSource, median_counters
 from regressbisect.probe.executors import ProbeExecutor, make_executor, work_root
 from regressbisect.probe.isolation import isolation_for_hunt
 from regressbisect.probe.runner import ProbeSpec, kill_running_probes, run_probe
-from regressbisect.progress import HuntProgress
+from regressbisect.render.progress import HuntProgress
 from regressbisect.search.bisect import CommitSearch, SearchSettings
 from regressbisect.store import Store
 
@@ -145,7 +145,7 @@ def measurement_parts(config: HuntConfig, history: History, store: Store, hunt_i
     """SampleSource's setup step, slot virtualenvs and busy-machine guard, from the config
     (shared by commit, hunk and nightly hunts; docs/setup.md, docs/contention.md)."""
     from regressbisect.git.worktrees import pool_root
-    from regressbisect.probe.contention import BusyRule, ContentionGuard
+    from regressbisect.machine.contention import BusyRule, ContentionGuard
     from regressbisect.probe.setup_step import SetupStep
     from regressbisect.probe.venvs import SlotVenvs
 

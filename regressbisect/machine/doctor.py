@@ -5,7 +5,7 @@ clock, a degraded host). Before trusting a nightly measurement we time two fixed
 matmul (compute) and a large tensor copy (memory bandwidth) - and look for other processes and
 the clock state, then compare with this machine's own earlier checks.
 
-The measuring half runs in a child process (`python -m regressbisect.doctor --json`, one JSON
+The measuring half runs in a child process (`python -m regressbisect.machine.doctor --json`, one JSON
 dict on stdout) because the CLI process never imports torch; `run_check` spawns it and
 `assess` compares the result with history. Only `_measure` and below import torch.
 """
@@ -35,7 +35,7 @@ _BLOCKS = 7
 
 @dataclass(frozen=True)
 class MachineCheck:
-    """One measurement of the machine, as printed by `python -m regressbisect.doctor --json`."""
+    """One measurement of the machine, as printed by `python -m regressbisect.machine.doctor --json`."""
 
     device: str
     """What was measured, e.g. 'cuda: NVIDIA H200' or 'cpu: AMD EPYC 7B13 (2 threads)'."""
@@ -86,7 +86,7 @@ def contention_figures(seconds: float = 2.0, guard=None) -> dict[str, Any]:
     """Other processes' load right now, as the busy-machine guard sees it during a sample
     (docs/contention.md): CPUs, share of the machine, GPU, and the rule's verdict."""
     from regressbisect.config import HuntConfig, ProbeConfig
-    from regressbisect.probe.contention import BusyRule, ContentionGuard
+    from regressbisect.machine.contention import BusyRule, ContentionGuard
 
     if guard is None:
         defaults = HuntConfig(probe=ProbeConfig(cmd="true"))
@@ -101,10 +101,10 @@ def contention_figures(seconds: float = 2.0, guard=None) -> dict[str, Any]:
 
 def run_check(timeout_s: float = 120) -> MachineCheck:
     """Measure this machine in a fresh child process and return its result."""
-    package_root = str(Path(__file__).resolve().parents[1])
+    package_root = str(Path(__file__).resolve().parents[2])
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH")) if p)
-    command = [sys.executable, "-m", "regressbisect.doctor", "--json"]
+    command = [sys.executable, "-m", "regressbisect.machine.doctor", "--json"]
     try:
         done = subprocess.run(command, capture_output=True, text=True, timeout=timeout_s, env=env)
     except subprocess.TimeoutExpired:
@@ -140,7 +140,7 @@ def check_imports(history, config, ref: str = "HEAD") -> ImportCheck:
     Raises IsolationError (exit code 7) when it imported project code from elsewhere.
     """
     from regressbisect.git.worktrees import WorktreePool
-    from regressbisect.hunt import probe_spec
+    from regressbisect.hunts.commits import probe_spec
     from regressbisect.probe.isolation import import_roots, isolation_for_hunt
     from regressbisect.probe.runner import run_probe
 
@@ -416,7 +416,7 @@ def _number(text: str) -> Any:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m regressbisect.doctor",
+    parser = argparse.ArgumentParser(prog="python -m regressbisect.machine.doctor",
                                      description="Measure matmul rate, copy bandwidth, neighbours and clocks.")
     parser.add_argument("--json", action="store_true", help="print one JSON dict (for run_check)")
     args = parser.parse_args(argv)
