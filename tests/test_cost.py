@@ -267,7 +267,7 @@ def test_auto_budget_keys_samples_by_the_chosen_budget(step_repo):
 
 
 def _fingerprint() -> str:
-    from regressbisect.probe.runner import environment_fingerprint
+    from regressbisect.machine.fingerprint import environment_fingerprint
     return environment_fingerprint()[0]
 
 

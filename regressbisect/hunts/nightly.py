@@ -25,13 +25,14 @@ from regressbisect.errors import ExitCode, UserError
 from regressbisect.git.history import CommitInfo, History
 from regressbisect.git.worktrees import WorktreePool
 from regressbisect.render.report_json import dumps, isolation_json, report_header
-from regressbisect.hunts.commits import (probe_spec, CommitHunt, count_gpus, interruptible, measurement_parts,
-                                slot_environments)
+from regressbisect.hunts.commits import CommitHunt
+from regressbisect.hunts.common import interruptible, key_for, measurement_parts, slot_environments
+from regressbisect.machine.fingerprint import count_gpus
 from regressbisect.samples import Candidate, ProbeOutcome, SampleKey
 from regressbisect.hunts.sampling import Request, SampleSource
 from regressbisect.probe.executors import ProbeExecutor, make_executor, work_root
 from regressbisect.probe.isolation import Isolation, isolation_for_hunt
-from regressbisect.probe.runner import run_probe
+from regressbisect.probe.runner import probe_spec, run_probe
 from regressbisect.render.progress import HuntProgress
 from regressbisect.store import Store
 
@@ -137,8 +138,8 @@ class Nightly:
                 "check": doctor.check_to_json(check)}
 
     def key_for(self, candidate: Candidate) -> SampleKey:
-        return SampleKey(tree=self.history.tree_of(candidate.commit), patch_hash=None,
-                         config_hash=self.config_hash, env_fingerprint=self.env_fingerprint)
+        return key_for(self.history, candidate, config_hash=self.config_hash,
+                       env_fingerprint=self.env_fingerprint)
 
     def _measure(self, commits: Sequence[CommitInfo], flagged: bool) -> list[str]:
         """Measure the tip and unseen commits; returns the shas measured tonight."""

@@ -15,7 +15,6 @@ import argparse
 import json
 import math
 import os
-import shutil
 import statistics
 import subprocess
 import sys
@@ -25,6 +24,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
 from regressbisect.errors import UserError
+from regressbisect.machine.fingerprint import cpu_model, nvidia_smi
 
 SCHEMA = 1
 # Each kernel is timed in blocks of at least this many seconds; the rate is the median over
@@ -118,46 +118,6 @@ def run_check(timeout_s: float = 120) -> MachineCheck:
     raise UserError("machine check printed no JSON result")
 
 
-@dataclass(frozen=True)
-class ImportCheck:
-    """`doctor --cmd`: what one probe in a worktree of a commit imported, and from where."""
-
-    commit: str
-    roots: tuple[str, ...]
-    """The worktree's import roots, worktree-relative, in PYTHONPATH order."""
-    imported: dict
-    """module -> worktree-relative file of every project module the probe imported."""
-    note: str
-    processes: int
-    """Processes of the probe that imported the project (each torchrun rank is one)."""
-    outcome: Any
-    """The probe's ProbeOutcome (its tok/s, or why it was skipped)."""
-
-
-def check_imports(history, config, ref: str = "HEAD") -> ImportCheck:
-    """Run the probe once in a pool worktree of `ref` with the isolation check on.
-
-    Raises IsolationError (exit code 7) when it imported project code from elsewhere.
-    """
-    from regressbisect.git.worktrees import WorktreePool
-    from regressbisect.hunts.commits import probe_spec
-    from regressbisect.probe.isolation import import_roots, isolation_for_hunt
-    from regressbisect.probe.runner import run_probe
-
-    spec = probe_spec(config)
-    isolation = isolation_for_hunt(history, True, spec.env)
-    commit = history.resolve(ref)
-    with WorktreePool(history, 1) as pool:
-        worktree = pool.checkout(0, commit)
-        probe = isolation.prepare(worktree)
-        outcome = run_probe(spec, worktree, extra_env=probe.env)
-        isolation.verify(probe)
-        roots = tuple(os.path.relpath(r, worktree) for r in import_roots(worktree))
-    report = isolation.report()
-    return ImportCheck(commit=commit, roots=roots, imported=report["imported_from"],
-                       note=report["note"], processes=report["processes_per_probe"], outcome=outcome)
-
-
 def assess(check: MachineCheck, history: Sequence[MachineCheck | Mapping[str, Any]], *,
            tolerance: float = 0.15) -> Health:
     """Compare `check` with earlier checks of the same device (median of each metric).
@@ -249,7 +209,7 @@ def _measure() -> dict[str, Any]:
         torch.set_num_threads(1)
         device, dtype, size = torch.device("cpu"), torch.float32, 512
         copy_elements = 32 * 1024 * 1024  # 128 MiB of fp32: beyond the last-level cache
-        name = f"cpu: {_cpu_model()} ({torch.get_num_threads()} threads)"
+        name = f"cpu: {cpu_model()} ({torch.get_num_threads()} threads)"
         sync = lambda: None  # noqa: E731 - CPU ops are synchronous
 
     matmul_rates = _matmul_rates(torch, device, dtype, size, sync)
@@ -307,18 +267,8 @@ def _rates(kernel: Callable[[], object], work: float, sync: Callable[[], None]) 
     return rates
 
 
-def _run(command: list[str]) -> str | None:
-    if shutil.which(command[0]) is None:
-        return None
-    try:
-        done = subprocess.run(command, capture_output=True, text=True, timeout=20)
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    return done.stdout if done.returncode == 0 else None
-
-
 def _gpu_processes() -> list[dict[str, Any]]:
-    text = _run(["nvidia-smi", "--query-compute-apps=pid,process_name,used_memory,gpu_bus_id",
+    text = nvidia_smi(["--query-compute-apps=pid,process_name,used_memory,gpu_bus_id",
                  "--format=csv,noheader,nounits"]) or ""
     visible_bus = _visible_bus_id()
     processes = []
@@ -345,7 +295,7 @@ def _visible_bus_id() -> str | None:
 def _gpu_clocks() -> dict[str, Any]:
     fields = ["clocks.sm", "clocks.max.sm", "temperature.gpu", "power.draw"]
     for throttle_field in ("clocks_throttle_reasons.active", "clocks_event_reasons.active"):
-        text = _run(["nvidia-smi", f"--query-gpu=pci.bus_id,{','.join(fields)},{throttle_field}",
+        text = nvidia_smi([f"--query-gpu=pci.bus_id,{','.join(fields)},{throttle_field}",
                      "--format=csv,noheader,nounits"])
         if text:
             break
@@ -377,17 +327,6 @@ def _busy_cpu_processes() -> list[dict[str, Any]]:
         time.sleep(0.02)
     samples.sort(key=len)
     return samples[len(samples) // 2]
-
-
-def _cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    import platform
-    return platform.processor() or platform.machine()
 
 
 def _cpu_clocks() -> dict[str, Any]:
