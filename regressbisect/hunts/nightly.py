@@ -20,7 +20,8 @@ from typing import Any, Callable, Sequence
 
 from regressbisect.search import stats
 from regressbisect.search.changepoints import ChangePointSettings, detect
-from regressbisect.config import HuntConfig, default_store_path
+from regressbisect.config import (NIGHTLY_BRANCH, NIGHTLY_LOOKBACK, NIGHTLY_MAX_NEW, NIGHTLY_SAMPLES_PER_COMMIT,
+                                  HuntConfig, default_store_path)
 from regressbisect.errors import ExitCode, UserError
 from regressbisect.git.history import CommitInfo, History
 from regressbisect.git.worktrees import WorktreePool
@@ -41,13 +42,13 @@ from regressbisect.store import Store
 class NightlySettings:
     """How a night is spent."""
 
-    branch: str = "main"
+    branch: str = NIGHTLY_BRANCH
     """Branch whose tip is measured."""
-    samples_per_commit: int = 5
+    samples_per_commit: int = NIGHTLY_SAMPLES_PER_COMMIT
     """Samples per measured commit (interleaved across the night's commits)."""
-    max_new: int = 5
+    max_new: int = NIGHTLY_MAX_NEW
     """Commits measured per night, the tip included, newest first (unseen ones only)."""
-    lookback: int = 200
+    lookback: int = NIGHTLY_LOOKBACK
     """First-parent commits from the tip that form the series."""
     changepoints: ChangePointSettings = field(default_factory=ChangePointSettings)
     """Minimum magnitude and significance of a change point."""

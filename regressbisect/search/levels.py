@@ -26,6 +26,8 @@ from typing import Sequence
 
 from scipy import stats as st
 
+from regressbisect.config import DIRECTION
+
 
 @dataclass(frozen=True)
 class LevelRule:
@@ -80,7 +82,7 @@ class Position:
     n: int
 
 
-def slowdowns(base: Sequence[float], subset: Sequence[float], direction: str = "slower") -> list[float]:
+def slowdowns(base: Sequence[float], subset: Sequence[float], direction: str = DIRECTION) -> list[float]:
     """Log slowdown of each subset sample against its BASE partner (i-th with i-th), positive in
     the hunted direction ('both' counts a slowdown as positive)."""
     sign = -1.0 if direction == "faster" else 1.0
