@@ -15,7 +15,7 @@ import os
 import pytest
 
 from regressbisect.config import build_config
-from regressbisect.demo import build_demo_repo
+from regressbisect.workload.demo import build_demo_repo
 from regressbisect.git.history import History
 from regressbisect.hunts.commits import CommitHunt
 
