@@ -29,9 +29,9 @@ def doctor(
     if cmd is not None:
         _import_check(repo, cmd, env, tokens, timeout, as_json)
         return
-    from regressbisect.machine import doctor as doc
     from regressbisect.config import default_store_path
     from regressbisect.git.history import History
+    from regressbisect.machine import doctor as doc
     from regressbisect.probe.runner import environment_fingerprint
     from regressbisect.store import Store
 

@@ -44,13 +44,13 @@ def nightly(
     --json writes the last night's report (with --replay: the last replayed night), the same
     document as nightly-<tip>.json in --report-dir.
     """
-    from regressbisect.search.changepoints import ChangePointSettings
     from regressbisect.config import build_config
     from regressbisect.errors import ExitCode
     from regressbisect.git.history import History
-    from regressbisect.render.report_json import dumps
     from regressbisect.hunts.nightly import Nightly, NightlySettings
     from regressbisect.render.progress import HuntProgress
+    from regressbisect.render.report_json import dumps
+    from regressbisect.search.changepoints import ChangePointSettings
 
     history = History.open(repo)
     flags = {"cmd": cmd, "tokens": tokens, "timeout": timeout, "metric_regex": metric_regex,

@@ -22,19 +22,19 @@ from regressbisect.git.hunks import Hunk, build_patch, collect_hunks, group_hunk
 from regressbisect.git.worktrees import WorktreePool
 from regressbisect.hunts.common import (VERDICT_EXIT, HuntOutcome, interruptible, key_for, measurement_parts,
                                         slot_environments)
-from regressbisect.machine.fingerprint import count_gpus
-from regressbisect.samples import Candidate, ProbeOutcome, SampleKey
 from regressbisect.hunts.sampling import Request, SampleSource, median_counters
-from regressbisect.render.report_json import isolation_json
+from regressbisect.machine.fingerprint import count_gpus
 from regressbisect.probe.executors import ProbeExecutor, make_executor, work_root
 from regressbisect.probe.isolation import isolation_for_hunt
 from regressbisect.probe.runner import probe_spec, run_probe
 from regressbisect.render.progress import HuntProgress
+from regressbisect.render.report_json import isolation_json, report_header
+from regressbisect.samples import Candidate, ProbeOutcome, SampleKey
 from regressbisect.search.bisect import SearchSettings
 from regressbisect.search.hunkdecide import HunkDecision, TestedSubset, decide_hunks
 from regressbisect.search.levels import LevelRule
 from regressbisect.store import Store
-from regressbisect.render.report_json import report_header
+
 
 class HunkHunt:
     """One `regressbisect hunks`: BASE vs BASE + the work tree's changes."""

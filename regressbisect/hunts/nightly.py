@@ -18,23 +18,23 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from regressbisect.search import stats
-from regressbisect.search.changepoints import ChangePointSettings, detect
 from regressbisect.config import (NIGHTLY_BRANCH, NIGHTLY_LOOKBACK, NIGHTLY_MAX_NEW, NIGHTLY_SAMPLES_PER_COMMIT,
                                   HuntConfig, default_store_path)
 from regressbisect.errors import ExitCode, UserError
 from regressbisect.git.history import CommitInfo, History
 from regressbisect.git.worktrees import WorktreePool
-from regressbisect.render.report_json import dumps, isolation_json, report_header
 from regressbisect.hunts.commits import CommitHunt
 from regressbisect.hunts.common import interruptible, key_for, measurement_parts, slot_environments
-from regressbisect.machine.fingerprint import count_gpus
-from regressbisect.samples import Candidate, ProbeOutcome, SampleKey
 from regressbisect.hunts.sampling import Request, SampleSource
+from regressbisect.machine.fingerprint import count_gpus
 from regressbisect.probe.executors import ProbeExecutor, make_executor, work_root
 from regressbisect.probe.isolation import Isolation, isolation_for_hunt
 from regressbisect.probe.runner import probe_spec, run_probe
 from regressbisect.render.progress import HuntProgress
+from regressbisect.render.report_json import dumps, isolation_json, report_header
+from regressbisect.samples import Candidate, ProbeOutcome, SampleKey
+from regressbisect.search import stats
+from regressbisect.search.changepoints import ChangePointSettings, detect
 from regressbisect.store import Store
 
 
