@@ -26,7 +26,7 @@ from regressbisect.machine.fingerprint import count_gpus
 from regressbisect.probe.executors import ProbeExecutor, make_executor, work_root
 from regressbisect.probe.isolation import isolation_for_hunt
 from regressbisect.probe.runner import probe_spec, run_probe
-from regressbisect.render import report_json as jsonreport
+from regressbisect.render import report_json
 from regressbisect.render.progress import HuntProgress
 from regressbisect.samples import Candidate, ProbeOutcome
 from regressbisect.search import stats
@@ -127,7 +127,7 @@ class CommitHunt:
                 store.finish_hunt(hunt_id, {"verdict": "error", "error": error.message})
                 raise
             counters = self._explain(source, plan, result)
-            report = jsonreport.commit_report(
+            report = report_json.commit_report(
                 commits=self.commits, result=result, counters=counters, plan=plan,
                 probes=self.meter.totals.probes, cached=cached_before + source.cached_used,
                 config=self.config, env_facts=self.env_facts, store_path=self.store_path,

@@ -1,6 +1,6 @@
 """What a hunk hunt decides, pure: control arm, paired subset verdicts, naming. No git, no I/O.
 
-hunkhunt.py supplies `measure(subset, purpose)`: one sample of BASE + that subset of hunks (the
+hunts/hunks.py supplies `measure(subset, purpose)`: one sample of BASE + that subset of hunks (the
 empty set is BASE), tok/s or None when the run was skipped. The simulation in scripts/ supplies
 a fake one, so the benchmark and the real hunt run the same decisions.
 

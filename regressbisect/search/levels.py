@@ -16,7 +16,7 @@ when the interval lies in one zone:
 At `max_pairs` without a decision the answer is None ('could not decide'): the hunk search treats
 it as unresolved (it never reduces the search) and the hunt reports that it ran out of samples.
 A subset is only a search step: a culprit is named after a separate, fresh test of it against
-BASE with the control arm's rule (hunkhunt.py / search/hunkdecide.py).
+BASE with the control arm's rule (hunts/hunks.py / search/hunkdecide.py).
 """
 from __future__ import annotations
 
