@@ -18,7 +18,18 @@ from regressbisect.errors import UserError
 from regressbisect.probe.protocol import DEFAULT_METRIC_REGEX, metric_unit
 
 
+# -- the defaults of every setting that more than one module reads: the config's dataclasses,
+# the search's and the change-point detector's settings and the CLI take them from here --------
 DIRECTIONS = ("slower", "faster", "both")
+DIRECTION = "slower"
+MIN_EFFECT = 0.02
+MAX_SAMPLES = 96
+NIGHTLY_BRANCH = "main"
+NIGHTLY_SAMPLES_PER_COMMIT = 5
+NIGHTLY_MAX_NEW = 5
+NIGHTLY_LOOKBACK = 200
+CHANGE_MIN_MAGNITUDE = 0.02
+CHANGE_ALPHA = 0.01
 INSTRUMENT_MODES = ("auto", "off", "separate")
 EXECUTORS = ("local", "slurm")
 
@@ -139,12 +150,12 @@ class HuntConfig:
 
     probe: ProbeConfig
     """How one sample is taken."""
-    min_effect: float = 0.02
+    min_effect: float = MIN_EFFECT
     """Relative tok/s change below which a step is not a culprit (0.02 = 2%): below run-to-run
     noise of a training job, localising a step costs many samples (search/bisect.py)."""
-    direction: str = "slower"
+    direction: str = DIRECTION
     """Which changes are culprits: 'slower' (regressions), 'faster', or 'both'."""
-    max_samples: int = 96
+    max_samples: int = MAX_SAMPLES
     """Cap of samples per candidate; it bounds the cost of an undecidable case (then UNSURE)."""
     slots: int = 1
     """Candidates measured at once, each in its own worktree (and its own GPUs)."""

@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable
 
 from regressbisect.errors import UserError
-from regressbisect.jsonreport import dumps
-from regressbisect.model import Candidate, ProbeOutcome, Sample, SampleKey
+from regressbisect.render.report_json import dumps
+from regressbisect.samples import Candidate, ProbeOutcome, Sample, SampleKey
 
 if TYPE_CHECKING:
     import pandas

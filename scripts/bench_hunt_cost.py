@@ -68,7 +68,7 @@ def tool_command(python: str) -> list[str]:
 
 def build_demo(where: Path, preset: str) -> tuple[Path, list[str]]:
     sys.path.insert(0, str(ROOT))
-    from regressbisect.demo import build_demo_repo
+    from regressbisect.workload.demo import build_demo_repo
     repo = where / f"demo-{preset}"
     record = where / f"demo-{preset}-culprits.json"
     if record.exists():  # the same --work again

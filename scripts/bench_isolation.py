@@ -31,10 +31,10 @@ sys.path.insert(0, str(REPO_ROOT))
 
 from tabulate import tabulate  # noqa: E402
 
-from regressbisect import stats  # noqa: E402
+from regressbisect.search import stats  # noqa: E402
 from regressbisect.config import build_config  # noqa: E402
 from regressbisect.git.history import History  # noqa: E402
-from regressbisect.hunt import CommitHunt, VERDICT_EXIT  # noqa: E402
+from regressbisect.hunts.commits import CommitHunt, VERDICT_EXIT  # noqa: E402
 from regressbisect.probe import isolation  # noqa: E402
 from regressbisect.probe.runner import SHIM_DIR, ProbeSpec, run_probe  # noqa: E402
 from tests.isorepo import make_installed_repo, make_venv, pip_install  # noqa: E402

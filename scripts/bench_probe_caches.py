@@ -30,7 +30,7 @@ import tomllib
 from pathlib import Path
 
 from regressbisect import __version__
-from regressbisect.cost import SHARED_CACHES
+from regressbisect.hunts.cost import SHARED_CACHES
 from regressbisect.probe.runner import ProbeSpec, run_probe
 
 

@@ -19,7 +19,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from regressbisect.demo import add_multirank_branch, build_demo_repo
+from regressbisect.workload.demo import add_multirank_branch, build_demo_repo
 
 
 def main() -> int:

@@ -15,7 +15,7 @@ import threading
 from pathlib import Path
 from typing import Sequence
 
-from regressbisect.model import ProbeOutcome, Sample
+from regressbisect.samples import ProbeOutcome, Sample
 from tests.gitrepo import make_repo
 
 BENCH = '''\

@@ -13,6 +13,6 @@ import pytest
 @pytest.fixture(autouse=True)
 def _no_contention_verdicts_unless_asked(request, monkeypatch):
     if request.node.get_closest_marker("contention") is None:
-        from regressbisect.probe.contention import BusyRule
+        from regressbisect.machine.contention import BusyRule
 
         monkeypatch.setattr(BusyRule, "reason", lambda self, load: None)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from regressbisect.changepoints import ChangePoint, ChangePointSettings, detect
+from regressbisect.search.changepoints import ChangePoint, ChangePointSettings, detect
 
 
 def nightly(seed: int, n: int = 30, *, step_at: int | None = None, step: float = 0.05,

@@ -38,3 +38,35 @@ def test_bad_config_is_a_one_line_user_error(table, flags, words):
     assert words in info.value.message
     assert "\n" not in info.value.message
     assert info.value.exit_code == ExitCode.USER_ERROR
+
+
+def test_every_default_read_by_several_modules_comes_from_config():
+    """The search's, the change-point detector's, nightly's and the CLI's defaults are config's.
+
+    SearchSettings (search/bisect.py) still writes its three defaults as literals; this test
+    holds them to config's constants until it reads them from there."""
+    import inspect
+
+    from regressbisect import config
+    from regressbisect.cli.nightly_cmd import nightly
+    from regressbisect.hunts.nightly import NightlySettings
+    from regressbisect.search import bisect
+    from regressbisect.search.bisect import SearchSettings
+    from regressbisect.search.changepoints import ChangePointSettings
+
+    hunt = config.HuntConfig(probe=config.ProbeConfig(cmd="true"))
+    search = SearchSettings()
+    assert (hunt.min_effect, hunt.direction, hunt.max_samples) == (config.MIN_EFFECT, config.DIRECTION,
+                                                                   config.MAX_SAMPLES)
+    assert (search.min_effect, search.direction, search.max_samples) == (config.MIN_EFFECT, config.DIRECTION,
+                                                                         config.MAX_SAMPLES)
+    assert bisect._DIRECTIONS == config.DIRECTIONS
+    assert ChangePointSettings() == ChangePointSettings(min_magnitude=config.CHANGE_MIN_MAGNITUDE,
+                                                        alpha=config.CHANGE_ALPHA)
+    night = NightlySettings()
+    assert (night.branch, night.samples_per_commit, night.max_new, night.lookback) == (
+        config.NIGHTLY_BRANCH, config.NIGHTLY_SAMPLES_PER_COMMIT, config.NIGHTLY_MAX_NEW, config.NIGHTLY_LOOKBACK)
+    cli = {name: p.default for name, p in inspect.signature(nightly).parameters.items()}
+    assert (cli["branch"], cli["samples"], cli["max_new"], cli["lookback"], cli["min_magnitude"], cli["alpha"]) == (
+        night.branch, night.samples_per_commit, night.max_new, night.lookback,
+        ChangePointSettings().min_magnitude, ChangePointSettings().alpha)

@@ -20,8 +20,8 @@ from pathlib import Path
 import pytest
 
 from regressbisect.errors import ExitCode
-from regressbisect.probe import contention as ct
-from regressbisect.probe.contention import (BusyRule, ContentionGuard, HuntCpu, Load, MachineBusy,
+from regressbisect.machine import contention as ct
+from regressbisect.machine.contention import (BusyRule, ContentionGuard, HuntCpu, Load, MachineBusy,
                                             _Proc, foreign_gpu_load, read_gpu_apps, read_proc_stat)
 
 pytestmark = pytest.mark.contention

@@ -13,13 +13,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from regressbisect import cost as costs
-from regressbisect import stats
+from regressbisect.hunts import cost as costs
+from regressbisect.search import stats
 from regressbisect.config import build_config
 from regressbisect.errors import UserError
 from regressbisect.git.history import History
-from regressbisect.hunt import NO_COUNTERS_NOTE, CommitHunt
-from regressbisect.model import ProbeOutcome, Sample, SampleKey
+from regressbisect.hunts.commits import NO_COUNTERS_NOTE, CommitHunt
+from regressbisect.samples import ProbeOutcome, Sample, SampleKey
 from regressbisect.store import Store
 from tests.benchrepo import make_bench_repo
 
@@ -267,7 +267,7 @@ def test_auto_budget_keys_samples_by_the_chosen_budget(step_repo):
 
 
 def _fingerprint() -> str:
-    from regressbisect.probe.runner import environment_fingerprint
+    from regressbisect.machine.fingerprint import environment_fingerprint
     return environment_fingerprint()[0]
 
 

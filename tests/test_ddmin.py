@@ -342,7 +342,7 @@ def test_level_zones_narrow_on_a_large_gap_so_a_second_culprit_is_not_called_goo
     import math
 
     from regressbisect.search.levels import LevelRule, subset_verdict
-    from regressbisect.stats import log_threshold
+    from regressbisect.search.stats import log_threshold
 
     gap = math.log(1000.0 / 310.0)                 # the whole diff: -69%
     # everything but the big hunk: -22% of base, paired with BASE beside each sample (2% noise)
@@ -363,7 +363,7 @@ def test_a_subset_is_undecided_at_its_pair_cap_not_decided_by_its_point_estimate
     import math
 
     from regressbisect.search.levels import LevelRule, subset_verdict, undecided
-    from regressbisect.stats import log_threshold
+    from regressbisect.search.stats import log_threshold
 
     rule = LevelRule(max_pairs=6)
     gap = math.log(1.2)

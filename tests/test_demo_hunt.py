@@ -15,9 +15,9 @@ import os
 import pytest
 
 from regressbisect.config import build_config
-from regressbisect.demo import build_demo_repo
+from regressbisect.workload.demo import build_demo_repo
 from regressbisect.git.history import History
-from regressbisect.hunt import CommitHunt
+from regressbisect.hunts.commits import CommitHunt
 
 pytestmark = pytest.mark.slow
 

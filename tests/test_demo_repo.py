@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 import regressbisect
-from regressbisect.demo import DemoRepo, add_multirank_branch, build_demo_repo
+from regressbisect.workload.demo import DemoRepo, add_multirank_branch, build_demo_repo
 from regressbisect.errors import UserError
 
 SHIM_DIR = Path(regressbisect.__file__).parent / "probe" / "shim"
@@ -129,3 +129,21 @@ def test_multirank_branch_adds_a_receiver_sync_that_runs_under_torchrun(tmp_path
                           cwd=root, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
     assert json.loads(done.stdout.split("@regressbisect ", 1)[1].splitlines()[0])["tokens"] == 96
+
+
+def test_the_demo_command_builds_and_lists_the_history(tmp_path):
+    """`regressbisect demo DIR --build-only --history`: the one command line of the demo builds
+    the repository and lists each commit with its scripted role and the diff's size."""
+    from typer.testing import CliRunner
+
+    from regressbisect.cli import app
+    from regressbisect.workload.demo import history_lines
+
+    result = CliRunner().invoke(app, ["demo", str(tmp_path / "cli"), "--build-only", "--history"])
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    assert lines[0].startswith(f"built {tmp_path / 'cli'}")
+    demo = build_demo_repo(tmp_path / "direct")  # the same script gives the same shas
+    assert lines[1:] == history_lines(demo)
+    assert sum("<- culprit:" in line for line in lines) == len(demo.culprits) >= 1
+    assert lines[-1].startswith(f"uncommitted: {len(demo.uncommitted.files)} files")

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from regressbisect import doctor
-from regressbisect.doctor import Health, MachineCheck, assess, check_to_json
+from regressbisect.machine import doctor
+from regressbisect.machine.doctor import Health, MachineCheck, assess, check_to_json
 
 REPO = Path(__file__).resolve().parents[1]
 DEVICE = "cuda: NVIDIA H200"
@@ -87,7 +87,7 @@ def test_throttled_clocks_are_reported_but_idle_bit_is_not():
 
 def test_run_check_measures_this_cpu_without_importing_torch_in_the_parent():
     # A fresh interpreter: this test process may have torch loaded by other tests already.
-    code = ("import json, sys; from regressbisect.doctor import run_check; c = run_check(); "
+    code = ("import json, sys; from regressbisect.machine.doctor import run_check; c = run_check(); "
             "assert 'torch' not in sys.modules, 'parent imported torch'; print(json.dumps(c.to_json()))")
     done = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True,
                           timeout=180)
@@ -105,7 +105,7 @@ def test_run_check_measures_this_cpu_without_importing_torch_in_the_parent():
 
 
 def test_doctor_cli_rejects_unknown_flags():
-    done = subprocess.run([sys.executable, "-m", "regressbisect.doctor", "--bogus"], cwd=REPO,
+    done = subprocess.run([sys.executable, "-m", "regressbisect.machine.doctor", "--bogus"], cwd=REPO,
                           capture_output=True, text=True, timeout=60)
     assert done.returncode == 2
     assert "--bogus" in done.stderr

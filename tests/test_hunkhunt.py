@@ -19,8 +19,8 @@ import pytest
 from regressbisect.cli import main
 from regressbisect.config import build_config
 from regressbisect.git.history import History
-from regressbisect.hunkhunt import HunkHunt
-from regressbisect.model import ProbeOutcome, Sample
+from regressbisect.hunts.hunks import HunkHunt
+from regressbisect.samples import ProbeOutcome, Sample
 from tests.gitrepo import make_repo, snapshot_checkout, write_files
 
 FILES = 10

@@ -19,7 +19,7 @@ import pytest
 
 from regressbisect.config import build_config
 from regressbisect.git.history import History
-from regressbisect.hunt import CommitHunt
+from regressbisect.hunts.commits import CommitHunt
 from regressbisect.search.bisect import CommitSearch
 from tests.cli import run_cli
 from tests.benchrepo import SpeedProbe, make_bench_repo

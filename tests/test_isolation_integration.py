@@ -165,9 +165,9 @@ def test_doctor_cmd_shows_what_was_imported_from_where(tmp_path, repo, capsys):
 
 def test_nightly_measures_each_commit_not_the_installed_checkout(tmp_path, repo):
     from regressbisect.config import build_config
-    from regressbisect.doctor import MachineCheck
+    from regressbisect.machine.doctor import MachineCheck
     from regressbisect.git.history import History
-    from regressbisect.nightly import Nightly, NightlySettings
+    from regressbisect.hunts.nightly import Nightly, NightlySettings
 
     path, shas = repo
     python = make_venv(tmp_path / "venv")

@@ -12,10 +12,10 @@ import pytest
 
 from regressbisect.config import build_config
 from regressbisect.git.history import History
-from regressbisect.hunt import CommitHunt
-from regressbisect.model import ProbeOutcome
+from regressbisect.hunts.commits import CommitHunt
+from regressbisect.samples import ProbeOutcome
 from regressbisect.probe.protocol import DEFAULT_METRIC_REGEX, metric_unit, parse_output
-from regressbisect.progress import HuntProgress
+from regressbisect.render.progress import HuntProgress
 from regressbisect.render import render_html, render_markdown, render_summary
 from tests.benchrepo import make_bench_repo
 

@@ -10,13 +10,13 @@ import random
 from pathlib import Path
 
 
-from regressbisect.changepoints import ChangePointSettings
+from regressbisect.search.changepoints import ChangePointSettings
 from regressbisect.config import build_config
-from regressbisect.doctor import MachineCheck
+from regressbisect.machine.doctor import MachineCheck
 from regressbisect.errors import ExitCode
 from regressbisect.git.history import History
-from regressbisect.model import ProbeOutcome, Sample
-from regressbisect.nightly import Nightly, NightlySettings
+from regressbisect.samples import ProbeOutcome, Sample
+from regressbisect.hunts.nightly import Nightly, NightlySettings
 from tests.benchrepo import make_bench_repo
 
 
@@ -132,7 +132,7 @@ def test_a_flagged_night_is_drawn_apart_in_the_series_plot(tmp_path):
 
 def test_the_nightly_report_carries_the_schema_and_tool_version(tmp_path):
     from regressbisect import __version__
-    from regressbisect.jsonreport import SCHEMA
+    from regressbisect.render.report_json import SCHEMA
 
     shas = make_bench_repo(tmp_path / "repo", [1000.0] * 3)
     report = nightly_for(tmp_path / "repo", FakeMachine(), tmp_path, samples_per_commit=3).run(shas[-1]).report
@@ -143,7 +143,7 @@ def test_nightly_cli_writes_the_json_report(tmp_path, monkeypatch, capsys):
     import json
     import sys
 
-    from regressbisect import doctor
+    from regressbisect.machine import doctor
     from tests.cli import run_cli
 
     monkeypatch.setattr(doctor, "run_check", FakeMachine().check)   # no matmul check in a unit test

@@ -11,8 +11,9 @@ from pathlib import Path
 
 import pytest
 
+from regressbisect.machine.fingerprint import environment_fingerprint
 from regressbisect.probe.runner import (NO_METRIC_REASON, SHIM_DIR, ProbeSpec,
-                                        environment_fingerprint, run_probe, run_probe_all)
+                                        run_probe, run_probe_all)
 
 PY = sys.executable
 
@@ -191,7 +192,7 @@ def test_environment_fingerprint_is_stable_and_sees_visible_devices(monkeypatch)
 
 
 def test_runner_imports_neither_torch_nor_pandas():
-    code = ("import sys, regressbisect.probe.runner as r; r.environment_fingerprint(); "
+    code = ("import sys, regressbisect.probe.runner, regressbisect.machine.fingerprint as f; f.environment_fingerprint(); "
             "bad = [m for m in ('torch', 'pandas', 'numpy') if m in sys.modules]; "
             "sys.exit(str(bad) if bad else 0)")
     result = subprocess.run([PY, "-c", code], capture_output=True, text=True,

@@ -8,7 +8,7 @@ import pytest
 
 from regressbisect.search.bisect import CommitSearch, SearchSettings
 from regressbisect.search.simulate import FakeExecutor, FakeHistory, simulate, step_levels
-from regressbisect.stats import log_threshold
+from regressbisect.search.stats import log_threshold
 
 
 def culprit_steps(run) -> list[tuple[int, int]]:

@@ -18,8 +18,8 @@ import pytest
 from regressbisect.config import build_config
 from regressbisect.git.history import History
 from regressbisect.git.worktrees import WorktreePool, pool_root
-from regressbisect.model import Candidate, ProbeOutcome, Sample, SampleKey
-from regressbisect.oracle import Request, SampleSource
+from regressbisect.samples import Candidate, ProbeOutcome, Sample, SampleKey
+from regressbisect.hunts.sampling import Request, SampleSource
 from regressbisect.probe.runner import ProbeSpec
 from regressbisect.probe.setup_step import SetupStep
 from regressbisect.probe.venvs import SlotVenvs

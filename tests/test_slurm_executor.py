@@ -11,8 +11,8 @@ import pytest
 
 from regressbisect.config import SlurmConfig, build_config
 from regressbisect.errors import UserError
-from regressbisect.model import Candidate, ProbeOutcome, Sample, SampleKey
-from regressbisect.oracle import Request, SampleSource
+from regressbisect.samples import Candidate, ProbeOutcome, Sample, SampleKey
+from regressbisect.hunts.sampling import Request, SampleSource
 from regressbisect.probe.executors.base import ExecutedProbe, ProbeCancelled
 from regressbisect.probe.executors.slurm import JobState, SlurmExecutor, node_preflight
 from regressbisect.probe.runner import ProbeSpec
@@ -152,13 +152,13 @@ def test_preflight_gives_the_node_type_and_passes_on_a_shared_directory(tmp_path
     assert fingerprint.startswith("node-") and "hostname" in facts
     assert not list(tmp_path.glob("shared-check-*"))  # the marker is cleaned up
     # A second host of the same type has the same fingerprint: the hostname is not part of it.
-    import regressbisect.probe.runner as runner
-    original = runner.socket.gethostname
+    import regressbisect.machine.fingerprint as machine
+    original = machine.socket.gethostname
     try:
-        runner.socket.gethostname = lambda: "another-host"
+        machine.socket.gethostname = lambda: "another-host"
         assert node_preflight(str(tmp_path / "none"), "t", 0)["fingerprint"] == fingerprint
     finally:
-        runner.socket.gethostname = original
+        machine.socket.gethostname = original
 
 
 def test_preflight_refuses_a_directory_the_node_cannot_see(tmp_path):

@@ -1,4 +1,4 @@
-"""stats.py: summaries, three-way comparisons, pooled sigma and the SPRT, on seeded lognormal data."""
+"""search/stats.py: summaries, three-way comparisons, pooled sigma and the SPRT, on seeded lognormal data."""
 from __future__ import annotations
 
 import math
@@ -6,7 +6,7 @@ import math
 import numpy as np
 import pytest
 
-from regressbisect.stats import compare, mixture_log_lr, pooled_log_sigma, sprt, summarize
+from regressbisect.search.stats import compare, mixture_log_lr, pooled_log_sigma, sprt, summarize
 
 
 def lognormal(rng: np.random.Generator, level: float, cv: float, n: int) -> list[float]:

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from regressbisect.errors import ExitCode, UserError
-from regressbisect.model import Candidate, ProbeOutcome, Sample, SampleKey
+from regressbisect.samples import Candidate, ProbeOutcome, Sample, SampleKey
 from regressbisect.store import SCHEMA_VERSION, Store
 
 REPO = Path(__file__).resolve().parents[1]
@@ -90,7 +90,7 @@ def test_kill_9_mid_writing_loses_no_reported_sample(tmp_path):
     writer = textwrap.dedent(f"""
         import sys
         from pathlib import Path
-        from regressbisect.model import Candidate, ProbeOutcome, Sample, SampleKey
+        from regressbisect.samples import Candidate, ProbeOutcome, Sample, SampleKey
         from regressbisect.store import Store
         key = SampleKey(tree="t" * 40, patch_hash=None, config_hash="cfg", env_fingerprint="env")
         store = Store(Path({str(path)!r}))

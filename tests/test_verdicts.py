@@ -16,8 +16,8 @@ import pytest
 from regressbisect.config import build_config
 from regressbisect.errors import ExitCode
 from regressbisect.git.history import History
-from regressbisect.hunt import VERDICT_EXIT, CommitHunt, interruptible
-from regressbisect.model import ProbeOutcome, Sample
+from regressbisect.hunts.commits import VERDICT_EXIT, CommitHunt, interruptible
+from regressbisect.samples import ProbeOutcome, Sample
 from regressbisect.search.bisect import CommitSearch, SearchSettings
 from regressbisect.search.simulate import FakeHistory, simulate, step_levels
 from tests.benchrepo import SpeedProbe, make_bench_repo
@@ -180,7 +180,7 @@ class ImportProbe:
 
 
 def test_hunks_include_untracked_files_by_default(tmp_path):
-    from regressbisect.hunkhunt import HunkHunt
+    from regressbisect.hunts.hunks import HunkHunt
     repo = tmp_path / "repo"
     dirty_with_new_module(repo)
     config = build_config({}, {"cmd": "fake", "instrument": "off"})
@@ -191,7 +191,7 @@ def test_hunks_include_untracked_files_by_default(tmp_path):
 
 def test_tracked_only_and_a_missing_module_names_the_file_and_the_flag(tmp_path):
     from regressbisect.errors import UserError
-    from regressbisect.hunkhunt import HunkHunt
+    from regressbisect.hunts.hunks import HunkHunt
     repo = tmp_path / "repo"
     dirty_with_new_module(repo)
     config = build_config({}, {"cmd": "fake", "instrument": "off"})

@@ -17,6 +17,7 @@ def demo(
     tokens: o.Tokens = None,
     hunks: Annotated[bool, typer.Option("--hunks/--no-hunks", help="Also bisect the demo's uncommitted diff (regressbisect hunks).")] = False,
     build_only: Annotated[bool, typer.Option("--build-only", help="Only build the repository.")] = False,
+    show_history: Annotated[bool, typer.Option("--history", help="List the built history: each commit, the scripted culprits and the uncommitted diff's size.")] = False,
     slots: o.Slots = None,
     instrument: o.Instrument = None,
     json_out: o.JsonOut = None,
@@ -28,16 +29,18 @@ def demo(
     `regressbisect hunks` on its uncommitted diff, and prints both reports.
     """
     from regressbisect.config import build_config
-    from regressbisect.jsonreport import dumps
-    from regressbisect.demo import build_demo_repo
     from regressbisect.git.history import History
-    from regressbisect.hunkhunt import HunkHunt
-    from regressbisect.hunt import CommitHunt
-    from regressbisect.progress import HuntProgress
+    from regressbisect.hunts.commits import CommitHunt
+    from regressbisect.hunts.hunks import HunkHunt
     from regressbisect.render import render_summary
+    from regressbisect.render.progress import HuntProgress
+    from regressbisect.render.report_json import dumps
+    from regressbisect.workload.demo import build_demo_repo, history_lines
 
     info = build_demo_repo(directory, preset=preset, tokens=o.parse_demo_tokens(tokens))
     print(f"built {info.path} ({len(info.commits)} commits, uncommitted diff in the work tree)")
+    if show_history:
+        print("\n".join(history_lines(info)))
     if build_only:
         return
     history = History.open(info.path)

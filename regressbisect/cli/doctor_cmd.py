@@ -29,9 +29,9 @@ def doctor(
     if cmd is not None:
         _import_check(repo, cmd, env, tokens, timeout, as_json)
         return
-    from regressbisect import doctor as doc
     from regressbisect.config import default_store_path
     from regressbisect.git.history import History
+    from regressbisect.machine import doctor as doc
     from regressbisect.probe.runner import environment_fingerprint
     from regressbisect.store import Store
 
@@ -60,14 +60,14 @@ def doctor(
 
 def _import_check(repo: Path, cmd: str, env: list[str] | None, tokens: int | None,
                   timeout: float | None, as_json: bool) -> None:
-    from regressbisect import doctor as doc
     from regressbisect.config import build_config
     from regressbisect.git.history import History
+    from regressbisect.probe.import_check import check_imports
 
     history = History.open(repo)
     flags = {"cmd": cmd, "env": o.parse_env(env), "tokens": tokens, "timeout": timeout}
     config = build_config(history.read_pyproject_table(), flags, source=str(history.root / "pyproject.toml"))
-    result = doc.check_imports(history, config)  # IsolationError: one line, exit 7
+    result = check_imports(history, config)  # IsolationError: one line, exit 7
     outcome = result.outcome
     measured = f"{outcome.sample.tok_s:.6g} tok/s" if outcome.sample else f"skipped: {outcome.skip_reason}"
     if as_json:

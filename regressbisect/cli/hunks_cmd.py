@@ -44,11 +44,11 @@ def hunks(
     resume).
     """
     from regressbisect.config import build_config
-    from regressbisect.jsonreport import dumps
     from regressbisect.git.history import History
-    from regressbisect.hunkhunt import HunkHunt
-    from regressbisect.progress import HuntProgress
+    from regressbisect.hunts.hunks import HunkHunt
     from regressbisect.render import render_summary
+    from regressbisect.render.progress import HuntProgress
+    from regressbisect.render.report_json import dumps
 
     history = History.open(repo)
     flags = {"cmd": cmd, "tokens": tokens, "timeout": timeout, "metric_regex": metric_regex, "unit": unit,

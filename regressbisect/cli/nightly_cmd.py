@@ -7,18 +7,19 @@ from typing import Annotated, Optional
 import typer
 
 from regressbisect.cli import app
+from regressbisect import config as defaults  # stdlib only: --help stays cheap
 from regressbisect.cli import options as o
 
 
 @app.command("nightly")
 def nightly(
-    branch: Annotated[str, typer.Option("--branch", help="Branch whose tip is measured.")] = "main",
+    branch: Annotated[str, typer.Option("--branch", help="Branch whose tip is measured.")] = defaults.NIGHTLY_BRANCH,
     report_dir: Annotated[Path, typer.Option("--report-dir", help="Where the night's HTML, Markdown, PNG and JSON go.")] = Path("reports"),
-    samples: Annotated[int, typer.Option("--samples", help="Samples per measured commit.")] = 5,
-    max_new: Annotated[int, typer.Option("--max-new", help="Commits measured per night (tip first, then unseen ones).")] = 5,
-    lookback: Annotated[int, typer.Option("--lookback", help="First-parent commits that form the series.")] = 200,
-    min_magnitude: Annotated[float, typer.Option("--min-magnitude", help="Smallest relative step reported as a change point.")] = 0.02,
-    alpha: Annotated[float, typer.Option("--alpha", help="Significance level of a change point.")] = 0.01,
+    samples: Annotated[int, typer.Option("--samples", help="Samples per measured commit.")] = defaults.NIGHTLY_SAMPLES_PER_COMMIT,
+    max_new: Annotated[int, typer.Option("--max-new", help="Commits measured per night (tip first, then unseen ones).")] = defaults.NIGHTLY_MAX_NEW,
+    lookback: Annotated[int, typer.Option("--lookback", help="First-parent commits that form the series.")] = defaults.NIGHTLY_LOOKBACK,
+    min_magnitude: Annotated[float, typer.Option("--min-magnitude", help="Smallest relative step reported as a change point.")] = defaults.CHANGE_MIN_MAGNITUDE,
+    alpha: Annotated[float, typer.Option("--alpha", help="Significance level of a change point.")] = defaults.CHANGE_ALPHA,
     replay: Annotated[Optional[int], typer.Option("--replay", help="Re-live the last N commits as N nights (one tip each).")] = None,
     no_hunt: Annotated[bool, typer.Option("--no-hunt", help="Report change points without bisecting them.")] = False,
     cmd: o.Cmd = None, tokens: o.Tokens = None, timeout: o.Timeout = None,
@@ -43,13 +44,13 @@ def nightly(
     --json writes the last night's report (with --replay: the last replayed night), the same
     document as nightly-<tip>.json in --report-dir.
     """
-    from regressbisect.changepoints import ChangePointSettings
     from regressbisect.config import build_config
     from regressbisect.errors import ExitCode
     from regressbisect.git.history import History
-    from regressbisect.jsonreport import dumps
-    from regressbisect.nightly import Nightly, NightlySettings
-    from regressbisect.progress import HuntProgress
+    from regressbisect.hunts.nightly import Nightly, NightlySettings
+    from regressbisect.render.progress import HuntProgress
+    from regressbisect.render.report_json import dumps
+    from regressbisect.search.changepoints import ChangePointSettings
 
     history = History.open(repo)
     flags = {"cmd": cmd, "tokens": tokens, "timeout": timeout, "metric_regex": metric_regex,

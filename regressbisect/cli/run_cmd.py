@@ -43,11 +43,11 @@ def run(
     130 interrupted (every finished sample is stored: re-run to resume).
     """
     from regressbisect.config import build_config
-    from regressbisect.jsonreport import dumps
     from regressbisect.git.history import History
-    from regressbisect.hunt import CommitHunt
-    from regressbisect.progress import HuntProgress
+    from regressbisect.hunts.commits import CommitHunt
     from regressbisect.render import render_summary
+    from regressbisect.render.progress import HuntProgress
+    from regressbisect.render.report_json import dumps
 
     history = History.open(repo)
     flags = {"cmd": cmd, "tokens": tokens, "timeout": timeout, "metric_regex": metric_regex, "unit": unit,

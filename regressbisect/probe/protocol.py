@@ -10,7 +10,7 @@ process at exit::
     @regressbisect-counters {"rank": 0, "pid": 4242, "iters": [{"lm_head_calls": 2, ...}, ...]}
 
 This module is imported by ``regressbisect/__init__.py`` (for :func:`report`), so it must stay
-cheap: stdlib only, and `regressbisect.model` (itself stdlib only) imported lazily.
+cheap: stdlib only, and `regressbisect.samples` (itself stdlib only) imported lazily.
 """
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ import sys
 from typing import TYPE_CHECKING, Any, Iterable, Mapping, TextIO
 
 if TYPE_CHECKING:
-    from regressbisect.model import Sample
+    from regressbisect.samples import Sample
 
 PREFIX = "@regressbisect "
 """Start of a metrics line (one per measured run)."""
@@ -85,7 +85,7 @@ def parse_output(text: str, metric_regex: str | None = DEFAULT_METRIC_REGEX,
     fill `Sample.counters` for names the shim did not report.
     Raises ProtocolError for a malformed protocol or counters line.
     """
-    from regressbisect.model import Sample  # lazy: keeps `import regressbisect` minimal
+    from regressbisect.samples import Sample  # lazy: keeps `import regressbisect` minimal
 
     records: list[tuple[dict[str, Any], str]] = []
     process_rows: list[list[Mapping[str, Any]]] = []

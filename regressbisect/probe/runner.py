@@ -9,25 +9,23 @@ grandchild that keeps a descriptor open cannot hang the parent.
 """
 from __future__ import annotations
 
-import functools
-import hashlib
-import json
 import os
-import platform
 import re
 import signal
-import socket
 import subprocess
 import tempfile
 import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Mapping
+from typing import TYPE_CHECKING, Mapping
 
-from regressbisect.model import ProbeOutcome, Sample
+from regressbisect.samples import ProbeOutcome, Sample
 from regressbisect.probe.isolation import IMPORTS_DIR_ENV
 from regressbisect.probe.protocol import DEFAULT_METRIC_REGEX, ProtocolError, parse_output
+
+if TYPE_CHECKING:
+    from regressbisect.config import HuntConfig
 
 SHIM_DIR = Path(__file__).resolve().parent / "shim"
 """The probe's `sitecustomize` directory (counters, import record) put first on its PYTHONPATH."""
@@ -70,6 +68,16 @@ class ProbeSpec:
     def render_command(self) -> str:
         # str.replace, not str.format: shell commands are full of braces (${VAR}, JSON).
         return self.command.replace("{tokens}", str(self.tokens))
+
+
+def probe_spec(config: HuntConfig) -> ProbeSpec:
+    """The runner's view of the probe config (the commit, hunk and nightly hunts and doctor's
+    import check share it)."""
+    env = dict(config.probe.env)
+    if config.lm_head_min_out is not None:
+        env["REGRESSBISECT_LMHEAD_MIN_OUT"] = str(config.lm_head_min_out)
+    return ProbeSpec(command=config.probe.cmd, tokens=config.probe.tokens,
+                     timeout_s=config.probe.timeout_s, env=env, metric_regex=config.probe.metric_regex)
 
 
 def run_probe(spec: ProbeSpec, cwd: Path, extra_env: Mapping[str, str] | None = None,
@@ -252,63 +260,3 @@ def _tail(stdout: str, stderr: str) -> str:
     if keep_err:
         parts += ["--- stderr ---"] + err_lines[len(err_lines) - keep_err:]
     return "\n".join(parts)
-
-
-def environment_fingerprint() -> tuple[str, dict]:
-    """(hash, facts) of the machine and interpreter; samples taken elsewhere are not reused.
-
-    Cheap: no torch import (the torch version is read from package metadata), and the GPU
-    query runs once per process.
-    """
-    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
-    facts = {
-        "hostname": socket.gethostname(),
-        "platform": platform.system(),
-        "machine": platform.machine(),
-        "python": platform.python_version(),
-        "cpu": _cpu_model(),
-        "gpus": list(_gpu_names()),
-        "cuda_visible_devices": None if visible is None
-        else len([d for d in visible.split(",") if d.strip()]),
-        "torch": _package_version("torch"),
-    }
-    digest = hashlib.sha1(json.dumps(facts, sort_keys=True).encode()).hexdigest()[:16]
-    return digest, facts
-
-
-@functools.lru_cache(maxsize=1)
-def _cpu_model() -> str:
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
-            for line in f:
-                if line.lower().startswith(("model name", "hardware", "cpu model")):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
-
-
-@functools.lru_cache(maxsize=1)
-def _gpu_names() -> tuple[str, ...]:
-    """GPU models from `nvidia-smi -L`, without UUIDs (any H200 of a host is the same machine)."""
-    try:
-        result = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=10)
-    except (OSError, subprocess.SubprocessError):
-        return ()
-    if result.returncode != 0:
-        return ()
-    names = []
-    for line in result.stdout.splitlines():
-        match = re.match(r"GPU \d+: (.*?)(?: \(UUID: .*\))?$", line.strip())
-        if match:
-            names.append(match.group(1))
-    return tuple(names)
-
-
-@functools.lru_cache(maxsize=None)
-def _package_version(name: str) -> str | None:
-    from importlib import metadata
-    try:
-        return metadata.version(name)
-    except metadata.PackageNotFoundError:
-        return None

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping
 
-from regressbisect.model import SampleKey
+from regressbisect.samples import SampleKey
 from regressbisect.probe.runner import _kill_group, _last_nonempty_line, _signal_group
 from regressbisect.store import Store
 

@@ -4,13 +4,22 @@
 - markdown.py: a CI comment;
 - plots.py: matplotlib PNGs;
 - html.py: one self-contained page (plots inlined);
-- facts.py: the formatted facts all of them share, so every format tells the same story.
+- facts.py: the formatted facts all of them share, so every format tells the same story;
+- report_json.py: the JSON report itself (header with schema and tool version, commit report);
+- progress.py: the live terminal display while a hunt runs.
 """
 from __future__ import annotations
 
-from regressbisect.render.html import render_html
-from regressbisect.render.markdown import render_markdown
-from regressbisect.render.plots import render_plots
-from regressbisect.render.text import render_summary, render_table
+import importlib
 
-__all__ = ["render_html", "render_markdown", "render_plots", "render_summary", "render_table"]
+_RENDERERS = {"render_html": "html", "render_markdown": "markdown", "render_plots": "plots",
+              "render_summary": "text", "render_table": "text"}
+__all__ = list(_RENDERERS)
+
+
+def __getattr__(name: str):
+    """Renderers load on first use: report_json.py and progress.py live here too, and the store
+    and every hunt import them without wanting matplotlib."""
+    if name not in _RENDERERS:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(f"{__name__}.{_RENDERERS[name]}"), name)

@@ -1,6 +1,6 @@
 """Commit search: find every commit in GOOD..BAD where tok/s steps in the hunted direction.
 
-Pure: no git, no processes, no I/O. The caller (hunt.py) asks `next_batch()` for a round of
+Pure: no git, no processes, no I/O. The caller (hunts/commits.py) asks `next_batch()` for a round of
 measures, runs them (concurrently when slots > 1), feeds each tok/s back with `record()`, and
 repeats until the batch is empty. Everything is decided from the recorded values alone, so
 replaying the same values in the same order gives the same requests (resume after a kill).
@@ -46,7 +46,7 @@ from scipy.special import log_ndtr, logsumexp
 from scipy.stats import chi2
 from scipy.stats import t as student_t
 
-from regressbisect.stats import (Comparison, Summary, compare, log_threshold, mixture_log_lr, pooled_log_sigma, sprt,
+from regressbisect.search.stats import (Comparison, Summary, compare, log_threshold, mixture_log_lr, pooled_log_sigma, sprt,
                                  summarize)
 
 __all__ = ["SearchSettings", "Measure", "Culprit", "CandidateVerdict", "SideCheck", "SearchResult", "CommitSearch"]

@@ -1,6 +1,6 @@
 """What a hunk hunt decides, pure: control arm, paired subset verdicts, naming. No git, no I/O.
 
-hunkhunt.py supplies `measure(subset, purpose)`: one sample of BASE + that subset of hunks (the
+hunts/hunks.py supplies `measure(subset, purpose)`: one sample of BASE + that subset of hunks (the
 empty set is BASE), tok/s or None when the run was skipped. The simulation in scripts/ supplies
 a fake one, so the benchmark and the real hunt run the same decisions.
 
@@ -26,7 +26,7 @@ from typing import Callable, Sequence
 from regressbisect.search.bisect import CommitSearch, SearchResult, SearchSettings
 from regressbisect.search.ddmin import UNDECIDED, UNRESOLVED, DdminResult, DdminSettings, HunkSearch
 from regressbisect.search.levels import LevelRule, slowdowns, subset_verdict, undecided
-from regressbisect.stats import log_threshold
+from regressbisect.search.stats import log_threshold
 
 Measure = Callable[[frozenset, str], "float | None"]
 """(subset of hunk ids, purpose) -> tok/s of one run of BASE + subset, or None (skipped)."""

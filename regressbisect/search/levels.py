@@ -16,7 +16,7 @@ when the interval lies in one zone:
 At `max_pairs` without a decision the answer is None ('could not decide'): the hunk search treats
 it as unresolved (it never reduces the search) and the hunt reports that it ran out of samples.
 A subset is only a search step: a culprit is named after a separate, fresh test of it against
-BASE with the control arm's rule (hunkhunt.py / search/hunkdecide.py).
+BASE with the control arm's rule (hunts/hunks.py / search/hunkdecide.py).
 """
 from __future__ import annotations
 
@@ -25,6 +25,8 @@ from dataclasses import dataclass, replace
 from typing import Sequence
 
 from scipy import stats as st
+
+from regressbisect.config import DIRECTION
 
 
 @dataclass(frozen=True)
@@ -80,7 +82,7 @@ class Position:
     n: int
 
 
-def slowdowns(base: Sequence[float], subset: Sequence[float], direction: str = "slower") -> list[float]:
+def slowdowns(base: Sequence[float], subset: Sequence[float], direction: str = DIRECTION) -> list[float]:
     """Log slowdown of each subset sample against its BASE partner (i-th with i-th), positive in
     the hunted direction ('both' counts a slowdown as positive)."""
     sign = -1.0 if direction == "faster" else 1.0

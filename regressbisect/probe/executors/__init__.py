@@ -11,7 +11,7 @@ from typing import Callable
 from regressbisect.config import HuntConfig
 from regressbisect.git.history import History
 from regressbisect.git.worktrees import pool_root
-from regressbisect.model import ProbeOutcome
+from regressbisect.samples import ProbeOutcome
 from regressbisect.probe.executors.base import ExecutedProbe, ProbeCancelled, ProbeExecutor
 from regressbisect.probe.executors.local import LocalExecutor
 from regressbisect.probe.runner import run_probe

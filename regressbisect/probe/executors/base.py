@@ -1,6 +1,6 @@
 """What runs a probe: the interface between the sample source and a place where processes run.
 
-The sample source (oracle.py) asks an executor to run one probe spec in one worktree with one
+The sample source (hunts/sampling.py) asks an executor to run one probe spec in one worktree with one
 extra environment and gets back the ProbeOutcome plus the fingerprint of the machine that ran it.
 Where that happens (a subprocess here, a Slurm job on some node) changes nothing above this line:
 the search, the store and the reports see the same outcomes.
@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Mapping, Protocol
 
-from regressbisect.model import ProbeOutcome
+from regressbisect.samples import ProbeOutcome
 from regressbisect.probe.runner import ProbeSpec
 
 

@@ -4,9 +4,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Callable, Mapping
 
-from regressbisect.model import ProbeOutcome
+from regressbisect.samples import ProbeOutcome
 from regressbisect.probe.executors.base import ExecutedProbe
-from regressbisect.probe.runner import ProbeSpec, environment_fingerprint, run_probe
+from regressbisect.machine.fingerprint import environment_fingerprint
+from regressbisect.probe.runner import ProbeSpec, run_probe
 
 
 class LocalExecutor:

@@ -34,9 +34,10 @@ from typing import Any, Callable, Mapping, Protocol
 
 from regressbisect.config import SlurmConfig
 from regressbisect.errors import UserError
-from regressbisect.model import ProbeOutcome
+from regressbisect.samples import ProbeOutcome
 from regressbisect.probe.executors.base import ExecutedProbe, ProbeCancelled
-from regressbisect.probe.runner import ProbeSpec, environment_fingerprint, run_probe
+from regressbisect.machine.fingerprint import environment_fingerprint
+from regressbisect.probe.runner import ProbeSpec, run_probe
 
 JOB_NAME_PREFIX = "rb-"
 """Every job of ours is named rb-<label>, so `squeue -n`/`scancel -n` can find them."""

@@ -18,15 +18,15 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 from regressbisect.errors import UserError
 from regressbisect.git.worktrees import PatchDoesNotApply, WorktreePool
-from regressbisect.model import Candidate, ProbeOutcome, Sample, SampleKey
 from regressbisect.probe.executors.base import ExecutedProbe, ProbeExecutor
 from regressbisect.probe.executors.local import LocalExecutor
 from regressbisect.probe.isolation import Isolation, ProbeImports
 from regressbisect.probe.runner import ProbeSpec, probe_environment, run_probe
+from regressbisect.samples import Candidate, ProbeOutcome, Sample, SampleKey
 from regressbisect.store import Store
 
 if TYPE_CHECKING:
-    from regressbisect.probe.contention import ContentionGuard
+    from regressbisect.machine.contention import ContentionGuard
     from regressbisect.probe.setup_step import SetupStep
     from regressbisect.probe.venvs import SlotVenvs
 

@@ -15,13 +15,13 @@ from __future__ import annotations
 
 import os
 import shutil
-import subprocess
 import threading
 import time
 from dataclasses import dataclass, field
 from typing import Callable
 
 from regressbisect.errors import ExitCode, UserError
+from regressbisect.machine.fingerprint import nvidia_smi
 
 CLK_TCK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 _BUSY_FIELDS = (0, 1, 2, 5, 6, 7)
@@ -146,7 +146,7 @@ class HuntCpu:
 def read_gpu_apps(run: Callable[[list[str]], str | None] | None = None
                   ) -> tuple[dict[str, float], list[tuple[int, str, float]]] | None:
     """({gpu uuid: utilisation 0..1}, [(pid, gpu uuid, used MiB)]) from nvidia-smi; None without it."""
-    run = run or _nvidia_smi
+    run = run or (lambda args: nvidia_smi(args, timeout_s=10))
     gpus = run(["--query-gpu=uuid,utilization.gpu", "--format=csv,noheader,nounits"])
     apps = run(["--query-compute-apps=pid,gpu_uuid,used_memory", "--format=csv,noheader,nounits"])
     if gpus is None or apps is None:
@@ -187,16 +187,6 @@ def _number(text: str) -> float:
         return float(text)
     except ValueError:
         return 0.0  # '[N/A]' on some boards
-
-
-def _nvidia_smi(args: list[str]) -> str | None:
-    if shutil.which("nvidia-smi") is None:
-        return None
-    try:
-        result = subprocess.run(["nvidia-smi", *args], capture_output=True, text=True, timeout=10)
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return result.stdout if result.returncode == 0 else None
 
 
 # -- the rule ---------------------------------------------------------------------------------

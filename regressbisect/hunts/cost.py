@@ -18,8 +18,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
-from regressbisect import stats
-from regressbisect.model import ProbeOutcome, Sample
+from regressbisect.samples import ProbeOutcome, Sample
+from regressbisect.search import stats
 
 if TYPE_CHECKING:
     from regressbisect.probe.executors.base import ExecutedProbe, ProbeExecutor

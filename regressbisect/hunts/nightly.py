@@ -18,21 +18,23 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from regressbisect import stats
-from regressbisect.changepoints import ChangePointSettings, detect
-from regressbisect.config import HuntConfig, default_store_path
+from regressbisect.config import (NIGHTLY_BRANCH, NIGHTLY_LOOKBACK, NIGHTLY_MAX_NEW, NIGHTLY_SAMPLES_PER_COMMIT,
+                                  HuntConfig, default_store_path)
 from regressbisect.errors import ExitCode, UserError
 from regressbisect.git.history import CommitInfo, History
 from regressbisect.git.worktrees import WorktreePool
-from regressbisect.jsonreport import dumps, isolation_json, report_header
-from regressbisect.hunt import (probe_spec, CommitHunt, count_gpus, interruptible, measurement_parts,
-                                slot_environments)
-from regressbisect.model import Candidate, ProbeOutcome, SampleKey
-from regressbisect.oracle import Request, SampleSource
+from regressbisect.hunts.commits import CommitHunt
+from regressbisect.hunts.common import interruptible, key_for, measurement_parts, slot_environments
+from regressbisect.hunts.sampling import Request, SampleSource
+from regressbisect.machine.fingerprint import count_gpus
 from regressbisect.probe.executors import ProbeExecutor, make_executor, work_root
 from regressbisect.probe.isolation import Isolation, isolation_for_hunt
-from regressbisect.probe.runner import run_probe
-from regressbisect.progress import HuntProgress
+from regressbisect.probe.runner import probe_spec, run_probe
+from regressbisect.render.progress import HuntProgress
+from regressbisect.render.report_json import dumps, isolation_json, report_header
+from regressbisect.samples import Candidate, ProbeOutcome, SampleKey
+from regressbisect.search import stats
+from regressbisect.search.changepoints import ChangePointSettings, detect
 from regressbisect.store import Store
 
 
@@ -40,13 +42,13 @@ from regressbisect.store import Store
 class NightlySettings:
     """How a night is spent."""
 
-    branch: str = "main"
+    branch: str = NIGHTLY_BRANCH
     """Branch whose tip is measured."""
-    samples_per_commit: int = 5
+    samples_per_commit: int = NIGHTLY_SAMPLES_PER_COMMIT
     """Samples per measured commit (interleaved across the night's commits)."""
-    max_new: int = 5
+    max_new: int = NIGHTLY_MAX_NEW
     """Commits measured per night, the tip included, newest first (unseen ones only)."""
-    lookback: int = 200
+    lookback: int = NIGHTLY_LOOKBACK
     """First-parent commits from the tip that form the series."""
     changepoints: ChangePointSettings = field(default_factory=ChangePointSettings)
     """Minimum magnitude and significance of a change point."""
@@ -121,7 +123,7 @@ class Nightly:
         return self.history.lineage(tip, self.settings.lookback)
 
     def _check_machine(self) -> dict[str, Any]:
-        from regressbisect import doctor
+        from regressbisect.machine import doctor
 
         if self.config.executor == "slurm" and self.machine_check is None:
             # This process runs on a login node: its own load says nothing about the job nodes.
@@ -137,8 +139,8 @@ class Nightly:
                 "check": doctor.check_to_json(check)}
 
     def key_for(self, candidate: Candidate) -> SampleKey:
-        return SampleKey(tree=self.history.tree_of(candidate.commit), patch_hash=None,
-                         config_hash=self.config_hash, env_fingerprint=self.env_fingerprint)
+        return key_for(self.history, candidate, config_hash=self.config_hash,
+                       env_fingerprint=self.env_fingerprint)
 
     def _measure(self, commits: Sequence[CommitInfo], flagged: bool) -> list[str]:
         """Measure the tip and unseen commits; returns the shas measured tonight."""

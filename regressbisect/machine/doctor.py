@@ -5,7 +5,7 @@ clock, a degraded host). Before trusting a nightly measurement we time two fixed
 matmul (compute) and a large tensor copy (memory bandwidth) - and look for other processes and
 the clock state, then compare with this machine's own earlier checks.
 
-The measuring half runs in a child process (`python -m regressbisect.doctor --json`, one JSON
+The measuring half runs in a child process (`python -m regressbisect.machine.doctor --json`, one JSON
 dict on stdout) because the CLI process never imports torch; `run_check` spawns it and
 `assess` compares the result with history. Only `_measure` and below import torch.
 """
@@ -15,7 +15,6 @@ import argparse
 import json
 import math
 import os
-import shutil
 import statistics
 import subprocess
 import sys
@@ -25,6 +24,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
 from regressbisect.errors import UserError
+from regressbisect.machine.fingerprint import cpu_model, nvidia_smi
 
 SCHEMA = 1
 # Each kernel is timed in blocks of at least this many seconds; the rate is the median over
@@ -35,7 +35,7 @@ _BLOCKS = 7
 
 @dataclass(frozen=True)
 class MachineCheck:
-    """One measurement of the machine, as printed by `python -m regressbisect.doctor --json`."""
+    """One measurement of the machine, as printed by `python -m regressbisect.machine.doctor --json`."""
 
     device: str
     """What was measured, e.g. 'cuda: NVIDIA H200' or 'cpu: AMD EPYC 7B13 (2 threads)'."""
@@ -86,7 +86,7 @@ def contention_figures(seconds: float = 2.0, guard=None) -> dict[str, Any]:
     """Other processes' load right now, as the busy-machine guard sees it during a sample
     (docs/contention.md): CPUs, share of the machine, GPU, and the rule's verdict."""
     from regressbisect.config import HuntConfig, ProbeConfig
-    from regressbisect.probe.contention import BusyRule, ContentionGuard
+    from regressbisect.machine.contention import BusyRule, ContentionGuard
 
     if guard is None:
         defaults = HuntConfig(probe=ProbeConfig(cmd="true"))
@@ -101,10 +101,10 @@ def contention_figures(seconds: float = 2.0, guard=None) -> dict[str, Any]:
 
 def run_check(timeout_s: float = 120) -> MachineCheck:
     """Measure this machine in a fresh child process and return its result."""
-    package_root = str(Path(__file__).resolve().parents[1])
+    package_root = str(Path(__file__).resolve().parents[2])
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH")) if p)
-    command = [sys.executable, "-m", "regressbisect.doctor", "--json"]
+    command = [sys.executable, "-m", "regressbisect.machine.doctor", "--json"]
     try:
         done = subprocess.run(command, capture_output=True, text=True, timeout=timeout_s, env=env)
     except subprocess.TimeoutExpired:
@@ -116,46 +116,6 @@ def run_check(timeout_s: float = 120) -> MachineCheck:
         if line.startswith("{"):
             return MachineCheck.from_json(json.loads(line))
     raise UserError("machine check printed no JSON result")
-
-
-@dataclass(frozen=True)
-class ImportCheck:
-    """`doctor --cmd`: what one probe in a worktree of a commit imported, and from where."""
-
-    commit: str
-    roots: tuple[str, ...]
-    """The worktree's import roots, worktree-relative, in PYTHONPATH order."""
-    imported: dict
-    """module -> worktree-relative file of every project module the probe imported."""
-    note: str
-    processes: int
-    """Processes of the probe that imported the project (each torchrun rank is one)."""
-    outcome: Any
-    """The probe's ProbeOutcome (its tok/s, or why it was skipped)."""
-
-
-def check_imports(history, config, ref: str = "HEAD") -> ImportCheck:
-    """Run the probe once in a pool worktree of `ref` with the isolation check on.
-
-    Raises IsolationError (exit code 7) when it imported project code from elsewhere.
-    """
-    from regressbisect.git.worktrees import WorktreePool
-    from regressbisect.hunt import probe_spec
-    from regressbisect.probe.isolation import import_roots, isolation_for_hunt
-    from regressbisect.probe.runner import run_probe
-
-    spec = probe_spec(config)
-    isolation = isolation_for_hunt(history, True, spec.env)
-    commit = history.resolve(ref)
-    with WorktreePool(history, 1) as pool:
-        worktree = pool.checkout(0, commit)
-        probe = isolation.prepare(worktree)
-        outcome = run_probe(spec, worktree, extra_env=probe.env)
-        isolation.verify(probe)
-        roots = tuple(os.path.relpath(r, worktree) for r in import_roots(worktree))
-    report = isolation.report()
-    return ImportCheck(commit=commit, roots=roots, imported=report["imported_from"],
-                       note=report["note"], processes=report["processes_per_probe"], outcome=outcome)
 
 
 def assess(check: MachineCheck, history: Sequence[MachineCheck | Mapping[str, Any]], *,
@@ -249,7 +209,7 @@ def _measure() -> dict[str, Any]:
         torch.set_num_threads(1)
         device, dtype, size = torch.device("cpu"), torch.float32, 512
         copy_elements = 32 * 1024 * 1024  # 128 MiB of fp32: beyond the last-level cache
-        name = f"cpu: {_cpu_model()} ({torch.get_num_threads()} threads)"
+        name = f"cpu: {cpu_model()} ({torch.get_num_threads()} threads)"
         sync = lambda: None  # noqa: E731 - CPU ops are synchronous
 
     matmul_rates = _matmul_rates(torch, device, dtype, size, sync)
@@ -307,18 +267,8 @@ def _rates(kernel: Callable[[], object], work: float, sync: Callable[[], None]) 
     return rates
 
 
-def _run(command: list[str]) -> str | None:
-    if shutil.which(command[0]) is None:
-        return None
-    try:
-        done = subprocess.run(command, capture_output=True, text=True, timeout=20)
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    return done.stdout if done.returncode == 0 else None
-
-
 def _gpu_processes() -> list[dict[str, Any]]:
-    text = _run(["nvidia-smi", "--query-compute-apps=pid,process_name,used_memory,gpu_bus_id",
+    text = nvidia_smi(["--query-compute-apps=pid,process_name,used_memory,gpu_bus_id",
                  "--format=csv,noheader,nounits"]) or ""
     visible_bus = _visible_bus_id()
     processes = []
@@ -345,7 +295,7 @@ def _visible_bus_id() -> str | None:
 def _gpu_clocks() -> dict[str, Any]:
     fields = ["clocks.sm", "clocks.max.sm", "temperature.gpu", "power.draw"]
     for throttle_field in ("clocks_throttle_reasons.active", "clocks_event_reasons.active"):
-        text = _run(["nvidia-smi", f"--query-gpu=pci.bus_id,{','.join(fields)},{throttle_field}",
+        text = nvidia_smi([f"--query-gpu=pci.bus_id,{','.join(fields)},{throttle_field}",
                      "--format=csv,noheader,nounits"])
         if text:
             break
@@ -379,17 +329,6 @@ def _busy_cpu_processes() -> list[dict[str, Any]]:
     return samples[len(samples) // 2]
 
 
-def _cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    import platform
-    return platform.processor() or platform.machine()
-
-
 def _cpu_clocks() -> dict[str, Any]:
     clocks: dict[str, Any] = {}
     try:
@@ -416,7 +355,7 @@ def _number(text: str) -> Any:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m regressbisect.doctor",
+    parser = argparse.ArgumentParser(prog="python -m regressbisect.machine.doctor",
                                      description="Measure matmul rate, copy bandwidth, neighbours and clocks.")
     parser.add_argument("--json", action="store_true", help="print one JSON dict (for run_check)")
     args = parser.parse_args(argv)

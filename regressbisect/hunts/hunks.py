@@ -20,20 +20,21 @@ from regressbisect.errors import UserError
 from regressbisect.git.history import History
 from regressbisect.git.hunks import Hunk, build_patch, collect_hunks, group_hunks, untracked_files
 from regressbisect.git.worktrees import WorktreePool
-from regressbisect.hunt import (probe_spec, VERDICT_EXIT, HuntOutcome, count_gpus, interruptible,
-                                measurement_parts, slot_environments)
-from regressbisect.model import Candidate, ProbeOutcome, SampleKey
-from regressbisect.oracle import Request, SampleSource, median_counters
-from regressbisect.jsonreport import isolation_json
+from regressbisect.hunts.common import (VERDICT_EXIT, HuntOutcome, interruptible, key_for, measurement_parts,
+                                        slot_environments)
+from regressbisect.hunts.sampling import Request, SampleSource, median_counters
+from regressbisect.machine.fingerprint import count_gpus
 from regressbisect.probe.executors import ProbeExecutor, make_executor, work_root
 from regressbisect.probe.isolation import isolation_for_hunt
-from regressbisect.probe.runner import run_probe
-from regressbisect.progress import HuntProgress
+from regressbisect.probe.runner import probe_spec, run_probe
+from regressbisect.render.progress import HuntProgress
+from regressbisect.render.report_json import isolation_json, report_header
+from regressbisect.samples import Candidate, ProbeOutcome, SampleKey
 from regressbisect.search.bisect import SearchSettings
 from regressbisect.search.hunkdecide import HunkDecision, TestedSubset, decide_hunks
 from regressbisect.search.levels import LevelRule
 from regressbisect.store import Store
-from regressbisect.jsonreport import report_header
+
 
 class HunkHunt:
     """One `regressbisect hunks`: BASE vs BASE + the work tree's changes."""
@@ -64,10 +65,8 @@ class HunkHunt:
         return Candidate(self.base, tuple(sorted(ids)))
 
     def key_for(self, candidate: Candidate) -> SampleKey:
-        # The patch hash is over hunk ids, which hash each hunk's file and text: stable while the
-        # change is the same, so a re-run reuses the samples.
-        return SampleKey(tree=self._tree, patch_hash=candidate.patch_hash,
-                         config_hash=self._config_hash, env_fingerprint=self.env_fingerprint)
+        return key_for(self.history, candidate, config_hash=self._config_hash,
+                       env_fingerprint=self.env_fingerprint, trees={self.base: self._tree})
 
     def patch_for(self, candidate: Candidate) -> str | None:
         if not candidate.patch:

@@ -8,79 +8,33 @@ same command: the search is deterministic and is fed the stored samples in the o
 """
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import math
-import os
-import shutil
-import signal
-import subprocess
-import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from regressbisect import cost as costs
-from regressbisect import jsonreport
-from regressbisect import stats
 from regressbisect.config import HuntConfig, default_store_path
-from regressbisect.errors import ExitCode, UserError, warn
+from regressbisect.errors import UserError
 from regressbisect.git.history import CommitInfo, History
 from regressbisect.git.worktrees import WorktreePool
-from regressbisect.model import Candidate, ProbeOutcome, SampleKey
-from regressbisect.oracle import Request, SampleSource, median_counters
+from regressbisect.hunts import cost as costs
+from regressbisect.hunts.common import (VERDICT_EXIT, HuntOutcome, interruptible, key_for,
+                                        measurement_parts, slot_environments)
+from regressbisect.hunts.sampling import Request, SampleSource, median_counters
+from regressbisect.machine.fingerprint import count_gpus
 from regressbisect.probe.executors import ProbeExecutor, make_executor, work_root
 from regressbisect.probe.isolation import isolation_for_hunt
-from regressbisect.probe.runner import ProbeSpec, kill_running_probes, run_probe
-from regressbisect.progress import HuntProgress
+from regressbisect.probe.runner import probe_spec, run_probe
+from regressbisect.render import report_json
+from regressbisect.render.progress import HuntProgress
+from regressbisect.samples import Candidate, ProbeOutcome
+from regressbisect.search import stats
 from regressbisect.search.bisect import CommitSearch, SearchSettings
 from regressbisect.store import Store
 
 NO_COUNTERS_NOTE = ("the shimmed probe of GOOD counted nothing (it imports no torch, or makes none of "
                     "the counted calls): no overhead arm and no counters runs, tok/s from unshimmed runs")
-
-VERDICT_EXIT = {
-    "culprits": ExitCode.OK,
-    "not-reproduced": ExitCode.NOT_REPRODUCED,
-    "all-skipped": ExitCode.ALL_SKIPPED,
-    "not-localised": ExitCode.NOT_LOCALISED,
-    "undecided": ExitCode.UNDECIDED,
-}
-"""The exit code of each verdict of a commit or hunk hunt (the JSON's `verdict` and `exit_code`)."""
-
-
-@contextlib.contextmanager
-def interruptible():
-    """SIGINT and SIGTERM stop the hunt while it runs: the running probes' process groups are
-    killed and KeyboardInterrupt unwinds it (every finished sample is already stored; the CLI
-    prints the resume line and exits 130). Installed for the hunt's duration, the previous
-    handlers restored after: a hunt started from a background script inherits SIGINT as
-    ignored, and Python then never raises KeyboardInterrupt on its own."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def stop(signum, frame):
-        kill_running_probes()
-        raise KeyboardInterrupt(signal.Signals(signum).name)
-
-    previous = {signum: signal.signal(signum, stop) for signum in (signal.SIGINT, signal.SIGTERM)}
-    try:
-        yield
-    finally:
-        for signum, handler in previous.items():
-            signal.signal(signum, handler)
-
-
-@dataclass(frozen=True)
-class HuntOutcome:
-    """What a finished hunt hands to the CLI."""
-
-    report: dict[str, Any]
-    """The JSON report (docs/report-schema.md)."""
-    exit_code: ExitCode
-    hunt_id: int
-
 
 @dataclass(frozen=True)
 class InstrumentationPlan:
@@ -96,74 +50,6 @@ class InstrumentationPlan:
     there is no overhead arm and no separate counters runs - they would measure nothing."""
     overhead_pairs: int = 0
     """Interleaved pairs the overhead arm used (it stops as soon as its interval decides)."""
-
-
-def probe_spec(config: HuntConfig) -> ProbeSpec:
-    """The runner's view of the probe config (shared by commit, hunk and nightly hunts)."""
-    env = dict(config.probe.env)
-    if config.lm_head_min_out is not None:
-        env["REGRESSBISECT_LMHEAD_MIN_OUT"] = str(config.lm_head_min_out)
-    return ProbeSpec(command=config.probe.cmd, tokens=config.probe.tokens,
-                     timeout_s=config.probe.timeout_s, env=env, metric_regex=config.probe.metric_regex)
-
-
-def slot_environments(config: HuntConfig, gpu_count: int) -> list[dict[str, str]]:
-    """Pin each slot to its own devices: explicit --slot-devices, else split the GPUs evenly.
-
-    With Slurm no slot names devices: each job gets its GPUs from the scheduler's allocation."""
-    if config.executor == "slurm":
-        return [{} for _ in range(config.slots)]
-    if config.slot_devices:
-        return [{"CUDA_VISIBLE_DEVICES": d} for d in config.slot_devices]
-    if config.slots == 1 or gpu_count < config.slots:
-        if config.slots > 1 and gpu_count:
-            warn(f"{config.slots} slots share {gpu_count} GPU(s): measurements will disturb each other",
-                 "--slots or --slot-devices")
-        return [{} for _ in range(config.slots)]
-    per_slot = gpu_count // config.slots
-    return [{"CUDA_VISIBLE_DEVICES": ",".join(str(s * per_slot + g) for g in range(per_slot))}
-            for s in range(config.slots)]
-
-
-def count_gpus() -> int:
-    """GPUs visible to probes, without importing torch in the parent."""
-    if shutil.which("nvidia-smi") is None:
-        return 0
-    try:
-        out = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=20).stdout
-    except (OSError, subprocess.SubprocessError):
-        return 0
-    gpus = [line for line in out.splitlines() if line.startswith("GPU ")]
-    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
-    if visible is not None:
-        return min(len(gpus), len([v for v in visible.split(",") if v.strip()]))
-    return len(gpus)
-
-
-def measurement_parts(config: HuntConfig, history: History, store: Store, hunt_id: int | None,
-                      progress: HuntProgress) -> dict[str, Any]:
-    """SampleSource's setup step, slot virtualenvs and busy-machine guard, from the config
-    (shared by commit, hunk and nightly hunts; docs/setup.md, docs/contention.md)."""
-    from regressbisect.probe.contention import BusyRule, ContentionGuard
-    from regressbisect.probe.setup_step import SetupStep
-    from regressbisect.probe.venvs import SlotVenvs
-
-    # Beside the worktree pool: with Slurm's shared_dir the nodes see the slots' venvs too.
-    root = work_root(config, history)
-    venvs = SlotVenvs(root / "venvs") if config.probe.venv else None
-    setup = None
-    if config.probe.setup is not None:
-        setup = SetupStep(command=config.probe.setup, store=store, hunt_id=hunt_id,
-                          log_dir=root / "setup-logs",
-                          timeout_s=config.probe.setup_timeout_s,
-                          venv_key=venvs.key if venvs is not None else None)
-    guard = None
-    # The guard reads this machine's load; a Slurm job runs on a node the scheduler gave it.
-    if config.busy_check and config.executor == "local":
-        guard = ContentionGuard(BusyRule(cpus=config.busy_cpus, share=config.busy_share,
-                                         gpu=config.busy_gpu),
-                                max_wait_s=config.max_wait_s, on_wait=progress.message)
-    return {"setup": setup, "venvs": venvs, "guard": guard}
 
 
 class CommitHunt:
@@ -190,9 +76,8 @@ class CommitHunt:
         self._trees = {c.sha: c.tree for c in self.commits}
 
     def key_for(self, candidate: Candidate) -> SampleKey:
-        tree = self._trees.get(candidate.commit) or self.history.tree_of(candidate.commit)
-        return SampleKey(tree=tree, patch_hash=candidate.patch_hash,
-                         config_hash=self._config_hash, env_fingerprint=self.env_fingerprint)
+        return key_for(self.history, candidate, config_hash=self._config_hash,
+                       env_fingerprint=self.env_fingerprint, trees=self._trees)
 
     def run(self) -> HuntOutcome:
         with interruptible():
@@ -242,7 +127,7 @@ class CommitHunt:
                 store.finish_hunt(hunt_id, {"verdict": "error", "error": error.message})
                 raise
             counters = self._explain(source, plan, result)
-            report = jsonreport.commit_report(
+            report = report_json.commit_report(
                 commits=self.commits, result=result, counters=counters, plan=plan,
                 probes=self.meter.totals.probes, cached=cached_before + source.cached_used,
                 config=self.config, env_facts=self.env_facts, store_path=self.store_path,

@@ -36,6 +36,8 @@ from typing import Sequence
 import numpy as np
 import ruptures
 
+from regressbisect.config import CHANGE_ALPHA, CHANGE_MIN_MAGNITUDE, DIRECTION, DIRECTIONS
+
 # Winsorising at 3 robust sigmas (Huber) touches about 1 in 370 nights of Gaussian noise.
 _CLIP_SIGMAS = 3.0
 # Hampel identifier threshold (Pearson 2002): an isolated night this far from its neighbours'
@@ -45,7 +47,6 @@ _CLIP_SIGMAS = 3.0
 _OUTLIER_SIGMAS = 5.0
 # MAD -> sigma for Gaussian noise.
 _MAD_TO_SIGMA = 1.4826
-_DIRECTIONS = ("slower", "faster", "both")
 # Permutations are drawn in batches; the test stops early after this many exceedances.
 _PERMUTATION_BATCH = 200
 _STOP_EXCEEDANCES = 10
@@ -71,9 +72,9 @@ class ChangePoint:
 class ChangePointSettings:
     """How sure and how large a step must be before it is reported."""
 
-    min_magnitude: float = 0.02
+    min_magnitude: float = CHANGE_MIN_MAGNITUDE
     """Smallest relative change of the segment medians that is reported (0.02 = 2%)."""
-    alpha: float = 0.01
+    alpha: float = CHANGE_ALPHA
     """Significance level of the permutation test on each split (family-wise for a flat series)."""
     min_segment: int = 3
     """Points needed on each side of a step. A step is detected after this many nights at the new
@@ -96,14 +97,14 @@ class ChangePointSettings:
 
 
 def detect(values: Sequence[float], settings: ChangePointSettings = ChangePointSettings(),
-           *, direction: str = "slower") -> list[ChangePoint]:
+           *, direction: str = DIRECTION) -> list[ChangePoint]:
     """Steps of a throughput series (oldest first), sorted by index.
 
     `direction`: 'slower' reports drops of the series, 'faster' rises, 'both' either.
     Fewer than `2 * min_segment` points give no change point (not enough evidence yet).
     """
-    if direction not in _DIRECTIONS:
-        raise ValueError(f"direction must be one of {_DIRECTIONS}, got {direction!r}")
+    if direction not in DIRECTIONS:
+        raise ValueError(f"direction must be one of {DIRECTIONS}, got {direction!r}")
     raw = np.asarray(values, dtype=float)
     if raw.ndim != 1:
         raise ValueError("values must be a flat sequence")

@@ -1,29 +1,17 @@
-"""Build a demo git repository: a standalone copy of the reference DFlash trainer with a scripted
-history (harmless commits and real regressions) and an uncommitted diff.
-
-Every edit is a string replacement asserted to match exactly, applied to the trainer sources as
-they are in this package, so a change to the workload that breaks the script fails loudly here.
-Commit dates and identities are fixed, so the same sources give the same shas.
-"""
+"""The demo repository's script, as data: its commits (harmless ones and real regressions, each
+an exact string edit of the reference trainer's sources), the uncommitted diff, the pyproject and
+README it starts with, and the multi-rank branch. `build.py` turns this into a git repository."""
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from dataclasses import dataclass
-from pathlib import Path
-from typing import NamedTuple
 
-from regressbisect.errors import UserError
-
-_WORKLOAD_DIR = Path(__file__).parent / "workload" / "dflash"
-_PACKAGE = "trainer"
-_FIRST_DATE = 1_735_725_600  # 2025-01-01 10:00 UTC
-_HOURS = 3600
+PACKAGE = "trainer"
+FIRST_DATE = 1_735_725_600  # 2025-01-01 10:00 UTC
+HOURS = 3600
 DEFAULT_TOKENS = 960  # 20 tiny steps: about 1 s measured after ~4 s of start-up on one CPU core;
 # the run-to-run noise of a shared CPU is per process (~12%), so longer probes buy little
 # h200: 5 steps of 7680 supervised tokens (~1 s); a single step's time varies by several percent
-_DEFAULT_TOKENS_BY_PRESET = {"tiny": DEFAULT_TOKENS, "h200": 38400}
+DEFAULT_TOKENS_BY_PRESET = {"tiny": DEFAULT_TOKENS, "h200": 38400}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -60,65 +48,15 @@ class ScriptedCommit:
     """Expected effect on the CPU tiny preset (tok/s and counters per iteration)."""
 
 
-class DemoCulprit(NamedTuple):
-    """A commit of the history that makes the job slower; unpacks as (sha, effect)."""
-
-    sha: str
-    """Full sha of the culprit."""
-    effect: str
-    """Expected effect: tok/s change measured side by side, counters before -> after."""
-
-
-@dataclass(frozen=True)
-class DiffSummary:
-    """The uncommitted changes left in the demo working tree."""
-
-    files: tuple[str, ...]
-    """Changed tracked files."""
-    added: int
-    """Lines added (git diff --numstat)."""
-    removed: int
-    """Lines removed."""
-    regressing_hunks: tuple[str, ...]
-    """Description of the hunks that slow the job; every other hunk is harmless."""
-
-
-@dataclass(frozen=True)
-class DemoRepo:
-    """What build_demo_repo made."""
-
-    path: Path
-    """Root of the new repository."""
-    commits: tuple[tuple[str, str], ...]
-    """(sha, subject) of every commit, oldest first; the last one is HEAD."""
-    culprits: tuple[DemoCulprit, ...]
-    """The scripted slowdowns (sha, expected effect), oldest first."""
-    more_lm_head_not_slower: str
-    """Sha of the commit doing more lm_head work that is not slower (it removes other work)."""
-    counters_only: tuple[str, ...]
-    """Shas whose counters change (host syncs) without a CPU slowdown."""
-    uncommitted: DiffSummary
-    """The working-tree diff."""
-    tokens: int
-    """Token budget written to [tool.regressbisect]."""
-
-    def sha_of(self, subject_prefix: str) -> str:
-        """Sha of the one commit whose subject starts with `subject_prefix`."""
-        found = [sha for sha, subject in self.commits if subject.startswith(subject_prefix)]
-        if len(found) != 1:
-            raise KeyError(subject_prefix)
-        return found[0]
-
-
 # ---------------------------------------------------------------------------------------------
 # The scripted history
 
 
 def _t(name: str) -> str:
-    return f"{_PACKAGE}/{name}"
+    return f"{PACKAGE}/{name}"
 
 
-_README = """\
+README_MD = """\
 # dflash-trainer
 
 A DFlash-style drafter trainer: a frozen target model produces hidden states of a few layers,
@@ -132,10 +70,10 @@ Run it:
 It prints one line `@regressbisect {"tokens": ..., "seconds": ..., "tok_s": ...}` after warm-up.
 """
 
-_GITIGNORE = "__pycache__/\n*.pyc\n.regressbisect/\nruns/\n"
+GITIGNORE = "__pycache__/\n*.pyc\n.regressbisect/\nruns/\n"
 
 
-def _pyproject(preset: str, tokens: int, version: str = "0.1.0") -> str:
+def pyproject_toml(preset: str, tokens: int, version: str = "0.1.0") -> str:
     return f"""\
 [project]
 name = "dflash-trainer"
@@ -145,21 +83,21 @@ requires-python = ">=3.10"
 dependencies = ["torch>=2.5"]
 
 [tool.regressbisect]
-cmd = "python -m {_PACKAGE} --preset {preset} --tokens {{tokens}}"
+cmd = "python -m {PACKAGE} --preset {preset} --tokens {{tokens}}"
 tokens = {tokens}
 timeout = 300
 overhead_pairs = 4
 """
 
 
-def _history(preset: str, tokens: int) -> list[ScriptedCommit]:
+def scripted_history(preset: str, tokens: int) -> list[ScriptedCommit]:
     """Commits after the initial import, oldest first."""
     t = _t
     return [
         ScriptedCommit("Add a README with how to run the trainer", (
-            Edit("README.md", "", _README, create=True),)),
+            Edit("README.md", "", README_MD, create=True),)),
         ScriptedCommit("Ignore caches and run outputs", (
-            Edit(".gitignore", "", _GITIGNORE, create=True),)),
+            Edit(".gitignore", "", GITIGNORE, create=True),)),
         ScriptedCommit("Explain the anchor sampling in comments", (
             Edit(t("masks.py"), "    valid = loss_mask[:-1].bool() & loss_mask[1:].bool()  # positions 0..S-2\n",
                  "    # An anchor needs a supervised successor: the block predicts tokens after it.\n"
@@ -319,13 +257,13 @@ def _history(preset: str, tokens: int) -> list[ScriptedCommit]:
 
 # The demo's starting point differs from the packaged workload in one place: its metrics pass
 # sorts the whole vocabulary. A later commit replaces that by topk and runs it every step.
-_INITIAL_EDITS = (
+INITIAL_EDITS = (
     Edit(_t("loss.py"), "        top = logits.topk(k, dim=-1).indices\n",
          "        top = torch.argsort(logits, dim=-1, descending=True)[:, :k]\n"),
 )
 
 
-_UNCOMMITTED = (
+UNCOMMITTED = (
     # Harmless: a description and validation helper for presets.
     Edit(_t("presets.py"), "    def replace(self, **changes: object) -> \"Preset\":\n"
                            "        return dataclasses.replace(self, **changes)\n",
@@ -546,7 +484,7 @@ loss): peak logits memory scales with it, the number of lm_head calls with its i
 | `iters` | one row per measured step: `ms`, `tokens`, and counters when a probe adds them |
 """
 
-_UNCOMMITTED_MORE = (
+UNCOMMITTED_MORE = (
     Edit(_t("train.py"), "class DrafterTrainer:\n", _RUN_LOG),
     Edit(_t("train.py"),
          "    \"\"\"After the measured stage (these reads sync the device): a human line on stderr.\"\"\"\n",
@@ -641,115 +579,20 @@ _UNCOMMITTED_MORE = (
 )
 
 
-_REGRESSING_UNCOMMITTED = (
-    f"{_PACKAGE}/train.py: torch.autograd.set_detect_anomaly(True) left on (tok/s about -65% on "
+REGRESSING_UNCOMMITTED = (
+    f"{PACKAGE}/train.py: torch.autograd.set_detect_anomaly(True) left on (tok/s about -65% on "
     "CPU; no counter changes)",
-    f"{_PACKAGE}/drafter.py: activation checkpointing of every drafter layer (forward recomputed "
+    f"{PACKAGE}/drafter.py: activation checkpointing of every drafter layer (forward recomputed "
     "in backward; tok/s about -14% on CPU)",
-    f"{_PACKAGE}/masks.py: document ids from a [max_docs, S] comparison matrix instead of "
+    f"{PACKAGE}/masks.py: document ids from a [max_docs, S] comparison matrix instead of "
     "repeat_interleave (a GPU cost; within noise on the CPU tiny preset)",
 )
-
-
-# ---------------------------------------------------------------------------------------------
-# Building
-
-
-def _git(repo: Path, *args: str, date: int | None = None) -> str:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
-    env.update({"GIT_AUTHOR_NAME": "Dana Drafter", "GIT_AUTHOR_EMAIL": "dana@example.com",
-                "GIT_COMMITTER_NAME": "Dana Drafter", "GIT_COMMITTER_EMAIL": "dana@example.com",
-                "GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": os.devnull})
-    if date is not None:
-        env["GIT_AUTHOR_DATE"] = env["GIT_COMMITTER_DATE"] = f"@{date} +0000"
-    proc = subprocess.run(["git", "-c", "commit.gpgsign=false", "-c", "core.autocrlf=false", *args],
-                          cwd=repo, env=env, capture_output=True, text=True)
-    if proc.returncode != 0:
-        raise RuntimeError(f"git {' '.join(args)} failed: {proc.stderr.strip()}")
-    return proc.stdout.strip()
-
-
-def _apply(root: Path, edit: Edit) -> None:
-    target = root / edit.path
-    if edit.create:
-        if target.exists():
-            raise AssertionError(f"demo edit would overwrite {edit.path}")
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(edit.new)
-        return
-    text = target.read_text()
-    found = text.count(edit.old)
-    if found != edit.count:
-        raise AssertionError(f"demo edit of {edit.path}: expected {edit.count} match(es) of "
-                             f"{edit.old[:60]!r}, found {found}")
-    target.write_text(text.replace(edit.old, edit.new))
-
-
-def _copy_trainer(root: Path) -> None:
-    """The workload sources, unchanged, as a standalone package (stdlib + torch only)."""
-    package = root / _PACKAGE
-    package.mkdir()
-    for source in sorted(_WORKLOAD_DIR.glob("*.py")):
-        text = source.read_text().replace("regressbisect.workload.dflash", _PACKAGE)
-        (package / source.name).write_text(text)
-
-
-def _commit(root: Path, subject: str, index: int) -> str:
-    _git(root, "add", "-A")
-    _git(root, "commit", "-q", "-m", subject, date=_FIRST_DATE + index * _HOURS)
-    return _git(root, "rev-parse", "HEAD")
-
-
-def build_demo_repo(path: Path, preset: str = "tiny", tokens: int | str | None = None) -> DemoRepo:
-    """Create a new git repository at `path` with the scripted history and uncommitted diff.
-
-    Raises UserError when `path` exists and is not an empty directory.
-    """
-    path = Path(path)
-    if path.exists() and (not path.is_dir() or any(path.iterdir())):
-        raise UserError(f"demo path {path} exists and is not empty; choose a new directory")
-    auto_tokens = tokens == "auto"  # pyproject says tokens = "auto": the hunt picks the budget
-    tokens = (_DEFAULT_TOKENS_BY_PRESET.get(preset, DEFAULT_TOKENS) if tokens is None or auto_tokens
-              else int(tokens))
-    if tokens < 1:
-        raise UserError("--tokens must be >= 1")
-    path.mkdir(parents=True, exist_ok=True)
-    _git(path, "init", "-q", "--template=", "-b", "main")
-
-    _copy_trainer(path)
-    for edit in _INITIAL_EDITS:
-        _apply(path, edit)
-    pyproject = _pyproject(preset, tokens)
-    if auto_tokens:
-        pyproject = pyproject.replace(f"\ntokens = {tokens}\n", '\ntokens = "auto"\n')
-    (path / "pyproject.toml").write_text(pyproject)
-    commits = [(_commit(path, "Import the DFlash drafter trainer", 0), "Import the DFlash drafter trainer")]
-    culprits: list[DemoCulprit] = []
-    more_work = ""
-    counters_only: list[str] = []
-    for index, scripted in enumerate(_history(preset, tokens), start=1):
-        for edit in scripted.edits:
-            _apply(path, edit)
-        sha = _commit(path, scripted.subject, index)
-        commits.append((sha, scripted.subject))
-        if scripted.kind == "culprit":
-            culprits.append(DemoCulprit(sha=sha, effect=scripted.effect))
-        elif scripted.kind == "more-lm-head-not-slower":
-            more_work = sha
-        elif scripted.kind == "counters-only":
-            counters_only.append(sha)
-
-    for edit in (*_UNCOMMITTED, *_UNCOMMITTED_MORE):
-        _apply(path, edit)
-    return DemoRepo(path=path, commits=tuple(commits), culprits=tuple(culprits),
-                    more_lm_head_not_slower=more_work, counters_only=tuple(counters_only),
-                    uncommitted=_diff_summary(path), tokens=tokens)
 
 
 # A regression that exists only with several ranks: Receiver (the drafter's side of the target ->
 # drafter transfer) runs only when targets and drafters are separate ranks, and this `.item()`
 # makes the host wait for the previous step before it starts the next one's host-side work.
-_MULTIRANK_HISTORY = (
+MULTIRANK_HISTORY = (
     ScriptedCommit("Comment the receive queue", (
         Edit(_t("transport.py"), "        self.posted: collections.deque = collections.deque()\n",
              "        # (ints, hidden, works) of the receives posted ahead, oldest first\n"
@@ -774,70 +617,3 @@ _MULTIRANK_HISTORY = (
 )
 
 
-def add_multirank_branch(demo: DemoRepo) -> str:
-    """Branch 'multirank' in a built demo repository, from the parent of its first culprit, with
-    four scripted commits of which one slows only multi-rank runs; returns that commit's sha.
-
-    The demo's uncommitted diff is discarded (the branch is committed work only).
-    """
-    root = demo.path
-    _git(root, "reset", "-q", "--hard")
-    _git(root, "checkout", "-q", "-B", "multirank", f"{demo.culprits[0].sha}~1")
-    culprit = ""
-    for offset, scripted in enumerate(_MULTIRANK_HISTORY):
-        for edit in scripted.edits:
-            _apply(root, edit)
-        # dates after the main history's, so the same sources give the same shas
-        sha = _commit(root, scripted.subject, len(demo.commits) + offset)
-        if scripted.kind == "culprit":
-            culprit = sha
-    return culprit
-
-
-def _diff_summary(root: Path) -> DiffSummary:
-    files: list[str] = []
-    added = removed = 0
-    for line in _git(root, "diff", "--numstat", "HEAD").splitlines():
-        plus, minus, name = line.split("\t")
-        files.append(name)
-        added += int(plus)
-        removed += int(minus)
-    return DiffSummary(files=tuple(files), added=added, removed=removed,
-                       regressing_hunks=_REGRESSING_UNCOMMITTED)
-
-
-def history_table(preset: str = "tiny", tokens: int = DEFAULT_TOKENS) -> list[tuple[int, str, str, str]]:
-    """(index, subject, kind, expected effect) of the scripted history, index 0 = first commit."""
-    rows = [(0, "Import the DFlash drafter trainer", "harmless", "none")]
-    for index, scripted in enumerate(_history(preset, tokens), start=1):
-        rows.append((index, scripted.subject, scripted.kind, scripted.effect))
-    return rows
-
-
-def main(argv: list[str] | None = None) -> int:
-    """`python -m regressbisect.demo PATH [--tokens N]`: build the repository, list its history."""
-    import argparse
-
-    ap = argparse.ArgumentParser(prog="python -m regressbisect.demo", description=main.__doc__)
-    ap.add_argument("path", type=Path)
-    ap.add_argument("--preset", default="tiny")
-    ap.add_argument("--tokens", type=int, default=None)
-    args = ap.parse_args(argv)
-    try:
-        demo = build_demo_repo(args.path, args.preset, args.tokens)
-    except UserError as exc:
-        print(f"error: {exc.message}", file=sys.stderr)
-        return int(exc.exit_code)
-    n = len(demo.commits)
-    for i, (sha, subject) in enumerate(demo.commits):
-        mark = next((" <- culprit: " + c.effect for c in demo.culprits if c.sha == sha), "")
-        if sha == demo.more_lm_head_not_slower:
-            mark = " <- more lm_head work, not slower"
-        print(f"HEAD~{n - 1 - i:<3d} {sha[:10]} {subject}{mark}")
-    u = demo.uncommitted
-    print(f"uncommitted: {len(u.files)} files, +{u.added} -{u.removed}")
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -1,0 +1,116 @@
+"""What the commit, hunk and nightly hunts share: the cache key of a sample, the slots'
+environments, the measurement parts (setup step, slot virtualenvs, busy-machine guard), the
+signal handler that stops a hunt, and the exit code of each verdict."""
+from __future__ import annotations
+
+import contextlib
+import signal
+import threading
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+from regressbisect.config import HuntConfig
+from regressbisect.errors import ExitCode, warn
+from regressbisect.git.history import History
+from regressbisect.probe.runner import kill_running_probes
+from regressbisect.render.progress import HuntProgress
+from regressbisect.samples import Candidate, SampleKey
+from regressbisect.store import Store
+
+VERDICT_EXIT = {
+    "culprits": ExitCode.OK,
+    "not-reproduced": ExitCode.NOT_REPRODUCED,
+    "all-skipped": ExitCode.ALL_SKIPPED,
+    "not-localised": ExitCode.NOT_LOCALISED,
+    "undecided": ExitCode.UNDECIDED,
+}
+"""The exit code of each verdict of a commit or hunk hunt (the JSON's `verdict` and `exit_code`)."""
+
+
+@contextlib.contextmanager
+def interruptible():
+    """SIGINT and SIGTERM stop the hunt while it runs: the running probes' process groups are
+    killed and KeyboardInterrupt unwinds it (every finished sample is already stored; the CLI
+    prints the resume line and exits 130). Installed for the hunt's duration, the previous
+    handlers restored after: a hunt started from a background script inherits SIGINT as
+    ignored, and Python then never raises KeyboardInterrupt on its own."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def stop(signum, frame):
+        kill_running_probes()
+        raise KeyboardInterrupt(signal.Signals(signum).name)
+
+    previous = {signum: signal.signal(signum, stop) for signum in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+
+
+@dataclass(frozen=True)
+class HuntOutcome:
+    """What a finished hunt hands to the CLI."""
+
+    report: dict[str, Any]
+    """The JSON report (docs/report-schema.md)."""
+    exit_code: ExitCode
+    hunt_id: int
+
+
+def slot_environments(config: HuntConfig, gpu_count: int) -> list[dict[str, str]]:
+    """Pin each slot to its own devices: explicit --slot-devices, else split the GPUs evenly.
+
+    With Slurm no slot names devices: each job gets its GPUs from the scheduler's allocation."""
+    if config.executor == "slurm":
+        return [{} for _ in range(config.slots)]
+    if config.slot_devices:
+        return [{"CUDA_VISIBLE_DEVICES": d} for d in config.slot_devices]
+    if config.slots == 1 or gpu_count < config.slots:
+        if config.slots > 1 and gpu_count:
+            warn(f"{config.slots} slots share {gpu_count} GPU(s): measurements will disturb each other",
+                 "--slots or --slot-devices")
+        return [{} for _ in range(config.slots)]
+    per_slot = gpu_count // config.slots
+    return [{"CUDA_VISIBLE_DEVICES": ",".join(str(s * per_slot + g) for g in range(per_slot))}
+            for s in range(config.slots)]
+
+
+def measurement_parts(config: HuntConfig, history: History, store: Store, hunt_id: int | None,
+                      progress: HuntProgress) -> dict[str, Any]:
+    """SampleSource's setup step, slot virtualenvs and busy-machine guard, from the config
+    (shared by commit, hunk and nightly hunts; docs/setup.md, docs/contention.md)."""
+    from regressbisect.machine.contention import BusyRule, ContentionGuard
+    from regressbisect.probe.executors import work_root
+    from regressbisect.probe.setup_step import SetupStep
+    from regressbisect.probe.venvs import SlotVenvs
+
+    # Beside the worktree pool: with Slurm's shared_dir the nodes see the slots' venvs too.
+    root = work_root(config, history)
+    venvs = SlotVenvs(root / "venvs") if config.probe.venv else None
+    setup = None
+    if config.probe.setup is not None:
+        setup = SetupStep(command=config.probe.setup, store=store, hunt_id=hunt_id,
+                          log_dir=root / "setup-logs",
+                          timeout_s=config.probe.setup_timeout_s,
+                          venv_key=venvs.key if venvs is not None else None)
+    guard = None
+    # The guard reads this machine's load; a Slurm job runs on a node the scheduler gave it.
+    if config.busy_check and config.executor == "local":
+        guard = ContentionGuard(BusyRule(cpus=config.busy_cpus, share=config.busy_share,
+                                         gpu=config.busy_gpu),
+                                max_wait_s=config.max_wait_s, on_wait=progress.message)
+    return {"setup": setup, "venvs": venvs, "guard": guard}
+
+
+def key_for(history: History, candidate: Candidate, *, config_hash: str, env_fingerprint: str,
+            trees: Mapping[str, str] | None = None) -> SampleKey:
+    """The store key of a candidate's samples, for every hunt: the tree of its commit (not the
+    commit: a reword shares samples), the hash of its hunk ids (stable while the change is the
+    same, so a re-run reuses its samples), the probe config's hash and the machine's fingerprint.
+    `trees` holds trees already known (commit -> tree) to spare a lookup."""
+    tree = (trees or {}).get(candidate.commit) or history.tree_of(candidate.commit)
+    return SampleKey(tree=tree, patch_hash=candidate.patch_hash,
+                     config_hash=config_hash, env_fingerprint=env_fingerprint)
