@@ -87,12 +87,14 @@ def test_d_python_dash_m_of_a_src_package(tmp_path, repo):
 
 def test_d_torchrun_script_every_rank_imports_the_worktree(tmp_path):
     pytest.importorskip("torch")
-    shas = make_installed_repo(tmp_path / "repo", [1000.0, 500.0])  # ~13 s a probe on 2 cores: two commits
+    # Two commits (a torchrun probe takes 4-13 s on 2 cores); 12 samples of each: the control arm
+    # decides at 6 pairs at the earliest, then fresh pairs name the step (docs/verdicts.md).
+    shas = make_installed_repo(tmp_path / "repo", [1000.0, 500.0])
     python = make_venv(tmp_path / "venv")
     pip_install(python, tmp_path / "repo", editable=True)
     cmd = (f"{python} -m torch.distributed.run --nproc-per-node 2 --standalone train.py")
     code = run_cli(["run", "-C", str(tmp_path / "repo"), "--cmd", cmd, "--instrument", "off",
-                    "--max-samples", "4", "--min-effect", "0.1", "--quiet", "--timeout", "120",
+                    "--max-samples", "12", "--min-effect", "0.1", "--quiet", "--timeout", "120",
                     "--env", "OMP_NUM_THREADS=1", "--json", str(tmp_path / "r.json"), shas[0], shas[-1]])
     report = json.loads((tmp_path / "r.json").read_text())
     assert code == ExitCode.OK
