@@ -41,10 +41,7 @@ def test_bad_config_is_a_one_line_user_error(table, flags, words):
 
 
 def test_every_default_read_by_several_modules_comes_from_config():
-    """The search's, the change-point detector's, nightly's and the CLI's defaults are config's.
-
-    SearchSettings (search/bisect.py) still writes its three defaults as literals; this test
-    holds them to config's constants until it reads them from there."""
+    """The search's, the change-point detector's, nightly's and the CLI's defaults are config's."""
     import inspect
 
     from regressbisect import config
@@ -60,7 +57,7 @@ def test_every_default_read_by_several_modules_comes_from_config():
                                                                    config.MAX_SAMPLES)
     assert (search.min_effect, search.direction, search.max_samples) == (config.MIN_EFFECT, config.DIRECTION,
                                                                          config.MAX_SAMPLES)
-    assert bisect._DIRECTIONS == config.DIRECTIONS
+    assert bisect.DIRECTIONS is config.DIRECTIONS
     assert ChangePointSettings() == ChangePointSettings(min_magnitude=config.CHANGE_MIN_MAGNITUDE,
                                                         alpha=config.CHANGE_ALPHA)
     night = NightlySettings()

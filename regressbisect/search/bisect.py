@@ -46,23 +46,23 @@ from scipy.special import log_ndtr, logsumexp
 from scipy.stats import chi2
 from scipy.stats import t as student_t
 
+from regressbisect.config import DIRECTION, DIRECTIONS, MAX_SAMPLES, MIN_EFFECT
 from regressbisect.search.stats import (Comparison, Summary, compare, log_threshold, mixture_log_lr, pooled_log_sigma, sprt,
                                  summarize)
 
 __all__ = ["SearchSettings", "Measure", "Culprit", "CandidateVerdict", "SideCheck", "SearchResult", "CommitSearch"]
 
-_DIRECTIONS = ("slower", "faster", "both")
 
 
 @dataclass(frozen=True)
 class SearchSettings:
     """How hard the search tries, and what counts as a culprit."""
 
-    min_effect: float = 0.02
+    min_effect: float = MIN_EFFECT
     """Smallest relative tok/s step that counts (0.02 = 2%). Below about 2% run-to-run noise of a
     training job (clocks, data order, allocator) makes localisation cost many samples, and most
     teams do not act on it; pass 0.01 to hunt smaller steps at higher cost."""
-    direction: str = "slower"
+    direction: str = DIRECTION
     """'slower' hunts drops in tok/s, 'faster' rises, 'both' either; a step the other way is not a culprit."""
     alpha: float = 0.05
     """Level of the control-arm looks (one-sided alpha/2 in the hunted direction; stopping a hunt
@@ -79,7 +79,7 @@ class SearchSettings:
     """Posterior mass at which the two commits of the leading step start being measured in pairs."""
     min_samples: int = 3
     """Pairs of GOOD/BAD at the first control-arm look; later looks double it."""
-    max_samples: int = 96
+    max_samples: int = MAX_SAMPLES
     """Cap of samples per candidate, and of GOOD/BAD pairs in the control arm (the two caps are
     separate: GOOD and BAD may reach twice this): bounds the cost of an undecidable case."""
     max_probes: int = 2000
@@ -121,8 +121,8 @@ class SearchSettings:
     model does not fit the samples: no culprit is named and the hunt is undecided."""
 
     def __post_init__(self) -> None:
-        if self.direction not in _DIRECTIONS:
-            raise ValueError(f"direction must be one of {_DIRECTIONS}, got {self.direction!r}")
+        if self.direction not in DIRECTIONS:
+            raise ValueError(f"direction must be one of {DIRECTIONS}, got {self.direction!r}")
         if not 0 < self.min_effect < 1:
             raise ValueError("min_effect must be in (0, 1)")
         if not all(0 < x < 0.5 for x in (self.alpha, self.beta, self.confirm_alpha, self.name_alpha)):
