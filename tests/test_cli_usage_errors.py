@@ -47,7 +47,7 @@ def test_usage_error_through_console_script_of_a_fresh_venv(tmp_path):
     """The installed `regressbisect` script in a new virtualenv, with `import click` failing."""
     venv = tmp_path / "venv"
     # The packages of the environment running the tests (typer, rich, pip, setuptools) are
-    # lent to the new venv by a .pth file, so nothing comes from the network; the project itself
+    # given to the new venv by a .pth file, so nothing comes from the network; the project itself
     # is installed into the new venv; a `click` that cannot be imported shadows any click there.
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
     python = venv / "bin" / "python"
