@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from regressbisect.cli import main
+from tests.cli import run_cli
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -21,21 +21,13 @@ USAGE_ERRORS = [
 ]
 
 
-def _exit_code(argv: list[str]) -> int:
-    try:
-        main(argv)
-    except SystemExit as exc:
-        return int(exc.code or 0)
-    return 0
-
-
 @pytest.mark.parametrize("argv, word", USAGE_ERRORS)
 def test_usage_error_is_one_line_without_click(monkeypatch, capsys, argv, word):
     # None in sys.modules makes `import click` raise ImportError, as on a fresh install.
     for name in [m for m in sys.modules if m == "click" or m.startswith("click.")]:
         monkeypatch.delitem(sys.modules, name)
     monkeypatch.setitem(sys.modules, "click", None)
-    code = _exit_code(argv)
+    code = run_cli(argv)
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 1, err
     assert len(err) == 1, err
