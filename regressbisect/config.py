@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
@@ -31,6 +32,7 @@ NIGHTLY_LOOKBACK = 200
 CHANGE_MIN_MAGNITUDE = 0.02
 CHANGE_ALPHA = 0.01
 INSTRUMENT_MODES = ("auto", "off", "separate")
+PRELOAD = "auto"
 EXECUTORS = ("local", "slurm")
 
 
@@ -204,6 +206,11 @@ class HuntConfig:
     shared_caches: bool = True
     """Point the probe stack's on-disk caches the user has not set (inductor, triton, torch
     extensions) at one directory beside the store, shared by every slot (docs/cost.md)."""
+    preload: str = PRELOAD
+    """'auto': a plain Python probe command (`python -m mod`, `python script.py`) is forked from a
+    per-slot server that imported the third-party stack the slot's first probe imported (torch),
+    so that import is paid once; 'off': every probe a fresh process; or comma-separated modules to
+    preload. Never with a setup step or Slurm (docs/cost.md, probe/preload.py)."""
 
     def __post_init__(self) -> None:
         if not 0 < self.min_effect < 1:
@@ -233,6 +240,9 @@ class HuntConfig:
         if self.unit is not None and not self.unit.strip():
             raise UserError("--unit must not be empty (e.g. --unit req/s)")
         object.__setattr__(self, "unit", self.unit or metric_unit(self.probe.metric_regex))
+        if not self.preload.strip() or not all(_MODULE_NAME.match(m.strip()) for m in self.preload.split(",")):
+            raise UserError(f"--preload must be 'auto', 'off' or comma-separated module names (e.g. torch), "
+                            f"got {self.preload!r}")
 
     def to_json(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -245,6 +255,7 @@ _PYPROJECT_KEYS = {
     "slots": ("hunt", int), "slot_devices": ("hunt", list), "instrument": ("hunt", str),
     "overhead_limit": ("hunt", float), "overhead_pairs": ("hunt", int),
     "lm_head_min_out": ("hunt", int), "unit": ("hunt", str), "shared_caches": ("hunt", bool),
+    "preload": ("hunt", str),
     # setup step, slot venvs, busy-machine guard
     "setup": ("probe", str), "venv": ("probe", bool), "setup_timeout": ("probe", float),
     "busy_check": ("hunt", bool), "busy_cpus": ("hunt", float), "busy_share": ("hunt", float),
@@ -296,6 +307,7 @@ def build_config(pyproject_table: Mapping[str, Any], flags: Mapping[str, Any],
 
 
 AUTO = "auto"
+_MODULE_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
 
 
 def _split_auto_tokens(pyproject_table: Mapping[str, Any], flags: Mapping[str, Any],

@@ -202,6 +202,9 @@ class _Executor:
     def cancel_all(self):
         self.cancelled = True
 
+    def close(self):
+        pass
+
 
 def test_a_sample_from_another_node_type_is_stored_apart_and_stops_the_hunt(tmp_path):
     def key_for(candidate):

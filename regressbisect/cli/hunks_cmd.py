@@ -23,7 +23,7 @@ def hunks(
     repo: o.Repo = Path("."), quiet: o.Quiet = False, executor: o.Executor = None,
     setup: o.Setup = None, venv: o.Venv = None, setup_timeout: o.SetupTimeout = None,
     busy_check: o.BusyCheck = None, busy_cpus: o.BusyCpus = None, busy_share: o.BusyShare = None,
-    max_wait: o.MaxWait = None,
+    max_wait: o.MaxWait = None, preload: o.Preload = None,
     slurm_partition: o.SlurmPartition = None, slurm_account: o.SlurmAccount = None,
     slurm_qos: o.SlurmQos = None, slurm_gpus: o.SlurmGpus = None, slurm_cpus: o.SlurmCpus = None,
     slurm_mem: o.SlurmMem = None, slurm_time: o.SlurmTime = None,
@@ -60,7 +60,7 @@ def hunks(
                                     slurm_shared_dir),
              "isolation_check": isolation_check}
     flags.update(o.measurement_flags(setup, venv, setup_timeout, busy_check, busy_cpus, busy_share,
-                                     max_wait))
+                                     max_wait, preload))
     config = build_config(history.read_pyproject_table(), flags, source=str(history.root / "pyproject.toml"))
     with HuntProgress(quiet=quiet, unit=config.unit) as progress:
         hunt = HunkHunt(history, config, base=base, include_untracked=not tracked_only,

@@ -30,7 +30,7 @@ def nightly(
     quiet: o.Quiet = False, executor: o.Executor = None,
     setup: o.Setup = None, venv: o.Venv = None, setup_timeout: o.SetupTimeout = None,
     busy_check: o.BusyCheck = None, busy_cpus: o.BusyCpus = None, busy_share: o.BusyShare = None,
-    max_wait: o.MaxWait = None,
+    max_wait: o.MaxWait = None, preload: o.Preload = None,
     slurm_partition: o.SlurmPartition = None, slurm_account: o.SlurmAccount = None,
     slurm_qos: o.SlurmQos = None, slurm_gpus: o.SlurmGpus = None, slurm_cpus: o.SlurmCpus = None,
     slurm_mem: o.SlurmMem = None, slurm_time: o.SlurmTime = None,
@@ -62,7 +62,7 @@ def nightly(
                                     slurm_shared_dir),
              "isolation_check": isolation_check}
     flags.update(o.measurement_flags(setup, venv, setup_timeout, busy_check, busy_cpus, busy_share,
-                                     max_wait))
+                                     max_wait, preload))
     config = build_config(history.read_pyproject_table(), flags, source=str(history.root / "pyproject.toml"))
     settings = NightlySettings(branch=branch, samples_per_commit=samples, max_new=max_new, lookback=lookback,
                                changepoints=ChangePointSettings(min_magnitude=min_magnitude, alpha=alpha),

@@ -19,6 +19,7 @@ def _token_budget(value: str | None) -> str | None:
 
 Tokens = Annotated[Optional[str], typer.Option("--tokens", callback=_token_budget, help="Token budget of one measured run (also REGRESSBISECT_TOKENS), or 'auto'. Default: auto (run picks it from pilot probes of GOOD, starting at 4096; docs/cost.md).")]
 NoSharedCaches = Annotated[bool, typer.Option("--no-shared-caches", help="Leave inductor/triton/torch-extensions cache variables alone (default: one cache directory beside the store, shared by all slots).")]
+Preload = Annotated[Optional[str], typer.Option("--preload", help="'auto' (default): fork plain Python probes from a per-slot server that imported torch once; 'off': a fresh process per probe; or modules to preload, comma-separated (docs/cost.md).")]
 Timeout = Annotated[Optional[float], typer.Option("--timeout", help="Seconds before a probe's process group is killed and the run is skipped. Default 600.")]
 MetricRegex = Annotated[Optional[str], typer.Option("--metric-regex", help="Regex whose group 1 is the metric (higher is better), for probes that print no '@regressbisect {...}' line.")]
 Unit = Annotated[Optional[str], typer.Option("--unit", help="Unit of the metric in reports. Default: tok/s, or for --metric-regex the unit written after its number ('([0-9.]+) req/s' -> req/s), else units/s.")]
@@ -79,10 +80,10 @@ MaxWait = Annotated[Optional[float], typer.Option("--max-wait", help="Seconds to
 
 def measurement_flags(setup: str | None, venv: bool | None, setup_timeout: float | None,
                       busy_check: bool | None, busy_cpus: float | None, busy_share: float | None,
-                      max_wait: float | None) -> dict[str, object]:
-    """build_config's flags of the block above (None = not given)."""
+                      max_wait: float | None, preload: str | None = None) -> dict[str, object]:
+    """build_config's flags of the block above, and --preload (None = not given)."""
     return {"setup": setup, "venv": venv, "setup_timeout": setup_timeout, "busy_check": busy_check,
-            "busy_cpus": busy_cpus, "busy_share": busy_share, "max_wait": max_wait}
+            "busy_cpus": busy_cpus, "busy_share": busy_share, "max_wait": max_wait, "preload": preload}
 
 
 def parse_demo_tokens(value: str | None) -> int | str | None:

@@ -81,7 +81,10 @@ class CommitHunt:
 
     def run(self) -> HuntOutcome:
         with interruptible():
-            return self._run()
+            try:
+                return self._run()
+            finally:
+                self.executor.close()
 
     def _run(self) -> HuntOutcome:
         cfg = self.config

@@ -126,6 +126,9 @@ class CostMeter:
     def cancel_all(self) -> None:
         self._executor.cancel_all()
 
+    def close(self) -> None:
+        self._executor.close()
+
     def run(self, spec, worktree: Path, extra_env: Mapping[str, str] | None = None, *,
             label: str = "") -> "ExecutedProbe":
         env = {**self._extra_env, **(extra_env or {})}

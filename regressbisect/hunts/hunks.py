@@ -75,7 +75,10 @@ class HunkHunt:
 
     def run(self) -> HuntOutcome:
         with interruptible():
-            return self._run()
+            try:
+                return self._run()
+            finally:
+                self.executor.close()
 
     def _run(self) -> HuntOutcome:
         cfg = self.config

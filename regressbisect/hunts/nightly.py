@@ -91,7 +91,10 @@ class Nightly:
 
     def run(self, tip_ref: str | None = None) -> NightOutcome:
         with interruptible():
-            return self._night(tip_ref)
+            try:
+                return self._night(tip_ref)
+            finally:
+                self.executor.close()
 
     def _night(self, tip_ref: str | None) -> NightOutcome:
         tip = self.history.resolve(tip_ref or self.settings.branch)

@@ -47,6 +47,8 @@ IMPORTS_DIR_ENV = "REGRESSBISECT_IMPORTS_DIR"
 """Directory where each probe process writes `<pid>.rec`: {module: file} of project modules."""
 PROJECT_MODULES_ENV = "REGRESSBISECT_PROJECT_MODULES"
 """Comma-separated names (top-level or dotted) whose modules the recorder reports."""
+WATCH_ENV = "REGRESSBISECT_WATCH_MODULES"
+"""Third-party modules the recorder also reports as imported or not (probe/preload.py learns from it)."""
 FIX_FLAG = "--no-isolation-check"
 MAIN_MODULE = "__main__"
 """The recorder also reports the script a process ran: a `cd` to another checkout shows there."""
@@ -468,6 +470,21 @@ class Isolation:
                 "probes_without_project_imports": self.probes_without_project_imports,
                 "processes_per_probe": self.most_processes,
                 "imported_from": dict(sorted(self.imported_from.items())), "note": note}
+
+
+def watched_imports(records_dir: Path) -> list[str]:
+    """The watched modules (WATCH_ENV) every recorded process of a probe imported; the records
+    stay for the check (Isolation.verify reads and removes them)."""
+    common: set[str] | None = None
+    for path in sorted(Path(records_dir).glob("*.rec")):
+        try:
+            record = ast.literal_eval(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError, SyntaxError, MemoryError):
+            continue
+        if isinstance(record, dict):
+            names = {n for n in record.get("watched") or () if isinstance(n, str)}
+            common = names if common is None else common & names
+    return sorted(common or ())
 
 
 def _first_dirs(relpath: str) -> str:

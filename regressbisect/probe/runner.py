@@ -90,20 +90,26 @@ def run_probe(spec: ProbeSpec, cwd: Path, extra_env: Mapping[str, str] | None = 
 
 
 def run_probe_all(spec: ProbeSpec, cwd: Path, extra_env: Mapping[str, str] | None = None,
-                  *, kill_grace_s: float = KILL_GRACE_S) -> tuple[ProbeOutcome, list[Sample]]:
+                  *, kill_grace_s: float = KILL_GRACE_S, start=None) -> tuple[ProbeOutcome, list[Sample]]:
     """Run the probe once in `cwd`: (outcome, every sample it printed, in order).
 
     The outcome carries the first sample (or the skip reason); the list is empty on a skip.
     `extra_env` is layered over `spec.env` (e.g. CUDA_VISIBLE_DEVICES of a GPU slot).
     A KeyboardInterrupt kills the probe's whole process group and is re-raised.
+    `start(out_file, err_file)` starts the probe some other way than `bash -c` (a fork of a
+    preload server, probe/preload.py) and returns what Popen would: pid (its process group),
+    poll(), wait(timeout) and returncode.
     """
     env = probe_environment(spec, extra_env)
     with tempfile.TemporaryFile() as out_file, tempfile.TemporaryFile() as err_file:
         started = time.perf_counter()
-        process = subprocess.Popen(
-            ["bash", "-c", spec.render_command()], cwd=str(cwd), env=env,
-            stdin=subprocess.DEVNULL, stdout=out_file, stderr=err_file,
-            start_new_session=True)  # own process group: a timeout kills torchrun's workers too
+        if start is not None:
+            process = start(out_file, err_file)
+        else:
+            process = subprocess.Popen(
+                ["bash", "-c", spec.render_command()], cwd=str(cwd), env=env,
+                stdin=subprocess.DEVNULL, stdout=out_file, stderr=err_file,
+                start_new_session=True)  # own process group: a timeout kills torchrun's workers too
         with _RUNNING_LOCK:
             _RUNNING.add(process.pid)
         timed_out = False

@@ -40,7 +40,9 @@ def make_executor(config: HuntConfig, history: History, *, progress=None,
                   probe_runner: Callable[..., ProbeOutcome] = run_probe) -> ProbeExecutor:
     """The executor a hunt's config asks for; `probe_runner` is the local executor's runner."""
     if config.executor == "local":
-        return LocalExecutor(probe_runner)
+        # A setup step may reinstall the very stack a preload server would hold (docs/setup.md).
+        preload = "off" if config.probe.setup is not None else config.preload
+        return LocalExecutor(probe_runner, preload=preload)
     from regressbisect.probe.executors.slurm import SlurmExecutor
     return SlurmExecutor(config.slurm, work_root(config, history), probe_timeout_s=config.probe.timeout_s,
                          on_event=None if progress is None else progress.job_event)

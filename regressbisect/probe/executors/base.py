@@ -48,3 +48,6 @@ class ProbeExecutor(Protocol):
 
     def cancel_all(self) -> None:
         """Cancel every probe in flight (pending or running); their `run` raise ProbeCancelled."""
+
+    def close(self) -> None:
+        """The hunt is over: release what the executor keeps between probes."""

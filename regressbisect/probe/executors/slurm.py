@@ -366,6 +366,9 @@ class SlurmExecutor:
         for job in jobs:
             self._cancel(job)
 
+    def close(self) -> None:
+        """Nothing is kept between jobs."""
+
     # -- internals ---------------------------------------------------------------------------------
 
     def _submit_and_wait(self, function, args, label: str, time_min: int) -> tuple[Any, JobState]:

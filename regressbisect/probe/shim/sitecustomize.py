@@ -83,9 +83,10 @@ class _PostImportHooks:
         return spec
 
 
-def _record_imports(directory, names) -> None:
+def _record_imports(directory, names, watched=()) -> None:
     """atexit: {module: file} of the project's modules (and the script run) in `directory`/<pid>.rec,
-    as a Python literal (repr): no json import in a probe that has none."""
+    as a Python literal (repr): no json import in a probe that has none; and which of `watched`
+    (third-party stacks a preload server could import once, probe/preload.py) were imported."""
     prefixes = tuple(n + "." for n in names)
     wanted = set(names)
     modules = {}
@@ -99,7 +100,8 @@ def _record_imports(directory, names) -> None:
     try:
         path = os.path.join(directory, "%d.rec" % os.getpid())
         with open(path + ".tmp", "w") as f:
-            f.write(repr({"pid": os.getpid(), "rank": os.environ.get("RANK"), "modules": modules}))
+            f.write(repr({"pid": os.getpid(), "rank": os.environ.get("RANK"), "modules": modules,
+                          "watched": [n for n in watched if n in sys.modules]}))
         os.replace(path + ".tmp", path)  # the parent never reads half a record
     except OSError:  # the directory is gone (the probe outlived its parent): nothing to report to
         pass
@@ -112,7 +114,8 @@ def _install_recorder() -> None:
     import atexit
 
     names = [n for n in os.environ.get("REGRESSBISECT_PROJECT_MODULES", "").split(",") if n]
-    atexit.register(_record_imports, directory, names)
+    watched = [n for n in os.environ.get("REGRESSBISECT_WATCH_MODULES", "").split(",") if n]
+    atexit.register(_record_imports, directory, names, watched)
 
 
 def _install() -> None:
@@ -145,4 +148,5 @@ def _chain_next_sitecustomize() -> None:
 
 _install_recorder()
 _install()
-_chain_next_sitecustomize()
+if __name__ == "sitecustomize":   # a forked probe (probe/preload.py) loads this file under another
+    _chain_next_sitecustomize()   # name: its server ran the user's sitecustomize at its own start

@@ -1,0 +1,151 @@
+"""regressbisect preload server: run by the probe's own interpreter, never imported by the tool.
+
+It imports the probe's heavy third-party stack once (e.g. `torch`, never a module of the project)
+and then forks one child per probe; the child becomes the probe command (`python -m mod ...`,
+`python script.py ...`, `python -c code ...`) in the candidate's worktree, with the probe's
+environment, PYTHONPATH, argv and output files, and imports the candidate's code itself. Like
+multiprocessing's forkserver, with the tool's side in regressbisect/probe/preload.py; why and
+when: docs/cost.md, "Start-up paid once".
+
+Usage: python [flags] preload_server.py SOCKET PRELOAD PROJECT_MODULES
+(PRELOAD and PROJECT_MODULES comma-separated). Protocol, one connection per probe, JSON lines:
+request (with the stdout and stderr descriptors attached, SCM_RIGHTS) -> {"pid": N} -> {"status": S},
+S the exit code, or -signal. It prints "ready" or "refused: <why>" on stdout once, then serves
+until its parent is gone. Only the standard library, and nothing of the project is imported here.
+"""
+import sys
+
+del sys.path[0]   # this file's directory (regressbisect/probe) must not shadow any module
+
+import importlib.machinery  # noqa: E402
+import importlib.util  # noqa: E402
+import json  # noqa: E402
+import os  # noqa: E402
+import socket  # noqa: E402
+
+_PARENT_POLL_S = 1.0
+
+
+def _preload(modules, project):
+    """Import `modules`; a reason to refuse, or None. A module of the project must never be
+    preloaded: the child must import the candidate's copy (a torch plugin the stack loads through
+    entry points would be the installed copy)."""
+    for name in modules:
+        try:
+            importlib.import_module(name)
+        except BaseException as exc:  # noqa: BLE001 - any failure means: run probes fresh
+            return "import %s failed: %s: %s" % (name, type(exc).__name__, exc)
+    prefixes = tuple(p + "." for p in project)
+    loaded = sorted(n for n in sys.modules if n in project or n.startswith(prefixes))
+    if loaded:
+        return "preloading %s imported the project's %s" % (",".join(modules), loaded[0])
+    torch = sys.modules.get("torch")
+    cuda = getattr(torch, "cuda", None)
+    if cuda is not None and getattr(cuda, "is_initialized", lambda: False)():
+        return "preloading initialised CUDA (a forked child cannot use it)"
+    return None
+
+
+def _serve(listener, parent):
+    """Fork a child per request; returns (request, fds) in the child, never in the server."""
+    listener.settimeout(_PARENT_POLL_S)
+    while True:
+        try:
+            conn, _ = listener.accept()
+        except socket.timeout:
+            if os.getppid() != parent:
+                sys.exit(0)   # the hunt is gone
+            continue
+        conn.settimeout(None)
+        data, fds, _, _ = socket.recv_fds(conn, 1 << 20, 4)
+        while not data.endswith(b"\n"):
+            more = conn.recv(1 << 20)
+            if not more:
+                break
+            data += more
+        request = json.loads(data.decode())
+        sys.stdout.flush()
+        sys.stderr.flush()
+        pid = os.fork()
+        if pid == 0:
+            listener.close()
+            conn.close()
+            return request, fds
+        for fd in fds:
+            os.close(fd)
+        try:
+            conn.sendall(json.dumps({"pid": pid}).encode() + b"\n")
+        except OSError:
+            pass
+        _, status = os.waitpid(pid, 0)
+        code = os.waitstatus_to_exitcode(status)
+        try:
+            conn.sendall(json.dumps({"status": code}).encode() + b"\n")
+        except OSError:
+            pass
+        conn.close()
+
+
+def _become(request, fds):
+    """In the child: turn this process into the probe, as the interpreter would have started it."""
+    os.setsid()   # its own process group: a timeout kills everything it starts
+    devnull = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(devnull, 0)
+    os.dup2(fds[0], 1)
+    os.dup2(fds[1], 2)
+    for fd in (devnull, *fds):
+        if fd > 2:
+            os.close(fd)
+    os.chdir(request["cwd"])
+    os.environ.clear()
+    os.environ.update(request["env"])
+    # sys.path as the interpreter builds it: [script dir | cwd | ''], PYTHONPATH, then the rest
+    server_pythonpath = set(request["server_pythonpath"])
+    rest = [p for p in sys.path if p not in server_pythonpath]
+    first = [] if request["path0"] is None else [request["path0"]]
+    sys.path[:] = first + list(request["pythonpath"]) + rest
+    if "random" in sys.modules:
+        sys.modules["random"].seed()   # a fresh interpreter seeds from the OS, not the server's state
+    startup = request.get("startup")
+    if startup:   # regressbisect's sitecustomize (counters, import record), as at interpreter start
+        spec = importlib.util.spec_from_file_location("_regressbisect_startup", startup)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+    # a fresh __main__, as at interpreter start (the server's own globals must not show through)
+    main_module = type(sys)("__main__")
+    main_module.__dict__.update(__builtins__=__builtins__, __spec__=None, __package__=None, __cached__=None)
+    sys.modules["__main__"] = main_module
+    kind, target, args = request["kind"], request["target"], request["args"]
+    if kind == "module":
+        import runpy
+
+        sys.argv = ["-m"] + args
+        runpy._run_module_as_main(target, alter_argv=True)   # what `python -m` itself calls
+        return
+    if kind == "script":
+        sys.argv = [target] + args
+        main_module.__file__ = target
+        with open(target, "rb") as f:
+            code = compile(f.read(), target, "exec")
+    else:
+        sys.argv = ["-c"] + args
+        code = compile(target, "<string>", "exec")
+    exec(code, main_module.__dict__)
+
+def main():
+    socket_path, preload, project = sys.argv[1], sys.argv[2], sys.argv[3]
+    modules = [m for m in preload.split(",") if m]
+    why = _preload(modules, [m for m in project.split(",") if m])
+    if why:
+        print("refused: " + why, flush=True)
+        sys.exit(3)
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(socket_path)
+    listener.listen(4)
+    print("ready", flush=True)
+    request, fds = _serve(listener, os.getppid())
+    _become(request, fds)
+
+
+if __name__ == "__main__":
+    main()
