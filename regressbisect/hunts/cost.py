@@ -129,6 +129,9 @@ class CostMeter:
     def close(self) -> None:
         self._executor.close()
 
+    def preload_stats(self) -> dict | None:
+        return getattr(self._executor, "preload_stats", lambda: None)()
+
     def run(self, spec, worktree: Path, extra_env: Mapping[str, str] | None = None, *,
             label: str = "") -> "ExecutedProbe":
         env = {**self._extra_env, **(extra_env or {})}

@@ -102,12 +102,14 @@ def on_torch_imported(torch: ModuleType) -> None:
     if _torch_patched or not enabled():
         return
     is_compiling = _compiling_probe(torch)
-    min_out = lm_head_min_out()
-    functional = torch.nn.functional
+    min_out: list[int] = []   # read at the first call, not here: the program may set it after torch
+    functional = torch.nn.functional   # is imported (a forked probe finds torch imported already)
     original_linear = functional.linear
 
     def linear(input: Any, weight: Any, bias: Any = None) -> Any:
-        if not is_compiling() and weight.shape[0] >= min_out:
+        if not min_out:
+            min_out.append(lm_head_min_out())
+        if not is_compiling() and weight.shape[0] >= min_out[0]:
             _current.lm_head_calls += 1
             _total.lm_head_calls += 1
         return original_linear(input, weight, bias)

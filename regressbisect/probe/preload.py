@@ -168,7 +168,13 @@ class PreloadServers:
                 return self._fresh(spec, worktree, extra_env, fresh)
             outcome = self._fresh(spec, worktree, {**extra_env, WATCH_ENV: ",".join(WATCHED)}, fresh)
             if outcome.sample is not None:
-                self._learned[key] = tuple(watched_imports(Path(records)))
+                imported, changed = watched_imports(Path(records))
+                self._learned[key] = () if changed else tuple(imported)
+                if imported and changed:
+                    with self._lock:
+                        self.stats.notes.append(
+                            f"not preloaded: the probe sets {', '.join(changed[:4])} before importing "
+                            f"{', '.join(imported)}, which a server's import would not see; its probes ran fresh")
             return outcome
         if not modules or key in self._refused:
             return self._fresh(spec, worktree, extra_env, fresh)

@@ -124,7 +124,7 @@ def _become(request, fds):
         return
     if kind == "script":
         sys.argv = [target] + args
-        main_module.__file__ = target
+        main_module.__file__ = os.path.abspath(target)   # as the interpreter sets it (3.9+)
         with open(target, "rb") as f:
             code = compile(f.read(), target, "exec")
     else:

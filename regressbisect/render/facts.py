@@ -227,8 +227,24 @@ def cost_detail(cost: Mapping[str, Any]) -> str:
     return " ".join(parts)
 
 
+def preload_text(preload: Mapping[str, Any]) -> str:
+    """How many probes were forked from a preload server, and why the others were not."""
+    forked, fresh = preload.get("probes_forked", 0), preload.get("probes_fresh", 0)
+    if preload.get("mode") == "off":
+        text = "Every probe a fresh process (--preload off)."
+    elif forked:
+        text = (f"{forked} probes forked from a server that imported {', '.join(preload.get('modules') or [])} "
+                f"once ({preload.get('servers', 0)} server(s), {preload.get('server_start_s', 0):.1f}s to start), "
+                f"{fresh} fresh.")
+    else:
+        text = "Every probe a fresh process (nothing to preload, or the command is not a plain `python` one)."
+    notes = preload.get("notes") or []
+    return text + ("" if not notes else " " + " ".join(f"{n}." for n in notes))
+
+
 def measurement_lines(report: Mapping[str, Any]) -> list[str]:
-    """Setup step (apart from probe time), slot venvs, samples re-taken under contention."""
+    """Preloaded start-up, setup step (apart from probe time), slot venvs, samples re-taken
+    under contention."""
     measurement = report.get("measurement") or {}
     lines = []
     setup = measurement.get("setup")
@@ -240,6 +256,9 @@ def measurement_lines(report: Mapping[str, Any]) -> list[str]:
         for failure in setup.get("failed") or ():
             lines.append(f"  {failure['candidate']}: {failure['reason']}")
             lines += [f"    | {line}" for line in failure["tail"].splitlines()[-8:]]
+    preload = measurement.get("preload")
+    if isinstance(preload, Mapping) and (preload.get("probes_forked") or preload.get("notes")):
+        lines.append(preload_text(preload))
     venvs = measurement.get("venvs")
     if venvs:
         lines.append(f"Per-slot virtualenvs on {venvs['base_python']}: {', '.join(venvs['paths'])}")

@@ -40,5 +40,6 @@ class LocalExecutor:
         """Stop the preload servers; called when the hunt ends."""
         self.preload.close()
 
-    def preload_json(self) -> dict:
+    def preload_stats(self) -> dict:
+        """The report's `measurement.preload` (docs/report-schema.md)."""
         return self.preload.stats.to_json()

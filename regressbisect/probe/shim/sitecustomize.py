@@ -83,7 +83,7 @@ class _PostImportHooks:
         return spec
 
 
-def _record_imports(directory, names, watched=()) -> None:
+def _record_imports(directory, names, watched=(), at_import=None) -> None:
     """atexit: {module: file} of the project's modules (and the script run) in `directory`/<pid>.rec,
     as a Python literal (repr): no json import in a probe that has none; and which of `watched`
     (third-party stacks a preload server could import once, probe/preload.py) were imported."""
@@ -101,10 +101,35 @@ def _record_imports(directory, names, watched=()) -> None:
         path = os.path.join(directory, "%d.rec" % os.getpid())
         with open(path + ".tmp", "w") as f:
             f.write(repr({"pid": os.getpid(), "rank": os.environ.get("RANK"), "modules": modules,
-                          "watched": [n for n in watched if n in sys.modules]}))
+                          "watched": [n for n in watched if n in sys.modules],
+                          "env_before_import": at_import.changed if at_import is not None else {}}))
         os.replace(path + ".tmp", path)  # the parent never reads half a record
     except OSError:  # the directory is gone (the probe outlived its parent): nothing to report to
         pass
+
+
+class _EnvAtImport:
+    """A sys.meta_path finder that finds nothing: when a watched module is first imported, it
+    notes the environment variables the program changed since start-up. A preload server imports
+    that module before the program runs, so a program that configures it through the
+    environment first (OMP_NUM_THREADS, TORCH_LOGS ... set before `import torch`) must not be
+    forked (probe/preload.py). REGRESSBISECT_* are read by this shim when used, not at import."""
+
+    def __init__(self, watched) -> None:
+        self.pending = set(watched)
+        self.start = dict(os.environ)
+        self.changed = {}
+
+    def find_spec(self, fullname, path, target=None):
+        if fullname in self.pending:
+            self.pending.discard(fullname)
+            now = os.environ
+            self.changed[fullname] = sorted(k for k in set(self.start) | set(now)
+                                            if self.start.get(k) != now.get(k)
+                                            and not k.startswith("REGRESSBISECT_"))
+            if not self.pending and self in sys.meta_path:
+                sys.meta_path.remove(self)
+        return None
 
 
 def _install_recorder() -> None:
@@ -115,7 +140,11 @@ def _install_recorder() -> None:
 
     names = [n for n in os.environ.get("REGRESSBISECT_PROJECT_MODULES", "").split(",") if n]
     watched = [n for n in os.environ.get("REGRESSBISECT_WATCH_MODULES", "").split(",") if n]
-    atexit.register(_record_imports, directory, names, watched)
+    at_import = None
+    if watched:
+        at_import = _EnvAtImport(n for n in watched if n not in sys.modules)
+        sys.meta_path.insert(0, at_import)
+    atexit.register(_record_imports, directory, names, watched, at_import)
 
 
 def _install() -> None:

@@ -1,0 +1,107 @@
+#!/usr/bin/env python3
+"""What a preload server saves per probe, and that it leaves tok/s alone (docs/cost.md).
+
+Builds the demo repository (`regressbisect demo DIR --build-only`), then runs its probe command
+at GOOD (HEAD~20) N times per arm, the arms interleaved round by round (the order rotates):
+
+  fresh            every probe a new process (`bash -c`), as with --preload off
+  <modules>        forked from a preload server that imported those modules (probe/preload.py),
+                   one server per arm, started before the first round (its start-up is shown
+                   apart: a hunt pays it once per slot)
+
+Per arm: probe wall, start-up (wall - the probe's measured seconds), tok/s (median, CV between
+probes) and the ratio of its median tok/s to fresh's. Start-up is what preloading can save;
+tok/s must not move.
+
+    python scripts/bench_preload.py --preset tiny --rounds 8
+    python scripts/bench_preload.py --preset h200 --rounds 3 --arm torch \\
+        --arm torch,torch._dynamo,torch._inductor.compile_fx --work /tmp/preload --json out.json
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from bench_probe_caches import build_demo, checkout_good, probe_spec  # noqa: E402
+
+from regressbisect import __version__  # noqa: E402
+from regressbisect.probe.preload import PreloadServers  # noqa: E402
+from regressbisect.probe.runner import run_probe  # noqa: E402
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--preset", default="tiny", help="demo preset: tiny (CPU) or h200 (GPU)")
+    parser.add_argument("--rounds", type=int, default=6, help="probes per arm (arms interleaved)")
+    parser.add_argument("--arm", action="append", default=None,
+                        help="modules a server preloads, comma-separated (repeatable; default: torch)")
+    parser.add_argument("--tokens", type=int, default=None, help="token budget (default: the demo's)")
+    parser.add_argument("--work", type=Path, default=None, help="working directory (default: a temp dir)")
+    parser.add_argument("--json", type=Path, default=None, help="write every probe's figures here")
+    args = parser.parse_args()
+    work = args.work or Path(tempfile.mkdtemp(prefix="regressbisect-preload-"))
+    work.mkdir(parents=True, exist_ok=True)
+    repo = build_demo(work, args.preset)
+    tree = checkout_good(repo, work)
+    spec = probe_spec(repo)
+    if args.tokens:
+        spec = type(spec)(command=spec.command, tokens=args.tokens, timeout_s=spec.timeout_s)
+    arms = ["fresh"] + (args.arm or ["torch"])
+    servers = {arm: PreloadServers(arm) for arm in arms[1:]}
+    rows: list[dict] = []
+    started = time.time()
+    try:
+        for i in range(args.rounds):
+            order = arms[i % len(arms):] + arms[:i % len(arms)]
+            for arm in order:
+                if arm == "fresh":
+                    outcome = run_probe(spec, tree)
+                else:
+                    outcome = servers[arm].run(spec, tree, {}, run_probe)
+                    if servers[arm].stats.forked == 0:
+                        print(f"{arm}: not forked: {servers[arm].stats.notes}", file=sys.stderr)
+                        return 1
+                if outcome.sample is None:
+                    print(f"{arm}: skipped: {outcome.skip_reason}\n{outcome.output_tail}", file=sys.stderr)
+                    return 1
+                seconds = outcome.sample.seconds or 0.0
+                row = {"arm": arm, "round": i, "wall_s": outcome.wall_seconds, "measured_s": seconds,
+                       "startup_s": outcome.wall_seconds - seconds, "tok_s": outcome.sample.tok_s}
+                rows.append(row)
+                print(f"  {arm:40s} round {i}: wall {row['wall_s']:.2f} s, start-up {row['startup_s']:.2f} s, "
+                      f"{row['tok_s']:,.0f} tok/s", flush=True)
+        server_start = {arm: s.stats.server_start_s for arm, s in servers.items()}
+    finally:
+        for s in servers.values():
+            s.close()
+    if args.json:
+        args.json.write_text(json.dumps({"tool_version": __version__, "preset": args.preset, "cmd": spec.command,
+                                         "tokens": spec.tokens, "server_start_s": server_start, "rows": rows},
+                                        indent=1))
+    print(f"\nregressbisect {__version__}, demo preset {args.preset}, {spec.tokens} tokens, "
+          f"{args.rounds} probes per arm, arms interleaved, {time.time() - started:.0f} s")
+    print("| arm | probes | wall s | start-up s | tok/s | tok/s CV | tok/s vs fresh | server start s |")
+    print("|---|---|---|---|---|---|---|---|")
+    fresh_tok = statistics.median(r["tok_s"] for r in rows if r["arm"] == "fresh")
+    for arm in arms:
+        mine = [r for r in rows if r["arm"] == arm]
+        logs = [math.log(r["tok_s"]) for r in mine]
+        cv = statistics.stdev(logs) if len(logs) > 1 else float("nan")
+        tok = statistics.median(r["tok_s"] for r in mine)
+        start = f"{server_start[arm]:.1f}" if arm in server_start else "-"
+        print(f"| {arm} | {len(mine)} | {statistics.median(r['wall_s'] for r in mine):.2f} | "
+              f"{statistics.median(r['startup_s'] for r in mine):.2f} | {tok:,.0f} | {cv:.1%} | "
+              f"{tok / fresh_tok - 1:+.1%} | {start} |")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,290 @@
+"""Preload servers (probe/preload.py): a forked probe must be the probe a fresh process would be."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from regressbisect.config import HuntConfig, ProbeConfig
+from regressbisect.errors import UserError
+from regressbisect.probe.isolation import Isolation, IsolationError
+from regressbisect.probe.preload import PreloadServers, parse_python_command
+from regressbisect.probe.runner import ProbeSpec, run_probe
+
+PY = sys.executable
+
+# A probe that reports what a Python program can see of how it was started.
+SEEN = """
+    import json, os, random, sys
+    import {extra}
+    main = sys.modules["__main__"]
+    seen = {{"argv": sys.argv, "path": sys.path, "cwd": os.getcwd(), "name": __name__,
+             "file": getattr(main, "__file__", None), "spec": getattr(getattr(main, "__spec__", None), "name", None),
+             "tokens": os.environ["REGRESSBISECT_TOKENS"], "extra": os.environ.get("EXTRA"),
+             "main_globals": sorted(k for k in globals() if not k.startswith("__")),
+             "random": random.random(), "pgid_is_pid": os.getpgid(0) == os.getpid()}}
+    print("seen " + json.dumps(seen))
+    tokens = int(os.environ["REGRESSBISECT_TOKENS"])
+    print("@regressbisect " + json.dumps({{"tokens": tokens, "seconds": 1.0, "tok_s": float(tokens)}}))
+"""
+
+
+def _worktree(tmp_path: Path, extra: str = "json") -> Path:
+    root = tmp_path / "wt"
+    (root / "pkg").mkdir(parents=True)
+    (root / "pkg" / "__init__.py").write_text("")
+    (root / "pkg" / "__main__.py").write_text(textwrap.dedent(SEEN.format(extra=extra)))
+    (root / "bench.py").write_text(textwrap.dedent(SEEN.format(extra=extra)))
+    (root / "lib").mkdir()
+    return root
+
+
+def _seen(outcome) -> dict:
+    line = next(l for l in outcome.output_tail.splitlines() if l.startswith("seen "))
+    return json.loads(line[len("seen "):])
+
+
+@pytest.mark.parametrize("command", [
+    "python -m trainer --preset tiny --tokens 960",
+    "OMP_NUM_THREADS=1 python3 -u bench.py --x 1",
+    "python3.11 -X importtime script.py",
+])
+def test_plain_python_invocations_can_be_forked(command):
+    assert parse_python_command(command) is not None
+
+
+@pytest.mark.parametrize("command", [
+    "torchrun --nproc-per-node 2 train.py",       # another program
+    "python bench.py | tee log",                  # a pipeline
+    "python bench.py > log",                      # a redirection
+    "cd sub && python bench.py",                  # a list
+    "python $SCRIPT",                             # an expansion
+    "python -E bench.py",                         # a flag that changes start-up
+    "python -",                                   # stdin
+    "python",                                     # nothing to run
+])
+def test_anything_else_runs_as_it_is(command):
+    assert parse_python_command(command) is None
+
+
+@pytest.mark.parametrize("command", ["{py} -m pkg --flag a", "{py} bench.py --flag a"])
+def test_a_forked_probe_sees_what_a_fresh_one_sees(tmp_path, command):
+    worktree = _worktree(tmp_path)
+    command = command.format(py=PY)
+    env = {"EXTRA": "slot-0", "PYTHONPATH": str(worktree / "lib")}
+    spec = ProbeSpec(command=command, tokens=1000, timeout_s=60)
+    servers = PreloadServers("email.mime.text")
+    try:
+        forked = servers.run(spec, worktree, env, run_probe)
+        assert servers.stats.forked == 1 and servers.stats.servers == 1, servers.stats
+    finally:
+        servers.close()
+    fresh = run_probe(spec, worktree, extra_env=env)
+    assert forked.sample is not None and forked.sample.tok_s == 1000.0
+    seen_forked, seen_fresh = _seen(forked), _seen(fresh)
+    assert seen_forked.pop("random") != seen_fresh.pop("random")
+    assert seen_forked == seen_fresh
+    assert seen_forked["pgid_is_pid"] and seen_forked["path"][1] == str(worktree / "lib")
+
+
+def test_each_forked_probe_gets_its_own_budget_and_random_state(tmp_path):
+    worktree = _worktree(tmp_path)
+    servers = PreloadServers("json")
+    try:
+        seen = [_seen(servers.run(ProbeSpec(command=f"{PY} bench.py", tokens=t, timeout_s=60), worktree, {},
+                                  run_probe)) for t in (100, 200)]
+    finally:
+        servers.close()
+    assert [s["tokens"] for s in seen] == ["100", "200"]
+    assert seen[0]["random"] != seen[1]["random"]
+
+
+def test_skips_crashes_and_timeouts_of_a_forked_probe_read_as_for_a_fresh_one(tmp_path):
+    worktree = tmp_path / "wt"
+    worktree.mkdir()
+    (worktree / "skip.py").write_text("import sys; sys.exit(125)\n")
+    (worktree / "crash.py").write_text("raise RuntimeError('boom')\n")
+    (worktree / "hang.py").write_text("import os, time\nopen('pid', 'w').write(str(os.getpid()))\ntime.sleep(60)\n")
+    servers = PreloadServers("json")
+    try:
+        def run(script, timeout_s=60.0):
+            return servers.run(ProbeSpec(command=f"{PY} {script}", tokens=10, timeout_s=timeout_s),
+                               worktree, {}, run_probe)
+        skipped, crashed = run("skip.py"), run("crash.py")
+        started = time.monotonic()
+        hung = run("hang.py", timeout_s=2.0)
+        took = time.monotonic() - started
+        assert servers.stats.forked == 3
+    finally:
+        servers.close()
+    assert skipped.skip_reason == "exit 125 (probe asked to skip)"
+    assert crashed.exit_code == 1 and crashed.skip_reason.startswith("exit 1: RuntimeError: boom")
+    assert hung.skip_reason == "timeout after 2s" and took < 20
+    assert _gone(int((worktree / "pid").read_text()), wait_s=1.0)
+
+
+def test_a_server_that_would_preload_the_project_refuses_and_the_probe_runs_fresh(tmp_path):
+    worktree = _worktree(tmp_path)
+    installed = tmp_path / "site"   # an installed copy of the project, importable by the server
+    (installed / "pkg").mkdir(parents=True)
+    (installed / "pkg" / "__init__.py").write_text("")
+    servers = PreloadServers("pkg")   # the project's own package: never preloaded
+    try:
+        outcome = servers.run(ProbeSpec(command=f"{PY} bench.py", tokens=10, timeout_s=60), worktree,
+                              {"PYTHONPATH": str(installed)}, run_probe)
+    finally:
+        servers.close()
+    assert outcome.sample is not None
+    assert servers.stats.forked == 0 and servers.stats.fresh == 1
+    assert "imported the project's pkg" in servers.stats.notes[0]
+
+
+def test_the_isolation_check_sees_what_a_forked_probe_imported(tmp_path):
+    """The import recorder runs in forked children too: a probe that puts the user's checkout
+    first is caught, exactly as a fresh one is."""
+    checkout = tmp_path / "checkout"
+    (checkout / "pkg").mkdir(parents=True)
+    (checkout / "pkg" / "__init__.py").write_text("")
+    worktree = _worktree(tmp_path)
+    (worktree / "wrong.py").write_text(f"import sys\nsys.path.insert(0, {str(checkout)!r})\nimport pkg\n"
+                                       "print('@regressbisect {\"tokens\": 1, \"seconds\": 1, \"tok_s\": 1}')\n")
+    isolation = Isolation(user_root=checkout, other_worktrees=())
+    servers = PreloadServers("json")
+    try:
+        for script, caught in (("bench.py", False), ("wrong.py", True)):
+            imports = isolation.prepare(worktree)
+            outcome = servers.run(ProbeSpec(command=f"{PY} {script}", tokens=10, timeout_s=60), worktree,
+                                  imports.env, run_probe)
+            assert outcome.sample is not None
+            if caught:
+                with pytest.raises(IsolationError, match="pkg"):
+                    isolation.verify(imports)
+            else:
+                assert isolation.verify(imports)["__main__"] == str(worktree / "bench.py")
+        assert servers.stats.forked == 2
+    finally:
+        servers.close()
+
+
+def test_auto_forks_from_the_second_probe_once_the_first_imported_torch(tmp_path):
+    pytest.importorskip("torch")
+    worktree = _worktree(tmp_path, extra="torch")
+    (worktree / "plain.py").write_text("print('@regressbisect {\"tokens\": 1, \"seconds\": 1, \"tok_s\": 5}')\n")
+    isolation = Isolation(user_root=tmp_path / "checkout", other_worktrees=())
+    servers = PreloadServers("auto")
+    try:
+        for script in ("bench.py", "bench.py", "bench.py"):
+            imports = isolation.prepare(worktree)
+            assert servers.run(ProbeSpec(command=f"{PY} {script}", tokens=10, timeout_s=120), worktree,
+                               imports.env, run_probe).sample is not None
+            isolation.verify(imports)
+        assert (servers.stats.fresh, servers.stats.forked, servers.stats.modules) == (1, 2, ["torch"])
+        # a probe that never imports torch is never forked: nothing is worth a server for it
+        other = tmp_path / "other"
+        other.mkdir()
+        (other / "plain.py").write_text("print('@regressbisect {\"tokens\": 1, \"seconds\": 1, \"tok_s\": 5}')\n")
+        for _ in range(2):
+            imports = isolation.prepare(other)
+            servers.run(ProbeSpec(command=f"{PY} plain.py", tokens=10, timeout_s=60), other, imports.env, run_probe)
+        assert (servers.stats.fresh, servers.stats.servers) == (3, 1)
+    finally:
+        servers.close()
+
+
+def test_a_probe_that_sets_the_environment_before_importing_torch_is_not_forked(tmp_path):
+    """A server's torch was imported before the program ran: a program that configures torch
+    through the environment first would not get what it asked for."""
+    pytest.importorskip("torch")
+    worktree = tmp_path / "wt"
+    worktree.mkdir()
+    (worktree / "probe.py").write_text(
+        "import os\nos.environ['TORCH_LOGS'] = '-all'\nimport torch\n"
+        "print('@regressbisect {\"tokens\": 1, \"seconds\": 1, \"tok_s\": 5}')\n")
+    isolation = Isolation(user_root=tmp_path / "checkout", other_worktrees=())
+    servers = PreloadServers("auto")
+    try:
+        for _ in range(2):
+            imports = isolation.prepare(worktree)
+            servers.run(ProbeSpec(command=f"{PY} probe.py", tokens=10, timeout_s=120), worktree, imports.env, run_probe)
+            isolation.verify(imports)
+    finally:
+        servers.close()
+    assert (servers.stats.fresh, servers.stats.forked, servers.stats.servers) == (2, 0, 0)
+    assert "sets TORCH_LOGS before importing torch" in servers.stats.notes[0]
+
+
+def test_counters_are_counted_in_a_forked_probe(tmp_path):
+    pytest.importorskip("torch")
+    worktree = tmp_path / "wt"
+    worktree.mkdir()
+    (worktree / "probe.py").write_text(textwrap.dedent("""
+        import os
+        os.environ["REGRESSBISECT_LMHEAD_MIN_OUT"] = "3000"   # set by the program, as the demo does
+        import torch
+        from regressbisect.probe.protocol import report
+        for _ in range(3):
+            torch.nn.functional.linear(torch.randn(1, 4), torch.randn(2000, 4))    # not an lm_head
+            torch.nn.functional.linear(torch.randn(1, 4), torch.randn(3000, 4))    # an lm_head
+            torch.optim.SGD([torch.zeros(1, requires_grad=True)], lr=0.1).step()
+        report(tokens=10, seconds=1.0)
+    """))
+    servers = PreloadServers("torch")
+    try:
+        outcome = servers.run(ProbeSpec(command=f"{PY} probe.py", tokens=10, timeout_s=120, instrument=True),
+                              worktree, {}, run_probe)
+        assert servers.stats.forked == 1
+    finally:
+        servers.close()
+    assert outcome.sample is not None, outcome.output_tail
+    assert outcome.sample.counters["lm_head_calls"] == 1.0
+
+
+def test_servers_end_with_the_process_that_started_them(tmp_path):
+    worktree = _worktree(tmp_path)
+    driver = tmp_path / "driver.py"
+    driver.write_text(textwrap.dedent(f"""
+        import sys, time
+        from pathlib import Path
+        from regressbisect.probe.preload import PreloadServers
+        from regressbisect.probe.runner import ProbeSpec, run_probe
+        servers = PreloadServers("json")
+        servers.run(ProbeSpec(command="{PY} bench.py", tokens=10, timeout_s=60), Path({str(worktree)!r}), {{}}, run_probe)
+        print(*[s.process.pid for s in servers._servers.values()], flush=True)
+        time.sleep(120)
+    """))
+    driver_process = subprocess.Popen([PY, str(driver)], stdout=subprocess.PIPE, text=True)
+    try:
+        server_pid = int(driver_process.stdout.readline())
+    finally:
+        driver_process.send_signal(signal.SIGKILL)   # kill -9: no cleanup code runs
+        driver_process.wait()
+    assert _gone(server_pid), "the preload server outlived the hunt's process"
+
+
+def _gone(pid: int, wait_s: float = 10.0) -> bool:
+    """True once `pid` no longer runs (missing, or a zombie its new parent has not reaped)."""
+    deadline = time.monotonic() + wait_s
+    while time.monotonic() < deadline:
+        try:
+            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except (FileNotFoundError, ProcessLookupError):
+            return True
+        if state in ("Z", "X"):
+            return True
+        time.sleep(0.1)
+    return False
+
+
+def test_preload_takes_auto_off_or_module_names():
+    probe = ProbeConfig(cmd="python bench.py")
+    assert HuntConfig(probe=probe).preload == "auto"
+    assert HuntConfig(probe=probe, preload="torch,numpy.linalg").preload == "torch,numpy.linalg"
+    with pytest.raises(UserError, match="--preload"):
+        HuntConfig(probe=probe, preload="torch; rm -rf")
