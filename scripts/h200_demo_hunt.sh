@@ -3,6 +3,8 @@
 # HEAD~20..HEAD of the demo repository, two planted culprits. The hunt is stopped after LIMIT
 # seconds and resumes from the stored samples when run again (STORE_IN=a copied store).
 # GRID=1 first runs the accuracy grid (docs/accuracy.md) on the machine's CPU cores.
+# TOKENS (default 76800) is the demo's budget, HUNT_FLAGS (default "--instrument separate") the
+# run's flags: TOKENS=38400 HUNT_FLAGS="" is the demo as built, every cost lever on (docs/cost.md).
 #   OUT=gpu-out bash scripts/h200_demo_hunt.sh    # LIMIT=seconds, STORE_IN=path resumes the hunt
 set -uo pipefail
 OUT=${OUT:-gpu-out}; mkdir -p "$OUT"
@@ -17,12 +19,12 @@ if [ "${GRID:-0}" = 1 ]; then
   echo "grid wall=$(( $(date +%s) - start ))s" >> "$OUT/accuracy.log"
 fi
 DEMO=/tmp/gdemo
-[ -d "$DEMO" ] || python3 -m regressbisect demo "$DEMO" --build-only --preset h200 --tokens 76800 > "$OUT/demo_run.out" 2>&1
+[ -d "$DEMO" ] || python3 -m regressbisect demo "$DEMO" --build-only --preset h200 --tokens "${TOKENS:-76800}" > "$OUT/demo_run.out" 2>&1
 STORE="$DEMO/.git/regressbisect/store.sqlite"
 if [ -n "${STORE_IN:-}" ]; then mkdir -p "$(dirname "$STORE")" && cp "$STORE_IN" "$STORE"; fi
 left=$(( LIMIT - ($(date +%s) - start) - 15 ))
 hunt_start=$(date +%s)
-( cd "$DEMO" && timeout "$left" python3 -m regressbisect run HEAD~20 HEAD --instrument separate \
+( cd "$DEMO" && timeout "$left" python3 -m regressbisect run HEAD~20 HEAD ${HUNT_FLAGS---instrument separate} \
     --json "$OUT/demo_h200.json" >> "$OUT/demo_run.out" 2> "$OUT/demo_run.err" )
 echo "hunt rc=$? wall=$(( $(date +%s) - hunt_start ))s (limit ${left}s)" >> "$OUT/demo_run.out"
 # a consistent copy of the WAL store, to resume from on another machine (STORE_IN)
