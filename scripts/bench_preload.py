@@ -57,6 +57,7 @@ def main() -> int:
     arms = ["fresh"] + (args.arm or ["torch"])
     servers = {arm: PreloadServers(arm) for arm in arms[1:]}
     rows: list[dict] = []
+    refused: dict[str, str] = {}
     started = time.time()
     try:
         for i in range(args.rounds):
@@ -64,11 +65,14 @@ def main() -> int:
             for arm in order:
                 if arm == "fresh":
                     outcome = run_probe(spec, tree)
+                elif arm in refused:
+                    continue
                 else:
                     outcome = servers[arm].run(spec, tree, {}, run_probe)
-                    if servers[arm].stats.forked == 0:
-                        print(f"{arm}: not forked: {servers[arm].stats.notes}", file=sys.stderr)
-                        return 1
+                    if servers[arm].stats.forked == 0:   # the server refused: this arm is dropped
+                        refused[arm] = "; ".join(servers[arm].stats.notes)
+                        print(f"  {arm}: {refused[arm]}", flush=True)
+                        continue
                 if outcome.sample is None:
                     print(f"{arm}: skipped: {outcome.skip_reason}\n{outcome.output_tail}", file=sys.stderr)
                     return 1
@@ -84,22 +88,31 @@ def main() -> int:
             s.close()
     if args.json:
         args.json.write_text(json.dumps({"tool_version": __version__, "preset": args.preset, "cmd": spec.command,
-                                         "tokens": spec.tokens, "server_start_s": server_start, "rows": rows},
-                                        indent=1))
+                                         "tokens": spec.tokens, "server_start_s": server_start,
+                                         "refused": refused, "rows": rows}, indent=1))
     print(f"\nregressbisect {__version__}, demo preset {args.preset}, {spec.tokens} tokens, "
           f"{args.rounds} probes per arm, arms interleaved, {time.time() - started:.0f} s")
-    print("| arm | probes | wall s | start-up s | tok/s | tok/s CV | tok/s vs fresh | server start s |")
+    print("| arm | probes | wall s | start-up s | tok/s | tok/s CV | tok/s vs fresh, paired (se) | server start s |")
     print("|---|---|---|---|---|---|---|---|")
+    fresh_by_round = {r["round"]: r["tok_s"] for r in rows if r["arm"] == "fresh"}
     fresh_tok = statistics.median(r["tok_s"] for r in rows if r["arm"] == "fresh")
     for arm in arms:
         mine = [r for r in rows if r["arm"] == arm]
+        if not mine:
+            print(f"| {arm} | 0 | refused: {refused.get(arm, '?')} | | | | | |")
+            continue
         logs = [math.log(r["tok_s"]) for r in mine]
         cv = statistics.stdev(logs) if len(logs) > 1 else float("nan")
         tok = statistics.median(r["tok_s"] for r in mine)
         start = f"{server_start[arm]:.1f}" if arm in server_start else "-"
+        # per round, log(arm / fresh): the rounds share the machine's state, so pairs cancel drift
+        pairs = [math.log(r["tok_s"] / fresh_by_round[r["round"]]) for r in mine if r["round"] in fresh_by_round]
+        paired = "-" if arm == "fresh" else (
+            f"{math.expm1(statistics.mean(pairs)):+.1%} ({statistics.stdev(pairs) / math.sqrt(len(pairs)):.1%})"
+            if len(pairs) > 1 else f"{tok / fresh_tok - 1:+.1%}")
         print(f"| {arm} | {len(mine)} | {statistics.median(r['wall_s'] for r in mine):.2f} | "
               f"{statistics.median(r['startup_s'] for r in mine):.2f} | {tok:,.0f} | {cv:.1%} | "
-              f"{tok / fresh_tok - 1:+.1%} | {start} |")
+              f"{paired} | {start} |")
     return 0
 
 

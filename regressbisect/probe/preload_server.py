@@ -39,11 +39,25 @@ def _preload(modules, project):
     loaded = sorted(n for n in sys.modules if n in project or n.startswith(prefixes))
     if loaded:
         return "preloading %s imported the project's %s" % (",".join(modules), loaded[0])
-    torch = sys.modules.get("torch")
-    cuda = getattr(torch, "cuda", None)
-    if cuda is not None and getattr(cuda, "is_initialized", lambda: False)():
-        return "preloading initialised CUDA (a forked child cannot use it)"
+    if _child_cannot_use_cuda():
+        return "preloading %s initialised CUDA, which a forked child cannot use" % ",".join(modules)
     return None
+
+
+def _child_cannot_use_cuda():
+    """Fork once and ask torch in the child: once the parent has initialised CUDA (some modules
+    do at import: a device query), torch refuses CUDA in every forked child."""
+    cuda = getattr(sys.modules.get("torch"), "cuda", None)
+    in_bad_fork = getattr(cuda, "_is_in_bad_fork", None)
+    if in_bad_fork is None:
+        return False
+    sys.stdout.flush()
+    sys.stderr.flush()
+    pid = os.fork()
+    if pid == 0:
+        os._exit(1 if in_bad_fork() else 0)
+    _, status = os.waitpid(pid, 0)
+    return os.waitstatus_to_exitcode(status) != 0
 
 
 def _serve(listener, parent):
@@ -106,6 +120,12 @@ def _become(request, fds):
     sys.path[:] = first + list(request["pythonpath"]) + rest
     if "random" in sys.modules:
         sys.modules["random"].seed()   # a fresh interpreter seeds from the OS, not the server's state
+    # Copy the inherited heap now, in start-up, not in the measured window: without this the
+    # forked tiny-preset probes measured 2-4% slower than fresh ones (paired, interleaved;
+    # scripts/bench_preload.py), with it they did not (docs/cost.md).
+    import gc
+
+    gc.collect()
     startup = request.get("startup")
     if startup:   # regressbisect's sitecustomize (counters, import record), as at interpreter start
         spec = importlib.util.spec_from_file_location("_regressbisect_startup", startup)
