@@ -217,7 +217,31 @@ def test_a_probe_that_sets_the_environment_before_importing_torch_is_not_forked(
     finally:
         servers.close()
     assert (servers.stats.fresh, servers.stats.forked, servers.stats.servers) == (2, 0, 0)
-    assert "sets TORCH_LOGS before importing torch" in servers.stats.notes[0]
+    assert "torch not preloaded: the probe sets TORCH_LOGS before importing it" in servers.stats.notes[0]
+
+
+def test_only_the_modules_imported_before_the_environment_changed_are_preloaded(tmp_path):
+    pytest.importorskip("torch")
+    worktree = tmp_path / "wt"
+    worktree.mkdir()
+    (worktree / "probe.py").write_text(
+        "import os, sys\nimport torch\nos.environ['TORCHDYNAMO_VERBOSE'] = '0'\nimport torch._dynamo\n"
+        "print('dynamo preloaded', 'torch._dynamo' in sys.modules and os.environ.get('TORCHDYNAMO_VERBOSE'))\n"
+        "print('@regressbisect {\"tokens\": 1, \"seconds\": 1, \"tok_s\": 5}')\n")
+    isolation = Isolation(user_root=tmp_path / "checkout", other_worktrees=())
+    servers = PreloadServers("auto")
+    try:
+        for _ in range(2):
+            imports = isolation.prepare(worktree)
+            outcome = servers.run(ProbeSpec(command=f"{PY} probe.py", tokens=10, timeout_s=120), worktree,
+                                  imports.env, run_probe)
+            isolation.verify(imports)
+    finally:
+        servers.close()
+    assert outcome.sample is not None, outcome.output_tail
+    assert (servers.stats.fresh, servers.stats.forked, servers.stats.modules) == (1, 1, ["torch"])
+    assert servers.stats.notes == ["torch._dynamo not preloaded: the probe sets TORCHDYNAMO_VERBOSE before "
+                                   "importing it, which a server's import would not see"]
 
 
 def test_counters_are_counted_in_a_forked_probe(tmp_path):

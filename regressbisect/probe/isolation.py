@@ -472,12 +472,12 @@ class Isolation:
                 "imported_from": dict(sorted(self.imported_from.items())), "note": note}
 
 
-def watched_imports(records_dir: Path) -> tuple[list[str], list[str]]:
-    """(the watched modules (WATCH_ENV) every recorded process of a probe imported, the environment
-    variables some process changed before importing one of them); the records stay for the check
-    (Isolation.verify reads and removes them)."""
+def watched_imports(records_dir: Path) -> dict[str, list[str]]:
+    """{watched module (WATCH_ENV): the environment variables changed before its first import}
+    over the modules every recorded process of a probe imported (a variable changed in any
+    process counts); the records stay for the check (Isolation.verify reads and removes them)."""
     common: set[str] | None = None
-    changed: set[str] = set()
+    changed: dict[str, set[str]] = {}
     for path in sorted(Path(records_dir).glob("*.rec")):
         try:
             record = ast.literal_eval(path.read_text(encoding="utf-8"))
@@ -486,9 +486,9 @@ def watched_imports(records_dir: Path) -> tuple[list[str], list[str]]:
         if isinstance(record, dict):
             names = {n for n in record.get("watched") or () if isinstance(n, str)}
             common = names if common is None else common & names
-            for keys in (record.get("env_before_import") or {}).values():
-                changed.update(k for k in keys if isinstance(k, str))
-    return sorted(common or ()), sorted(changed)
+            for module, keys in (record.get("env_before_import") or {}).items():
+                changed.setdefault(module, set()).update(k for k in keys if isinstance(k, str))
+    return {m: sorted(changed.get(m, ())) for m in sorted(common or ())}
 
 
 def _first_dirs(relpath: str) -> str:

@@ -40,8 +40,10 @@ from regressbisect.probe.runner import SHIM_DIR, ProbeSpec, probe_environment, r
 from regressbisect.samples import ProbeOutcome
 
 SERVER_SCRIPT = Path(__file__).resolve().parent / "preload_server.py"
-WATCHED = ("torch",)
-"""Stacks worth preloading under `--preload auto`: their import takes seconds."""
+WATCHED = ("torch", "torch._dynamo")
+"""Stacks worth preloading under `--preload auto`, in import order: their import takes seconds
+(torch 3.6 s, torch._dynamo 3 s more of an h200 probe's start-up; docs/cost.md). Not
+torch._inductor: importing it initialises CUDA, and a forked child could not use it."""
 PRELOAD_OFF = "off"
 PRELOAD_AUTO = "auto"
 PER_PROBE_ENV = frozenset({"REGRESSBISECT_TOKENS", "REGRESSBISECT_INSTRUMENT", IMPORTS_DIR_ENV,
@@ -168,13 +170,15 @@ class PreloadServers:
                 return self._fresh(spec, worktree, extra_env, fresh)
             outcome = self._fresh(spec, worktree, {**extra_env, WATCH_ENV: ",".join(WATCHED)}, fresh)
             if outcome.sample is not None:
-                imported, changed = watched_imports(Path(records))
-                self._learned[key] = () if changed else tuple(imported)
-                if imported and changed:
-                    with self._lock:
+                imported = watched_imports(Path(records))
+                # a module imported after the program changed the environment may read it at import
+                self._learned[key] = tuple(m for m in WATCHED if m in imported and not imported[m])
+                skipped = {m: keys for m, keys in imported.items() if keys}
+                with self._lock:
+                    for module, keys in skipped.items():
                         self.stats.notes.append(
-                            f"not preloaded: the probe sets {', '.join(changed[:4])} before importing "
-                            f"{', '.join(imported)}, which a server's import would not see; its probes ran fresh")
+                            f"{module} not preloaded: the probe sets {', '.join(keys[:4])} before importing "
+                            f"it, which a server's import would not see")
             return outcome
         if not modules or key in self._refused:
             return self._fresh(spec, worktree, extra_env, fresh)
