@@ -42,20 +42,25 @@ def main() -> int:
     parser.add_argument("--preset", default="tiny", help="demo preset: tiny (CPU) or h200 (GPU)")
     parser.add_argument("--rounds", type=int, default=6, help="probes per arm (arms interleaved)")
     parser.add_argument("--arm", action="append", default=None,
-                        help="modules a server preloads, comma-separated (repeatable; default: torch)")
+                        help="modules a server preloads, comma-separated (repeatable; default: torch; "
+                             "--arm '' for none)")
     parser.add_argument("--tokens", type=int, default=None, help="token budget (default: the demo's)")
+    parser.add_argument("--ref", default="HEAD~20", help="the commit measured (default: GOOD, HEAD~20)")
+    parser.add_argument("--prefix-arm", action="append", default=[], metavar="NAME=PREFIX",
+                        help="a fresh arm whose command runs under PREFIX (e.g. 'pinned=taskset -c 0-7')")
     parser.add_argument("--work", type=Path, default=None, help="working directory (default: a temp dir)")
     parser.add_argument("--json", type=Path, default=None, help="write every probe's figures here")
     args = parser.parse_args()
     work = args.work or Path(tempfile.mkdtemp(prefix="regressbisect-preload-"))
     work.mkdir(parents=True, exist_ok=True)
     repo = build_demo(work, args.preset)
-    tree = checkout_good(repo, work)
+    tree = checkout_good(repo, work, args.ref)
     spec = probe_spec(repo)
     if args.tokens:
         spec = type(spec)(command=spec.command, tokens=args.tokens, timeout_s=spec.timeout_s)
-    arms = ["fresh"] + (args.arm or ["torch"])
-    servers = {arm: PreloadServers(arm) for arm in arms[1:]}
+    prefixes = dict(p.split("=", 1) for p in args.prefix_arm)
+    arms = ["fresh"] + list(prefixes) + ([a for a in args.arm if a] if args.arm is not None else ["torch"])
+    servers = {arm: PreloadServers(arm) for arm in arms[1:] if arm not in prefixes}
     rows: list[dict] = []
     refused: dict[str, str] = {}
     started = time.time()
@@ -65,6 +70,9 @@ def main() -> int:
             for arm in order:
                 if arm == "fresh":
                     outcome = run_probe(spec, tree)
+                elif arm in prefixes:
+                    outcome = run_probe(type(spec)(command=f"{prefixes[arm]} {spec.command}", tokens=spec.tokens,
+                                                   timeout_s=spec.timeout_s), tree)
                 elif arm in refused:
                     continue
                 else:

@@ -49,11 +49,11 @@ def probe_spec(repo: Path) -> ProbeSpec:
                      timeout_s=float(table.get("timeout", 900)))
 
 
-def checkout_good(repo: Path, work: Path) -> Path:
-    """GOOD in a worktree of its own (the user's checkout is never moved)."""
-    tree = work / "good"
+def checkout_good(repo: Path, work: Path, ref: str = "HEAD~20") -> Path:
+    """GOOD (or `ref`) in a worktree of its own (the user's checkout is never moved)."""
+    tree = work / ("good" if ref == "HEAD~20" else "at-" + ref.replace("~", "-").replace("/", "-"))
     if not tree.exists():
-        subprocess.run(["git", "-C", str(repo), "worktree", "add", "--detach", str(tree), "HEAD~20"],
+        subprocess.run(["git", "-C", str(repo), "worktree", "add", "--detach", str(tree), ref],
                        check=True, capture_output=True)
     return tree
 

@@ -312,3 +312,19 @@ def test_preload_takes_auto_off_or_module_names():
     assert HuntConfig(probe=probe, preload="torch,numpy.linalg").preload == "torch,numpy.linalg"
     with pytest.raises(UserError, match="--preload"):
         HuntConfig(probe=probe, preload="torch; rm -rf")
+
+
+def test_a_server_that_was_killed_is_started_again(tmp_path):
+    worktree = _worktree(tmp_path)
+    spec = ProbeSpec(command=f"{PY} bench.py", tokens=10, timeout_s=60)
+    servers = PreloadServers("json")
+    try:
+        assert servers.run(spec, worktree, {}, run_probe).sample is not None
+        (server,) = servers._servers.values()
+        os.kill(server.process.pid, signal.SIGKILL)
+        server.process.wait()
+        outcomes = [servers.run(spec, worktree, {}, run_probe) for _ in range(2)]
+    finally:
+        servers.close()
+    assert all(o.sample is not None for o in outcomes)
+    assert (servers.stats.forked, servers.stats.fresh, servers.stats.servers) == (3, 0, 2)

@@ -189,9 +189,17 @@ class PreloadServers:
                    "server_pythonpath": server_path, "path0": _path0(command, worktree, env),
                    "startup": str(SHIM_DIR / "sitecustomize.py") if str(SHIM_DIR) in pythonpath else None,
                    "kind": command.kind, "target": command.target, "args": list(command.args)}
+        try:
+            outcome = run_probe_all(spec, worktree, extra_env, start=lambda out, err: server.fork(request, out, err))[0]
+        except OSError as exc:   # the server is gone (killed): this slot's probes run fresh from now on
+            self._refused[key] = f"the server stopped ({exc})"
+            with self._lock:
+                self.stats.notes.append(f"not preloaded: {self._refused[key]}; later probes ran fresh")
+            server.stop()
+            return self._fresh(spec, worktree, extra_env, fresh)
         with self._lock:
             self.stats.forked += 1
-        return run_probe_all(spec, worktree, extra_env, start=lambda out, err: server.fork(request, out, err))[0]
+        return outcome
 
     def close(self) -> None:
         """Stop every server (they also stop on their own once the hunt's process is gone)."""
