@@ -24,13 +24,12 @@ import json
 import math
 import statistics
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_probe_caches import build_demo, checkout_good, probe_spec  # noqa: E402
+from bench_probe_caches import demo_at, probe_row  # noqa: E402
 
 from regressbisect import __version__  # noqa: E402
 from regressbisect.probe.preload import PreloadServers  # noqa: E402
@@ -51,11 +50,7 @@ def main() -> int:
     parser.add_argument("--work", type=Path, default=None, help="working directory (default: a temp dir)")
     parser.add_argument("--json", type=Path, default=None, help="write every probe's figures here")
     args = parser.parse_args()
-    work = args.work or Path(tempfile.mkdtemp(prefix="regressbisect-preload-"))
-    work.mkdir(parents=True, exist_ok=True)
-    repo = build_demo(work, args.preset)
-    tree = checkout_good(repo, work, args.ref)
-    spec = probe_spec(repo)
+    work, repo, tree, spec = demo_at(args.work, args.preset, "regressbisect-preload-", args.ref)
     if args.tokens:
         spec = type(spec)(command=spec.command, tokens=args.tokens, timeout_s=spec.timeout_s)
     prefixes = dict(p.split("=", 1) for p in args.prefix_arm)
@@ -84,12 +79,7 @@ def main() -> int:
                 if outcome.sample is None:
                     print(f"{arm}: skipped: {outcome.skip_reason}\n{outcome.output_tail}", file=sys.stderr)
                     return 1
-                seconds = outcome.sample.seconds or 0.0
-                row = {"arm": arm, "round": i, "wall_s": outcome.wall_seconds, "measured_s": seconds,
-                       "startup_s": outcome.wall_seconds - seconds, "tok_s": outcome.sample.tok_s}
-                rows.append(row)
-                print(f"  {arm:40s} round {i}: wall {row['wall_s']:.2f} s, start-up {row['startup_s']:.2f} s, "
-                      f"{row['tok_s']:,.0f} tok/s", flush=True)
+                rows.append(probe_row(arm, i, outcome, width=40))
         server_start = {arm: s.stats.server_start_s for arm, s in servers.items()}
     finally:
         for s in servers.values():

@@ -58,6 +58,24 @@ def checkout_good(repo: Path, work: Path, ref: str = "HEAD~20") -> Path:
     return tree
 
 
+def demo_at(work: Path | None, preset: str, prefix: str, ref: str = "HEAD~20") -> tuple[Path, Path, Path, ProbeSpec]:
+    """(working directory, demo repository, worktree at `ref`, the demo's probe spec)."""
+    work = work or Path(tempfile.mkdtemp(prefix=prefix))
+    work.mkdir(parents=True, exist_ok=True)
+    repo = build_demo(work, preset)
+    return work, repo, checkout_good(repo, work, ref), probe_spec(repo)
+
+
+def probe_row(arm: str, round_: int, outcome, width: int = 6) -> dict:
+    """One probe's figures (start-up = wall - the probe's measured seconds), printed as it comes."""
+    seconds = outcome.sample.seconds or 0.0
+    row = {"arm": arm, "round": round_, "wall_s": outcome.wall_seconds, "measured_s": seconds,
+           "startup_s": outcome.wall_seconds - seconds, "tok_s": outcome.sample.tok_s}
+    print(f"  {arm:{width}s} round {round_}: wall {row['wall_s']:.2f} s, start-up {row['startup_s']:.2f} s, "
+          f"{row['tok_s']:,.0f} tok/s", flush=True)
+    return row
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--preset", default="tiny", help="demo preset: tiny (CPU) or h200 (GPU)")
@@ -65,11 +83,7 @@ def main() -> int:
     parser.add_argument("--work", type=Path, default=None, help="working directory (default: a temp dir)")
     parser.add_argument("--json", type=Path, default=None, help="write every probe's figures here")
     args = parser.parse_args()
-    work = args.work or Path(tempfile.mkdtemp(prefix="regressbisect-caches-"))
-    work.mkdir(parents=True, exist_ok=True)
-    repo = build_demo(work, args.preset)
-    tree = checkout_good(repo, work)
-    spec = probe_spec(repo)
+    work, repo, tree, spec = demo_at(args.work, args.preset, "regressbisect-caches-")
     shared = work / "shared-cache"
     rows: list[dict] = []
     started = time.time()
@@ -83,12 +97,7 @@ def main() -> int:
             if outcome.sample is None:
                 print(f"{arm}: skipped: {outcome.skip_reason}\n{outcome.output_tail}", file=sys.stderr)
                 return 1
-            seconds = outcome.sample.seconds or 0.0
-            row = {"arm": arm, "round": i, "wall_s": outcome.wall_seconds, "measured_s": seconds,
-                   "startup_s": outcome.wall_seconds - seconds, "tok_s": outcome.sample.tok_s}
-            rows.append(row)
-            print(f"  {arm:6s} round {i}: wall {row['wall_s']:.1f} s, start-up {row['startup_s']:.1f} s, "
-                  f"{row['tok_s']:,.0f} tok/s", flush=True)
+            rows.append(probe_row(arm, i, outcome))
     if args.json:
         args.json.write_text(json.dumps({"tool_version": __version__, "preset": args.preset,
                                          "cmd": spec.command, "tokens": spec.tokens, "rows": rows}, indent=1))

@@ -17,6 +17,7 @@ from regressbisect.errors import UserError
 from regressbisect.probe.isolation import Isolation, IsolationError
 from regressbisect.probe.preload import PreloadServers, parse_python_command
 from regressbisect.probe.runner import ProbeSpec, run_probe
+from tests.procs import gone
 
 PY = sys.executable
 
@@ -127,7 +128,7 @@ def test_skips_crashes_and_timeouts_of_a_forked_probe_read_as_for_a_fresh_one(tm
     assert skipped.skip_reason == "exit 125 (probe asked to skip)"
     assert crashed.exit_code == 1 and crashed.skip_reason.startswith("exit 1: RuntimeError: boom")
     assert hung.skip_reason == "timeout after 2s" and took < 20
-    assert _gone(int((worktree / "pid").read_text()), wait_s=1.0)
+    assert gone(int((worktree / "pid").read_text()), wait_s=1.0)
 
 
 def test_a_server_that_would_preload_the_project_refuses_and_the_probe_runs_fresh(tmp_path):
@@ -198,6 +199,22 @@ def test_auto_forks_from_the_second_probe_once_the_first_imported_torch(tmp_path
         servers.close()
 
 
+def _auto_runs(tmp_path: Path, worktree: Path, runs: int):
+    """`python probe.py` run `runs` times with --preload auto and the import check, as a hunt runs
+    it; (the servers, closed, and the last outcome)."""
+    isolation = Isolation(user_root=tmp_path / "checkout", other_worktrees=())
+    servers = PreloadServers("auto")
+    try:
+        for _ in range(runs):
+            imports = isolation.prepare(worktree)
+            outcome = servers.run(ProbeSpec(command=f"{PY} probe.py", tokens=10, timeout_s=120), worktree,
+                                  imports.env, run_probe)
+            isolation.verify(imports)
+    finally:
+        servers.close()
+    return servers, outcome
+
+
 def test_a_probe_that_sets_the_environment_before_importing_torch_is_not_forked(tmp_path):
     """A server's torch was imported before the program ran: a program that configures torch
     through the environment first would not get what it asked for."""
@@ -207,15 +224,7 @@ def test_a_probe_that_sets_the_environment_before_importing_torch_is_not_forked(
     (worktree / "probe.py").write_text(
         "import os\nos.environ['TORCH_LOGS'] = '-all'\nimport torch\n"
         "print('@regressbisect {\"tokens\": 1, \"seconds\": 1, \"tok_s\": 5}')\n")
-    isolation = Isolation(user_root=tmp_path / "checkout", other_worktrees=())
-    servers = PreloadServers("auto")
-    try:
-        for _ in range(2):
-            imports = isolation.prepare(worktree)
-            servers.run(ProbeSpec(command=f"{PY} probe.py", tokens=10, timeout_s=120), worktree, imports.env, run_probe)
-            isolation.verify(imports)
-    finally:
-        servers.close()
+    servers, _ = _auto_runs(tmp_path, worktree, 2)
     assert (servers.stats.fresh, servers.stats.forked, servers.stats.servers) == (2, 0, 0)
     assert "torch not preloaded: the probe sets TORCH_LOGS before importing it" in servers.stats.notes[0]
 
@@ -228,16 +237,7 @@ def test_only_the_modules_imported_before_the_environment_changed_are_preloaded(
         "import os, sys\nimport torch\nos.environ['TORCHDYNAMO_VERBOSE'] = '0'\nimport torch._dynamo\n"
         "print('dynamo preloaded', 'torch._dynamo' in sys.modules and os.environ.get('TORCHDYNAMO_VERBOSE'))\n"
         "print('@regressbisect {\"tokens\": 1, \"seconds\": 1, \"tok_s\": 5}')\n")
-    isolation = Isolation(user_root=tmp_path / "checkout", other_worktrees=())
-    servers = PreloadServers("auto")
-    try:
-        for _ in range(2):
-            imports = isolation.prepare(worktree)
-            outcome = servers.run(ProbeSpec(command=f"{PY} probe.py", tokens=10, timeout_s=120), worktree,
-                                  imports.env, run_probe)
-            isolation.verify(imports)
-    finally:
-        servers.close()
+    servers, outcome = _auto_runs(tmp_path, worktree, 2)
     assert outcome.sample is not None, outcome.output_tail
     assert (servers.stats.fresh, servers.stats.forked, servers.stats.modules) == (1, 1, ["torch"])
     assert servers.stats.notes == ["torch._dynamo not preloaded: the probe sets TORCHDYNAMO_VERBOSE before "
@@ -289,21 +289,8 @@ def test_servers_end_with_the_process_that_started_them(tmp_path):
     finally:
         driver_process.send_signal(signal.SIGKILL)   # kill -9: no cleanup code runs
         driver_process.wait()
-    assert _gone(server_pid), "the preload server outlived the hunt's process"
+    assert gone(server_pid), "the preload server outlived the hunt's process"
 
-
-def _gone(pid: int, wait_s: float = 10.0) -> bool:
-    """True once `pid` no longer runs (missing, or a zombie its new parent has not reaped)."""
-    deadline = time.monotonic() + wait_s
-    while time.monotonic() < deadline:
-        try:
-            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-        except (FileNotFoundError, ProcessLookupError):
-            return True
-        if state in ("Z", "X"):
-            return True
-        time.sleep(0.1)
-    return False
 
 
 def test_preload_takes_auto_off_or_module_names():

@@ -14,6 +14,7 @@ import pytest
 from regressbisect.machine.fingerprint import environment_fingerprint
 from regressbisect.probe.runner import (NO_METRIC_REASON, SHIM_DIR, ProbeSpec,
                                         run_probe, run_probe_all)
+from tests.procs import gone
 
 PY = sys.executable
 
@@ -28,20 +29,6 @@ def _script(tmp_path: Path, name: str, body: str) -> str:
     path = tmp_path / name
     path.write_text(textwrap.dedent(body))
     return f"{PY} {path}"
-
-
-def _gone(pid: int, wait_s: float = 5.0) -> bool:
-    """True once `pid` no longer runs (missing, or a zombie nobody reaped yet)."""
-    deadline = time.monotonic() + wait_s
-    while time.monotonic() < deadline:
-        try:
-            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-        except (FileNotFoundError, ProcessLookupError):
-            return True
-        if state in ("Z", "X"):
-            return True
-        time.sleep(0.05)
-    return False
 
 
 def _read_pid(path: Path, wait_s: float = 5.0) -> int:
@@ -129,14 +116,14 @@ def test_timeout_kills_the_whole_process_group(tmp_path):
     outcome = run_probe(_spec(command, timeout_s=1.0), tmp_path, kill_grace_s=0.5)
     assert outcome.skipped and outcome.skip_reason == "timeout after 1s"
     grandchild = _read_pid(pid_file)
-    assert _gone(grandchild), "the grandchild survived the timeout"
+    assert gone(grandchild), "the grandchild survived the timeout"
 
 
 def test_stragglers_are_killed_after_a_normal_exit(tmp_path):
     pid_file = tmp_path / "straggler.pid"
     outcome = run_probe(_spec(f"sleep 300 & echo $! > {pid_file}; echo '10 tok/s'"), tmp_path)
     assert outcome.sample.tok_s == 10
-    assert _gone(_read_pid(pid_file))
+    assert gone(_read_pid(pid_file))
 
 
 def test_keyboard_interrupt_kills_the_probe_and_is_reraised(tmp_path):
@@ -154,7 +141,7 @@ def test_keyboard_interrupt_kills_the_probe_and_is_reraised(tmp_path):
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, previous)
-    assert _gone(_read_pid(pid_file))
+    assert gone(_read_pid(pid_file))
 
 
 def test_instrument_puts_the_shim_first_on_pythonpath(tmp_path, monkeypatch):
