@@ -17,6 +17,8 @@ from regressbisect.errors import UserError
 from regressbisect.probe.isolation import Isolation, IsolationError
 from regressbisect.probe.preload import PreloadServers, parse_python_command
 from regressbisect.probe.runner import ProbeSpec, run_probe
+from tests.benchrepo import make_bench_repo
+from tests.cli import run_cli
 from tests.procs import gone
 
 PY = sys.executable
@@ -315,3 +317,21 @@ def test_a_server_that_was_killed_is_started_again(tmp_path):
         servers.close()
     assert all(o.sample is not None for o in outcomes)
     assert (servers.stats.forked, servers.stats.fresh, servers.stats.servers) == (3, 0, 2)
+
+
+def test_a_hunt_forks_its_probes_and_finds_the_step(tmp_path):
+    """The CLI end to end with --preload: every probe forked, the culprit found, the import check
+    done on forked probes, the report saying so."""
+    speeds = [1000.0] * 4 + [900.0] * 4          # culprit: index 4
+    shas = make_bench_repo(tmp_path / "repo", speeds)
+    out = tmp_path / "hunt.json"
+    code = run_cli(["run", "-C", str(tmp_path / "repo"), "--cmd", f"{PY} bench.py", "--tokens", "1000",
+                    "--env", f"BENCH_STATE={tmp_path / 'state'}", "--instrument", "off", "--preload", "json",
+                    "--quiet", "--json", str(out), shas[0], shas[-1]])
+    report = json.loads(out.read_text())
+    assert code == 0 and [c["commit"] for c in report["culprits"]] == [shas[4]]
+    preload = report["measurement"]["preload"]
+    assert preload["mode"] == "json" and preload["servers"] == 1
+    assert preload["probes_forked"] == report["probes"] and preload["probes_fresh"] == 0
+    assert report["isolation"]["probes_checked"] == report["probes"]
+    assert report["isolation"]["imported_from"]["__main__"] == "bench.py"
