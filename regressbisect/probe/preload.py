@@ -27,6 +27,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -147,7 +148,9 @@ class PreloadServers:
     def run(self, spec: ProbeSpec, worktree: Path, extra_env: Mapping[str, str],
             fresh: Callable[..., ProbeOutcome]) -> ProbeOutcome:
         """Run one probe, forked from a server where it can be, else with `fresh` (the runner)."""
-        command = parse_python_command(spec.render_command()) if self.mode != PRELOAD_OFF else None
+        # Linux only: fork() after importing torch is not safe on macOS (Objective-C runtime).
+        usable = self.mode != PRELOAD_OFF and sys.platform.startswith("linux")
+        command = parse_python_command(spec.render_command()) if usable else None
         if command is None:
             return self._fresh(spec, worktree, extra_env, fresh)
         env = probe_environment(spec, extra_env)
