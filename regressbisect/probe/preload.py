@@ -168,21 +168,7 @@ class PreloadServers:
                tuple(sorted(server_env.items())))
         modules = self._explicit or self._learned.get(key)
         if modules is None:   # auto, not learned yet: this probe runs fresh and tells
-            records = env.get(IMPORTS_DIR_ENV)
-            if not records:
-                return self._fresh(spec, worktree, extra_env, fresh)
-            outcome = self._fresh(spec, worktree, {**extra_env, WATCH_ENV: ",".join(WATCHED)}, fresh)
-            if outcome.sample is not None:
-                imported = watched_imports(Path(records))
-                # a module imported after the program changed the environment may read it at import
-                self._learned[key] = tuple(m for m in WATCHED if m in imported and not imported[m])
-                skipped = {m: keys for m, keys in imported.items() if keys}
-                with self._lock:
-                    for module, keys in skipped.items():
-                        self.stats.notes.append(
-                            f"{module} not preloaded: the probe sets {', '.join(keys[:4])} before importing "
-                            f"it, which a server's import would not see")
-            return outcome
+            return self._learn(key, env.get(IMPORTS_DIR_ENV), spec, worktree, extra_env, fresh)
         if not modules or key in self._refused:
             return self._fresh(spec, worktree, extra_env, fresh)
         server = self._server(key, interpreter, command.flags, server_env, modules, worktree, spec.timeout_s)
@@ -213,6 +199,24 @@ class PreloadServers:
         if self._dir is not None:
             shutil.rmtree(self._dir, ignore_errors=True)
             self._dir = None
+
+    def _learn(self, key: tuple, records: str | None, spec, worktree, extra_env, fresh) -> ProbeOutcome:
+        """Run the probe fresh with the import recorder watching WATCHED; remember which of them
+        a server for `key` may preload. Without a record (isolation check off) nothing is learned."""
+        if not records:
+            return self._fresh(spec, worktree, extra_env, fresh)
+        outcome = self._fresh(spec, worktree, {**extra_env, WATCH_ENV: ",".join(WATCHED)}, fresh)
+        if outcome.sample is None:
+            return outcome   # the next probe tells
+        imported = watched_imports(Path(records))
+        # a module imported after the program changed the environment may read it at import
+        self._learned[key] = tuple(m for m in WATCHED if m in imported and not imported[m])
+        with self._lock:
+            for module, keys in imported.items():
+                if keys:
+                    self.stats.notes.append(f"{module} not preloaded: the probe sets {', '.join(keys[:4])} "
+                                            f"before importing it, which a server's import would not see")
+        return outcome
 
     def _fresh(self, spec, worktree, extra_env, fresh) -> ProbeOutcome:
         with self._lock:
@@ -382,7 +386,7 @@ def _path0(command: PythonCommand, worktree: Path, env: Mapping[str, str]) -> st
     if env.get("PYTHONSAFEPATH") or "-P" in command.flags:
         return None
     if command.kind == "module":
-        return str(worktree)
+        return os.path.realpath(str(worktree))   # os.getcwd() in the probe
     if command.kind == "script":
         return os.path.dirname(os.path.realpath(os.path.join(str(worktree), command.target)))
     return ""
