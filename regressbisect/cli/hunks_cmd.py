@@ -11,6 +11,7 @@ from regressbisect.cli import options as o
 
 
 @app.command("hunks")
+@o.measurement_options
 def hunks(
     base: Annotated[str, typer.Option("--base", help="Commit the work tree's changes are compared against.")] = "HEAD",
     tracked_only: Annotated[bool, typer.Option("--tracked-only", help="Leave untracked files out (by default they are bisected as whole-file hunks: the change is what is on disk).")] = False,
@@ -21,14 +22,7 @@ def hunks(
     isolation_check: o.IsolationCheck = None,
     json_out: o.JsonOut = None, store: o.StorePath = None,
     repo: o.Repo = Path("."), quiet: o.Quiet = False, executor: o.Executor = None,
-    setup: o.Setup = None, venv: o.Venv = None, setup_timeout: o.SetupTimeout = None,
-    busy_check: o.BusyCheck = None, busy_cpus: o.BusyCpus = None, busy_share: o.BusyShare = None,
-    max_wait: o.MaxWait = None, preload: o.Preload = None,
-    slurm_partition: o.SlurmPartition = None, slurm_account: o.SlurmAccount = None,
-    slurm_qos: o.SlurmQos = None, slurm_gpus: o.SlurmGpus = None, slurm_cpus: o.SlurmCpus = None,
-    slurm_mem: o.SlurmMem = None, slurm_time: o.SlurmTime = None,
-    slurm_constraint: o.SlurmConstraint = None, slurm_sbatch_arg: o.SlurmSbatchArg = None,
-    slurm_shared_dir: o.SlurmSharedDir = None,
+    shared: dict | None = None,
 ) -> None:
     """Delta-debug the uncommitted changes (staged + unstaged) hunk by hunk on tok/s.
 
@@ -55,12 +49,8 @@ def hunks(
              "env": o.parse_env(env), "min_effect": min_effect, "direction": direction,
              "max_samples": max_samples, "instrument": instrument,
              "executor": executor,
-             "slurm": o.slurm_flags(slurm_partition, slurm_account, slurm_qos, slurm_gpus, slurm_cpus,
-                                    slurm_mem, slurm_time, slurm_constraint, slurm_sbatch_arg,
-                                    slurm_shared_dir),
              "isolation_check": isolation_check}
-    flags.update(o.measurement_flags(setup, venv, setup_timeout, busy_check, busy_cpus, busy_share,
-                                     max_wait, preload))
+    flags.update(shared or {})
     config = build_config(history.read_pyproject_table(), flags, source=str(history.root / "pyproject.toml"))
     with HuntProgress(quiet=quiet, unit=config.unit) as progress:
         hunt = HunkHunt(history, config, base=base, include_untracked=not tracked_only,

@@ -12,6 +12,7 @@ from regressbisect.cli import options as o
 
 
 @app.command("nightly")
+@o.measurement_options
 def nightly(
     branch: Annotated[str, typer.Option("--branch", help="Branch whose tip is measured.")] = defaults.NIGHTLY_BRANCH,
     report_dir: Annotated[Path, typer.Option("--report-dir", help="Where the night's HTML, Markdown, PNG and JSON go.")] = Path("reports"),
@@ -28,14 +29,7 @@ def nightly(
     isolation_check: o.IsolationCheck = None,
     json_out: o.JsonOut = None, store: o.StorePath = None, repo: o.Repo = Path("."),
     quiet: o.Quiet = False, executor: o.Executor = None,
-    setup: o.Setup = None, venv: o.Venv = None, setup_timeout: o.SetupTimeout = None,
-    busy_check: o.BusyCheck = None, busy_cpus: o.BusyCpus = None, busy_share: o.BusyShare = None,
-    max_wait: o.MaxWait = None, preload: o.Preload = None,
-    slurm_partition: o.SlurmPartition = None, slurm_account: o.SlurmAccount = None,
-    slurm_qos: o.SlurmQos = None, slurm_gpus: o.SlurmGpus = None, slurm_cpus: o.SlurmCpus = None,
-    slurm_mem: o.SlurmMem = None, slurm_time: o.SlurmTime = None,
-    slurm_constraint: o.SlurmConstraint = None, slurm_sbatch_arg: o.SlurmSbatchArg = None,
-    slurm_shared_dir: o.SlurmSharedDir = None,
+    shared: dict | None = None,
 ) -> None:
     """One night of regression hunting. Exit 3 when a new regression is found, 7 when a probe
     imported the project from elsewhere than its worktree, 8 when the machine never got quiet
@@ -57,12 +51,8 @@ def nightly(
              "unit": unit, "env": o.parse_env(env),
              "min_effect": min_effect, "direction": direction, "instrument": instrument,
              "executor": executor,
-             "slurm": o.slurm_flags(slurm_partition, slurm_account, slurm_qos, slurm_gpus, slurm_cpus,
-                                    slurm_mem, slurm_time, slurm_constraint, slurm_sbatch_arg,
-                                    slurm_shared_dir),
              "isolation_check": isolation_check}
-    flags.update(o.measurement_flags(setup, venv, setup_timeout, busy_check, busy_cpus, busy_share,
-                                     max_wait, preload))
+    flags.update(shared or {})
     config = build_config(history.read_pyproject_table(), flags, source=str(history.root / "pyproject.toml"))
     settings = NightlySettings(branch=branch, samples_per_commit=samples, max_new=max_new, lookback=lookback,
                                changepoints=ChangePointSettings(min_magnitude=min_magnitude, alpha=alpha),

@@ -1,8 +1,10 @@
 """Flags shared by the commands that hunt (run, hunks, nightly)."""
 from __future__ import annotations
 
+import functools
+import inspect
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated, Callable, Optional
 
 import typer
 
@@ -47,15 +49,6 @@ SlurmSharedDir = Annotated[Optional[str], typer.Option("--slurm-shared-dir", hel
 Quiet = Annotated[bool, typer.Option("--quiet", "-q", help="No progress output; only the final report.")]
 
 
-def slurm_flags(partition: str | None, account: str | None, qos: str | None, gpus: int | None,
-                cpus: int | None, mem: str | None, time_min: int | None, constraint: str | None,
-                sbatch_args: list[str] | None, shared_dir: str | None) -> dict[str, object]:
-    """The --slurm-* flags as keys of [tool.regressbisect.slurm] (None: not given)."""
-    return {"partition": partition, "account": account, "qos": qos, "gpus_per_probe": gpus,
-            "cpus_per_probe": cpus, "mem": mem, "time_limit_min": time_min, "constraint": constraint,
-            "sbatch_args": tuple(sbatch_args) if sbatch_args else None, "shared_dir": shared_dir}
-
-
 def parse_env(pairs: list[str] | None) -> dict[str, str] | None:
     if not pairs:
         return None
@@ -78,12 +71,46 @@ BusyShare = Annotated[Optional[float], typer.Option("--busy-share", help="Share 
 MaxWait = Annotated[Optional[float], typer.Option("--max-wait", help="Seconds to wait for a quiet machine before re-taking a contended sample; then exit 8. Default 600.")]
 
 
-def measurement_flags(setup: str | None, venv: bool | None, setup_timeout: float | None,
-                      busy_check: bool | None, busy_cpus: float | None, busy_share: float | None,
-                      max_wait: float | None, preload: str | None = None) -> dict[str, object]:
-    """build_config's flags of the block above, and --preload (None = not given)."""
-    return {"setup": setup, "venv": venv, "setup_timeout": setup_timeout, "busy_check": busy_check,
-            "busy_cpus": busy_cpus, "busy_share": busy_share, "max_wait": max_wait, "preload": preload}
+_SHARED_OPTIONS: tuple[tuple[str, object, str], ...] = (
+    ("setup", Setup, "setup"), ("venv", Venv, "venv"), ("setup_timeout", SetupTimeout, "setup_timeout"),
+    ("busy_check", BusyCheck, "busy_check"), ("busy_cpus", BusyCpus, "busy_cpus"),
+    ("busy_share", BusyShare, "busy_share"), ("max_wait", MaxWait, "max_wait"), ("preload", Preload, "preload"),
+    ("slurm_partition", SlurmPartition, "slurm.partition"), ("slurm_account", SlurmAccount, "slurm.account"),
+    ("slurm_qos", SlurmQos, "slurm.qos"), ("slurm_gpus", SlurmGpus, "slurm.gpus_per_probe"),
+    ("slurm_cpus", SlurmCpus, "slurm.cpus_per_probe"), ("slurm_mem", SlurmMem, "slurm.mem"),
+    ("slurm_time", SlurmTime, "slurm.time_limit_min"), ("slurm_constraint", SlurmConstraint, "slurm.constraint"),
+    ("slurm_sbatch_arg", SlurmSbatchArg, "slurm.sbatch_args"), ("slurm_shared_dir", SlurmSharedDir, "slurm.shared_dir"),
+)
+"""(parameter, option, key in [tool.regressbisect]: 'slurm.<key>' is one of its slurm table)."""
+
+
+def measurement_options(command: Callable) -> Callable:
+    """Give a hunting command (run, hunks, nightly) the setup, busy-machine, --preload and
+    --slurm-* options; it receives them as `shared`, build_config's flags (None = not given,
+    the slurm ones nested under 'slurm'). Typer needs each option as a parameter of the command's
+    signature: this adds them there once instead of in every command."""
+    signature = inspect.signature(command, eval_str=True)   # the command's own annotations, resolved
+
+    @functools.wraps(command)
+    def wrapper(*args: object, **kwargs: object) -> object:
+        shared: dict[str, object] = {"slurm": {}}
+        for name, _, key in _SHARED_OPTIONS:
+            value = kwargs.pop(name)
+            if key == "slurm.sbatch_args":
+                value = tuple(value) if value else None
+            table, _, slurm_key = key.partition(".")
+            if slurm_key:
+                shared["slurm"][slurm_key] = value  # type: ignore[index]
+            else:
+                shared[table] = value
+        return command(*args, shared=shared, **kwargs)
+
+    own = [p for p in signature.parameters.values() if p.name != "shared"]
+    added = [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=None, annotation=option)
+             for name, option, _ in _SHARED_OPTIONS]
+    wrapper.__signature__ = signature.replace(parameters=own + added)  # type: ignore[attr-defined]
+    wrapper.__annotations__ = {p.name: p.annotation for p in own + added}
+    return wrapper
 
 
 def parse_demo_tokens(value: str | None) -> int | str | None:

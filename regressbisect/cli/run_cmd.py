@@ -12,6 +12,7 @@ from regressbisect.cli import options as o
 
 
 @app.command("run")
+@o.measurement_options
 def run(
     good: Annotated[str, typer.Argument(help="A commit known to be fast (e.g. HEAD~20).")],
     bad: Annotated[str, typer.Argument(help="A later commit known to be slow (e.g. HEAD).")],
@@ -22,14 +23,7 @@ def run(
     isolation_check: o.IsolationCheck = None,
     json_out: o.JsonOut = None, store: o.StorePath = None, repo: o.Repo = Path("."),
     quiet: o.Quiet = False, executor: o.Executor = None, no_shared_caches: o.NoSharedCaches = False,
-    setup: o.Setup = None, venv: o.Venv = None, setup_timeout: o.SetupTimeout = None,
-    busy_check: o.BusyCheck = None, busy_cpus: o.BusyCpus = None, busy_share: o.BusyShare = None,
-    max_wait: o.MaxWait = None, preload: o.Preload = None,
-    slurm_partition: o.SlurmPartition = None, slurm_account: o.SlurmAccount = None,
-    slurm_qos: o.SlurmQos = None, slurm_gpus: o.SlurmGpus = None, slurm_cpus: o.SlurmCpus = None,
-    slurm_mem: o.SlurmMem = None, slurm_time: o.SlurmTime = None,
-    slurm_constraint: o.SlurmConstraint = None, slurm_sbatch_arg: o.SlurmSbatchArg = None,
-    slurm_shared_dir: o.SlurmSharedDir = None,
+    shared: dict | None = None,
 ) -> None:
     """Bisect GOOD..BAD (first-parent) on tok/s with repeated, interleaved measurements.
 
@@ -55,12 +49,8 @@ def run(
              "max_samples": max_samples, "slots": slots, "slot_devices": slot_devices,
              "instrument": instrument, "shared_caches": False if no_shared_caches else None,
              "executor": executor,
-             "slurm": o.slurm_flags(slurm_partition, slurm_account, slurm_qos, slurm_gpus, slurm_cpus,
-                                    slurm_mem, slurm_time, slurm_constraint, slurm_sbatch_arg,
-                                    slurm_shared_dir),
              "isolation_check": isolation_check}
-    flags.update(o.measurement_flags(setup, venv, setup_timeout, busy_check, busy_cpus, busy_share,
-                                     max_wait, preload))
+    flags.update(shared or {})
     config = build_config(history.read_pyproject_table(), flags, source=str(history.root / "pyproject.toml"))
     with HuntProgress(quiet=quiet, unit=config.unit) as progress:
         hunt = CommitHunt(history, good, bad, config, store_path=store, progress=progress)
