@@ -87,16 +87,23 @@ def wait_for(predicate, timeout_s: float, what: str):
     raise AssertionError(f"timed out after {timeout_s}s waiting for {what}")
 
 
-def test_two_slots_of_slurm_jobs_find_the_culprit_and_a_rerun_submits_nothing(slurm_cluster, tmp_path, capsys):
-    repo, state = tmp_path / "repo", tmp_path / "state"
-    state.mkdir()
-    shas = make_slurm_repo(repo, SPEEDS, pyproject=PYPROJECT)
-    report_file = tmp_path / "hunt.json"
+def hunt_two_slots(repo: Path, state: Path, shas: list[str], report_file: Path, capsys) -> tuple[dict, str]:
+    """`run --slots 2` through Slurm; (its report, its stderr), after checking that it found the
+    culprit at index 5 and exited 0."""
     code = run_cli(hunt_args(repo, state, shas, "--slots", "2", "--json", str(report_file)))
     err = capsys.readouterr().err
     assert code == 0, err[-2000:]
     report = json.loads(report_file.read_text())
     assert [c["commit"] for c in report["culprits"]] == [shas[5]]
+    return report, err
+
+
+def test_two_slots_of_slurm_jobs_find_the_culprit_and_a_rerun_submits_nothing(slurm_cluster, tmp_path, capsys):
+    repo, state = tmp_path / "repo", tmp_path / "state"
+    state.mkdir()
+    shas = make_slurm_repo(repo, SPEEDS, pyproject=PYPROJECT)
+    report_file = tmp_path / "hunt.json"
+    report, err = hunt_two_slots(repo, state, shas, report_file, capsys)
     jobs = probe_jobs_submitted(err)
     assert len(jobs) == report["probes"] > 0
     # Every sample was taken inside a Slurm job, and two ran at once at least once.
@@ -170,12 +177,7 @@ def test_ctrl_c_cancels_every_job_and_the_rerun_resumes_from_the_store(slurm_clu
     assert len(kept) >= 4  # the control arm's samples were returned before the interrupt, and stay
 
     (state / "hang-budget").unlink()
-    report_file = tmp_path / "hunt.json"
-    code = run_cli(hunt_args(repo, state, shas, "--slots", "2", "--json", str(report_file)))
-    err = capsys.readouterr().err
-    assert code == 0, err[-2000:]
-    report = json.loads(report_file.read_text())
-    assert [c["commit"] for c in report["culprits"]] == [shas[5]]
+    report, err = hunt_two_slots(repo, state, shas, tmp_path / "hunt.json", capsys)
     assert report["cached_samples"] == len(kept)       # nothing stored was measured again
     assert len(probe_jobs_submitted(err)) == report["probes"]
 

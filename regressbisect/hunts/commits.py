@@ -19,7 +19,7 @@ from regressbisect.errors import UserError
 from regressbisect.git.history import CommitInfo, History
 from regressbisect.git.worktrees import WorktreePool
 from regressbisect.hunts import cost as costs
-from regressbisect.hunts.common import (VERDICT_EXIT, HuntOutcome, interruptible, key_for,
+from regressbisect.hunts.common import (VERDICT_EXIT, HuntOutcome, hunting, key_for,
                                         measurement_parts, slot_environments)
 from regressbisect.hunts.sampling import Request, SampleSource, median_counters
 from regressbisect.machine.fingerprint import count_gpus
@@ -80,11 +80,8 @@ class CommitHunt:
                        env_fingerprint=self.env_fingerprint, trees=self._trees)
 
     def run(self) -> HuntOutcome:
-        with interruptible():
-            try:
-                return self._run()
-            finally:
-                self.executor.close()
+        with hunting(self.executor):
+            return self._run()
 
     def _run(self) -> HuntOutcome:
         cfg = self.config

@@ -50,6 +50,17 @@ def interruptible():
             signal.signal(signum, handler)
 
 
+@contextlib.contextmanager
+def hunting(executor):
+    """A hunt's run: stoppable by SIGINT/SIGTERM (`interruptible`), and its executor closed at
+    the end however it ends (the local one stops its preload servers)."""
+    with interruptible():
+        try:
+            yield
+        finally:
+            executor.close()
+
+
 @dataclass(frozen=True)
 class HuntOutcome:
     """What a finished hunt hands to the CLI."""

@@ -20,7 +20,7 @@ from regressbisect.errors import UserError
 from regressbisect.git.history import History
 from regressbisect.git.hunks import Hunk, build_patch, collect_hunks, group_hunks, untracked_files
 from regressbisect.git.worktrees import WorktreePool
-from regressbisect.hunts.common import (VERDICT_EXIT, HuntOutcome, interruptible, key_for, measurement_parts,
+from regressbisect.hunts.common import (VERDICT_EXIT, HuntOutcome, hunting, key_for, measurement_parts,
                                         slot_environments)
 from regressbisect.hunts.sampling import Request, SampleSource, median_counters
 from regressbisect.machine.fingerprint import count_gpus
@@ -74,11 +74,8 @@ class HunkHunt:
         return build_patch([self.by_id[i] for i in candidate.patch])
 
     def run(self) -> HuntOutcome:
-        with interruptible():
-            try:
-                return self._run()
-            finally:
-                self.executor.close()
+        with hunting(self.executor):
+            return self._run()
 
     def _run(self) -> HuntOutcome:
         cfg = self.config

@@ -24,7 +24,7 @@ from regressbisect.errors import ExitCode, UserError
 from regressbisect.git.history import CommitInfo, History
 from regressbisect.git.worktrees import WorktreePool
 from regressbisect.hunts.commits import CommitHunt
-from regressbisect.hunts.common import interruptible, key_for, measurement_parts, slot_environments
+from regressbisect.hunts.common import hunting, key_for, measurement_parts, slot_environments
 from regressbisect.hunts.sampling import Request, SampleSource
 from regressbisect.machine.fingerprint import count_gpus
 from regressbisect.probe.executors import ProbeExecutor, make_executor, work_root
@@ -90,11 +90,8 @@ class Nightly:
     # -- public --------------------------------------------------------------------------------
 
     def run(self, tip_ref: str | None = None) -> NightOutcome:
-        with interruptible():
-            try:
-                return self._night(tip_ref)
-            finally:
-                self.executor.close()
+        with hunting(self.executor):
+            return self._night(tip_ref)
 
     def _night(self, tip_ref: str | None) -> NightOutcome:
         tip = self.history.resolve(tip_ref or self.settings.branch)
