@@ -16,7 +16,8 @@ import pytest
 from regressbisect.config import build_config
 from regressbisect.errors import ExitCode
 from regressbisect.git.history import History
-from regressbisect.hunts.commits import VERDICT_EXIT, CommitHunt, interruptible
+from regressbisect.hunts.commits import VERDICT_EXIT, CommitHunt
+from regressbisect.hunts.common import interruptible
 from regressbisect.samples import ProbeOutcome, Sample
 from regressbisect.search.bisect import CommitSearch, SearchSettings
 from regressbisect.search.simulate import FakeHistory, simulate, step_levels
