@@ -33,6 +33,7 @@ CHANGE_MIN_MAGNITUDE = 0.02
 CHANGE_ALPHA = 0.01
 INSTRUMENT_MODES = ("auto", "off", "separate")
 PRELOAD = "auto"
+OVERLAP = 1
 EXECUTORS = ("local", "slurm")
 
 
@@ -211,6 +212,12 @@ class HuntConfig:
     per-slot server that imported the third-party stack the slot's first probe imported (torch),
     so that import is paid once; 'off': every probe a fresh process; or comma-separated modules to
     preload. Never with a setup step or Slurm (docs/cost.md, probe/preload.py)."""
+    overlap: int = OVERLAP
+    """Probes of a slot run at once, each in its own worktree: their start-ups (imports, set-up,
+    compile) run side by side and their measured windows one at a time, every other probe of the
+    hunt stopped meanwhile. For probes that open their window through REGRESSBISECT_WINDOW (the
+    probe contract); until a slot's probe has, its probes run one at a time. 1 = off. `run` and
+    `nightly` on the local executor (docs/cost.md, probe/windows.py)."""
 
     def __post_init__(self) -> None:
         if not 0 < self.min_effect < 1:
@@ -240,9 +247,19 @@ class HuntConfig:
         if self.unit is not None and not self.unit.strip():
             raise UserError("--unit must not be empty (e.g. --unit req/s)")
         object.__setattr__(self, "unit", self.unit or metric_unit(self.probe.metric_regex))
+        if self.overlap < 1:
+            raise UserError(f"--overlap must be at least 1 (1 = one probe at a time), got {self.overlap}")
+        if self.overlap > 1 and self.executor != "local":
+            raise UserError("--overlap needs the local executor: a Slurm job holds its GPUs only while "
+                            "its probe runs; use --slots for parallel jobs")
         if not self.preload.strip() or not all(_MODULE_NAME.match(m.strip()) for m in self.preload.split(",")):
             raise UserError(f"--preload must be 'auto', 'off' or comma-separated module names (e.g. torch), "
                             f"got {self.preload!r}")
+
+    @property
+    def lanes(self) -> int:
+        """Probes that run at once: `overlap` per slot."""
+        return self.slots * self.overlap
 
     def to_json(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -255,7 +272,7 @@ _PYPROJECT_KEYS = {
     "slots": ("hunt", int), "slot_devices": ("hunt", list), "instrument": ("hunt", str),
     "overhead_limit": ("hunt", float), "overhead_pairs": ("hunt", int),
     "lm_head_min_out": ("hunt", int), "unit": ("hunt", str), "shared_caches": ("hunt", bool),
-    "preload": ("hunt", str),
+    "preload": ("hunt", str), "overlap": ("hunt", int),
     # setup step, slot venvs, busy-machine guard
     "setup": ("probe", str), "venv": ("probe", bool), "setup_timeout": ("probe", float),
     "busy_check": ("hunt", bool), "busy_cpus": ("hunt", float), "busy_share": ("hunt", float),

@@ -108,6 +108,8 @@ class ProbeOutcome:
     """Wall time of the whole process (start-up included): the probe's true cost."""
     output_tail: str = ""
     """Last lines of the probe's stdout+stderr, kept for the skip reason and debugging."""
+    started_at: float | None = None
+    """Unix time the probe process started (None where unknown: a fake runner, an old store)."""
 
     def __post_init__(self) -> None:
         if (self.sample is None) == (self.skip_reason is None):

@@ -23,14 +23,17 @@ from regressbisect.samples import Candidate, ProbeOutcome, Sample, SampleKey
 if TYPE_CHECKING:
     import pandas
 
-SCHEMA_VERSION = 1
-"""The store's schema version, kept in its meta table. Every store so far is version 1 (the schema
-has not changed since the store was written first). A change bumps it and adds the SQL that moves
-a store from the previous version to `_MIGRATIONS`; older stores are migrated when opened, newer
-ones are refused with one line."""
-_MIGRATIONS: dict[int, tuple[str, ...]] = {}
+SCHEMA_VERSION = 2
+"""The store's schema version, kept in its meta table. A change bumps it and adds the SQL that
+moves a store from the previous version to `_MIGRATIONS`; older stores are migrated when opened,
+newer ones are refused with one line."""
+_MIGRATIONS: dict[int, tuple[str, ...]] = {
+    # 2: when each probe started (unix seconds), so a hunt's GPU time counts overlapped probes once
+    2: ("ALTER TABLE samples ADD COLUMN started_at REAL",
+        "ALTER TABLE skips ADD COLUMN started_at REAL"),
+}
 """version -> statements that turn a store of version-1 into one of version, run in order in one
-transaction (a failure leaves the store as it was). Empty: there is only version 1."""
+transaction (a failure leaves the store as it was)."""
 BUSY_TIMEOUT_MS = 30_000
 """How long a writer waits for another process's transaction (parallel hunts on one store)."""
 
@@ -68,7 +71,8 @@ CREATE TABLE IF NOT EXISTS samples (
     counters TEXT NOT NULL,          -- JSON object
     wall_seconds REAL NOT NULL,
     exit_code INTEGER,
-    created_at REAL NOT NULL
+    created_at REAL NOT NULL,
+    started_at REAL                  -- unix seconds the probe started (schema 2, else NULL)
 );
 CREATE INDEX IF NOT EXISTS samples_by_key
     ON samples(tree, patch_hash, config_hash, env_fingerprint);
@@ -94,7 +98,8 @@ CREATE TABLE IF NOT EXISTS skips (
     exit_code INTEGER,
     output_tail TEXT NOT NULL,
     wall_seconds REAL NOT NULL,
-    created_at REAL NOT NULL
+    created_at REAL NOT NULL,
+    started_at REAL
 );
 CREATE INDEX IF NOT EXISTS skips_by_key ON skips(tree, patch_hash, config_hash, env_fingerprint);
 CREATE TABLE IF NOT EXISTS setups (     -- per-candidate setup step runs (docs/setup.md)
@@ -264,18 +269,18 @@ class Store:
                 cursor = conn.execute(
                     "INSERT INTO skips(hunt_id, tree, patch_hash, config_hash, env_fingerprint,"
                     " commit_sha, patch_ids, arm, reason, exit_code, output_tail, wall_seconds,"
-                    " created_at) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                    " created_at, started_at) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
                     common + (outcome.skip_reason, outcome.exit_code, outcome.output_tail,
-                              outcome.wall_seconds, now))
+                              outcome.wall_seconds, now, outcome.started_at))
                 return int(cursor.lastrowid)
             sample = outcome.sample
             cursor = conn.execute(
                 "INSERT INTO samples(hunt_id, tree, patch_hash, config_hash, env_fingerprint,"
                 " commit_sha, patch_ids, arm, instrumented, tok_s, tokens, seconds, counters,"
-                " wall_seconds, exit_code, created_at) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                " wall_seconds, exit_code, created_at, started_at) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
                 common + (int(sample.instrumented), sample.tok_s, sample.tokens, sample.seconds,
                           json.dumps(dict(sample.counters)), outcome.wall_seconds,
-                          outcome.exit_code, now))
+                          outcome.exit_code, now, outcome.started_at))
             sample_id = int(cursor.lastrowid)
             conn.executemany(
                 "INSERT INTO iterations(sample_id, iter, name, value) VALUES (?,?,?,?)",
@@ -321,6 +326,16 @@ class Store:
                 "SELECT count(*), coalesce(sum(wall_seconds), 0) FROM skips WHERE hunt_id = ?",
                 (hunt_id,)).fetchone()
         return int(n + skips), float(wall + skip_wall), float(measured)
+
+    def hunt_probe_spans(self, hunt_id: int) -> list[tuple[float | None, float]]:
+        """(started_at, wall seconds) of every probe one hunt stored (samples and skips, every
+        run of it); started_at is None for probes stored before schema 2."""
+        with self._lock:
+            rows = self._conn.execute(
+                "SELECT started_at, wall_seconds FROM samples WHERE hunt_id = ? "
+                "UNION ALL SELECT started_at, wall_seconds FROM skips WHERE hunt_id = ?",
+                (hunt_id, hunt_id)).fetchall()
+        return [(None if s is None else float(s), float(w)) for s, w in rows]
 
     def sample_ids(self, key: SampleKey, *, instrumented: bool | None = False,
                    arm: str | None = None) -> list[int]:

@@ -1,6 +1,7 @@
 """The SQLite store: round trip, durability under kill -9, schema/corruption errors, resume."""
 from __future__ import annotations
 
+import dataclasses
 import os
 import signal
 import sqlite3
@@ -235,21 +236,47 @@ def _version(path: Path) -> int:
         return int(raw.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()[0])
 
 
-def test_a_version_1_store_is_migrated_once_to_the_current_schema(tmp_path, monkeypatch):
-    # Every store so far is version 1; a schema change adds a migration. This one (a test
-    # migration: a new column) moves a store holding a sample to version 2 when it is opened.
+def _make_version_1(path: Path) -> None:
+    """Turn a current store into what schema 1 wrote: no start times."""
+    with sqlite3.connect(path) as raw:
+        for table in ("samples", "skips"):
+            raw.execute(f"ALTER TABLE {table} DROP COLUMN started_at")
+        raw.execute("UPDATE meta SET value = '1' WHERE key = 'schema_version'")
+
+
+def test_a_version_1_store_is_migrated_once_to_the_current_schema(tmp_path):
+    # Schema 2 added each probe's start time; a store of schema 1 holding a sample is migrated
+    # when opened, its sample kept, its start time unknown (None), and new samples get theirs.
+    path = tmp_path / "store.sqlite"
+    with Store(path) as store:
+        hunt = store.start_hunt(kind="commits", good=SHA_A, bad=SHA_B, config_hash="c", env_fingerprint="e",
+                                settings={})
+        store.add_outcome(KEY_A, Candidate(SHA_A), _measured(1000.0), hunt_id=hunt)
+    _make_version_1(path)
+    with Store(path) as store:
+        assert [s.tok_s for s in store.samples(KEY_A)] == [1000.0]
+        store.add_outcome(KEY_A, Candidate(SHA_A), dataclasses.replace(_measured(900.0), started_at=1.5e9),
+                          hunt_id=hunt)
+        assert [start for start, _ in store.hunt_probe_spans(hunt)] == [None, 1.5e9]
+    assert _version(path) == SCHEMA_VERSION == 2
+    with Store(path), sqlite3.connect(path) as raw:          # opened again: not migrated twice
+        columns = [row[1] for row in raw.execute("PRAGMA table_info(samples)")]
+    assert columns.count("started_at") == 1
+
+
+def test_a_later_migration_runs_once(tmp_path, monkeypatch):
     import regressbisect.store as store_module
 
     path = tmp_path / "store.sqlite"
     with Store(path) as store:
         store.add_outcome(KEY_A, Candidate(SHA_A), _measured(1000.0), hunt_id=None)
-    assert _version(path) == 1
-    monkeypatch.setattr(store_module, "SCHEMA_VERSION", 2)
-    monkeypatch.setattr(store_module, "_MIGRATIONS", {2: ("ALTER TABLE samples ADD COLUMN note TEXT",)})
+    monkeypatch.setattr(store_module, "SCHEMA_VERSION", SCHEMA_VERSION + 1)
+    monkeypatch.setattr(store_module, "_MIGRATIONS", {**store_module._MIGRATIONS,
+                                                      SCHEMA_VERSION + 1: ("ALTER TABLE samples ADD COLUMN note TEXT",)})
     with Store(path) as store:
         assert [s.tok_s for s in store.samples(KEY_A)] == [1000.0]
-    assert _version(path) == 2
-    with Store(path), sqlite3.connect(path) as raw:          # opened again: not migrated twice
+    assert _version(path) == SCHEMA_VERSION + 1
+    with Store(path), sqlite3.connect(path) as raw:
         columns = [row[1] for row in raw.execute("PRAGMA table_info(samples)")]
     assert columns.count("note") == 1
 
@@ -260,8 +287,8 @@ def test_a_failed_migration_leaves_the_store_unchanged(tmp_path, monkeypatch):
     path = tmp_path / "store.sqlite"
     with Store(path) as store:
         store.add_outcome(KEY_A, Candidate(SHA_A), _measured(1000.0), hunt_id=None)
-    monkeypatch.setattr(store_module, "SCHEMA_VERSION", 2)
-    monkeypatch.setattr(store_module, "_MIGRATIONS", {2: ("ALTER TABLE samples ADD COLUMN note TEXT",
+    _make_version_1(path)
+    monkeypatch.setattr(store_module, "_MIGRATIONS", {2: ("ALTER TABLE samples ADD COLUMN started_at REAL",
                                                           "ALTER TABLE no_such_table ADD COLUMN x")})
     with pytest.raises(UserError) as caught:
         Store(path)
@@ -269,7 +296,7 @@ def test_a_failed_migration_leaves_the_store_unchanged(tmp_path, monkeypatch):
     assert "\n" not in caught.value.message
     assert _version(path) == 1
     with sqlite3.connect(path) as raw:
-        assert "note" not in [row[1] for row in raw.execute("PRAGMA table_info(samples)")]
+        assert "started_at" not in [row[1] for row in raw.execute("PRAGMA table_info(samples)")]
 
 
 def test_a_store_version_without_a_migration_path_is_refused(tmp_path):

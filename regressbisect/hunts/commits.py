@@ -20,7 +20,7 @@ from regressbisect.git.history import CommitInfo, History
 from regressbisect.git.worktrees import WorktreePool
 from regressbisect.hunts import cost as costs
 from regressbisect.hunts.common import (VERDICT_EXIT, HuntOutcome, hunting, key_for,
-                                        measurement_parts, slot_environments)
+                                        lane_environments, measurement_parts, slot_environments)
 from regressbisect.hunts.sampling import Request, SampleSource, median_counters
 from regressbisect.machine.fingerprint import count_gpus
 from regressbisect.probe.executors import ProbeExecutor, make_executor, work_root
@@ -87,10 +87,10 @@ class CommitHunt:
         cfg = self.config
         gpus = count_gpus()
         cache_plan = self._cache_plan()
+        slot_envs = slot_environments(cfg, gpus)
         # The meter wraps the executor: what every fresh probe cost, and the shared-cache env.
-        self.meter = costs.CostMeter(self.executor, extra_env=cache_plan.env,
-                                     visible_gpus=cfg.slurm.gpus_per_probe if cfg.executor == "slurm" else gpus)
-        with Store(self.store_path) as store, WorktreePool(self.history, cfg.slots,
+        self.meter = costs.CostMeter(self.executor, extra_env=cache_plan.env, **self._gpu_holding(slot_envs, gpus))
+        with Store(self.store_path) as store, WorktreePool(self.history, cfg.lanes,
                                                                 root=work_root(cfg, self.history)) as pool:
             hunt_id = store.start_hunt(kind="commits", good=self.good, bad=self.bad,
                                        config_hash=self._config_hash,
@@ -103,7 +103,7 @@ class CommitHunt:
                 spec = probe_spec(self.config)
                 return SampleSource(store=store, pool=pool, spec=spec,
                                     env_fingerprint=self.env_fingerprint, hunt_id=hunt_id,
-                                    key_for=self.key_for, slot_env=slot_environments(cfg, gpus),
+                                    key_for=self.key_for, slot_env=lane_environments(cfg, slot_envs),
                                     executor=self.meter, **parts,
                                     isolation=isolation_for_hunt(self.history, cfg.probe.isolation_check,
                                                                  spec.env, records_root=work_root(cfg, self.history)))
@@ -135,7 +135,7 @@ class CommitHunt:
             report["measurement"] = source.measurement_json()
             report["exit_code"] = int(VERDICT_EXIT[result.verdict])
             report["cost"] = self._cost_json(gpus, budget, cache_plan)
-            report["cost"]["hunt"] = self._hunt_totals_json(store, hunt_id, gpus)
+            report["cost"]["hunt"] = self._hunt_totals_json(store, hunt_id, slot_envs, gpus)
             report["instrumentation"].update(overhead_pairs=plan.overhead_pairs,
                                              counters_available=plan.counters_available)
             store.finish_hunt(hunt_id, report)
@@ -156,9 +156,11 @@ class CommitHunt:
         self.progress.phase(f"choosing the token budget: {costs.AUTO_PILOTS} pilot probes of GOOD "
                             f"at {cfg.probe.tokens} tokens")
         good = self.candidates[0]
-        for i in range(costs.AUTO_PILOTS):
-            (draw,) = self._draw_checked(source, [Request(good, namespace="budget")], ["pilot"])
-            self._progress_sample(source, draw, note=f"budget pilot {i + 1}/{costs.AUTO_PILOTS}")
+        done = 0
+        for batch in _batches([Request(good, namespace="budget")] * costs.AUTO_PILOTS, cfg.lanes):
+            for draw in self._draw_checked(source, batch, ["pilot"] * len(batch)):
+                done += 1
+                self._progress_sample(source, draw, note=f"budget pilot {done}/{costs.AUTO_PILOTS}")
         key = self.key_for(good)
         pilots = [costs.Pilot(wall_s=w, sample=s) for w, s in
                   zip(store.sample_walls(key, arm="main"), store.samples(key, arm="main"))][:costs.AUTO_PILOTS]
@@ -176,19 +178,27 @@ class CommitHunt:
         return {**self.meter.totals.to_json(), "gpus_visible": gpus, "budget": budget_json,
                 "caches": cache_plan.to_json()}
 
-    def _hunt_totals_json(self, store: Store, hunt_id: int, gpus: int) -> dict[str, Any]:
+    def _gpu_holding(self, slot_envs: list[dict[str, str]], gpus: int) -> dict[str, Any]:
+        """How the hunt holds GPUs, for its GPU-seconds (cost.hunt_gpu_seconds): a Slurm job its
+        own while it runs, a local hunt every slot's."""
+        if self.config.executor == "slurm":
+            return {"held_gpus": self.config.slurm.gpus_per_probe, "jobs": True}
+        return {"held_gpus": costs.held_gpus(slot_envs, gpus), "jobs": False}
+
+    def _hunt_totals_json(self, store: Store, hunt_id: int, slot_envs: list[dict[str, str]],
+                          gpus: int) -> dict[str, Any]:
         """The same counts over every run of this hunt id (a resumed hunt pays its first runs too)."""
         probes, wall, measured = store.hunt_probe_totals(hunt_id)
-        per_probe = costs.gpus_per_probe(slot_environments(self.config, gpus)[0], gpus)
-        return costs.CostTotals(probes=probes, wall_s=wall, measured_s=measured,
-                                gpu_s=wall * per_probe).to_json()
+        gpu_s = costs.hunt_gpu_seconds(store.hunt_probe_spans(hunt_id), **self._gpu_holding(slot_envs, gpus))
+        return costs.CostTotals(probes=probes, wall_s=wall, measured_s=measured, gpu_s=gpu_s).to_json()
 
     # -- phases -----------------------------------------------------------------------------
 
     def _search_settings_json(self) -> dict[str, Any]:
         c = self.config
         return {"min_effect": c.min_effect, "direction": c.direction, "max_samples": c.max_samples,
-                "slots": c.slots, "instrument": c.instrument, "tokens_auto": c.tokens_auto}
+                "slots": c.slots, "overlap": c.overlap, "instrument": c.instrument,
+                "tokens_auto": c.tokens_auto}
 
     def _draw_checked(self, source: SampleSource, requests: Sequence[Request], notes: Sequence[str]):
         """Draw samples; an endpoint that cannot be measured ends the hunt with its reason."""
@@ -215,12 +225,14 @@ class CommitHunt:
         plain: list[float] = []
         shimmed: list[float] = []
         decision, interval = "continue", (-math.inf, math.inf)
+        pair = [Request(good, instrumented=instrumented, namespace="overhead") for instrumented in (False, True)]
         while decision == "continue":
-            for instrumented in (False, True):
-                request = Request(good, instrumented=instrumented, namespace="overhead")
-                (draw,) = self._draw_checked(source, [request], ["shimmed" if instrumented else "plain"])
-                (shimmed if instrumented else plain).append(draw.value)
-                self._progress_sample(source, draw, note="overhead arm" + (" (shim)" if instrumented else ""))
+            # the pair at once where two probes run at once (--slots, --overlap), else one by one
+            draws = [d for batch in _batches(pair, cfg.lanes)
+                     for d in self._draw_checked(source, batch, ["shimmed" if r.instrumented else "plain" for r in batch])]
+            for request, draw in zip(pair, draws):
+                (shimmed if request.instrumented else plain).append(draw.value)
+                self._progress_sample(source, draw, note="overhead arm" + (" (shim)" if request.instrumented else ""))
             if not any(draw.sample.counters.values()):
                 return InstrumentationPlan(False, None, NO_COUNTERS_NOTE, counters_available=False,
                                            overhead_pairs=len(plain))
@@ -254,7 +266,7 @@ class CommitHunt:
         self._cached_by_index: dict[int, int] = {}
         self.progress.phase("control arm: GOOD and BAD interleaved, then the search")
         while True:
-            batch = search.next_batch(cfg.slots)
+            batch = search.next_batch(cfg.lanes)
             if not batch:
                 break
             requests = [Request(self.candidates[m.index], instrumented=plan.main_instrumented)
@@ -280,11 +292,11 @@ class CommitHunt:
             return {i: median_counters(source.stored(self.candidates[i], instrumented=True)) for i in indices}
         self.progress.phase("counters: shimmed runs at GOOD, BAD and each culprit and its parent")
         counters: dict[int, dict[str, float]] = {}
-        for i in indices:
-            request = Request(self.candidates[i], instrumented=True, namespace="counters")
-            (draw,) = source.draw_many([request])
-            self._progress_sample(source, draw, note=f"#{i} counters (shim)")
-            counters[i] = median_counters([draw.sample]) if draw.sample is not None else {}
+        for batch in _batches(indices, self.config.lanes):
+            requests = [Request(self.candidates[i], instrumented=True, namespace="counters") for i in batch]
+            for i, draw in zip(batch, source.draw_many(requests)):
+                self._progress_sample(source, draw, note=f"#{i} counters (shim)")
+                counters[i] = median_counters([draw.sample]) if draw.sample is not None else {}
         return counters
 
     def _progress_sample(self, source: SampleSource, draw, note: str, **kw) -> None:
@@ -294,3 +306,8 @@ class CommitHunt:
         self.progress.sample(draw.candidate.short, draw.value, draw.skip_reason, draw.cached,
                              probes=meter.totals.probes if meter else source.probes_run,
                              cached_total=source.cached_used, note=note, **kw)
+
+
+def _batches(items: Sequence, size: int) -> list[list]:
+    """`items` in consecutive batches of at most `size` (the probes a hunt runs at once)."""
+    return [list(items[i:i + size]) for i in range(0, len(items), size)]

@@ -89,6 +89,12 @@ def slot_environments(config: HuntConfig, gpu_count: int) -> list[dict[str, str]
             for s in range(config.slots)]
 
 
+def lane_environments(config: HuntConfig, slot_envs: list[dict[str, str]]) -> list[dict[str, str]]:
+    """One environment per lane: each slot's `overlap` times (a slot's lanes share its devices;
+    probe/windows.py keeps their measured windows apart)."""
+    return [dict(env) for env in slot_envs for _ in range(config.overlap)]
+
+
 def measurement_parts(config: HuntConfig, history: History, store: Store, hunt_id: int | None,
                       progress: HuntProgress) -> dict[str, Any]:
     """SampleSource's setup step, slot virtualenvs and busy-machine guard, from the config

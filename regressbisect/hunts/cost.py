@@ -78,6 +78,34 @@ def gpus_per_probe(extra_env: Mapping[str, str] | None, visible_gpus: int) -> in
     return visible_gpus
 
 
+def held_seconds(spans: Sequence[tuple[float | None, float]]) -> float:
+    """Seconds during which at least one probe ran: the union of the spans [start, start + wall]
+    (overlapped probes count once); a span without a start (a Slurm job, a probe stored before
+    the store kept start times) adds its whole wall."""
+    total = sum(wall for start, wall in spans if start is None)
+    end = -math.inf
+    for start, wall in sorted((s, w) for s, w in spans if s is not None):
+        stop = start + wall
+        if stop > end:
+            total += stop - max(start, end)
+            end = stop
+    return total
+
+
+def hunt_gpu_seconds(spans: Sequence[tuple[float | None, float]], held_gpus: int, *, jobs: bool = False) -> float:
+    """GPU-seconds of a hunt (docs/cost.md): the GPUs its slots hold times the time any probe ran;
+    for probes run one after another, probe wall x GPUs per probe. With `jobs` (Slurm: each job
+    holds its `held_gpus` only while it runs) the sum of the probes' walls x `held_gpus`."""
+    if jobs:
+        return sum(wall for _, wall in spans) * held_gpus
+    return held_seconds(spans) * held_gpus
+
+
+def held_gpus(slot_envs: Sequence[Mapping[str, str]], visible_gpus: int) -> int:
+    """GPUs a local hunt holds while its probes run: every slot's (gpus_per_probe)."""
+    return sum(gpus_per_probe(env, visible_gpus) for env in slot_envs)
+
+
 @dataclass
 class CostTotals:
     probes: int = 0
@@ -86,7 +114,8 @@ class CostTotals:
     measured_s: float = 0.0
     """Sum of the protocol `seconds` of the samples: the time spent in measured windows."""
     gpu_s: float = 0.0
-    """Probe wall x GPUs per probe."""
+    """GPUs held x the time any probe ran (hunt_gpu_seconds): probe wall x GPUs per probe when
+    probes run one after another."""
 
     @property
     def measured_share(self) -> float | None:
@@ -111,13 +140,15 @@ class CostMeter:
     cost; thread-safe (slots run probes from worker threads). Also adds the shared-cache
     environment."""
 
-    def __init__(self, executor: "ProbeExecutor", *, visible_gpus: int,
+    def __init__(self, executor: "ProbeExecutor", *, held_gpus: int, jobs: bool = False,
                  extra_env: Mapping[str, str] | None = None):
         self._executor = executor
         self.name = executor.name
-        self._visible_gpus = visible_gpus
+        self._held_gpus = held_gpus
+        self._jobs = jobs
         self._extra_env = dict(extra_env or {})
         self._lock = threading.Lock()
+        self._spans: list[tuple[float | None, float]] = []
         self.totals = CostTotals()
 
     def fingerprint(self) -> tuple[str, dict]:
@@ -132,19 +163,22 @@ class CostMeter:
     def preload_stats(self) -> dict | None:
         return getattr(self._executor, "preload_stats", lambda: None)()
 
+    def overlap_stats(self) -> dict | None:
+        return getattr(self._executor, "overlap_stats", lambda: None)()
+
     def run(self, spec, worktree: Path, extra_env: Mapping[str, str] | None = None, *,
             label: str = "") -> "ExecutedProbe":
         env = {**self._extra_env, **(extra_env or {})}
         executed = self._executor.run(spec, worktree, env, label=label)
         outcome = executed.outcome
-        gpus = gpus_per_probe(env, self._visible_gpus)
         with self._lock:
             t = self.totals
             t.probes += 1
             t.wall_s += outcome.wall_seconds
             if outcome.sample is not None and outcome.sample.seconds is not None:
                 t.measured_s += outcome.sample.seconds
-            t.gpu_s += outcome.wall_seconds * gpus
+            self._spans.append((outcome.started_at, outcome.wall_seconds))
+            t.gpu_s = hunt_gpu_seconds(self._spans, self._held_gpus, jobs=self._jobs)
         return executed
 
 

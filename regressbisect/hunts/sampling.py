@@ -319,10 +319,13 @@ class SampleSource:
                                             waited_before=waited)
 
     def measurement_json(self) -> dict[str, Any]:
-        """Report fields: preloaded start-up, setup step, slot venvs, samples re-taken under contention."""
+        """Report fields: preloaded start-up, overlapped probes, setup step, slot venvs, samples re-taken
+        under contention."""
         # Only the local executor forks probes from a preload server (probe/preload.py).
         preload = getattr(self._executor, "preload_stats", lambda: None)()
+        overlap = getattr(self._executor, "overlap_stats", lambda: None)()   # probe/windows.py
         out: dict[str, Any] = {"probe_seconds": round(self.probe_seconds, 3), "preload": preload,
+                               "overlap": overlap,
                                "setup": self._setup.to_json() if self._setup is not None else None,
                                "venvs": None, "contention": None}
         if self._venvs is not None:

@@ -18,6 +18,7 @@ executor runs every probe fresh. docs/cost.md, "Start-up paid once".
 """
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
@@ -146,8 +147,11 @@ class PreloadServers:
         self.stats = PreloadStats(mode=self.mode)
 
     def run(self, spec: ProbeSpec, worktree: Path, extra_env: Mapping[str, str],
-            fresh: Callable[..., ProbeOutcome]) -> ProbeOutcome:
-        """Run one probe, forked from a server where it can be, else with `fresh` (the runner)."""
+            fresh: Callable[..., ProbeOutcome], on_start: Callable[[int], None] | None = None) -> ProbeOutcome:
+        """Run one probe, forked from a server where it can be, else with `fresh` (the runner).
+        `on_start(pgid)`: as run_probe_all's."""
+        if on_start is not None:
+            fresh = functools.partial(fresh, on_start=on_start)
         # Linux only: fork() after importing torch is not safe on macOS (Objective-C runtime).
         usable = self.mode != PRELOAD_OFF and sys.platform.startswith("linux")
         command = parse_python_command(spec.render_command()) if usable else None
@@ -179,7 +183,8 @@ class PreloadServers:
                    "startup": str(SHIM_DIR / "sitecustomize.py") if str(SHIM_DIR) in pythonpath else None,
                    "kind": command.kind, "target": command.target, "args": list(command.args)}
         try:
-            outcome = run_probe_all(spec, worktree, extra_env, start=lambda out, err: server.fork(request, out, err))[0]
+            outcome = run_probe_all(spec, worktree, extra_env, on_start=on_start,
+                                    start=lambda out, err: server.fork(request, out, err))[0]
         except OSError as exc:   # the server is gone (killed): this slot's probes run fresh from now on
             self._refused[key] = f"the server stopped ({exc})"
             with self._lock:

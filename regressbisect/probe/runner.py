@@ -81,16 +81,17 @@ def probe_spec(config: HuntConfig) -> ProbeSpec:
 
 
 def run_probe(spec: ProbeSpec, cwd: Path, extra_env: Mapping[str, str] | None = None,
-              *, kill_grace_s: float = KILL_GRACE_S) -> ProbeOutcome:
+              *, kill_grace_s: float = KILL_GRACE_S, on_start=None) -> ProbeOutcome:
     """Run the probe once in `cwd`; the outcome's sample is the FIRST run the probe reported.
 
     Use :func:`run_probe_all` to get every sample of a probe that measures several runs.
     """
-    return run_probe_all(spec, cwd, extra_env, kill_grace_s=kill_grace_s)[0]
+    return run_probe_all(spec, cwd, extra_env, kill_grace_s=kill_grace_s, on_start=on_start)[0]
 
 
 def run_probe_all(spec: ProbeSpec, cwd: Path, extra_env: Mapping[str, str] | None = None,
-                  *, kill_grace_s: float = KILL_GRACE_S, start=None) -> tuple[ProbeOutcome, list[Sample]]:
+                  *, kill_grace_s: float = KILL_GRACE_S, start=None,
+                  on_start=None) -> tuple[ProbeOutcome, list[Sample]]:
     """Run the probe once in `cwd`: (outcome, every sample it printed, in order).
 
     The outcome carries the first sample (or the skip reason); the list is empty on a skip.
@@ -98,10 +99,12 @@ def run_probe_all(spec: ProbeSpec, cwd: Path, extra_env: Mapping[str, str] | Non
     A KeyboardInterrupt kills the probe's whole process group and is re-raised.
     `start(out_file, err_file)` starts the probe some other way than `bash -c` (a fork of a
     preload server, probe/preload.py) and returns what Popen would: pid (its process group),
-    poll(), wait(timeout) and returncode.
+    poll(), wait(timeout) and returncode. `on_start(pgid)` is called once the probe's process
+    group exists (the window gate registers it: probe/windows.py).
     """
     env = probe_environment(spec, extra_env)
     with tempfile.TemporaryFile() as out_file, tempfile.TemporaryFile() as err_file:
+        started_at = time.time()
         started = time.perf_counter()
         if start is not None:
             process = start(out_file, err_file)
@@ -114,6 +117,8 @@ def run_probe_all(spec: ProbeSpec, cwd: Path, extra_env: Mapping[str, str] | Non
             _RUNNING.add(process.pid)
         timed_out = False
         try:
+            if on_start is not None:
+                on_start(process.pid)
             try:
                 process.wait(timeout=spec.timeout_s)
             except subprocess.TimeoutExpired:
@@ -136,7 +141,7 @@ def run_probe_all(spec: ProbeSpec, cwd: Path, extra_env: Mapping[str, str] | Non
 
     def skip(reason: str) -> tuple[ProbeOutcome, list[Sample]]:
         return ProbeOutcome(sample=None, skip_reason=reason, exit_code=code,
-                            wall_seconds=wall_seconds, output_tail=tail), []
+                            wall_seconds=wall_seconds, output_tail=tail, started_at=started_at), []
 
     if timed_out:
         return skip(f"timeout after {spec.timeout_s:g}s")
@@ -149,7 +154,7 @@ def run_probe_all(spec: ProbeSpec, cwd: Path, extra_env: Mapping[str, str] | Non
     if not samples:
         return skip(NO_METRIC_REASON)
     return ProbeOutcome(sample=samples[0], skip_reason=None, exit_code=code,
-                        wall_seconds=wall_seconds, output_tail=tail), samples
+                        wall_seconds=wall_seconds, output_tail=tail, started_at=started_at), samples
 
 
 def _parse_streams(stdout: str, stderr: str, spec: ProbeSpec) -> list[Sample]:

@@ -42,7 +42,7 @@ def make_executor(config: HuntConfig, history: History, *, progress=None,
     if config.executor == "local":
         # A setup step may reinstall the very stack a preload server would hold (docs/setup.md).
         preload = "off" if config.probe.setup is not None else config.preload
-        return LocalExecutor(probe_runner, preload=preload)
+        return LocalExecutor(probe_runner, preload=preload, overlap=config.overlap)
     from regressbisect.probe.executors.slurm import SlurmExecutor
     return SlurmExecutor(config.slurm, work_root(config, history), probe_timeout_s=config.probe.timeout_s,
                          on_event=None if progress is None else progress.job_event)
