@@ -31,7 +31,15 @@ n = len(list(state.glob(f"n-{SPEED}-*")))
 cv = float(os.environ.get("BENCH_NOISE", "0.02"))
 rng = random.Random(f"{SPEED}-{n}-{os.environ.get('BENCH_SEED', '0')}")
 value = SPEED * math.exp(rng.gauss(0.0, cv))
-time.sleep(float(os.environ.get("BENCH_SLEEP", "0")))
+startup_end = time.monotonic() + float(os.environ.get("BENCH_STARTUP", "0"))
+while time.monotonic() < startup_end:   # start-up work (imports, set-up) before the window
+    sum(range(1000))
+if os.environ.get("BENCH_GATED"):   # announces its measured window (REGRESSBISECT_WINDOW)
+    from regressbisect.workload.dflash.window import measured_window
+else:
+    from contextlib import nullcontext as measured_window
+with measured_window():
+    time.sleep(float(os.environ.get("BENCH_SLEEP", "0")))
 if (state / "broken-environment").exists():  # a failure the user fixes outside the repo
     sys.exit("ImportError: the environment is broken")
 if os.environ.get("BENCH_FAIL_AT") and os.environ["BENCH_FAIL_AT"] == str(SPEED):

@@ -242,6 +242,19 @@ def preload_text(preload: Mapping[str, Any]) -> str:
     return text + ("" if not notes else " " + " ".join(f"{n}." for n in notes))
 
 
+def overlap_text(overlap: Mapping[str, Any]) -> str:
+    """Probes run side by side, windows alone (probe/windows.py)."""
+    text = (f"Up to {overlap.get('lanes_per_slot')} probes per slot at once, each measured window alone: "
+            f"{overlap.get('windows', 0)} windows through the gate, {overlap.get('probes_alone', 0)} probe(s) "
+            f"run alone, probes stopped {overlap.get('stopped_s', 0):.0f} s in all")
+    if overlap.get("reruns"):
+        text += f", {overlap['reruns']} re-run alone (measured beside others without opening a window)"
+    if not overlap.get("windows"):
+        text += " (the probe opens no window through REGRESSBISECT_WINDOW, so its probes ran one at a time)"
+    notes = overlap.get("notes") or []
+    return text + "." + ("" if not notes else " " + " ".join(f"{n}." for n in notes))
+
+
 def measurement_lines(report: Mapping[str, Any]) -> list[str]:
     """Preloaded start-up, setup step (apart from probe time), slot venvs, samples re-taken
     under contention."""
@@ -259,6 +272,9 @@ def measurement_lines(report: Mapping[str, Any]) -> list[str]:
     preload = measurement.get("preload")
     if isinstance(preload, Mapping) and (preload.get("probes_forked") or preload.get("notes")):
         lines.append(preload_text(preload))
+    overlap = measurement.get("overlap")
+    if isinstance(overlap, Mapping):
+        lines.append(overlap_text(overlap))
     venvs = measurement.get("venvs")
     if venvs:
         lines.append(f"Per-slot virtualenvs on {venvs['base_python']}: {', '.join(venvs['paths'])}")

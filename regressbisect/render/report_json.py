@@ -103,7 +103,7 @@ def commit_report(*, commits: Sequence, result, counters: Mapping[int, Mapping[s
         "isolation": isolation_json(isolation),
         "settings": {"min_effect": config.min_effect, "direction": config.direction,
                      "max_samples": config.max_samples, "slots": config.slots,
-                     "tokens": config.probe.tokens, "cmd": config.probe.cmd},
+                     "overlap": config.overlap, "tokens": config.probe.tokens, "cmd": config.probe.cmd},
         "environment": dict(env_facts),
         "store": str(store_path),
         "hunt_id": hunt_id,

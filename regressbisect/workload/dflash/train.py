@@ -23,6 +23,7 @@ from .masks import MaskInputsBuffer, build_step_masks, document_ids, sample_anch
 from .presets import Preset
 from .target import FrozenVocab, TargetModel
 from .transport import Layout, Receiver, Sender, layout_from_env, pack, unpack
+from .window import measured_window
 
 
 @dataclass(frozen=True)
@@ -179,21 +180,24 @@ def run_drafter(settings: RunSettings, layout: Layout, device: torch.device, gro
 
     tokens_per_step = p.supervised_tokens_per_step * len(layout.drafter_ranks)
     clock = StepClock(device)
-    snapshots = [counters.snapshot()]
-    gc.collect()
-    gc.disable()
-    try:
-        _synchronize(device)
-        started = time.perf_counter()
-        clock.mark()
-        for step in range(warmup, total):
-            trainer.step(*source.receive(), step)
+    _synchronize(device)
+    # Alone from here on when the tool overlaps probes (window.py); a no-op otherwise.
+    with measured_window():
+        snapshots = [counters.snapshot()]
+        gc.collect()
+        gc.disable()
+        try:
+            _synchronize(device)
+            started = time.perf_counter()
             clock.mark()
-            snapshots.append(counters.snapshot())
-        _synchronize(device)
-        seconds = time.perf_counter() - started
-    finally:
-        gc.enable()
+            for step in range(warmup, total):
+                trainer.step(*source.receive(), step)
+                clock.mark()
+                snapshots.append(counters.snapshot())
+            _synchronize(device)
+            seconds = time.perf_counter() - started
+        finally:
+            gc.enable()
 
     if group is not None and len(layout.drafter_ranks) > 1:
         # The job is as slow as its slowest drafter rank.

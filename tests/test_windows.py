@@ -1,0 +1,196 @@
+"""Overlapped probes (probe/windows.py): start-ups side by side, measured windows alone."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from regressbisect.config import HuntConfig, ProbeConfig, SlurmConfig
+from regressbisect.errors import UserError
+from regressbisect.hunts import cost as costs
+from regressbisect.probe.runner import ProbeSpec, run_probe
+from regressbisect.probe.windows import WindowGate
+from tests.benchrepo import make_bench_repo
+from tests.cli import run_cli
+from tests.procs import gone
+
+PY = sys.executable
+
+pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the gate is Linux only")
+
+# Start-up writes heartbeats (time.time()) to its log; the window is busy work, logged as
+# {"window": [start, end]} once it is over. GATED=0 measures without the gate.
+PROBE = textwrap.dedent("""
+    import contextlib, json, os, sys, time
+    from pathlib import Path
+    from regressbisect.workload.dflash.window import measured_window
+    log = Path(os.environ["LOG_DIR"]) / f"{os.getpid()}.jsonl"
+    def write(record):
+        with log.open("a") as f:
+            f.write(json.dumps(record) + "\\n")
+    end = time.time() + float(os.environ.get("STARTUP", "1"))
+    while time.time() < end:
+        write({"beat": time.time()})
+        sum(range(20000))
+    gated = os.environ.get("GATED", "1") == "1"
+    with (measured_window() if gated else contextlib.nullcontext()):
+        start = time.time()
+        write({"open": start})
+        stop = start + float(os.environ.get("WINDOW", "0.5"))
+        while time.time() < stop:
+            sum(range(20000))
+        end = time.time()
+    write({"window": [start, end]})
+    print("@regressbisect " + json.dumps({"tokens": 1000, "seconds": end - start, "tok_s": 1000 / (end - start)}))
+""")
+
+
+def _probe_dir(tmp_path: Path) -> Path:
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "probe.py").write_text(PROBE)
+    (tmp_path / "logs").mkdir()
+    return work
+
+
+def _run(gate: WindowGate, work: Path, logs: Path, **env: str):
+    spec = ProbeSpec(command=f"{PY} probe.py", tokens=1000, timeout_s=60)
+    extra = {**gate.env(), "LOG_DIR": str(logs), **env}
+    return gate.run("", lambda on_start: run_probe(spec, work, extra, on_start=on_start))
+
+
+def _records(logs: Path) -> dict[int, list[dict]]:
+    return {int(p.stem): [json.loads(line) for line in p.read_text().splitlines()] for p in logs.glob("*.jsonl")}
+
+
+def test_start_ups_run_side_by_side_and_each_window_runs_alone(tmp_path):
+    work = _probe_dir(tmp_path)
+    logs = tmp_path / "logs"
+    gate = WindowGate(3, settle_s=0.05)
+    try:
+        threads = [threading.Thread(target=_run, args=(gate, work, logs), kwargs={"STARTUP": "1.0"})
+                   for _ in range(3)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    finally:
+        gate.close()
+    records = _records(logs)
+    assert len(records) == 3
+    windows = {pid: next(r["window"] for r in rs if "window" in r) for pid, rs in records.items()}
+    beats = {pid: [r["beat"] for r in rs if "beat" in r] for pid, rs in records.items()}
+    for pid, (start, end) in windows.items():
+        for other, times in beats.items():
+            inside = [t for t in times if start < t < end]
+            assert other == pid or not inside, f"probe {other} ran during probe {pid}'s window"
+    # the first probe ran alone (the slot's gating was not known yet), the other two side by side
+    spans = sorted((min(b), max(b)) for b in beats.values())
+    assert spans[1][1] > spans[2][0], "the last two start-ups did not overlap"
+    stats = gate.stats
+    assert (stats.probes, stats.windows, stats.alone, stats.reruns) == (3, 3, 1, 0)
+    assert stats.stops >= 1 and stats.stopped_s > 0
+
+
+def test_a_probe_that_measured_beside_others_without_a_window_is_run_again_alone(tmp_path):
+    work = _probe_dir(tmp_path)
+    logs = tmp_path / "logs"
+    gate = WindowGate(2, settle_s=0.05)
+    try:
+        _run(gate, work, logs, STARTUP="0.1")                       # learns: this slot gates
+        outcomes = {}
+        threads = [threading.Thread(target=lambda k=k, env=env: outcomes.__setitem__(k, _run(gate, work, logs, **env)))
+                   for k, env in (("gated", {"STARTUP": "1.5"}), ("ungated", {"STARTUP": "0.2", "GATED": "0"}))]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    finally:
+        gate.close()
+    assert all(o.sample is not None for o in outcomes.values())
+    assert gate.stats.reruns == 1 and gate.stats.alone == 2 and gate.stats.probes == 3
+    assert len(_records(logs)) == 4   # the ungated probe ran twice
+
+
+def test_a_killed_hunt_leaves_no_stopped_probe_behind(tmp_path):
+    work = _probe_dir(tmp_path)
+    logs = tmp_path / "logs"
+    driver = tmp_path / "driver.py"
+    driver.write_text(textwrap.dedent(f"""
+        import sys, threading
+        from pathlib import Path
+        from regressbisect.probe.runner import ProbeSpec, run_probe
+        from regressbisect.probe.windows import WindowGate
+        gate = WindowGate(2, settle_s=0.05)
+        spec = ProbeSpec(command="{PY} probe.py", tokens=1000, timeout_s=600)
+        def run(**env):
+            def started(pgid):
+                print(pgid, flush=True)
+            extra = {{**gate.env(), "LOG_DIR": {str(logs)!r}, **env}}
+            gate.run("", lambda on_start: run_probe(spec, Path({str(work)!r}), extra,
+                                                    on_start=lambda p: (on_start(p), started(p))))
+        run(STARTUP="0", WINDOW="0")                                  # learns: this slot gates
+        threading.Thread(target=run, kwargs={{"STARTUP": "0", "WINDOW": "300"}}).start()
+        threading.Thread(target=run, kwargs={{"STARTUP": "300"}}).start()
+        threading.Event().wait()
+    """))
+    hunt = subprocess.Popen([PY, str(driver)], stdout=subprocess.PIPE, text=True)
+    try:
+        pgids = [int(hunt.stdout.readline()) for _ in range(3)][1:]
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and not any("open" in line for p in logs.glob("*.jsonl")
+                                                      for line in p.read_text().splitlines()):
+            time.sleep(0.05)
+        time.sleep(0.5)
+        states = [Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()[0] for p in pgids]
+        assert "T" in states, "the probe in start-up was not stopped during the other's window"
+    finally:
+        hunt.send_signal(signal.SIGKILL)   # kill -9: no cleanup code of the hunt runs
+        hunt.wait()
+    for pgid in pgids:
+        assert gone(pgid, wait_s=10), f"probe {pgid} outlived the hunt"
+
+
+def test_the_gpu_time_of_overlapped_probes_counts_once():
+    assert costs.held_seconds([(0.0, 10.0), (2.0, 10.0), (30.0, 5.0)]) == pytest.approx(17.0)
+    assert costs.held_seconds([(0.0, 10.0), (None, 4.0)]) == pytest.approx(14.0)
+    # one after another: probe wall x GPUs, as before start times were kept
+    assert costs.hunt_gpu_seconds([(0.0, 10.0), (10.0, 10.0)], 8) == pytest.approx(160.0)
+    # Slurm jobs hold their GPUs only while they run, each its own
+    assert costs.hunt_gpu_seconds([(0.0, 10.0), (0.0, 10.0)], 8, jobs=True) == pytest.approx(160.0)
+    assert costs.held_gpus([{"CUDA_VISIBLE_DEVICES": "0,1"}, {"CUDA_VISIBLE_DEVICES": "2,3"}], 4) == 4
+
+
+def test_overlap_is_at_least_one_and_local_only():
+    probe = ProbeConfig(cmd="python bench.py")
+    assert HuntConfig(probe=probe).overlap == 1 and HuntConfig(probe=probe, overlap=3, slots=2).lanes == 6
+    with pytest.raises(UserError, match="--overlap must be at least 1"):
+        HuntConfig(probe=probe, overlap=0)
+    with pytest.raises(UserError, match="--overlap needs the local executor"):
+        HuntConfig(probe=probe, overlap=2, executor="slurm", slurm=SlurmConfig(partition="gpu"))
+
+
+def test_a_hunt_with_overlapped_probes_finds_the_step(tmp_path):
+    """The CLI end to end with --overlap 2: the culprit found, every window through the gate,
+    the first probe alone and the rest side by side, the report saying so."""
+    speeds = [1000.0] * 4 + [900.0] * 4          # culprit: index 4
+    shas = make_bench_repo(tmp_path / "repo", speeds)
+    out = tmp_path / "hunt.json"
+    code = run_cli(["run", "-C", str(tmp_path / "repo"), "--cmd", f"{PY} bench.py", "--tokens", "1000",
+                    "--env", f"BENCH_STATE={tmp_path / 'state'}", "--env", "BENCH_GATED=1",
+                    "--env", "BENCH_STARTUP=0.2", "--instrument", "off", "--overlap", "2",
+                    "--quiet", "--json", str(out), shas[0], shas[-1]])
+    report = json.loads(out.read_text())
+    assert code == 0 and [c["commit"] for c in report["culprits"]] == [shas[4]]
+    overlap = report["measurement"]["overlap"]
+    assert overlap["lanes_per_slot"] == 2 and overlap["windows"] == overlap["probes"] == report["probes"]
+    assert overlap["probes_alone"] == 1 and overlap["reruns"] == 0
+    assert report["settings"]["overlap"] == 2
