@@ -209,7 +209,7 @@ class HuntConfig:
     extensions) at one directory beside the store, shared by every slot (docs/cost.md)."""
     preload: str = PRELOAD
     """'auto': a plain Python probe command (`python -m mod`, `python script.py`) is forked from a
-    per-slot server that imported the third-party stack the slot's first probe imported (torch),
+    per-slot server that imported the third-party stack the hunt's first probe imported (torch),
     so that import is paid once; 'off': every probe a fresh process; or comma-separated modules to
     preload. Never with a setup step or Slurm (docs/cost.md, probe/preload.py)."""
     overlap: int = OVERLAP

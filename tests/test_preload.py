@@ -201,6 +201,25 @@ def test_auto_forks_from_the_second_probe_once_the_first_imported_torch(tmp_path
         servers.close()
 
 
+def test_what_the_first_probe_imported_serves_every_slot(tmp_path):
+    """Learned once per hunt: the first probe of a second worktree (another slot, or a lane of
+    --overlap) is forked at once, from that worktree's own server."""
+    pytest.importorskip("torch")
+    first = _worktree(tmp_path / "a", extra="torch")
+    second = _worktree(tmp_path / "b", extra="torch")
+    isolation = Isolation(user_root=tmp_path / "checkout", other_worktrees=())
+    servers = PreloadServers("auto")
+    try:
+        for worktree in (first, second):
+            imports = isolation.prepare(worktree)
+            assert servers.run(ProbeSpec(command=f"{PY} bench.py", tokens=10, timeout_s=120), worktree,
+                               imports.env, run_probe).sample is not None
+            isolation.verify(imports)
+        assert (servers.stats.fresh, servers.stats.forked, servers.stats.servers) == (1, 1, 1)
+    finally:
+        servers.close()
+
+
 def _auto_runs(tmp_path: Path, worktree: Path, runs: int):
     """`python probe.py` run `runs` times with --preload auto and the import check, as a hunt runs
     it; (the servers, closed, and the last outcome)."""

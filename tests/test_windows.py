@@ -132,8 +132,9 @@ def test_a_killed_hunt_leaves_no_stopped_probe_behind(tmp_path):
         gate = WindowGate(2, settle_s=0.05)
         spec = ProbeSpec(command="{PY} probe.py", tokens=1000, timeout_s=600)
         def run(**env):
-            def started(pgid):
-                print(pgid, flush=True)
+            def started(pgid):   # one write per line: two threads print at once
+                sys.stdout.write(f"{{pgid}}\\n")
+                sys.stdout.flush()
             extra = {{**gate.env(), "LOG_DIR": {str(logs)!r}, **env}}
             gate.run("", lambda on_start: run_probe(spec, Path({str(work)!r}), extra,
                                                     on_start=lambda p: (on_start(p), started(p))))

@@ -10,9 +10,9 @@ argv and output files, its own process group, and it imports the candidate's cod
 server that imported any module of the project refuses to serve). What is preloaded is never
 the code measured, and the measured window comes after the probe's own warm-up either way.
 
-`--preload auto` (the default) learns what to preload: the first probe of a slot runs fresh and
-its import record says which of WATCHED it imported; later probes of that slot are forked from a
-server that preloads those. A probe command that is not a plain Python invocation (a shell
+`--preload auto` (the default) learns what to preload: the hunt's first probe runs fresh and its
+import record says which of WATCHED it imported; later probes are forked from their slot's
+server, which preloads those. A probe command that is not a plain Python invocation (a shell
 pipeline, torchrun, another program), a setup step (it may reinstall the stack) or a Slurm
 executor runs every probe fresh. docs/cost.md, "Start-up paid once".
 """
@@ -170,9 +170,12 @@ class PreloadServers:
             server_env["PYTHONPATH"] = os.pathsep.join(server_path)
         key = (str(Path(worktree).resolve()), os.path.realpath(interpreter), command.flags,
                tuple(sorted(server_env.items())))
-        modules = self._explicit or self._learned.get(key)
+        # What the probe imports is learned once per program, interpreter and environment, not
+        # per slot: the slots (and a slot's lanes, --overlap) run the same probe program.
+        learned = key[1:] + (command.kind, command.target)
+        modules = self._explicit or self._learned.get(learned)
         if modules is None:   # auto, not learned yet: this probe runs fresh and tells
-            return self._learn(key, env.get(IMPORTS_DIR_ENV), spec, worktree, extra_env, fresh)
+            return self._learn(learned, env.get(IMPORTS_DIR_ENV), spec, worktree, extra_env, fresh)
         if not modules or key in self._refused:
             return self._fresh(spec, worktree, extra_env, fresh)
         server = self._server(key, interpreter, command.flags, server_env, modules, worktree, spec.timeout_s)
@@ -207,7 +210,8 @@ class PreloadServers:
 
     def _learn(self, key: tuple, records: str | None, spec, worktree, extra_env, fresh) -> ProbeOutcome:
         """Run the probe fresh with the import recorder watching WATCHED; remember which of them
-        a server for `key` may preload. Without a record (isolation check off) nothing is learned."""
+        servers for `key` (the program, interpreter and environment) may preload. Without a
+        record (isolation check off) nothing is learned."""
         if not records:
             return self._fresh(spec, worktree, extra_env, fresh)
         outcome = self._fresh(spec, worktree, {**extra_env, WATCH_ENV: ",".join(WATCHED)}, fresh)

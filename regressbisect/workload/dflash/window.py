@@ -4,7 +4,7 @@ With `--overlap K` the tool starts several probes at once and names a unix socke
 REGRESSBISECT_WINDOW. A probe sends `open` before its measured steps and waits for `go`: by then
 every other probe is stopped, so the window runs alone. Closing the connection (or exiting)
 ends the window. Without the variable this does nothing. Standard library only: a probe copies
-these lines, it does not import regressbisect.
+these lines and needs no package of the tool.
 """
 from __future__ import annotations
 
