@@ -195,3 +195,34 @@ def test_a_hunt_with_overlapped_probes_finds_the_step(tmp_path):
     assert overlap["lanes_per_slot"] == 2 and overlap["windows"] == overlap["probes"] == report["probes"]
     assert overlap["probes_alone"] == 1 and overlap["reruns"] == 0
     assert report["settings"]["overlap"] == 2
+
+
+def test_a_probe_that_failed_beside_others_is_run_again_alone(tmp_path):
+    """Out of memory because stopped probes hold theirs says nothing of the candidate: a probe
+    that fails beside others is run again alone, and that outcome counts."""
+    work = _probe_dir(tmp_path)
+    alive = tmp_path / "alive"
+    alive.mkdir()
+    (work / "probe.py").write_text(
+        f"from pathlib import Path\nimport atexit, os\nmarker = Path({str(alive)!r}) / str(os.getpid())\n"
+        "marker.touch()\natexit.register(marker.unlink)\n" + PROBE.replace(
+            "    end = time.time()\n",
+            "    end = time.time()\n"
+            "    if os.environ.get('FAIL_BESIDE') and len(list(marker.parent.iterdir())) > 1:\n"
+            "        sys.exit('RuntimeError: CUDA out of memory (other probes hold the memory)')\n"))
+    logs = tmp_path / "logs"
+    gate = WindowGate(2, settle_s=0.05)
+    try:
+        _run(gate, work, logs, STARTUP="0.1")                       # learns: this slot gates
+        outcomes = {}
+        threads = [threading.Thread(target=lambda k=k, env=env: outcomes.__setitem__(k, _run(gate, work, logs, **env)))
+                   for k, env in (("long", {"STARTUP": "2.0"}), ("fails", {"STARTUP": "0.2", "FAIL_BESIDE": "1"}))]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    finally:
+        gate.close()
+    assert gate.stats.reruns == 1 and "failed beside" in gate.stats.notes[0]
+    assert outcomes["long"].sample is not None and outcomes["fails"].sample is not None
+    assert len(list(logs.glob("*.jsonl"))) == 4   # the learning probe, the long one, the failing one twice

@@ -13,8 +13,9 @@ probes"): it connects to the unix socket named by REGRESSBISECT_WINDOW, sends `o
   then answers `go`; and continues them (SIGCONT) once no window is open. A measured window
   therefore runs with no other probe of the hunt taking CPU or GPU time, as in a sequential hunt;
 * learns per slot whether the probe uses the gate: until one of the slot's probes has opened a
-  window, its probes run one at a time, and a probe that ran beside others without opening a
-  window is run again alone (its sample could have been disturbed).
+  window, its probes run one at a time; a probe that ran beside others without opening a window
+  (its sample could have been disturbed) or that failed (a stopped probe keeps its GPU memory:
+  out of memory beside others says nothing of the candidate) is run again alone.
 
 A hunt killed with -9 cannot continue the probes it stopped: a watchdog process, started with the
 gate, kills the process group of every probe still registered once the hunt's end of its pipe
@@ -75,7 +76,7 @@ class WindowStats:
     alone: int = 0
     """Probes run one at a time (the slot's gating not learned yet, or a re-run)."""
     reruns: int = 0
-    """Probes that ran beside others without opening a window, run again alone."""
+    """Probes that ran beside others without opening a window, or failed beside them, run again alone."""
     stops: int = 0
     """SIGSTOPs sent to probes (each one while another probe's window was open)."""
     stopped_s: float = 0.0
@@ -147,14 +148,16 @@ class WindowGate:
         if opened:
             with self._cond:
                 self._gated.add(group)
-            return outcome
-        if side_by_side:
-            # It ran beside others with no window of its own: its measurement may have been
-            # disturbed by their start-ups. Run it again, alone.
+        failed = getattr(outcome, "sample", True) is None
+        if side_by_side and (failed or not opened):
+            # Beside others it measured with no window of its own (their start-ups may have
+            # disturbed it), or it failed (the GPU memory the stopped probes hold may be what it
+            # lacked): its outcome is the overlap's doing until it is run again, alone.
             with self._cond:
                 self.stats.reruns += 1
-                self.stats.notes.append("a probe measured without opening a window while other probes "
-                                        "ran; it was run again alone")
+                self.stats.notes.append("a probe that failed beside other probes was run again alone" if failed else
+                                        "a probe measured without opening a window while other probes ran; it was "
+                                        "run again alone")
             with self._lane(group, alone=True):
                 outcome, _ = self._run_registered(group, run_probe, stoppable=False)
         return outcome
