@@ -11,6 +11,7 @@ import dataclasses
 import hashlib
 import json
 import re
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
@@ -249,6 +250,9 @@ class HuntConfig:
         object.__setattr__(self, "unit", self.unit or metric_unit(self.probe.metric_regex))
         if self.overlap < 1:
             raise UserError(f"--overlap must be at least 1 (1 = one probe at a time), got {self.overlap}")
+        if self.overlap > 1 and not sys.platform.startswith("linux"):
+            raise UserError("--overlap needs Linux (the window gate stops and continues probes by process "
+                            "group and names them by SO_PEERCRED); use --overlap 1")
         if self.overlap > 1 and self.executor != "local":
             raise UserError("--overlap needs the local executor: a Slurm job holds its GPUs only while "
                             "its probe runs; use --slots for parallel jobs")

@@ -157,7 +157,8 @@ class CommitHunt:
                             f"at {cfg.probe.tokens} tokens")
         good = self.candidates[0]
         done = 0
-        for batch in _batches([Request(good, namespace="budget")] * costs.AUTO_PILOTS, cfg.lanes):
+        # on slot 0's lanes only (--overlap): the pilots' spread must be one device's
+        for batch in _batches([Request(good, namespace="budget")] * costs.AUTO_PILOTS, cfg.overlap):
             for draw in self._draw_checked(source, batch, ["pilot"] * len(batch)):
                 done += 1
                 self._progress_sample(source, draw, note=f"budget pilot {done}/{costs.AUTO_PILOTS}")
@@ -227,8 +228,9 @@ class CommitHunt:
         decision, interval = "continue", (-math.inf, math.inf)
         pair = [Request(good, instrumented=instrumented, namespace="overhead") for instrumented in (False, True)]
         while decision == "continue":
-            # the pair at once where two probes run at once (--slots, --overlap), else one by one
-            draws = [d for batch in _batches(pair, cfg.lanes)
+            # at once where a slot runs two probes at once (--overlap; lanes 0 and 1 are slot 0's),
+            # else one by one: never across slots, whose devices differ
+            draws = [d for batch in _batches(pair, cfg.overlap)
                      for d in self._draw_checked(source, batch, ["shimmed" if r.instrumented else "plain" for r in batch])]
             for request, draw in zip(pair, draws):
                 (shimmed if request.instrumented else plain).append(draw.value)
