@@ -36,8 +36,8 @@ PROBE = textwrap.dedent("""
     def write(record):
         with log.open("a") as f:
             f.write(json.dumps(record) + "\\n")
-    end = time.time() + float(os.environ.get("STARTUP", "1"))
-    while time.time() < end:
+    end = time.process_time() + float(os.environ.get("STARTUP", "1"))   # CPU seconds: a stop delays it
+    while time.process_time() < end:
         write({"beat": time.time()})
         sum(range(20000))
     gated = os.environ.get("GATED", "1") == "1"
@@ -61,8 +61,8 @@ def _probe_dir(tmp_path: Path) -> Path:
     return work
 
 
-def _run(gate: WindowGate, work: Path, logs: Path, **env: str):
-    spec = ProbeSpec(command=f"{PY} probe.py", tokens=1000, timeout_s=60)
+def _run(gate: WindowGate, work: Path, logs: Path, timeout_s: float = 60.0, **env: str):
+    spec = ProbeSpec(command=f"{PY} probe.py", tokens=1000, timeout_s=timeout_s)
     extra = {**gate.env(), "LOG_DIR": str(logs), **env}
     return gate.run("", lambda on_start: run_probe(spec, work, extra, on_start=on_start))
 
@@ -137,7 +137,7 @@ def test_a_killed_hunt_leaves_no_stopped_probe_behind(tmp_path):
                 sys.stdout.flush()
             extra = {{**gate.env(), "LOG_DIR": {str(logs)!r}, **env}}
             gate.run("", lambda on_start: run_probe(spec, Path({str(work)!r}), extra,
-                                                    on_start=lambda p: (on_start(p), started(p))))
+                                                    on_start=lambda p: (started(p), on_start(p))[1]))
         run(STARTUP="0", WINDOW="0")                                  # learns: this slot gates
         threading.Thread(target=run, kwargs={{"STARTUP": "0", "WINDOW": "300"}}).start()
         threading.Thread(target=run, kwargs={{"STARTUP": "300"}}).start()
@@ -226,3 +226,26 @@ def test_a_probe_that_failed_beside_others_is_run_again_alone(tmp_path):
     assert gate.stats.reruns == 1 and "failed beside" in gate.stats.notes[0]
     assert outcomes["long"].sample is not None and outcomes["fails"].sample is not None
     assert len(list(logs.glob("*.jsonl"))) == 4   # the learning probe, the long one, the failing one twice
+
+
+def test_time_held_by_the_gate_does_not_count_against_the_timeout(tmp_path):
+    """Stopped through another probe's 2.5 s window, a probe with a 4 s timeout that computes for
+    2.5 s still finishes: only the seconds it ran count."""
+    work = _probe_dir(tmp_path)
+    logs = tmp_path / "logs"
+    gate = WindowGate(2, settle_s=0.05)
+    try:
+        _run(gate, work, logs, STARTUP="0.1", WINDOW="0.1")        # learns: this slot gates
+        outcomes = {}
+        threads = [threading.Thread(target=lambda k=k, env=env: outcomes.__setitem__(k, _run(gate, work, logs, 4.0, **env)))
+                   for k, env in (("long window", {"STARTUP": "0.3", "WINDOW": "2.5"}),
+                                  ("held", {"STARTUP": "2.2", "WINDOW": "0.3"}))]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    finally:
+        gate.close()
+    held = outcomes["held"]
+    assert held.sample is not None, held.skip_reason
+    assert held.wall_seconds > 4.0   # it was stopped for the other's window, and not timed out

@@ -156,12 +156,11 @@ class CommitHunt:
         self.progress.phase(f"choosing the token budget: {costs.AUTO_PILOTS} pilot probes of GOOD "
                             f"at {cfg.probe.tokens} tokens")
         good = self.candidates[0]
-        done = 0
-        # on slot 0's lanes only (--overlap): the pilots' spread must be one device's
-        for batch in _batches([Request(good, namespace="budget")] * costs.AUTO_PILOTS, cfg.overlap):
-            for draw in self._draw_checked(source, batch, ["pilot"] * len(batch)):
-                done += 1
-                self._progress_sample(source, draw, note=f"budget pilot {done}/{costs.AUTO_PILOTS}")
+        # one at a time, even with --overlap: their wall time less their window is the start-up
+        # the rule weighs, and a probe stopped beside others would overstate it
+        for i in range(costs.AUTO_PILOTS):
+            (draw,) = self._draw_checked(source, [Request(good, namespace="budget")], ["pilot"])
+            self._progress_sample(source, draw, note=f"budget pilot {i + 1}/{costs.AUTO_PILOTS}")
         key = self.key_for(good)
         pilots = [costs.Pilot(wall_s=w, sample=s) for w, s in
                   zip(store.sample_walls(key, arm="main"), store.samples(key, arm="main"))][:costs.AUTO_PILOTS]

@@ -100,7 +100,9 @@ def run_probe_all(spec: ProbeSpec, cwd: Path, extra_env: Mapping[str, str] | Non
     `start(out_file, err_file)` starts the probe some other way than `bash -c` (a fork of a
     preload server, probe/preload.py) and returns what Popen would: pid (its process group),
     poll(), wait(timeout) and returncode. `on_start(pgid)` is called once the probe's process
-    group exists (the window gate registers it: probe/windows.py).
+    group exists (the window gate registers it: probe/windows.py); it may return a function
+    giving the seconds the probe has been held so far (stopped, or waiting for its window), which
+    do not count against the timeout.
     """
     env = probe_environment(spec, extra_env)
     with tempfile.TemporaryFile() as out_file, tempfile.TemporaryFile() as err_file:
@@ -117,10 +119,9 @@ def run_probe_all(spec: ProbeSpec, cwd: Path, extra_env: Mapping[str, str] | Non
             _RUNNING.add(process.pid)
         timed_out = False
         try:
-            if on_start is not None:
-                on_start(process.pid)
+            held = on_start(process.pid) if on_start is not None else None
             try:
-                process.wait(timeout=spec.timeout_s)
+                _wait(process, spec.timeout_s, started, held)
             except subprocess.TimeoutExpired:
                 timed_out = True
                 _kill_group(process, kill_grace_s)
@@ -155,6 +156,20 @@ def run_probe_all(spec: ProbeSpec, cwd: Path, extra_env: Mapping[str, str] | Non
         return skip(NO_METRIC_REASON)
     return ProbeOutcome(sample=samples[0], skip_reason=None, exit_code=code,
                         wall_seconds=wall_seconds, output_tail=tail, started_at=started_at), samples
+
+
+def _wait(process, timeout_s: float, started: float, held) -> None:
+    """Wait for the probe; TimeoutExpired once it has run `timeout_s` seconds, not counting the
+    seconds `held()` says it was held by the window gate."""
+    while True:
+        left = timeout_s + (held() if held is not None else 0.0) - (time.perf_counter() - started)
+        if left <= 0:
+            raise subprocess.TimeoutExpired("probe", timeout_s)
+        try:
+            process.wait(timeout=left if held is None else min(left, 1.0))
+            return
+        except subprocess.TimeoutExpired:
+            continue
 
 
 def _parse_streams(stdout: str, stderr: str, spec: ProbeSpec) -> list[Sample]:

@@ -12,6 +12,8 @@ probes"): it connects to the unix socket named by REGRESSBISECT_WINDOW, sends `o
   while any window is open, waits WINDOW_SETTLE_S for work they had queued on a GPU to drain,
   then answers `go`; and continues them (SIGCONT) once no window is open. A measured window
   therefore runs with no other probe of the hunt taking CPU or GPU time, as in a sequential hunt;
+* does not count the seconds it holds a probe (stopped, or waiting for its window) against the
+  probe's timeout (probe/runner.py);
 * learns per slot whether the probe uses the gate: until one of the slot's probes has opened a
   window, its probes run one at a time; a probe that ran beside others without opening a window
   (its sample could have been disturbed) or that failed (a stopped probe keeps its GPU memory:
@@ -102,6 +104,15 @@ class _Probe:
     stopped (it may be measuring without the gate)."""
     opened: bool = False
     stopped_at: float | None = None
+    stopped_s: float = 0.0
+    """Seconds stopped so far (the current stop not included)."""
+    waited_s: float = 0.0
+    """Seconds waiting for `go` while not stopped."""
+
+    def held_s(self) -> float:
+        """Seconds the gate has held this probe: they do not count against its timeout."""
+        now = time.monotonic()
+        return self.stopped_s + self.waited_s + (now - self.stopped_at if self.stopped_at is not None else 0.0)
 
 
 class WindowGate:
@@ -209,14 +220,16 @@ class WindowGate:
     def _run_registered(self, group: str, run_probe, *, stoppable: bool) -> tuple[Any, bool]:
         pgids: list[int] = []
 
-        def on_start(pgid: int) -> None:
+        def on_start(pgid: int) -> Callable[[], float]:
             pgids.append(pgid)
+            probe = _Probe(group, stoppable)
             with self._cond:
-                self._probes[pgid] = _Probe(group, stoppable)
+                self._probes[pgid] = probe
                 if self._holders and stoppable:
                     self._stop(pgid)   # a window is open: this one starts when it closes
                 self._cond.notify_all()
             self._tell_watchdog(f"+{pgid}")
+            return probe.held_s   # the runner's timeout does not count it
 
         try:
             outcome = run_probe(on_start)
@@ -229,6 +242,7 @@ class WindowGate:
                     opened = opened or bool(probe and probe.opened)
                     if probe is not None and probe.stopped_at is not None:
                         self.stats.stopped_s += time.monotonic() - probe.stopped_at
+                        probe.stopped_at = None
                     if self._holders.get(group) == pgid:
                         self._release(group)
         return outcome, opened
@@ -290,10 +304,9 @@ class WindowGate:
             if probe is None or self._closed:
                 return None
             group = probe.group
-            waited = time.monotonic()
+            asked, stopped_before = time.monotonic(), probe.stopped_s
             while self._holders.get(group) not in (None, sid):
                 self._cond.wait()
-            self.stats.gate_wait_s += time.monotonic() - waited
             if sid not in self._probes:
                 return None
             self._holders[group] = sid
@@ -301,6 +314,9 @@ class WindowGate:
             self.stats.windows += 1
             if probe.stopped_at is not None:   # stopped by another slot's window, now its turn
                 self._continue(sid)
+            waited = time.monotonic() - asked
+            self.stats.gate_wait_s += waited
+            probe.waited_s += max(0.0, waited - (probe.stopped_s - stopped_before))
             stopped_any = False
             for pgid, other in self._probes.items():
                 if other.stoppable and other.stopped_at is None and pgid not in self._holders.values():
@@ -346,7 +362,9 @@ class WindowGate:
         except OSError:
             pass
         if probe.stopped_at is not None:
-            self.stats.stopped_s += time.monotonic() - probe.stopped_at
+            stopped = time.monotonic() - probe.stopped_at
+            self.stats.stopped_s += stopped
+            probe.stopped_s += stopped
             probe.stopped_at = None
 
     def _continue_all(self) -> None:
