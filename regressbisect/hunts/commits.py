@@ -227,9 +227,9 @@ class CommitHunt:
         decision, interval = "continue", (-math.inf, math.inf)
         pair = [Request(good, instrumented=instrumented, namespace="overhead") for instrumented in (False, True)]
         while decision == "continue":
-            # at once where a slot runs two probes at once (--overlap; lanes 0 and 1 are slot 0's),
-            # else one by one: never across slots, whose devices differ
-            draws = [d for batch in _batches(pair, cfg.overlap)
+            # at once where the one slot runs two probes at once (--overlap), else one by one:
+            # never across slots, whose devices differ
+            draws = [d for batch in _batches(pair, cfg.overlap if cfg.slots == 1 else 1)
                      for d in self._draw_checked(source, batch, ["shimmed" if r.instrumented else "plain" for r in batch])]
             for request, draw in zip(pair, draws):
                 (shimmed if request.instrumented else plain).append(draw.value)

@@ -91,8 +91,9 @@ def slot_environments(config: HuntConfig, gpu_count: int) -> list[dict[str, str]
 
 def lane_environments(config: HuntConfig, slot_envs: list[dict[str, str]]) -> list[dict[str, str]]:
     """One environment per lane: each slot's `overlap` times (a slot's lanes share its devices;
-    probe/windows.py keeps their measured windows apart)."""
-    return [dict(env) for env in slot_envs for _ in range(config.overlap)]
+    probe/windows.py keeps their measured windows apart), slot by slot in turn, so that a round
+    smaller than the lanes spreads over the slots."""
+    return [dict(env) for _ in range(config.overlap) for env in slot_envs]
 
 
 def measurement_parts(config: HuntConfig, history: History, store: Store, hunt_id: int | None,
