@@ -67,6 +67,24 @@ def _run(gate: WindowGate, work: Path, logs: Path, timeout_s: float = 60.0, **en
     return gate.run("", lambda on_start: run_probe(spec, work, extra, on_start=on_start))
 
 
+def _side_by_side(gate: WindowGate, work: Path, logs: Path, runs: dict[str, dict[str, str]],
+                  timeout_s: float = 60.0) -> dict:
+    """One gated probe alone first (the gate learns that this slot gates), then `runs` (name ->
+    probe environment) at once; their outcomes by name. Closes the gate."""
+    outcomes = {}
+    try:
+        _run(gate, work, logs, STARTUP="0.1", WINDOW="0.1")
+        threads = [threading.Thread(target=lambda k=k, env=env: outcomes.__setitem__(k, _run(gate, work, logs, timeout_s, **env)))
+                   for k, env in runs.items()]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    finally:
+        gate.close()
+    return outcomes
+
+
 def _records(logs: Path) -> dict[int, list[dict]]:
     return {int(p.stem): [json.loads(line) for line in p.read_text().splitlines()] for p in logs.glob("*.jsonl")}
 
@@ -104,17 +122,7 @@ def test_a_probe_that_measured_beside_others_without_a_window_is_run_again_alone
     work = _probe_dir(tmp_path)
     logs = tmp_path / "logs"
     gate = WindowGate(2, settle_s=0.05)
-    try:
-        _run(gate, work, logs, STARTUP="0.1")                       # learns: this slot gates
-        outcomes = {}
-        threads = [threading.Thread(target=lambda k=k, env=env: outcomes.__setitem__(k, _run(gate, work, logs, **env)))
-                   for k, env in (("gated", {"STARTUP": "1.5"}), ("ungated", {"STARTUP": "0.2", "GATED": "0"}))]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-    finally:
-        gate.close()
+    outcomes = _side_by_side(gate, work, logs, {"gated": {"STARTUP": "1.5"}, "ungated": {"STARTUP": "0.2", "GATED": "0"}})
     assert all(o.sample is not None for o in outcomes.values())
     assert gate.stats.reruns == 1 and gate.stats.alone == 2 and gate.stats.probes == 3
     assert len(_records(logs)) == 4   # the ungated probe ran twice
@@ -212,17 +220,7 @@ def test_a_probe_that_failed_beside_others_is_run_again_alone(tmp_path):
             "        sys.exit('RuntimeError: CUDA out of memory (other probes hold the memory)')\n"))
     logs = tmp_path / "logs"
     gate = WindowGate(2, settle_s=0.05)
-    try:
-        _run(gate, work, logs, STARTUP="0.1")                       # learns: this slot gates
-        outcomes = {}
-        threads = [threading.Thread(target=lambda k=k, env=env: outcomes.__setitem__(k, _run(gate, work, logs, **env)))
-                   for k, env in (("long", {"STARTUP": "2.0"}), ("fails", {"STARTUP": "0.2", "FAIL_BESIDE": "1"}))]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-    finally:
-        gate.close()
+    outcomes = _side_by_side(gate, work, logs, {"long": {"STARTUP": "2.0"}, "fails": {"STARTUP": "0.2", "FAIL_BESIDE": "1"}})
     assert gate.stats.reruns == 1 and "failed beside" in gate.stats.notes[0]
     assert outcomes["long"].sample is not None and outcomes["fails"].sample is not None
     assert len(list(logs.glob("*.jsonl"))) == 4   # the learning probe, the long one, the failing one twice
@@ -234,18 +232,8 @@ def test_time_held_by_the_gate_does_not_count_against_the_timeout(tmp_path):
     work = _probe_dir(tmp_path)
     logs = tmp_path / "logs"
     gate = WindowGate(2, settle_s=0.05)
-    try:
-        _run(gate, work, logs, STARTUP="0.1", WINDOW="0.1")        # learns: this slot gates
-        outcomes = {}
-        threads = [threading.Thread(target=lambda k=k, env=env: outcomes.__setitem__(k, _run(gate, work, logs, 4.0, **env)))
-                   for k, env in (("long window", {"STARTUP": "0.3", "WINDOW": "2.5"}),
-                                  ("held", {"STARTUP": "2.2", "WINDOW": "0.3"}))]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-    finally:
-        gate.close()
+    outcomes = _side_by_side(gate, work, logs, {"long window": {"STARTUP": "0.3", "WINDOW": "2.5"},
+                                                "held": {"STARTUP": "2.2", "WINDOW": "0.3"}}, timeout_s=4.0)
     held = outcomes["held"]
     assert held.sample is not None, held.skip_reason
     assert held.wall_seconds > 4.0   # it was stopped for the other's window, and not timed out
