@@ -67,22 +67,28 @@ def _run(gate: WindowGate, work: Path, logs: Path, timeout_s: float = 60.0, **en
     return gate.run("", lambda on_start: run_probe(spec, work, extra, on_start=on_start))
 
 
+def _at_once(gate: WindowGate, work: Path, logs: Path, runs: dict[str, dict[str, str]],
+             timeout_s: float = 60.0) -> dict:
+    """`runs` (name -> probe environment) started at once; their outcomes by name."""
+    outcomes = {}
+    threads = [threading.Thread(target=lambda k=k, env=env: outcomes.__setitem__(k, _run(gate, work, logs, timeout_s, **env)))
+               for k, env in runs.items()]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return outcomes
+
+
 def _side_by_side(gate: WindowGate, work: Path, logs: Path, runs: dict[str, dict[str, str]],
                   timeout_s: float = 60.0) -> dict:
-    """One gated probe alone first (the gate learns that this slot gates), then `runs` (name ->
-    probe environment) at once; their outcomes by name. Closes the gate."""
-    outcomes = {}
+    """One gated probe alone first (the gate learns that this slot gates), then `runs` at once;
+    their outcomes by name. Closes the gate."""
     try:
         _run(gate, work, logs, STARTUP="0.1", WINDOW="0.1")
-        threads = [threading.Thread(target=lambda k=k, env=env: outcomes.__setitem__(k, _run(gate, work, logs, timeout_s, **env)))
-                   for k, env in runs.items()]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
+        return _at_once(gate, work, logs, runs, timeout_s)
     finally:
         gate.close()
-    return outcomes
 
 
 def _records(logs: Path) -> dict[int, list[dict]]:
@@ -94,12 +100,7 @@ def test_start_ups_run_side_by_side_and_each_window_runs_alone(tmp_path):
     logs = tmp_path / "logs"
     gate = WindowGate(3, settle_s=0.05)
     try:
-        threads = [threading.Thread(target=_run, args=(gate, work, logs), kwargs={"STARTUP": "1.0"})
-                   for _ in range(3)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
+        _at_once(gate, work, logs, {str(k): {"STARTUP": "1.0"} for k in range(3)})
     finally:
         gate.close()
     records = _records(logs)
