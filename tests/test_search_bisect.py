@@ -147,12 +147,24 @@ def test_eight_slots_give_rounds_of_up_to_eight_distinct_commits_and_fewer_round
     narrow = simulate(history, slots=1, seed=5)
     assert culprit_steps(wide) == [(100, 101)]
     assert all(1 <= len(r) <= 8 for r in wide.requests)
-    # distinct commits, except the ends of a side check, which spare slots sample again
-    assert all(len(set(r)) == len(r) or all(w.startswith("check side") for w in why)
+    # distinct commits, except the ends of a side check and a step's two commits measured in
+    # pairs, which spare slots sample again
+    assert all(len(set(r)) == len(r) or all(w.startswith(("check side", "confirm step")) for w in why)
                for r, why in zip(wide.requests, wide.reasons))
     assert max(len(r) for r in wide.requests) == 8
     assert all(len(r) == 1 for r in narrow.requests)
     assert wide.rounds < 0.6 * narrow.rounds
+
+
+def test_a_round_of_pairs_fills_every_slot_and_pairs_across_rounds():
+    # a step's two commits measured in pairs: with 3 slots a round is a, b, a then b, a, b, and the
+    # third sample pairs with the next round's first (within pair_window), so no slot idles
+    history = FakeHistory(step_levels(21, {12: -0.10}), cv=0.03)
+    run = simulate(history, slots=3, seed=2)
+    assert culprit_steps(run) == [(11, 12)]
+    pair_rounds = [r for r, why in zip(run.requests, run.reasons) if set(why) == {"confirm step 11..12"}]
+    assert pair_rounds and all(len(r) == 3 and len(set(r)) == 2 and r[0] == r[2] for r in pair_rounds)
+    assert all(nxt[0] != prev[2] for prev, nxt in zip(pair_rounds, pair_rounds[1:]))
 
 
 def test_spare_slots_check_both_sides_of_a_culprit_in_the_same_rounds():

@@ -359,7 +359,8 @@ class CommitSearch:
 
     def next_batch(self, slots: int = 1) -> list[Measure]:
         """One round: up to `slots` measures, one sample each; [] when done. The candidates of a
-        round are distinct, except in side checks, where spare slots take more samples of the ends."""
+        round are distinct, except in side checks, where spare slots take more samples of the ends,
+        and in rounds of a step's pairs, which alternate its two commits over every slot."""
         if slots < 1:
             raise ValueError("slots must be >= 1")
         if self._pending:
@@ -576,10 +577,14 @@ class CommitSearch:
         """At max_samples, not counting the control arm's pairs, which have a cap of their own: a
         control arm that needed them all would otherwise leave GOOD or BAD no sample for the search,
         and a step next to either could never be confirmed in pairs."""
+        return self._room(i) <= 0
+
+    def _room(self, i: int) -> int:
+        """Samples `i` may still take before max_samples (as _capped counts them)."""
         n = len(self._raw.get(i, []))
         if i in (0, self.n - 1):
             n -= len(self._values(i, self._control_tag))
-        return n >= self.settings.max_samples
+        return self.settings.max_samples - n
 
     def _pooled_sigma(self) -> tuple[float, int]:
         """Noise sigma (log scale) pooled over candidates; below 10 degrees of freedom, its 90%
@@ -766,7 +771,7 @@ class CommitSearch:
                     return None
                 # the posterior and the SPRT read samples that picked this step; naming it needs
                 # pairs taken since: measure the two commits in pairs until the gate decides
-                fresh = [i for i in self._pair_next(a, b, slots) if not self._capped(i)]
+                fresh = [i for i in self._pairs_next(a, b, slots) if not self._capped(i)]
                 if fresh and not (self._capped(a) or self._capped(b)):
                     return [(Measure(i, f"confirm step {a}..{b}"), None) for i in fresh]
                 self._queue.pop(0)
@@ -783,7 +788,7 @@ class CommitSearch:
                 if informative and set(informative) <= {a, b}:
                     # the split points at the step itself: measure its two commits in pairs, not one
                     # of them in a burst, which a drift of the machine would confound
-                    informative = [i for i in self._pair_next(a, b, slots) if not self._capped(i)] or informative
+                    informative = [i for i in self._pairs_next(a, b, slots) if not self._capped(i)] or informative
                 # the level rule applies here too: with the step next to GOOD (a == lo) the median
                 # split never picks a, and only the end itself can pin the old level
                 anchor = self._anchor_needed(iv, informative) if a == iv.lo else None
@@ -960,6 +965,27 @@ class CommitSearch:
         if fresh_b and len(lb) > n_pairs:
             return [a]
         return [a] if n_pairs % 2 == 0 else [b]
+
+    def _pairs_next(self, a: int, b: int, slots: int) -> list[int]:
+        """A round of nothing but the pair: `slots` samples alternating between a and b, starting
+        with the one _pair_next would take alone. With an odd number of slots the last sample's
+        partner opens the next round, within pair_window, so every slot serves a pair
+        (_paired_diffs pairs samples across adjacent rounds)."""
+        if slots < 2:
+            return self._pair_next(a, b, 1)
+        last_a = self._time.get(a, []).count(self._round)
+        last_b = self._time.get(b, []).count(self._round)
+        # the last round's odd sample waits for its partner, which opens this round
+        first = b if last_a > last_b else a if last_b > last_a else self._pair_next(a, b, 1)[0]
+        second = b if first == a else a
+        room = {a: self._room(a), b: self._room(b)}
+        picks = []
+        for k in range(slots):   # never past either commit's cap
+            i = first if k % 2 == 0 else second
+            if room[i] > 0:
+                picks.append(i)
+                room[i] -= 1
+        return picks
 
     def _anchor_needed(self, iv: _Interval, picks: list[int]) -> int | None:
         """The end of the bracket to re-measure, if an interior pick has about as many samples."""
