@@ -8,6 +8,7 @@ import math
 import random
 import subprocess
 import threading
+import time
 from pathlib import Path
 
 import numpy as np
@@ -180,18 +181,29 @@ class StepProbe:
     """Fake executor: tok/s from speed.py, per-step rows, a start-up of `startup` seconds, and
     counters when instrumented (if `counters`). Records every call (tokens, env)."""
 
-    def __init__(self, *, noise=0.01, startup=10.0, step_tokens=100, counters=True, step_noise=0.02):
+    def __init__(self, *, noise=0.01, startup=10.0, step_tokens=100, counters=True, step_noise=0.02,
+                 hold_s=0.0):
         self.noise, self.startup, self.step_tokens = noise, startup, step_tokens
         self.step_noise = step_noise
         self.counters = counters
+        self.hold_s = hold_s
+        """Seconds each call lasts, so that the calls of one round overlap (see `together`)."""
         self.calls: list[tuple[int, bool, dict]] = []
+        self.together: list[int] = []
+        """Per call, how many calls were running when it started (itself included)."""
+        self._running = 0
         self.lock = threading.Lock()
 
     def __call__(self, spec, worktree: Path, extra_env=None) -> ProbeOutcome:
         speed = float((worktree / "speed.py").read_text().split("=")[1])
         with self.lock:
             self.calls.append((spec.tokens, spec.instrument, dict(extra_env or {})))
+            self._running += 1
+            self.together.append(self._running)
             rng = random.Random(len(self.calls))
+        time.sleep(self.hold_s)
+        with self.lock:
+            self._running -= 1
         steps = max(1, math.ceil(spec.tokens / self.step_tokens))
         level = math.exp(rng.gauss(0, self.noise))
         ms = [self.step_tokens / speed / level * 1e3 * math.exp(rng.gauss(0, self.step_noise))
@@ -242,6 +254,18 @@ def test_overhead_arm_stops_when_decided_and_is_reused_by_the_next_hunt(step_rep
     second = _hunt(step_repo, again, tokens=1000, table={"overhead_pairs": 8}).report
     assert again.calls == [] and second["probes"] == 0
     assert second["instrumentation"] == first["instrumentation"]
+
+
+def test_with_overlap_the_overhead_arm_alternates_its_arms_over_the_lanes(step_repo):
+    # three lanes: plain, shimmed, plain then shimmed, plain, shimmed: three pairs in two rounds,
+    # every probe in a pair, decided as one probe at a time decides
+    probe = StepProbe(noise=0.0003, step_noise=0.001, hold_s=0.3)
+    report = _hunt(step_repo, probe, tokens=1000, overlap=3, table={"overhead_pairs": 8}).report
+    assert report["instrumentation"]["overhead_pairs"] == 3
+    assert max(probe.together[:3]) == 3 and max(probe.together[3:6]) == 3   # two rounds of three
+    first, second = probe.calls[:3], probe.calls[3:6]   # the lanes of a round run in threads: any order
+    assert sorted(c[1] for c in first) == [False, False, True] and sorted(c[1] for c in second) == [False, True, True]
+    assert report["instrumentation"]["tok_s_from_shimmed_runs"] is True and report["verdict"] == "culprits"
 
 
 def test_auto_budget_keys_samples_by_the_chosen_budget(step_repo):

@@ -225,18 +225,33 @@ class CommitHunt:
         plain: list[float] = []
         shimmed: list[float] = []
         decision, interval = "continue", (-math.inf, math.inf)
-        pair = [Request(good, instrumented=instrumented, namespace="overhead") for instrumented in (False, True)]
+        arms = [Request(good, instrumented=instrumented, namespace="overhead") for instrumented in (False, True)]
+        # As many at once as the one slot runs (--overlap), else one by one: never across slots,
+        # whose devices differ. A round alternates the arms, the one behind first (plain, shimmed,
+        # plain; then shimmed, plain, shimmed), so every probe serves a pair.
+        at_once = cfg.overlap if cfg.slots == 1 else 1
+        last_shimmed = None
         while decision == "continue":
-            # at once where the one slot runs two probes at once (--overlap), else one by one:
-            # never across slots, whose devices differ
-            draws = [d for batch in _batches(pair, cfg.overlap if cfg.slots == 1 else 1)
+            taken = [len(plain), len(shimmed)]
+            order: list[int] = []
+            for _ in range(max(2, at_once)):
+                arm = 0 if taken[0] <= taken[1] else 1
+                if taken[arm] >= cfg.overhead_pairs:
+                    break
+                order.append(arm)
+                taken[arm] += 1
+            requests = [arms[arm] for arm in order]
+            draws = [d for batch in _batches(requests, at_once)
                      for d in self._draw_checked(source, batch, ["shimmed" if r.instrumented else "plain" for r in batch])]
-            for request, draw in zip(pair, draws):
+            for request, draw in zip(requests, draws):
                 (shimmed if request.instrumented else plain).append(draw.value)
+                last_shimmed = draw if request.instrumented else last_shimmed
                 self._progress_sample(source, draw, note="overhead arm" + (" (shim)" if request.instrumented else ""))
-            if not any(draw.sample.counters.values()):
+            if last_shimmed is not None and not any(last_shimmed.sample.counters.values()):
                 return InstrumentationPlan(False, None, NO_COUNTERS_NOTE, counters_available=False,
-                                           overhead_pairs=len(plain))
+                                           overhead_pairs=min(len(plain), len(shimmed)))
+            if len(plain) != len(shimmed):
+                continue   # a look needs whole pairs
             # Anytime-valid interval of the paired log differences, looked at after each pair;
             # only an overhead proven below the limit lets tok/s come from shimmed runs
             # (docs/design.md, counters).
