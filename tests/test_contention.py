@@ -21,7 +21,7 @@ import pytest
 
 from regressbisect.errors import ExitCode
 from regressbisect.machine import contention as ct
-from regressbisect.machine.contention import (BusyRule, ContentionGuard, HuntCpu, Load, MachineBusy,
+from regressbisect.machine.contention import (BusyRule, ContentionGuard, HuntCpu, Load, MachineBusy, WaitCancelled,
                                             _Proc, foreign_gpu_load, read_gpu_apps, read_proc_stat)
 
 pytestmark = pytest.mark.contention
@@ -150,6 +150,19 @@ def test_wait_quiet_gives_up_with_exit_8_after_max_wait():
     assert "\n" not in raised.value.message
     assert "1.8 of 2 CPUs for 6 s before re-taking abc" in raised.value.message
     assert "--max-wait" in raised.value.message
+
+
+def test_a_cancelled_wait_ends_at_once_instead_of_after_max_wait():
+    # a slot thread waiting for quiet while the hunt stops (Ctrl-C, another slot failed) must not
+    # hold the hunt up for --max-wait; the next round waits again
+    machine = FakeMachine(other=1.8)
+    guard = machine.guard(max_wait_s=600, on_wait=lambda message: guard.cancel())
+    with pytest.raises(WaitCancelled, match="before re-taking abc"):
+        guard.wait_quiet(what="before re-taking abc")
+    assert machine.now == pytest.approx(2.0)   # one window, not 600 s
+    guard.resume()
+    guard.on_wait = lambda message: setattr(machine, "other", 0.1)
+    assert guard.wait_quiet() == pytest.approx(4.0)
 
 
 # -- real load --------------------------------------------------------------------------------

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 from regressbisect.errors import UserError
 from regressbisect.git.worktrees import PatchDoesNotApply, WorktreePool
+from regressbisect.machine.contention import WaitCancelled
 from regressbisect.probe.executors.base import ExecutedProbe, ProbeExecutor
 from regressbisect.probe.executors.local import LocalExecutor
 from regressbisect.probe.isolation import Isolation, ProbeImports
@@ -226,28 +227,37 @@ class SampleSource:
                 self._executor.cancel_all()
                 raise
         else:
+            if self._guard is not None:
+                self._guard.resume()
             pool = ThreadPoolExecutor(max_workers=len(fresh))
             futures = [pool.submit(run, slot, request) for slot, (_, request) in enumerate(fresh)]
             try:
                 concurrent.futures.wait(futures, return_when=concurrent.futures.FIRST_EXCEPTION)
                 if any(f.done() and f.exception() is not None for f in futures):
-                    self._executor.cancel_all()  # one slot failed: stop the others' jobs too
+                    self._cancel_slots()  # one slot failed: stop the others' jobs too
             except BaseException as interrupt:  # Ctrl-C / SIGTERM while the slots run
-                self._executor.cancel_all()
+                self._cancel_slots()
                 failure = interrupt
             finally:
                 pool.shutdown(wait=True)
             done = []
-            for future in futures:
-                error = future.exception()
-                if error is not None and failure is None:
-                    failure = error
+            errors = [f.exception() for f in futures]
+            # a slot's failure, not the waits it cancelled in the others
+            failure = failure or next((e for e in errors if e is not None and not isinstance(e, WaitCancelled)),
+                                      next((e for e in errors if e is not None), None))
+            for future, error in zip(futures, errors):
                 done.append((None, None, None) if error is not None else future.result())
         # Checked before any outcome is stored: a sample of the wrong code is never evidence.
         for executed, _, imports in done:
             if executed is not None and imports is not None:
                 self.isolation.verify(imports)
         return [(executed, load) for executed, load, _ in done], failure
+
+    def _cancel_slots(self) -> None:
+        """Stop the other slots' probes and their waits for a quiet machine."""
+        self._executor.cancel_all()
+        if self._guard is not None:
+            self._guard.cancel()
 
     def _slot_extra_env(self, slot: int) -> dict[str, str]:
         """The slot's devices, and its virtualenv activated (PATH, VIRTUAL_ENV) with --venv."""

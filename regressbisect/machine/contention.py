@@ -252,6 +252,10 @@ class Window:
     gpu_loads: list[float] = field(default_factory=list)
 
 
+class WaitCancelled(Exception):
+    """A wait for a quiet machine ended because the hunt is stopping (ContentionGuard.cancel)."""
+
+
 class ContentionGuard:
     """Measures other load over windows, waits for quiet, and gives up after max_wait_s."""
 
@@ -277,7 +281,17 @@ class ContentionGuard:
         self._lock = threading.Lock()
         self._sampler: threading.Thread | None = None
         self._stop = threading.Event()
+        self._cancelled = threading.Event()
         self.waited_s = 0.0
+
+    def cancel(self) -> None:
+        """End every wait_quiet in progress (with WaitCancelled): the hunt is stopping, and a
+        slot thread waiting for quiet must not hold it up for --max-wait."""
+        self._cancelled.set()
+
+    def resume(self) -> None:
+        """Let waits wait again (a new round)."""
+        self._cancelled.clear()
 
     def start(self) -> Window:
         busy, _ = self._proc_stat()
@@ -319,6 +333,8 @@ class ContentionGuard:
         max_wait_s (counted from `waited_before`, the wait this sample already had)."""
         waited = waited_before
         while True:
+            if self._cancelled.is_set():
+                raise WaitCancelled(f"stopped waiting for a quiet machine{' ' + what if what else ''}")
             started = self._clock()
             load = self.measure(self.quiet_window_s)
             waited += self._clock() - started
