@@ -148,10 +148,11 @@ class WindowGate:
     def env(self) -> dict[str, str]:
         return {WINDOW_ENV: str(self.path)}
 
-    def run(self, group: str, run_probe: Callable[[Callable[[int], None]], Any]) -> Any:
+    def run(self, group: str, run_probe: Callable[[Callable[[int], Callable[[], float]]], Any]) -> Any:
         """Run one probe of slot `group`: `run_probe(on_start)` starts it, calls on_start(pgid)
-        once it has a process group, waits for it and returns its outcome. Side by side with the
-        slot's other probes once the slot is known to gate its windows, else alone."""
+        once it has a process group (which returns the seconds-held function its timeout
+        discounts), waits for it and returns its outcome. Side by side with the slot's other
+        probes once the slot is known to gate its windows, else alone."""
         with self._cond:
             self.stats.probes += 1
         with self._lane(group) as side_by_side:
