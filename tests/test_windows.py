@@ -202,7 +202,7 @@ def test_a_hunt_with_overlapped_probes_finds_the_step(tmp_path):
     assert code == 0 and [c["commit"] for c in report["culprits"]] == [shas[4]]
     overlap = report["measurement"]["overlap"]
     assert overlap["lanes_per_slot"] == 2 and overlap["windows"] == overlap["probes"] == report["probes"]
-    assert overlap["probes_alone"] == 1 and overlap["reruns"] == 0
+    assert overlap["probes_alone"] == 1 and overlap["reruns"] == 0, overlap
     assert report["settings"]["overlap"] == 2
 
 

@@ -87,13 +87,16 @@ class WindowStats:
     """Seconds probes waited at the gate for another window of their slot to close, summed."""
     overrun: int = 0
     """Windows open past WINDOW_PATIENCE_S, after which the other probes continued."""
+    unregistered: int = 0
+    """`open`s from a process of no registered probe (answered `go` without a window)."""
     notes: list[str] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         return {"lanes_per_slot": self.lanes_per_slot, "probes": self.probes, "windows": self.windows,
                 "probes_alone": self.alone, "reruns": self.reruns, "stops": self.stops,
                 "stopped_s": round(self.stopped_s, 2), "gate_wait_s": round(self.gate_wait_s, 2),
-                "overrun": self.overrun, "notes": list(dict.fromkeys(self.notes))}
+                "overrun": self.overrun, "unregistered": self.unregistered,
+                "notes": list(dict.fromkeys(self.notes))}
 
 
 @dataclass
@@ -276,7 +279,7 @@ class WindowGate:
                     return
             except OSError:
                 return
-            group = self._open(sid)
+            group = self._open(sid, pid)
             try:
                 conn.sendall(b"go\n")
                 conn.settimeout(self._patience_s)
@@ -294,7 +297,7 @@ class WindowGate:
                         if self._holders.get(group) == sid:
                             self._release(group)
 
-    def _open(self, sid: int) -> str | None:
+    def _open(self, sid: int, pid: int) -> str | None:
         """Wait until the slot's window is free, stop every other probe, settle; the slot, or
         None for a process that is no registered probe (it measures unguarded, as without gate)."""
         deadline = time.monotonic() + REGISTER_WAIT_S
@@ -303,6 +306,10 @@ class WindowGate:
                 self._cond.wait(timeout=0.05)
             probe = self._probes.get(sid)
             if probe is None or self._closed:
+                if not self._closed:
+                    self.stats.unregistered += 1
+                    self.stats.notes.append(f"a window was asked for by process {pid} of session {sid}, "
+                                            "which is no probe of this hunt")
                 return None
             group = probe.group
             asked, stopped_before = time.monotonic(), probe.stopped_s
