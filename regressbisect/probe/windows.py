@@ -275,9 +275,14 @@ class WindowGate:
                 pid, _, _ = struct.unpack("3i", conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED,
                                                                  struct.calcsize("3i")))
                 sid = os.getsid(pid)
-                if _read_word(conn) != "open":
-                    return
-            except OSError:
+                word = _read_word(conn)
+            except OSError as error:
+                with self._cond:
+                    self.stats.notes.append(f"a connection to the gate failed before its window: {error}")
+                return
+            if word != "open":
+                with self._cond:
+                    self.stats.notes.append(f"the gate was sent {word!r} where it expects 'open'")
                 return
             group = self._open(sid, pid)
             try:
