@@ -202,7 +202,7 @@ def test_a_hunt_with_overlapped_probes_finds_the_step(tmp_path):
     assert code == 0 and [c["commit"] for c in report["culprits"]] == [shas[4]]
     overlap = report["measurement"]["overlap"]
     assert overlap["lanes_per_slot"] == 2 and overlap["windows"] == overlap["probes"] == report["probes"]
-    # alone: the first probe (the slot's gating not known yet) and any re-run. In two of three full
+    # alone: the first probe (the slot's gating not known yet) and any re-run. In two full
     # CI runs two probes were re-run alone (never in isolation or in the fast loop here); the
     # culprit was right and every sample measured in a window either way (docs/cost.md, section 5)
     assert overlap["probes_alone"] == 1 + overlap["reruns"] and overlap["unregistered"] == 0, overlap
