@@ -37,7 +37,10 @@ import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import TYPE_CHECKING, Any, Callable, Iterator
+
+if TYPE_CHECKING:
+    from regressbisect.samples import ProbeOutcome
 
 WINDOW_ENV = "REGRESSBISECT_WINDOW"
 """The probe's environment variable naming the gate's socket (set only when probes overlap)."""
@@ -151,7 +154,8 @@ class WindowGate:
     def env(self) -> dict[str, str]:
         return {WINDOW_ENV: str(self.path)}
 
-    def run(self, group: str, run_probe: Callable[[Callable[[int], Callable[[], float]]], Any]) -> Any:
+    def run(self, group: str,
+            run_probe: Callable[[Callable[[int], Callable[[], float]]], "ProbeOutcome"]) -> "ProbeOutcome":
         """Run one probe of slot `group`: `run_probe(on_start)` starts it, calls on_start(pgid)
         once it has a process group (which returns the seconds-held function its timeout
         discounts), waits for it and returns its outcome. Side by side with the slot's other
@@ -163,7 +167,7 @@ class WindowGate:
         if opened:
             with self._cond:
                 self._gated.add(group)
-        failed = getattr(outcome, "sample", True) is None
+        failed = outcome.sample is None
         if side_by_side and (failed or not opened):
             # Beside others it measured with no window of its own (their start-ups may have
             # disturbed it), or it failed (the GPU memory the stopped probes hold may be what it
