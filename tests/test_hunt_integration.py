@@ -251,6 +251,33 @@ def test_sigint_mid_hunt_leaves_checkout_identical_and_exits_130(dirty_repo, tmp
     assert snapshot_checkout(repo) == before
 
 
+@pytest.mark.parametrize("concurrency", [["--slots", "2"], ["--overlap", "2", "--env", "BENCH_GATED=1"]],
+                         ids=["slots", "overlap"])
+def test_sigterm_stores_no_killed_probe_and_starts_none(tmp_path, concurrency):
+    """The probes a stop kills are the stop's doing: none is stored as a failure of its
+    candidate (a resumed hunt would reuse that skip), and none is started again (the window
+    gate re-runs a probe that failed beside others: that must not delay the stop)."""
+    repo = tmp_path / "repo"
+    shas = make_bench_repo(repo, [1000.0] * 6 + [900.0] * 6)
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    args = hunt_args(repo, tmp_path / "state", "--instrument", "off", "--env", "BENCH_SLEEP=4",
+                     "--no-busy-check", *concurrency, shas[0], shas[-1])
+    proc = subprocess.Popen([sys.executable, "-c", "from regressbisect.cli import main; main()", *args],
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    _wait_for_samples(repo, proc, 2)
+    time.sleep(1.5)   # the next round's probes are running (each sleeps 4 s)
+    signalled = time.time()
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err
+    with sqlite3.connect(repo / ".git" / "regressbisect" / "store.sqlite") as db:
+        skips = db.execute("SELECT commit_sha, reason FROM skips").fetchall()
+        last = db.execute("SELECT max(created_at) FROM samples").fetchone()[0]
+    assert skips == []
+    # a probe started after the signal would have been stored 4 s or more after it
+    assert last < signalled + 3.0, f"a sample was stored {last - signalled:.1f}s after the stop"
+
+
 def test_sigkill_mid_hunt_then_resume_reuses_every_stored_sample(dirty_repo, tmp_path):
     repo, shas = dirty_repo
     before = snapshot_checkout(repo)

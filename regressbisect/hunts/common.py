@@ -12,7 +12,7 @@ from typing import Any, Mapping
 from regressbisect.config import HuntConfig
 from regressbisect.errors import ExitCode, warn
 from regressbisect.git.history import History
-from regressbisect.probe.runner import kill_running_probes
+from regressbisect.probe.runner import allow_probes, stop_running_probes
 from regressbisect.render.progress import HuntProgress
 from regressbisect.samples import Candidate, SampleKey
 from regressbisect.store import Store
@@ -34,12 +34,13 @@ def interruptible():
     prints the resume line and exits 130). Installed for the hunt's duration, the previous
     handlers restored after: a hunt started from a background script inherits SIGINT as
     ignored, and Python then never raises KeyboardInterrupt on its own."""
+    allow_probes()
     if threading.current_thread() is not threading.main_thread():
         yield
         return
 
     def stop(signum, frame):
-        kill_running_probes()
+        stop_running_probes()
         raise KeyboardInterrupt(signal.Signals(signum).name)
 
     previous = {signum: signal.signal(signum, stop) for signum in (signal.SIGINT, signal.SIGTERM)}

@@ -96,7 +96,8 @@ def run_probe_all(spec: ProbeSpec, cwd: Path, extra_env: Mapping[str, str] | Non
 
     The outcome carries the first sample (or the skip reason); the list is empty on a skip.
     `extra_env` is layered over `spec.env` (e.g. CUDA_VISIBLE_DEVICES of a GPU slot).
-    A KeyboardInterrupt kills the probe's whole process group and is re-raised.
+    A KeyboardInterrupt kills the probe's whole process group and is re-raised; once the hunt
+    is stopping (`stop_running_probes`) no probe starts, and one it killed raises ProbeCancelled.
     `start(out_file, err_file)` starts the probe some other way than `bash -c` (a fork of a
     preload server, probe/preload.py) and returns what Popen would: pid (its process group),
     poll(), wait(timeout) and returncode. `on_start(pgid)` is called once the probe's process
@@ -105,6 +106,7 @@ def run_probe_all(spec: ProbeSpec, cwd: Path, extra_env: Mapping[str, str] | Non
     do not count against the timeout.
     """
     env = probe_environment(spec, extra_env)
+    _refuse_if_stopping()
     with tempfile.TemporaryFile() as out_file, tempfile.TemporaryFile() as err_file:
         started_at = time.time()
         started = time.perf_counter()
@@ -117,6 +119,9 @@ def run_probe_all(spec: ProbeSpec, cwd: Path, extra_env: Mapping[str, str] | Non
                 start_new_session=True)  # own process group: a timeout kills torchrun's workers too
         with _RUNNING_LOCK:
             _RUNNING.add(process.pid)
+            if _STOPPING.is_set():   # the stop came while it started, and did not see it
+                _KILLED_BY_STOP.add(process.pid)
+                _signal_group(process.pid, signal.SIGKILL)
         timed_out = False
         try:
             held = on_start(process.pid) if on_start is not None else None
@@ -131,6 +136,10 @@ def run_probe_all(spec: ProbeSpec, cwd: Path, extra_env: Mapping[str, str] | Non
         finally:
             with _RUNNING_LOCK:
                 _RUNNING.discard(process.pid)
+        with _RUNNING_LOCK:
+            killed_by_stop = process.pid in _KILLED_BY_STOP
+        if killed_by_stop:   # a probe that ended before the stop keeps its outcome
+            raise ProbeCancelled(f"probe {process.pid} was killed because the hunt is stopping")
         wall_seconds = time.perf_counter() - started
         # Stragglers the probe left behind would compete with the next sample: kill them.
         _signal_group(process.pid, signal.SIGKILL)
@@ -223,16 +232,40 @@ def _failure_reason(code: int, stderr: str, command: str) -> str:
 _RUNNING: set[int] = set()
 """Process groups of the probes running now (one per slot thread)."""
 _RUNNING_LOCK = threading.Lock()
+_STOPPING = threading.Event()
+"""Set by stop_running_probes (the hunt is stopping), cleared by allow_probes."""
+_KILLED_BY_STOP: set[int] = set()
+"""Process groups stop_running_probes killed."""
 
 
-def kill_running_probes() -> None:
-    """SIGKILL the process group of every probe running now: on SIGINT/SIGTERM the probes of
-    the other slots' threads must end too, or the hunt waits for them before it can stop. Their
-    outcomes are never stored (the hunt stops before it stores a round)."""
+class ProbeCancelled(Exception):
+    """The probe was cancelled by us (Ctrl-C, SIGTERM of the hunt): no outcome, nothing to store."""
+
+
+def stop_running_probes() -> None:
+    """SIGKILL the process group of every probe running now, and start none from now on: on
+    SIGINT/SIGTERM the probes of the other slots' threads must end too, or the hunt waits for
+    them before it can stop. A probe killed so is the stop's doing, not its candidate's: its
+    thread gets ProbeCancelled, and nothing of it is stored (a stored skip would be reused by
+    the resumed hunt as the candidate's own failure)."""
     with _RUNNING_LOCK:
+        _STOPPING.set()
         groups = list(_RUNNING)
+        _KILLED_BY_STOP.update(groups)
     for pgid in groups:
         _signal_group(pgid, signal.SIGKILL)
+
+
+def allow_probes() -> None:
+    """A hunt starts: probes may run again (after an earlier hunt of this process stopped)."""
+    with _RUNNING_LOCK:
+        _STOPPING.clear()
+        _KILLED_BY_STOP.clear()
+
+
+def _refuse_if_stopping() -> None:
+    if _STOPPING.is_set():
+        raise ProbeCancelled("the hunt is stopping")
 
 
 def _kill_group(process: subprocess.Popen, grace_s: float) -> None:

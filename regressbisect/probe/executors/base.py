@@ -12,7 +12,9 @@ from pathlib import Path
 from typing import Callable, Mapping, Protocol
 
 from regressbisect.samples import ProbeOutcome
-from regressbisect.probe.runner import ProbeSpec
+from regressbisect.probe.runner import ProbeCancelled, ProbeSpec
+
+__all__ = ["ExecutedProbe", "JobListener", "ProbeCancelled", "ProbeExecutor"]
 
 
 @dataclass(frozen=True)
@@ -24,10 +26,6 @@ class ExecutedProbe:
     """Machine fingerprint of the node that ran it; None: the machine of the hunt itself."""
     facts: Mapping[str, object] = field(default_factory=dict)
     """The facts behind `fingerprint` (hostname, GPUs, ...), for messages and reports."""
-
-
-class ProbeCancelled(Exception):
-    """The probe was cancelled by us (Ctrl-C, SIGTERM of the hunt): no outcome, nothing to store."""
 
 
 JobListener = Callable[[str], None]
