@@ -9,7 +9,9 @@ batch of K probes of it per round and arm, the arms interleaved round by round:
   overlap   the K probes at once through the window gate (probe/windows.py): start-ups side by
             side, each measured window alone with the other probes stopped
 
-Both arms fork their probes from one preload server per lane (`--preload`, as a hunt's default
+More arms of either kind with extra probe environment: `--arm NAME=MODE[,VAR=VALUE...]` (MODE
+`alone` or `overlap`), e.g. `--arm ct1=overlap,TORCHINDUCTOR_COMPILE_THREADS=1`. Every arm forks
+its probes from one preload server per lane and environment (`--preload`, as a hunt's default
 does; `off` for fresh processes). Per arm: the batch's wall time (the GPU is held that long, so
 GPU-seconds per probe = batch wall x GPUs / K), each probe's wall, tok/s (median, CV between
 probes) and the paired ratio of the overlap arm's tok/s to the alone arm's in the same round.
@@ -17,6 +19,8 @@ probes) and the paired ratio of the overlap arm's tok/s to the alone arm's in th
     python scripts/bench_overlap.py --preset tiny --lanes 2 --rounds 4
     python scripts/bench_overlap.py --preset h200 --lanes 4 --rounds 3 --preload torch,torch._dynamo \\
         --work /tmp/ov --json h200-overlap.json
+    python scripts/bench_overlap.py --preset h200 --lanes 3 --arm alone=alone --arm overlap=overlap \\
+        --arm ct1=overlap,TORCHINDUCTOR_COMPILE_THREADS=1
 """
 from __future__ import annotations
 
@@ -53,6 +57,18 @@ def lanes_at(repo: Path, work: Path, ref: str, k: int) -> list[Path]:
     return trees
 
 
+def parse_arms(specs: list[str]) -> dict[str, tuple[str, dict[str, str]]]:
+    """`NAME=MODE[,VAR=VALUE...]` -> {name: (mode, extra env)}, in the order given."""
+    arms: dict[str, tuple[str, dict[str, str]]] = {}
+    for spec in specs:
+        name, _, rest = spec.partition("=")
+        mode, *assignments = rest.split(",")
+        if not name or mode not in ("alone", "overlap") or any("=" not in a for a in assignments):
+            raise SystemExit(f"--arm {spec!r}: expected NAME=alone|overlap[,VAR=VALUE...]")
+        arms[name] = (mode, dict(a.split("=", 1) for a in assignments))
+    return arms
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--preset", default="tiny", help="demo preset: tiny (CPU) or h200 (GPU)")
@@ -62,7 +78,11 @@ def main() -> int:
     parser.add_argument("--preload", default="torch", help="modules each lane's server preloads, or 'off'")
     parser.add_argument("--work", type=Path, default=None, help="working directory (default: a temp dir)")
     parser.add_argument("--json", type=Path, default=None, help="write every probe's figures here")
+    parser.add_argument("--arm", action="append", default=None, metavar="NAME=MODE[,VAR=VALUE...]",
+                        help="an arm: MODE alone or overlap, then extra probe environment "
+                             "(default: alone=alone and overlap=overlap)")
     args = parser.parse_args()
+    arms = parse_arms(args.arm or ["alone=alone", "overlap=overlap"])
     work, repo, _, spec = demo_at(args.work, args.preset, "regressbisect-overlap-", args.ref)
     trees = lanes_at(repo, work, args.ref, args.lanes)
     servers = PreloadServers(args.preload)
@@ -73,7 +93,7 @@ def main() -> int:
     started = time.time()
 
     def probe(arm: str, round_: int, lane: int, gated: bool) -> None:
-        env = gate.env() if gated else {}
+        env = {**arms[arm][1], **(gate.env() if gated else {})}
         if gated:
             outcome = gate.run("", lambda on_start: servers.run(spec, trees[lane], env, run_probe, on_start=on_start))
         else:
@@ -88,9 +108,10 @@ def main() -> int:
 
     try:
         for i in range(args.rounds):
-            for arm in (("alone", "overlap") if i % 2 == 0 else ("overlap", "alone")):
+            names = list(arms)
+            for arm in (names if i % 2 == 0 else names[::-1]):
                 t0 = time.perf_counter()
-                if arm == "alone":
+                if arms[arm][0] == "alone":
                     for lane in range(args.lanes):
                         probe(arm, i, lane, gated=False)
                 else:
@@ -109,6 +130,7 @@ def main() -> int:
     if args.json:
         args.json.write_text(json.dumps({"tool_version": __version__, "preset": args.preset, "cmd": spec.command,
                                          "tokens": spec.tokens, "lanes": args.lanes, "ref": args.ref,
+                                         "arms": {n: {"mode": m, "env": e} for n, (m, e) in arms.items()},
                                          "gpus": gpus, "gate": gate_stats, "preload": preload_stats,
                                          "batches": batches, "rows": rows}, indent=1))
     print(f"\nregressbisect {__version__}, demo preset {args.preset} at {args.ref}, {spec.tokens} tokens, "
@@ -116,11 +138,13 @@ def main() -> int:
           f"{args.preload}, {gpus} GPU(s), {time.time() - started:.0f} s")
     print(f"gate: {gate_stats['windows']} windows, {gate_stats['probes_alone']} probe(s) alone, "
           f"{gate_stats['stops']} stops, {gate_stats['stopped_s']:.1f} s stopped")
-    print("| arm | batches | batch wall s | held s per probe | probe wall s | tok/s | tok/s CV | tok/s vs alone, paired (se) |")
+    base = next(n for n, (mode, _) in arms.items() if mode == "alone") if any(
+        mode == "alone" for mode, _ in arms.values()) else next(iter(arms))
+    print(f"| arm | batches | batch wall s | held s per probe | probe wall s | tok/s | tok/s CV | tok/s vs {base}, paired (se) |")
     print("|---|---|---|---|---|---|---|---|")
-    alone_by_round = {r: statistics.mean(math.log(x["tok_s"]) for x in rows if x["arm"] == "alone" and x["round"] == r)
-                      for r in {x["round"] for x in rows if x["arm"] == "alone"}}
-    for arm in ("alone", "overlap"):
+    alone_by_round = {r: statistics.mean(math.log(x["tok_s"]) for x in rows if x["arm"] == base and x["round"] == r)
+                      for r in {x["round"] for x in rows if x["arm"] == base}}
+    for arm in arms:
         mine = [r for r in rows if r["arm"] == arm]
         walls = [b["wall_s"] for b in batches if b["arm"] == arm]
         if not mine:
@@ -128,7 +152,7 @@ def main() -> int:
         logs = [math.log(r["tok_s"]) for r in mine]
         pairs = [statistics.mean(math.log(x["tok_s"]) for x in mine if x["round"] == r) - alone_by_round[r]
                  for r in sorted({x["round"] for x in mine}) if r in alone_by_round]
-        paired = "-" if arm == "alone" else (
+        paired = "-" if arm == base else (
             f"{math.expm1(statistics.mean(pairs)):+.2%} ({statistics.stdev(pairs) / math.sqrt(len(pairs)):.2%})"
             if len(pairs) > 1 else "-")
         print(f"| {arm} | {len(walls)} | {statistics.median(walls):.1f} | {statistics.median(walls) / args.lanes:.2f} | "
