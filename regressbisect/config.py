@@ -208,6 +208,10 @@ class HuntConfig:
     shared_caches: bool = True
     """Point the probe stack's on-disk caches the user has not set (inductor, triton, torch
     extensions) at one directory beside the store, shared by every slot (docs/cost.md)."""
+    compile_workers: bool = False
+    """Let torch.compile start its pool of compile worker processes in every probe. Default:
+    TORCHINDUCTOR_COMPILE_THREADS=1 unless the user set it (hunts/cost.py SERIAL_COMPILE: the pool
+    costs start-up and, with a warm cache, compiles little; docs/cost.md)."""
     preload: str = PRELOAD
     """'auto': a plain Python probe command (`python -m mod`, `python script.py`) is forked from a
     per-slot server that imported the third-party stack the hunt's first probe imported (torch),
@@ -276,6 +280,7 @@ _PYPROJECT_KEYS = {
     "slots": ("hunt", int), "slot_devices": ("hunt", list), "instrument": ("hunt", str),
     "overhead_limit": ("hunt", float), "overhead_pairs": ("hunt", int),
     "lm_head_min_out": ("hunt", int), "unit": ("hunt", str), "shared_caches": ("hunt", bool),
+    "compile_workers": ("hunt", bool),
     "preload": ("hunt", str), "overlap": ("hunt", int),
     # setup step, slot venvs, busy-machine guard
     "setup": ("probe", str), "venv": ("probe", bool), "setup_timeout": ("probe", float),

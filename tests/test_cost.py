@@ -168,11 +168,19 @@ def test_bad_budget_strings_are_user_errors():
 # -- shared caches -------------------------------------------------------------------------------
 
 def test_shared_caches_leave_user_settings_alone(tmp_path):
-    plan = costs.shared_cache_env(tmp_path, {"TRITON_CACHE_DIR": "/mine"},
-                                  parent_env={"TORCH_EXTENSIONS_DIR": "/theirs"})
+    plan = costs.startup_env(tmp_path, {"TRITON_CACHE_DIR": "/mine"},
+                             parent_env={"TORCH_EXTENSIONS_DIR": "/theirs"}, compile_workers=True)
     assert plan.env == {"TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "inductor")}
     assert set(plan.user_set) == {"TRITON_CACHE_DIR", "TORCH_EXTENSIONS_DIR"}
-    assert costs.shared_cache_env(None, {}, parent_env={}).env == {}
+    assert costs.startup_env(None, {}, parent_env={}, compile_workers=True).env == {}
+
+
+def test_compile_runs_in_the_probe_unless_the_user_chose():
+    assert costs.startup_env(None, {}, parent_env={}).env == {"TORCHINDUCTOR_COMPILE_THREADS": "1"}
+    mine = costs.startup_env(None, {"TORCHINDUCTOR_COMPILE_THREADS": "8"}, parent_env={})
+    assert mine.env == {} and mine.compile_json() == {"set": {}, "user_set": ["TORCHINDUCTOR_COMPILE_THREADS"]}
+    theirs = costs.startup_env(None, {}, parent_env={"TORCHINDUCTOR_COMPILE_THREADS": "4"})
+    assert theirs.env == {} and theirs.compile_user_set == ("TORCHINDUCTOR_COMPILE_THREADS",)
 
 
 # -- hunts with a fake executor ------------------------------------------------------------------
@@ -305,10 +313,14 @@ def test_cost_and_shared_caches_reach_the_probe_and_the_report(step_repo):
     assert cost["gpu_s"] == pytest.approx(cost["probe_wall_s"] * cost["gpus_visible"])
     cache_dir = Path(report["store"]).parent / "cache"
     assert all(c[2].get("TORCHINDUCTOR_CACHE_DIR") == str(cache_dir / "inductor") for c in probe.calls)
+    # GOOD, BAD and every candidate alike: the control arm stays fair
+    assert all(c[2].get("TORCHINDUCTOR_COMPILE_THREADS") == "1" for c in probe.calls)
+    assert cost["compile"] == {"set": {"TORCHINDUCTOR_COMPILE_THREADS": "1"}, "user_set": []}
     assert cost["budget"]["reason"].startswith("given by the user")
     off = StepProbe(startup=2.0)
-    _hunt(step_repo, off, tokens=1001, instrument="off", shared_caches=False)
-    assert all("TORCHINDUCTOR_CACHE_DIR" not in c[2] for c in off.calls)
+    _hunt(step_repo, off, tokens=1001, instrument="off", shared_caches=False, compile_workers=True)
+    assert all("TORCHINDUCTOR_CACHE_DIR" not in c[2] and "TORCHINDUCTOR_COMPILE_THREADS" not in c[2]
+               for c in off.calls)
 
 
 def test_gpus_per_probe_counts_the_slot_devices():

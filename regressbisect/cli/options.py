@@ -66,6 +66,7 @@ def parse_env(pairs: list[str] | None) -> dict[str, str] | None:
 Setup = Annotated[Optional[str], typer.Option("--setup", help="Command run in each candidate's worktree after checkout, before its first probe (e.g. 'python setup.py build_ext --inplace'); a failure skips the candidate. Default: setup in \\[tool.regressbisect]. See docs/setup.md.")]
 Venv = Annotated[Optional[bool], typer.Option("--venv/--no-venv", help="One virtualenv per slot (your packages visible), activated for setup and probe: installs never leak. Default off.")]
 SetupTimeout = Annotated[Optional[float], typer.Option("--setup-timeout", help="Seconds before a setup command is killed and the candidate skipped. Default 1800.")]
+CompileWorkers = Annotated[Optional[bool], typer.Option("--compile-workers/--no-compile-workers", help="Let torch.compile start its pool of compile worker processes in every probe. Default off: TORCHINDUCTOR_COMPILE_THREADS=1 unless set (a warm cache leaves the pool little to do; docs/cost.md).")]
 BusyCheck = Annotated[Optional[bool], typer.Option("--busy-check/--no-busy-check", help="Measure other processes' CPU/GPU load during every sample; re-take samples taken under contention. Default on.")]
 BusyCpus = Annotated[Optional[float], typer.Option("--busy-cpus", help="Other load in CPUs that a sample tolerates (also at least --busy-share of the cores). Default 0.5. See docs/contention.md.")]
 BusyShare = Annotated[Optional[float], typer.Option("--busy-share", help="Share of the machine's cores other processes may use during a sample. Default 0.10.")]
@@ -76,7 +77,7 @@ _SHARED_OPTIONS: tuple[tuple[str, object, str], ...] = (
     ("setup", Setup, "setup"), ("venv", Venv, "venv"), ("setup_timeout", SetupTimeout, "setup_timeout"),
     ("busy_check", BusyCheck, "busy_check"), ("busy_cpus", BusyCpus, "busy_cpus"),
     ("busy_share", BusyShare, "busy_share"), ("max_wait", MaxWait, "max_wait"), ("preload", Preload, "preload"),
-    ("overlap", Overlap, "overlap"),
+    ("overlap", Overlap, "overlap"), ("compile_workers", CompileWorkers, "compile_workers"),
     ("slurm_partition", SlurmPartition, "slurm.partition"), ("slurm_account", SlurmAccount, "slurm.account"),
     ("slurm_qos", SlurmQos, "slurm.qos"), ("slurm_gpus", SlurmGpus, "slurm.gpus_per_probe"),
     ("slurm_cpus", SlurmCpus, "slurm.cpus_per_probe"), ("slurm_mem", SlurmMem, "slurm.mem"),

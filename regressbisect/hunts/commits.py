@@ -143,9 +143,9 @@ class CommitHunt:
 
     # -- cost levers (docs/cost.md) -----------------------------------------------------------
 
-    def _cache_plan(self) -> costs.CachePlan:
+    def _cache_plan(self) -> costs.StartupPlan:
         directory = costs.cache_dir_for_store(self.store_path) if self.config.shared_caches else None
-        return costs.shared_cache_env(directory, self.config.probe.env)
+        return costs.startup_env(directory, self.config.probe.env, compile_workers=self.config.compile_workers)
 
     def _choose_budget(self, source: SampleSource, store: Store) -> costs.BudgetChoice:
         """--tokens auto: pilot probes of GOOD at the initial budget, then the hunt's budget.
@@ -172,11 +172,11 @@ class CommitHunt:
         return choice
 
     def _cost_json(self, gpus: int, budget: costs.BudgetChoice | None,
-                   cache_plan: costs.CachePlan) -> dict[str, Any]:
+                   cache_plan: costs.StartupPlan) -> dict[str, Any]:
         budget_json = (budget.to_json() if budget is not None else
                        {"tokens": self.config.probe.tokens, "reason": "given by the user (never changed)"})
         return {**self.meter.totals.to_json(), "gpus_visible": gpus, "budget": budget_json,
-                "caches": cache_plan.to_json()}
+                "caches": cache_plan.to_json(), "compile": cache_plan.compile_json()}
 
     def _gpu_holding(self, slot_envs: list[dict[str, str]], gpus: int) -> dict[str, Any]:
         """How the hunt holds GPUs, for its GPU-seconds (cost.hunt_gpu_seconds): a Slurm job its

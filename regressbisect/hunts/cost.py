@@ -1,8 +1,9 @@
 """What a hunt pays for, and the levers that cut it (docs/cost.md).
 
 * `CostMeter`: probes, probe wall time, the part in measured windows, GPU-seconds.
-* `shared_cache_env`: one cache directory per store for the probe stack's on-disk caches
-  (inductor, triton, torch extensions), so start-up work is paid once per hunt, not per slot.
+* `startup_env`: one cache directory per store for the probe stack's on-disk caches
+  (inductor, triton, torch extensions), so start-up work is paid once per hunt, not per slot;
+  and inductor compiling in the probe's own process, not in a pool of worker processes.
 * `choose_budget`: the `--tokens auto` rule, from pilot probes of GOOD.
 * `overhead_decision`: the counters shim's overhead arm, stopped as soon as it is decided.
 
@@ -36,20 +37,37 @@ inductor's FX graph and AOTAutograd caches and generated code, triton's compiled
 torch.utils.cpp_extension builds. Why these and not others: docs/cost.md."""
 
 
+SERIAL_COMPILE: dict[str, str] = {"TORCHINDUCTOR_COMPILE_THREADS": "1"}
+"""Set when the user has not: inductor compiles in the probe's own process. By default every
+torch.compile'd probe starts a pool of compile workers, one per core, each importing torch,
+though a warm cache leaves them little to do; on the h200 demo probe (16 cores) the pool cost
+6.3 s of a 15.7 s start-up, and tok/s did not move (docs/cost.md, section 6)."""
+
+
 @dataclass(frozen=True)
-class CachePlan:
-    """The environment that shares the probe stack's caches, and what it did."""
+class StartupPlan:
+    """The environment that makes the probe's start-up cheaper, and what it did."""
 
     env: dict[str, str]
     """Variables to add to every probe of the hunt (GOOD, BAD and every candidate alike)."""
     shared: tuple[str, ...]
-    """Variables set to the shared directory."""
+    """Cache variables set to the shared directory."""
     user_set: tuple[str, ...]
-    """Variables left alone because the user (environment or --env) set them."""
+    """Cache variables left alone because the user (environment or --env) set them."""
     directory: str | None
+    serial_compile: dict[str, str] = field(default_factory=dict)
+    """SERIAL_COMPILE's variables this plan sets (empty with --compile-workers or where the user
+    set them)."""
+    compile_user_set: tuple[str, ...] = ()
+    """SERIAL_COMPILE's variables left alone because the user set them."""
 
     def to_json(self) -> dict[str, Any]:
+        """The report's `cost.caches` (docs/report-schema.md)."""
         return {"directory": self.directory, "shared": list(self.shared), "user_set": list(self.user_set)}
+
+    def compile_json(self) -> dict[str, Any]:
+        """The report's `cost.compile` (docs/report-schema.md)."""
+        return {"set": dict(self.serial_compile), "user_set": list(self.compile_user_set)}
 
 
 def cache_dir_for_store(store_path: Path) -> Path:
@@ -57,15 +75,23 @@ def cache_dir_for_store(store_path: Path) -> Path:
     return Path(store_path).resolve().parent / "cache"
 
 
-def shared_cache_env(directory: Path | None, probe_env: Mapping[str, str],
-                     parent_env: Mapping[str, str] | None = None) -> CachePlan:
-    """Point each cache variable the user has not set at `directory`/<name>; None = opt-out."""
+def startup_env(directory: Path | None, probe_env: Mapping[str, str],
+                parent_env: Mapping[str, str] | None = None, *, compile_workers: bool = False) -> StartupPlan:
+    """Point each cache variable the user has not set at `directory`/<name> (None: leave the
+    caches alone, --no-shared-caches), and set SERIAL_COMPILE's variables the user has not set
+    (unless `compile_workers`)."""
     parent_env = os.environ if parent_env is None else parent_env
-    user_set = tuple(v for v in SHARED_CACHES if v in probe_env or v in parent_env)
-    if directory is None:
-        return CachePlan(env={}, shared=(), user_set=user_set, directory=None)
-    env = {var: str(Path(directory) / sub) for var, sub in SHARED_CACHES.items() if var not in user_set}
-    return CachePlan(env=env, shared=tuple(env), user_set=user_set, directory=str(directory))
+
+    def user_set(names) -> tuple[str, ...]:
+        return tuple(v for v in names if v in probe_env or v in parent_env)
+
+    caches_user_set, compile_user_set = user_set(SHARED_CACHES), user_set(SERIAL_COMPILE)
+    caches = ({} if directory is None else
+              {var: str(Path(directory) / sub) for var, sub in SHARED_CACHES.items() if var not in caches_user_set})
+    serial = {} if compile_workers else {k: v for k, v in SERIAL_COMPILE.items() if k not in compile_user_set}
+    return StartupPlan(env={**caches, **serial}, shared=tuple(caches), user_set=caches_user_set,
+                       directory=None if directory is None else str(directory),
+                       serial_compile=serial, compile_user_set=compile_user_set)
 
 
 # -- cost accounting ----------------------------------------------------------------------------

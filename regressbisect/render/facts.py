@@ -208,7 +208,7 @@ def cost_line(report: Mapping[str, Any]) -> str | None:
 
 
 def cost_detail(cost: Mapping[str, Any]) -> str:
-    """Probe wall, measured share, GPU-seconds, the budget and why, the shared caches."""
+    """Probe wall, measured share, GPU-seconds, the budget and why, the shared caches, compile workers."""
     share = cost.get("measured_share")
     share_text = f" ({share:.0%} of it in measured windows)" if _finite(share) else ""
     parts = [f"Probe wall {cost.get('probe_wall_s', 0):,.0f}s{share_text}, "
@@ -224,6 +224,13 @@ def cost_detail(cost: Mapping[str, Any]) -> str:
             parts.append("No shared caches (--no-shared-caches).")
         if caches.get("user_set"):
             parts.append(f"Left as the user set them: {', '.join(caches['user_set'])}.")
+    compile_ = cost.get("compile")
+    if isinstance(compile_, Mapping):
+        if compile_.get("set"):
+            settings = ", ".join(f"{k}={v}" for k, v in compile_["set"].items())
+            parts.append(f"torch.compile in each probe's own process ({settings}; --compile-workers for its worker pool).")
+        elif compile_.get("user_set"):
+            parts.append(f"Compile workers as the user set them: {', '.join(compile_['user_set'])}.")
     return " ".join(parts)
 
 
