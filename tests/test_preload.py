@@ -220,6 +220,33 @@ def test_what_the_first_probe_imported_serves_every_slot(tmp_path):
         servers.close()
 
 
+def test_servers_of_lanes_started_at_once_all_start(tmp_path):
+    """Three lanes' first forked probes start their servers at the same moment (--overlap 3):
+    each server must get a socket of its own, or a lane runs fresh for the rest of the hunt."""
+    import threading
+
+    worktrees = [_worktree(tmp_path / f"lane{i}", extra="email.mime.text") for i in range(3)]
+    servers = PreloadServers("email.mime.text")
+    outcomes: list = [None] * len(worktrees)
+    barrier = threading.Barrier(len(worktrees))
+
+    def lane(i: int) -> None:
+        barrier.wait()
+        outcomes[i] = servers.run(ProbeSpec(command=f"{PY} bench.py", tokens=10, timeout_s=60),
+                                  worktrees[i], {}, run_probe)
+
+    threads = [threading.Thread(target=lane, args=(i,)) for i in range(len(worktrees))]
+    try:
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    finally:
+        servers.close()
+    assert all(o is not None and o.sample is not None for o in outcomes)
+    assert (servers.stats.servers, servers.stats.forked, servers.stats.fresh) == (3, 3, 0), servers.stats.notes
+
+
 def _auto_runs(tmp_path: Path, worktree: Path, runs: int):
     """`python probe.py` run `runs` times with --preload auto and the import check, as a hunt runs
     it; (the servers, closed, and the last outcome)."""

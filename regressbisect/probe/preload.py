@@ -19,6 +19,7 @@ executor runs every probe fresh. docs/cost.md, "Start-up paid once".
 from __future__ import annotations
 
 import functools
+import itertools
 import json
 import os
 import re
@@ -143,6 +144,7 @@ class PreloadServers:
         self._servers: dict[tuple, _Server] = {}
         self._refused: dict[tuple, str] = {}
         self._lock = threading.Lock()
+        self._socket_numbers = itertools.count()
         self._dir: Path | None = None
         self.stats = PreloadStats(mode=self.mode)
 
@@ -239,7 +241,8 @@ class PreloadServers:
         with self._lock:
             if self._dir is None:
                 self._dir = Path(tempfile.mkdtemp(prefix="regressbisect-preload-"))
-            socket_path = self._dir / f"s{len(self._servers) + len(self._refused)}-{os.getpid()}.sock"
+            # a number of its own: lanes start their servers at the same moment (--overlap)
+            socket_path = self._dir / f"s{next(self._socket_numbers)}-{os.getpid()}.sock"
         project = project_modules(import_roots(Path(worktree)), Path(worktree))
         started = time.perf_counter()
         server, why = _Server.start(interpreter, flags, server_env, modules, project, socket_path,
