@@ -197,3 +197,19 @@ def test_metrics_and_counters_are_read_from_both_streams(tmp_path):
     line = '@regressbisect {"tokens": 10, "seconds": 1}'
     outcome = run_probe(_spec(f"echo '{counters}' >&2; echo '{line}'", instrument=True), tmp_path)
     assert outcome.sample.tok_s == 10 and outcome.sample.counters == {"host_syncs": 4.0}
+
+
+def test_after_a_stopped_hunt_the_process_may_run_probes_again(tmp_path):
+    """A stop refuses every probe while its hunt unwinds (ProbeCancelled), and only then: the
+    same process (the demo runs `run`, then `hunks`; a test suite runs many hunts) probes again."""
+    from regressbisect.hunts.common import interruptible
+    from regressbisect.probe.runner import ProbeCancelled, stop_running_probes
+
+    probe = _spec(f'{PY} -c "print(\'@regressbisect {{\\"tokens\\": 1, \\"seconds\\": 1}}\')"')
+    with pytest.raises(KeyboardInterrupt):
+        with interruptible():
+            stop_running_probes()
+            with pytest.raises(ProbeCancelled):
+                run_probe(probe, tmp_path)
+            raise KeyboardInterrupt
+    assert run_probe(probe, tmp_path).sample is not None

@@ -49,6 +49,7 @@ def interruptible():
     finally:
         for signum, handler in previous.items():
             signal.signal(signum, handler)
+        allow_probes()   # the hunt's threads are done: the caller may run probes again
 
 
 @contextlib.contextmanager
