@@ -206,6 +206,7 @@ def test_a_hunt_with_overlapped_probes_finds_the_step(tmp_path):
     # CI runs two probes were re-run alone (never in isolation or in the fast loop here); the
     # culprit was right and every sample measured in a window either way (docs/cost.md, section 5)
     assert overlap["probes_alone"] == 1 + overlap["reruns"] and overlap["unregistered"] == 0, overlap
+    assert overlap["reruns"] == 0 or overlap["notes"], overlap   # a re-run always says why
     assert report["settings"]["overlap"] == 2
 
 
@@ -226,6 +227,7 @@ def test_a_probe_that_failed_beside_others_is_run_again_alone(tmp_path):
     gate = WindowGate(2, settle_s=0.05)
     outcomes = _side_by_side(gate, work, logs, {"long": {"STARTUP": "2.0"}, "fails": {"STARTUP": "0.2", "FAIL_BESIDE": "1"}})
     assert gate.stats.reruns == 1 and "failed beside" in gate.stats.notes[0]
+    assert "CUDA out of memory" in gate.stats.notes[0]   # why it failed: the user can tell
     assert outcomes["long"].sample is not None and outcomes["fails"].sample is not None
     assert len(list(logs.glob("*.jsonl"))) == 4   # the learning probe, the long one, the failing one twice
 

@@ -174,7 +174,8 @@ class WindowGate:
             # lacked): its outcome is the overlap's doing until it is run again, alone.
             with self._cond:
                 self.stats.reruns += 1
-                self.stats.notes.append("a probe that failed beside other probes was run again alone" if failed else
+                self.stats.notes.append(f"a probe that failed beside other probes ({outcome.skip_reason}) was run "
+                                        "again alone" if failed else
                                         "a probe measured without opening a window while other probes ran; it was "
                                         "run again alone")
             with self._lane(group, alone=True):
