@@ -4,8 +4,9 @@
 # seconds and resumes from the stored samples when run again (STORE_IN=a copied store).
 # GRID=1 first runs the accuracy grid (docs/accuracy.md) on the machine's CPU cores.
 # TOKENS (default 76800) is the demo's budget, HUNT_FLAGS (default "--instrument separate") the
-# run's flags: TOKENS=38400 HUNT_FLAGS="" is the demo as built, every cost lever on (docs/cost.md);
-# HUNT_FLAGS="--overlap 3" runs three probes at once, windows alone (three fit on an H200).
+# run's flags: TOKENS=38400 HUNT_FLAGS="" is the demo as built, every cost lever on (docs/cost.md):
+# its pyproject sets overlap = 3 (three probes at once, windows alone; three fit on an H200), and
+# probes compile without inductor's worker pool; HUNT_FLAGS="--overlap 1" runs one at a time.
 #   OUT=gpu-out bash scripts/h200_demo_hunt.sh    # LIMIT=seconds, STORE_IN=path resumes the hunt
 set -uo pipefail
 OUT=${OUT:-gpu-out}; mkdir -p "$OUT"

@@ -54,6 +54,15 @@ def test_trainer_is_standalone_and_configured(demo: DemoRepo) -> None:
         assert "import regressbisect" not in text and "from regressbisect" not in text, source
 
 
+def test_the_h200_demo_overlaps_three_probes_and_the_cpu_demo_none(demo: DemoRepo, tmp_path: Path) -> None:
+    """Three h200 probes fit on one H200 (docs/cost.md); on a CPU machine overlap saves nothing."""
+    h200 = build_demo_repo(tmp_path / "h200", preset="h200", tokens=TOKENS)
+    table = tomllib.loads((h200.path / "pyproject.toml").read_text())["tool"]["regressbisect"]
+    assert table["overlap"] == 3 and "--preset h200" in table["cmd"]
+    tiny = tomllib.loads((demo.path / "pyproject.toml").read_text())["tool"]["regressbisect"]
+    assert "overlap" not in tiny
+
+
 def test_working_tree_is_dirty_over_three_files(demo: DemoRepo) -> None:
     changed = [line[3:] for line in _git(demo.path, "status", "--porcelain").splitlines()]
     assert len(changed) >= 3 and set(changed) == set(demo.uncommitted.files)

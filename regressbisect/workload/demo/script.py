@@ -73,7 +73,14 @@ It prints one line `@regressbisect {"tokens": ..., "seconds": ..., "tok_s": ...}
 GITIGNORE = "__pycache__/\n*.pyc\n.regressbisect/\nruns/\n"
 
 
+OVERLAP_BY_PRESET = {"h200": 3}
+"""Probes run at once per slot (`overlap`) in the demo's pyproject: three h200 probes (about 38 GB
+each) fit on one H200 together, four do not (docs/cost.md, section 5)."""
+
+
 def pyproject_toml(preset: str, tokens: int, version: str = "0.1.0") -> str:
+    overlap = OVERLAP_BY_PRESET.get(preset)
+    overlap_line = f"overlap = {overlap}\n" if overlap else ""
     return f"""\
 [project]
 name = "dflash-trainer"
@@ -87,7 +94,7 @@ cmd = "python -m {PACKAGE} --preset {preset} --tokens {{tokens}}"
 tokens = {tokens}
 timeout = 300
 overhead_pairs = 4
-"""
+{overlap_line}"""
 
 
 def scripted_history(preset: str, tokens: int) -> list[ScriptedCommit]:
