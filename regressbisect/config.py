@@ -256,10 +256,12 @@ class HuntConfig:
             raise UserError(f"--overlap must be at least 1 (1 = one probe at a time), got {self.overlap}")
         if self.overlap > 1 and not sys.platform.startswith("linux"):
             raise UserError("--overlap needs Linux (the window gate stops and continues probes by process "
-                            "group and names them by SO_PEERCRED); use --overlap 1")
+                            "group and names them by SO_PEERCRED); use --overlap 1 (overlap = 1 in "
+                            "[tool.regressbisect])")
         if self.overlap > 1 and self.executor != "local":
             raise UserError("--overlap needs the local executor: a Slurm job holds its GPUs only while "
-                            "its probe runs; use --slots for parallel jobs")
+                            "its probe runs; use --slots for parallel jobs, and --overlap 1 (overlap = 1 in "
+                            "[tool.regressbisect])")
         if not self.preload.strip() or not all(_MODULE_NAME.match(m.strip()) for m in self.preload.split(",")):
             raise UserError(f"--preload must be 'auto', 'off' or comma-separated module names (e.g. torch), "
                             f"got {self.preload!r}")
