@@ -14,10 +14,11 @@ probes"): it connects to the unix socket named by REGRESSBISECT_WINDOW, sends `o
   therefore runs with no other probe of the hunt taking CPU or GPU time, as in a sequential hunt;
 * does not count the seconds it holds a probe (stopped, or waiting for its window) against the
   probe's timeout (probe/runner.py);
-* learns per slot whether the probe uses the gate: until one of the slot's probes has opened a
-  window, its probes run one at a time; a probe that ran beside others without opening a window
-  (its sample could have been disturbed) or that failed (a stopped probe keeps its GPU memory:
-  out of memory beside others says nothing of the candidate) is run again alone.
+* learns per slot whether the probe uses the gate, from its first probes, which run side by side:
+  once a probe of the slot has measured without opening a window, the slot's probes run one at a
+  time. A probe that ran beside others of its slot without opening a window (its sample could
+  have been disturbed) or that failed beside them (a stopped probe keeps its GPU memory: out of
+  memory beside others says nothing of the candidate) is run again alone.
 
 A hunt killed with -9 cannot continue the probes it stopped: a watchdog process, started with the
 gate, kills the process group of every probe still registered once the hunt's end of its pipe
@@ -109,6 +110,8 @@ class _Probe:
     """Runs side by side in a slot that gates its windows; a probe running alone is never
     stopped (it may be measuring without the gate)."""
     opened: bool = False
+    company: bool = False
+    """Another probe of its slot ran while it ran."""
     stopped_at: float | None = None
     stopped_s: float = 0.0
     """Seconds stopped so far (the current stop not included)."""
@@ -134,7 +137,9 @@ class WindowGate:
         self._holders: dict[str, int] = {}
         """group -> process group whose window is open."""
         self._gated: set[str] = set()
-        """Groups (slots) known to use the gate: their probes may overlap."""
+        """Groups (slots) known to use the gate: a probe that does not is run again alone."""
+        self._ungated: set[str] = set()
+        """Groups whose probe measured without the gate: their probes run one at a time."""
         self._alone: dict[str, int] = {}
         """group -> -1 while a probe runs alone, else how many probes run side by side."""
         self._dir = Path(tempfile.mkdtemp(prefix="regressbisect-windows-"))
@@ -159,16 +164,19 @@ class WindowGate:
         """Run one probe of slot `group`: `run_probe(on_start)` starts it, calls on_start(pgid)
         once it has a process group (which returns the seconds-held function its timeout
         discounts), waits for it and returns its outcome. Side by side with the slot's other
-        probes once the slot is known to gate its windows, else alone."""
+        probes unless the slot is known to measure without the gate, then alone."""
         with self._cond:
             self.stats.probes += 1
         with self._lane(group) as side_by_side:
-            outcome, opened = self._run_registered(group, run_probe, stoppable=side_by_side)
-        if opened:
-            with self._cond:
-                self._gated.add(group)
+            outcome, opened, company = self._run_registered(group, run_probe, stoppable=side_by_side)
         failed = outcome.sample is None
-        if side_by_side and (failed or not opened):
+        with self._cond:
+            if opened:
+                self._gated.add(group)
+            elif not failed and group not in self._gated:
+                self._ungated.add(group)   # its probe measures without the gate (a failure says nothing)
+                self._cond.notify_all()
+        if company and (failed or not opened):
             # Beside others it measured with no window of its own (their start-ups may have
             # disturbed it), or it failed (the GPU memory the stopped probes hold may be what it
             # lacked): its outcome is the overlap's doing until it is run again, alone.
@@ -179,7 +187,7 @@ class WindowGate:
                                         "a probe measured without opening a window while other probes ran; it was "
                                         "run again alone")
             with self._lane(group, alone=True):
-                outcome, _ = self._run_registered(group, run_probe, stoppable=False)
+                outcome, _, _ = self._run_registered(group, run_probe, stoppable=False)
         return outcome
 
     def close(self) -> None:
@@ -208,11 +216,11 @@ class WindowGate:
 
     @contextmanager
     def _lane(self, group: str, *, alone: bool = False) -> Iterator[bool]:
-        """Shared while the slot is known to gate (yields True), exclusive otherwise."""
+        """Shared (yields True) unless the slot is known to measure without the gate, or `alone`."""
         with self._cond:
             while True:
                 running = self._alone.get(group, 0)
-                shared = not alone and group in self._gated
+                shared = not alone and group not in self._ungated
                 if running == 0 or (shared and running > 0):
                     break
                 self._cond.wait()
@@ -226,13 +234,17 @@ class WindowGate:
                 self._alone[group] = self._alone[group] - 1 if shared else 0
                 self._cond.notify_all()
 
-    def _run_registered(self, group: str, run_probe, *, stoppable: bool) -> tuple[Any, bool]:
+    def _run_registered(self, group: str, run_probe, *, stoppable: bool) -> tuple[Any, bool, bool]:
+        """(outcome, whether it opened a window, whether another probe of its slot ran beside it)."""
         pgids: list[int] = []
 
         def on_start(pgid: int) -> Callable[[], float]:
             pgids.append(pgid)
             probe = _Probe(group, stoppable)
             with self._cond:
+                for other in self._probes.values():
+                    if other.group == group:
+                        other.company = probe.company = True
                 self._probes[pgid] = probe
                 if self._holders and stoppable:
                     self._stop(pgid)   # a window is open: this one starts when it closes
@@ -243,18 +255,19 @@ class WindowGate:
         try:
             outcome = run_probe(on_start)
         finally:
-            opened = False
+            opened = company = False
             for pgid in pgids:
                 self._tell_watchdog(f"-{pgid}")
                 with self._cond:
                     probe = self._probes.pop(pgid, None)
                     opened = opened or bool(probe and probe.opened)
+                    company = company or bool(probe and probe.company)
                     if probe is not None and probe.stopped_at is not None:
                         self.stats.stopped_s += time.monotonic() - probe.stopped_at
                         probe.stopped_at = None
                     if self._holders.get(group) == pgid:
                         self._release(group)
-        return outcome, opened
+        return outcome, opened, company
 
     def _tell_watchdog(self, line: str) -> None:
         with self._watchdog_lock:
