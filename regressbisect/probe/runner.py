@@ -257,7 +257,7 @@ def stop_running_probes() -> None:
 
 
 def allow_probes() -> None:
-    """A hunt starts: probes may run again (after an earlier hunt of this process stopped)."""
+    """A hunt starts, or a stopped one has unwound: probes may run again in this process."""
     with _RUNNING_LOCK:
         _STOPPING.clear()
         _KILLED_BY_STOP.clear()
