@@ -327,3 +327,26 @@ def test_gpus_per_probe_counts_the_slot_devices():
     assert costs.gpus_per_probe({"CUDA_VISIBLE_DEVICES": "0,1"}, 8) == 2
     assert costs.gpus_per_probe({}, 8) == 8
     assert costs.gpus_per_probe(None, 0) == 0
+
+
+def test_the_timeline_script_groups_probes_into_rounds(tmp_path):
+    """scripts/hunt_timeline.py: probes that started together are one round, and the round
+    lasts until the next one starts (docs/cost.md)."""
+    import sys
+
+    from regressbisect.samples import Candidate
+
+    store_path = tmp_path / "store.sqlite"
+    key = SampleKey(tree="t" * 40, patch_hash=None, config_hash="c", env_fingerprint="e")
+    t0 = 1_000_000.0
+    with Store(store_path) as store:
+        hunt = store.start_hunt(kind="commits", good="a" * 40, bad="b" * 40, config_hash="c",
+                                env_fingerprint="e", settings={})
+        for start, wall in [(0.0, 10.0), (0.2, 14.0), (0.3, 22.0), (23.0, 12.0)]:
+            store.add_outcome(key, Candidate("a" * 40), ProbeOutcome(
+                sample=Sample(tok_s=100.0, tokens=100.0, seconds=1.0), skip_reason=None, exit_code=0,
+                wall_seconds=wall, started_at=t0 + start), hunt_id=hunt)
+    script = Path(__file__).resolve().parents[1] / "scripts" / "hunt_timeline.py"
+    out = subprocess.run([sys.executable, str(script), str(store_path)], capture_output=True, text=True, check=True).stdout
+    assert "4 probes in 2 rounds, 35 s" in out
+    assert "| 0 | 0.0 | 3 | 10.0 / 22.0 | 23.0 |" in out and "rounds of 3: 1, median 23.0 s" in out
