@@ -127,6 +127,17 @@ def test_markdown_has_counters_before_after_and_the_remainder():
     assert "Probes run: 37, cached samples reused: 4." in md
 
 
+def test_a_remainder_beyond_what_the_sides_ruled_out_says_how_to_look_again():
+    report = commits_report(culprits=1)
+    report["sides"] = [{"from": sha(5), "to": sha(9), "outcome": "cleared", "ruled_out_pct": 3.7}]
+    report.update(unexplained_pct=-9.1, unexplained_share=0.24, settings={"direction": "slower"})
+    text = render_summary(report)
+    assert "no further slowdown of 3.7% or more" in text
+    assert f"hunt it alone: regressbisect run {sha(5)[:10]} {sha(9)[:10]}." in text
+    report.update(unexplained_pct=-1.9, unexplained_share=0.06)   # within what was ruled out
+    assert "look again" not in render_summary(report)
+
+
 def test_minimal_not_reproduced_report_renders_everywhere(tmp_path):
     report = minimal_report()
     md = render_markdown(report)
