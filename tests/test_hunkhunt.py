@@ -60,9 +60,11 @@ class FakeProbe:
         self.rng = random.Random(seed)
         self.noise = noise
         self.runs = 0
+        self.envs: list[dict] = []
 
     def __call__(self, spec, worktree: Path, extra_env=None) -> ProbeOutcome:
         self.runs += 1
+        self.envs.append(dict(extra_env or {}))
         cost = 0.0
         texts = {p.name: p.read_text() for p in (worktree / "pkg").glob("*.py")}
         if "HELPER + 100" in texts.get("m5.py", "") and "HELPER = " not in texts.get("m0.py", ""):
@@ -116,6 +118,11 @@ def test_the_slow_hunks_are_found_and_the_tree_is_untouched(tmp_path, hunks, slo
         assert culprit["hunks"][0]["function"].startswith("setting_")
         assert culprit["alone"]["change_pct"] < -2
     assert snapshot_checkout(repo) == before
+    # the start-up levers and the cost account of a commit hunt (docs/cost.md)
+    assert all(e.get("TORCHINDUCTOR_COMPILE_THREADS") == "1" and "TORCHINDUCTOR_CACHE_DIR" in e for e in probe.envs)
+    cost = report["cost"]
+    assert cost["probes"] == report["probes"] == probe.runs and cost["hunt"]["probes"] == probe.runs
+    assert cost["compile"]["set"] == {"TORCHINDUCTOR_COMPILE_THREADS": "1"}
     # far fewer probes than testing every hunk alone a few times
     # (every subset sample has a BASE sample beside it: twice the runs of an unpaired search)
     assert report["probes"] < 2 * (3 * hunks + 150)

@@ -86,10 +86,10 @@ class CommitHunt:
     def _run(self) -> HuntOutcome:
         cfg = self.config
         gpus = count_gpus()
-        cache_plan = self._cache_plan()
         slot_envs = slot_environments(cfg, gpus)
-        # The meter wraps the executor: what every fresh probe cost, and the shared-cache env.
-        self.meter = costs.CostMeter(self.executor, extra_env=cache_plan.env, **self._gpu_holding(slot_envs, gpus))
+        # The meter wraps the executor: what every fresh probe cost, and the start-up env.
+        cost = costs.HuntCost(cfg, self.executor, store_path=self.store_path, slot_envs=slot_envs, gpus=gpus)
+        self.meter = cost.meter
         with Store(self.store_path) as store, WorktreePool(self.history, cfg.lanes,
                                                                 root=work_root(cfg, self.history)) as pool:
             hunt_id = store.start_hunt(kind="commits", good=self.good, bad=self.bad,
@@ -134,18 +134,13 @@ class CommitHunt:
                 hunt_id=hunt_id, cached_by_index=self._cached_by_index, isolation=source.isolation)
             report["measurement"] = source.measurement_json()
             report["exit_code"] = int(VERDICT_EXIT[result.verdict])
-            report["cost"] = self._cost_json(gpus, budget, cache_plan)
-            report["cost"]["hunt"] = self._hunt_totals_json(store, hunt_id, slot_envs, gpus)
+            report["cost"] = cost.report(store, hunt_id, tokens=self.config.probe.tokens, budget=budget)
             report["instrumentation"].update(overhead_pairs=plan.overhead_pairs,
                                              counters_available=plan.counters_available)
             store.finish_hunt(hunt_id, report)
         return HuntOutcome(report=report, exit_code=VERDICT_EXIT[result.verdict], hunt_id=hunt_id)
 
     # -- cost levers (docs/cost.md) -----------------------------------------------------------
-
-    def _cache_plan(self) -> costs.StartupPlan:
-        directory = costs.cache_dir_for_store(self.store_path) if self.config.shared_caches else None
-        return costs.startup_env(directory, self.config.probe.env, compile_workers=self.config.compile_workers)
 
     def _choose_budget(self, source: SampleSource, store: Store) -> costs.BudgetChoice:
         """--tokens auto: pilot probes of GOOD at the initial budget, then the hunt's budget.
@@ -170,27 +165,6 @@ class CommitHunt:
         self._config_hash = self.config.probe.config_hash()
         self.progress.message(f"token budget {choice.tokens} (from {cfg.probe.tokens}): {choice.reason}")
         return choice
-
-    def _cost_json(self, gpus: int, budget: costs.BudgetChoice | None,
-                   cache_plan: costs.StartupPlan) -> dict[str, Any]:
-        budget_json = (budget.to_json() if budget is not None else
-                       {"tokens": self.config.probe.tokens, "reason": "given by the user (never changed)"})
-        return {**self.meter.totals.to_json(), "gpus_visible": gpus, "budget": budget_json,
-                "caches": cache_plan.to_json(), "compile": cache_plan.compile_json()}
-
-    def _gpu_holding(self, slot_envs: list[dict[str, str]], gpus: int) -> dict[str, Any]:
-        """How the hunt holds GPUs, for its GPU-seconds (cost.hunt_gpu_seconds): a Slurm job its
-        own while it runs, a local hunt every slot's."""
-        if self.config.executor == "slurm":
-            return {"held_gpus": self.config.slurm.gpus_per_probe, "jobs": True}
-        return {"held_gpus": costs.held_gpus(slot_envs, gpus), "jobs": False}
-
-    def _hunt_totals_json(self, store: Store, hunt_id: int, slot_envs: list[dict[str, str]],
-                          gpus: int) -> dict[str, Any]:
-        """The same counts over every run of this hunt id (a resumed hunt pays its first runs too)."""
-        probes, wall, measured = store.hunt_probe_totals(hunt_id)
-        gpu_s = costs.hunt_gpu_seconds(store.hunt_probe_spans(hunt_id), **self._gpu_holding(slot_envs, gpus))
-        return costs.CostTotals(probes=probes, wall_s=wall, measured_s=measured, gpu_s=gpu_s).to_json()
 
     # -- phases -----------------------------------------------------------------------------
 

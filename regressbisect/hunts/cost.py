@@ -23,6 +23,8 @@ from regressbisect.samples import ProbeOutcome, Sample
 from regressbisect.search import stats
 
 if TYPE_CHECKING:
+    from regressbisect.config import HuntConfig
+    from regressbisect.store import Store
     from regressbisect.probe.executors.base import ExecutedProbe, ProbeExecutor
 
 # -- shared caches ------------------------------------------------------------------------------
@@ -206,6 +208,43 @@ class CostMeter:
             self._spans.append((outcome.started_at, outcome.wall_seconds))
             t.gpu_s = hunt_gpu_seconds(self._spans, self._held_gpus, jobs=self._jobs)
         return executed
+
+
+GIVEN_BUDGET = "given by the user (never changed)"
+"""The report's budget reason when no budget was chosen by --tokens auto."""
+
+
+def gpu_holding(config: "HuntConfig", slot_envs: Sequence[Mapping[str, str]], gpus: int) -> dict[str, Any]:
+    """How a hunt holds GPUs, for its GPU-seconds (hunt_gpu_seconds): a Slurm job its own while
+    it runs, a local hunt every slot's."""
+    if config.executor == "slurm":
+        return {"held_gpus": config.slurm.gpus_per_probe, "jobs": True}
+    return {"held_gpus": held_gpus(slot_envs, gpus), "jobs": False}
+
+
+class HuntCost:
+    """One hunt's cost levers and accounts: the start-up environment every probe gets, the meter
+    that wraps the executor, and the report's `cost` (docs/report-schema.md). The commit and the
+    hunk hunts alike."""
+
+    def __init__(self, config: "HuntConfig", executor: "ProbeExecutor", *, store_path: Path,
+                 slot_envs: Sequence[Mapping[str, str]], gpus: int):
+        self.gpus = gpus
+        directory = cache_dir_for_store(store_path) if config.shared_caches else None
+        self.plan = startup_env(directory, config.probe.env, compile_workers=config.compile_workers)
+        self._holding = gpu_holding(config, slot_envs, gpus)
+        self.meter = CostMeter(executor, extra_env=self.plan.env, **self._holding)
+
+    def report(self, store: "Store", hunt_id: int, *, tokens: int,
+               budget: BudgetChoice | None = None) -> dict[str, Any]:
+        """This process's probes, and under `hunt` every run of this hunt id (a resumed hunt pays
+        its first runs too)."""
+        probes, wall, measured = store.hunt_probe_totals(hunt_id)
+        gpu_s = hunt_gpu_seconds(store.hunt_probe_spans(hunt_id), **self._holding)
+        return {**self.meter.totals.to_json(), "gpus_visible": self.gpus,
+                "budget": budget.to_json() if budget is not None else {"tokens": tokens, "reason": GIVEN_BUDGET},
+                "caches": self.plan.to_json(), "compile": self.plan.compile_json(),
+                "hunt": CostTotals(probes=probes, wall_s=wall, measured_s=measured, gpu_s=gpu_s).to_json()}
 
 
 # -- the budget: --tokens auto ------------------------------------------------------------------

@@ -20,6 +20,7 @@ from regressbisect.errors import UserError
 from regressbisect.git.history import History
 from regressbisect.git.hunks import Hunk, build_patch, collect_hunks, group_hunks, untracked_files
 from regressbisect.git.worktrees import WorktreePool
+from regressbisect.hunts import cost as costs
 from regressbisect.hunts.common import (VERDICT_EXIT, HuntOutcome, hunting, key_for, measurement_parts,
                                         slot_environments)
 from regressbisect.hunts.sampling import Request, SampleSource, median_counters
@@ -82,6 +83,10 @@ class HunkHunt:
         spec = probe_spec(cfg)
         everything = self.candidate(self.by_id)
         settings = SearchSettings(min_effect=cfg.min_effect, direction=cfg.direction, max_samples=cfg.max_samples)
+        gpus = count_gpus()
+        slot_envs = slot_environments(cfg, gpus)[:1]
+        # The meter wraps the executor: what every fresh probe cost, and the start-up env.
+        self.cost = costs.HuntCost(cfg, self.executor, store_path=self.store_path, slot_envs=slot_envs, gpus=gpus)
         with Store(self.store_path) as store, WorktreePool(self.history, cfg.slots,
                                                                 root=work_root(cfg, self.history)) as pool:
             hunt_id = store.start_hunt(kind="hunks", good=self.base, bad=everything.patch_hash or "",
@@ -90,8 +95,7 @@ class HunkHunt:
                                                  "max_samples": cfg.max_samples})
             source = SampleSource(store=store, pool=pool, spec=spec, env_fingerprint=self.env_fingerprint,
                                   hunt_id=hunt_id, key_for=self.key_for, patch_for=self.patch_for,
-                                  slot_env=slot_environments(cfg, count_gpus())[:1],
-                                  executor=self.executor,
+                                  slot_env=slot_envs, executor=self.cost.meter,
                                   **measurement_parts(cfg, self.history, store, hunt_id, self.progress),
                                   isolation=isolation_for_hunt(self.history, cfg.probe.isolation_check, spec.env,
                                                                records_root=work_root(cfg, self.history)))
@@ -102,6 +106,7 @@ class HunkHunt:
             counters = self._counters(source, named) if cfg.instrument != "off" and named else {}
             report = self._report(decision, source, hunt_id, counters)
             report["measurement"] = source.measurement_json()
+            report["cost"] = self.cost.report(store, hunt_id, tokens=cfg.probe.tokens)
             store.finish_hunt(hunt_id, report)
         return HuntOutcome(report=report, exit_code=VERDICT_EXIT[report["verdict"]], hunt_id=hunt_id)
 
@@ -139,6 +144,7 @@ class HunkHunt:
               instrumented: bool = False, note: str = ""):
         (draw,) = source.draw_many([Request(candidate, instrumented=instrumented, namespace=namespace)])
         label = "base" if not candidate.patch else f"base+{len(candidate.patch)}h"
+        self.progress.cost(self.cost.meter.totals.line())
         self.progress.sample(label, draw.value, draw.skip_reason, draw.cached, probes=source.probes_run,
                              cached_total=source.cached_used, note=note)
         return draw
