@@ -20,7 +20,7 @@ def _token_budget(value: str | None) -> str | None:
 
 
 Tokens = Annotated[Optional[str], typer.Option("--tokens", callback=_token_budget, help="Token budget of one measured run (also REGRESSBISECT_TOKENS), or 'auto'. Default: auto (run picks it from pilot probes of GOOD, starting at 4096; docs/cost.md).")]
-NoSharedCaches = Annotated[bool, typer.Option("--no-shared-caches", help="Leave inductor/triton/torch-extensions cache variables alone (default: one cache directory beside the store, shared by all slots).")]
+SharedCaches = Annotated[Optional[bool], typer.Option("--shared-caches/--no-shared-caches", help="Point the inductor/triton/torch-extensions cache variables the user has not set at one directory beside the store, shared by all slots. Default on.")]
 Preload = Annotated[Optional[str], typer.Option("--preload", help="'auto' (default): fork plain Python probes from a per-slot server that imported torch once; 'off': a fresh process per probe; or modules to preload, comma-separated (docs/cost.md).")]
 Overlap = Annotated[Optional[int], typer.Option("--overlap", help="Probes of a slot run at once: start-ups side by side, measured windows one at a time with the others stopped; for probes that open their window through REGRESSBISECT_WINDOW (docs/cost.md). Default 1 (off).")]
 Timeout = Annotated[Optional[float], typer.Option("--timeout", help="Seconds before a probe's process group is killed and the run is skipped. Default 600.")]
@@ -77,7 +77,8 @@ _SHARED_OPTIONS: tuple[tuple[str, object, str], ...] = (
     ("setup", Setup, "setup"), ("venv", Venv, "venv"), ("setup_timeout", SetupTimeout, "setup_timeout"),
     ("busy_check", BusyCheck, "busy_check"), ("busy_cpus", BusyCpus, "busy_cpus"),
     ("busy_share", BusyShare, "busy_share"), ("max_wait", MaxWait, "max_wait"), ("preload", Preload, "preload"),
-    ("overlap", Overlap, "overlap"), ("compile_workers", CompileWorkers, "compile_workers"),
+    ("overlap", Overlap, "overlap"), ("shared_caches", SharedCaches, "shared_caches"),
+    ("compile_workers", CompileWorkers, "compile_workers"),
     ("slurm_partition", SlurmPartition, "slurm.partition"), ("slurm_account", SlurmAccount, "slurm.account"),
     ("slurm_qos", SlurmQos, "slurm.qos"), ("slurm_gpus", SlurmGpus, "slurm.gpus_per_probe"),
     ("slurm_cpus", SlurmCpus, "slurm.cpus_per_probe"), ("slurm_mem", SlurmMem, "slurm.mem"),

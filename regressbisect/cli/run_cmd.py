@@ -22,7 +22,7 @@ def run(
     slot_devices: o.SlotDevices = None, instrument: o.Instrument = None,
     isolation_check: o.IsolationCheck = None,
     json_out: o.JsonOut = None, store: o.StorePath = None, repo: o.Repo = Path("."),
-    quiet: o.Quiet = False, executor: o.Executor = None, no_shared_caches: o.NoSharedCaches = False,
+    quiet: o.Quiet = False, executor: o.Executor = None,
     shared: dict | None = None,
 ) -> None:
     """Bisect GOOD..BAD (first-parent) on tok/s with repeated, interleaved measurements.
@@ -47,7 +47,7 @@ def run(
     flags = {"cmd": cmd, "tokens": tokens, "timeout": timeout, "metric_regex": metric_regex, "unit": unit,
              "env": o.parse_env(env), "min_effect": min_effect, "direction": direction,
              "max_samples": max_samples, "slots": slots, "slot_devices": slot_devices,
-             "instrument": instrument, "shared_caches": False if no_shared_caches else None,
+             "instrument": instrument,
              "executor": executor,
              "isolation_check": isolation_check}
     flags.update(shared or {})
