@@ -28,9 +28,11 @@ class FakeMachine:
         self.noise = noise
         self.slowdown = 1.0
         self.runs = 0
+        self.envs: list[dict] = []
 
     def probe(self, spec, worktree: Path, extra_env=None) -> ProbeOutcome:
         self.runs += 1
+        self.envs.append(dict(extra_env or {}))
         speed = float((worktree / "speed.py").read_text().split("=")[1])
         value = speed * self.slowdown * math.exp(self.rng.gauss(0.0, self.noise))
         return ProbeOutcome(sample=Sample(tok_s=value, tokens=1000, seconds=1000 / value),
@@ -66,6 +68,8 @@ def test_a_5pct_step_at_night_18_raises_one_alarm_and_hunts_the_culprit(tmp_path
     assert [p["commit"] for p in last["change_points"]] == [shas[17]]
     assert last["new_alarms"] == []                 # already hunted: reported, not re-hunted
     assert nights[-1].exit_code == ExitCode.OK
+    # the night's measurements and its hunts share sample keys: the same start-up env for both
+    assert {e.get("TORCHINDUCTOR_COMPILE_THREADS") for e in machine.envs} == {"1"}
     json_path, md_path, html_path = nights[night].report_files
     assert shas[17][:10] in md_path.read_text()
     assert html_path.exists()

@@ -23,6 +23,7 @@ from regressbisect.config import (NIGHTLY_BRANCH, NIGHTLY_LOOKBACK, NIGHTLY_MAX_
 from regressbisect.errors import ExitCode, UserError
 from regressbisect.git.history import CommitInfo, History
 from regressbisect.git.worktrees import WorktreePool
+from regressbisect.hunts import cost as costs
 from regressbisect.hunts.commits import CommitHunt
 from regressbisect.hunts.common import hunting, key_for, measurement_parts, slot_environments
 from regressbisect.hunts.sampling import Request, SampleSource
@@ -154,11 +155,14 @@ class Nightly:
         spec = probe_spec(cfg)
         self.progress.phase(f"nightly: measuring {len(todo)} commit(s) ending at {tip[:10]}"
                             + (" (machine flagged: samples kept apart)" if flagged else ""))
+        gpus = count_gpus()
+        slot_envs = slot_environments(cfg, gpus)[:1]
+        # the start-up env of the night's hunts too: their samples and these share keys
+        cost = costs.HuntCost(cfg, self.executor, store_path=self.store_path, slot_envs=slot_envs, gpus=gpus)
         with Store(self.store_path) as store, WorktreePool(self.history, 1, root=work_root(cfg, self.history)) as pool:
             source = SampleSource(store=store, pool=pool, spec=spec,
                                   env_fingerprint=self.env_fingerprint, hunt_id=None,
-                                  key_for=self.key_for, slot_env=slot_environments(cfg, count_gpus())[:1],
-                                  executor=self.executor,
+                                  key_for=self.key_for, slot_env=slot_envs, executor=cost.meter,
                                   **measurement_parts(cfg, self.history, store, None, self.progress),
                                   isolation=isolation_for_hunt(self.history, cfg.probe.isolation_check, spec.env,
                                                                records_root=work_root(cfg, self.history)))
