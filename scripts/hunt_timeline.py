@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Where a hunt's wall time went, round by round, from its store (docs/cost.md).
 
-Reads every probe a hunt stored (samples and skips, with the start times of store schema 2) and
+Reads every probe a hunt stored (Store.hunt_probe_spans: samples and skips, with the start times
+of store schema 2; the store is opened as the tool opens it, so an older one is migrated) and
 groups probes that started within `--gap` seconds of the round's first into one round. Per
 round: when it started (seconds after the hunt's first probe), its probes, their shortest and
 longest wall, and how long until the next round started (the round's share of the hunt's wall).
@@ -14,24 +15,23 @@ from __future__ import annotations
 
 import argparse
 import json
-import sqlite3
 import statistics
 import sys
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-def probe_spans(store: Path, hunt_id: int | None) -> tuple[int, list[dict]]:
-    """(hunt id, its probes as {start, wall, arm, commit, tok_s} sorted by start)."""
-    with sqlite3.connect(f"file:{store}?mode=ro", uri=True) as db:
-        if hunt_id is None:
-            hunt_id = db.execute("SELECT max(id) FROM hunts").fetchone()[0]
-        rows = [{"start": s, "wall": w, "arm": a, "commit": c[:10], "tok_s": t} for s, w, a, c, t in db.execute(
-            "SELECT started_at, wall_seconds, arm, commit_sha, tok_s FROM samples WHERE hunt_id = ? "
-            "UNION ALL SELECT started_at, wall_seconds, 'skip', commit_sha, NULL FROM skips WHERE hunt_id = ?",
-            (hunt_id, hunt_id))]
-    if any(r["start"] is None for r in rows):
-        raise SystemExit(f"{store}: probes without a start time (a store before schema 2): no timeline")
-    return hunt_id, sorted(rows, key=lambda r: r["start"])
+from regressbisect.store import Store  # noqa: E402
+
+
+def probe_spans(store_path: Path, hunt_id: int | None) -> tuple[int, list[dict]]:
+    """(hunt id, its probes as {start, wall} sorted by start)."""
+    with Store(store_path) as store:
+        hunt_id = store.last_hunt_id() if hunt_id is None else hunt_id
+        spans = [] if hunt_id is None else store.hunt_probe_spans(hunt_id)
+    if any(start is None for start, _ in spans):
+        raise SystemExit(f"{store_path}: probes without a start time (stored before schema 2): no timeline")
+    return hunt_id, [{"start": start, "wall": wall} for start, wall in sorted(spans)]
 
 
 def rounds_of(probes: list[dict], gap_s: float) -> list[dict]:
@@ -50,8 +50,7 @@ def rounds_of(probes: list[dict], gap_s: float) -> list[dict]:
         until_next = (rounds[i + 1][0]["start"] if i + 1 < len(rounds) else end) - start
         walls = [p["wall"] for p in members]
         out.append({"start_s": round(start - t0, 2), "probes": len(members), "wall_min_s": round(min(walls), 2),
-                    "wall_max_s": round(max(walls), 2), "round_s": round(until_next, 2),
-                    "commits": [p["commit"] for p in members]})
+                    "wall_max_s": round(max(walls), 2), "round_s": round(until_next, 2)})
     return out
 
 

@@ -50,10 +50,8 @@ though a warm cache leaves them little to do; on the h200 demo probe (16 cores) 
 class StartupPlan:
     """The environment that makes the probe's start-up cheaper, and what it did."""
 
-    env: dict[str, str]
-    """Variables to add to every probe of the hunt (GOOD, BAD and every candidate alike)."""
-    shared: tuple[str, ...]
-    """Cache variables set to the shared directory."""
+    caches: dict[str, str]
+    """Cache variables set to the shared directory (empty with --no-shared-caches)."""
     user_set: tuple[str, ...]
     """Cache variables left alone because the user (environment or --env) set them."""
     directory: str | None
@@ -63,9 +61,14 @@ class StartupPlan:
     compile_user_set: tuple[str, ...] = ()
     """SERIAL_COMPILE's variables left alone because the user set them."""
 
+    @property
+    def env(self) -> dict[str, str]:
+        """Variables to add to every probe of the hunt (GOOD, BAD and every candidate alike)."""
+        return {**self.caches, **self.serial_compile}
+
     def to_json(self) -> dict[str, Any]:
         """The report's `cost.caches` (docs/report-schema.md)."""
-        return {"directory": self.directory, "shared": list(self.shared), "user_set": list(self.user_set)}
+        return {"directory": self.directory, "shared": list(self.caches), "user_set": list(self.user_set)}
 
     def compile_json(self) -> dict[str, Any]:
         """The report's `cost.compile` (docs/report-schema.md)."""
@@ -91,7 +94,7 @@ def startup_env(directory: Path | None, probe_env: Mapping[str, str],
     caches = ({} if directory is None else
               {var: str(Path(directory) / sub) for var, sub in SHARED_CACHES.items() if var not in caches_user_set})
     serial = {} if compile_workers else {k: v for k, v in SERIAL_COMPILE.items() if k not in compile_user_set}
-    return StartupPlan(env={**caches, **serial}, shared=tuple(caches), user_set=caches_user_set,
+    return StartupPlan(caches=caches, user_set=caches_user_set,
                        directory=None if directory is None else str(directory),
                        serial_compile=serial, compile_user_set=compile_user_set)
 
@@ -214,7 +217,7 @@ GIVEN_BUDGET = "given by the user (never changed)"
 """The report's budget reason when no budget was chosen by --tokens auto."""
 
 
-def gpu_holding(config: "HuntConfig", slot_envs: Sequence[Mapping[str, str]], gpus: int) -> dict[str, Any]:
+def _gpu_holding(config: "HuntConfig", slot_envs: Sequence[Mapping[str, str]], gpus: int) -> dict[str, Any]:
     """How a hunt holds GPUs, for its GPU-seconds (hunt_gpu_seconds): a Slurm job its own while
     it runs, a local hunt every slot's."""
     if config.executor == "slurm":
@@ -232,7 +235,7 @@ class HuntCost:
         self.gpus = gpus
         directory = cache_dir_for_store(store_path) if config.shared_caches else None
         self.plan = startup_env(directory, config.probe.env, compile_workers=config.compile_workers)
-        self._holding = gpu_holding(config, slot_envs, gpus)
+        self._holding = _gpu_holding(config, slot_envs, gpus)
         self.meter = CostMeter(executor, extra_env=self.plan.env, **self._holding)
 
     def report(self, store: "Store", hunt_id: int, *, tokens: int,

@@ -106,7 +106,8 @@ def run_probe_all(spec: ProbeSpec, cwd: Path, extra_env: Mapping[str, str] | Non
     do not count against the timeout.
     """
     env = probe_environment(spec, extra_env)
-    _refuse_if_stopping()
+    if _STOPPING.is_set():
+        raise ProbeCancelled("the hunt is stopping")
     with tempfile.TemporaryFile() as out_file, tempfile.TemporaryFile() as err_file:
         started_at = time.time()
         started = time.perf_counter()
@@ -261,11 +262,6 @@ def allow_probes() -> None:
     with _RUNNING_LOCK:
         _STOPPING.clear()
         _KILLED_BY_STOP.clear()
-
-
-def _refuse_if_stopping() -> None:
-    if _STOPPING.is_set():
-        raise ProbeCancelled("the hunt is stopping")
 
 
 def _kill_group(process: subprocess.Popen, grace_s: float) -> None:

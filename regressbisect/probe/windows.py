@@ -107,8 +107,8 @@ class WindowStats:
 class _Probe:
     group: str
     stoppable: bool
-    """Runs side by side in a slot that gates its windows; a probe running alone is never
-    stopped (it may be measuring without the gate)."""
+    """Runs side by side (its slot not known to measure without the gate); a probe running
+    alone is never stopped (it may be measuring without the gate)."""
     opened: bool = False
     company: bool = False
     """Another probe of its slot ran while it ran."""
@@ -234,7 +234,7 @@ class WindowGate:
                 self._alone[group] = self._alone[group] - 1 if shared else 0
                 self._cond.notify_all()
 
-    def _run_registered(self, group: str, run_probe, *, stoppable: bool) -> tuple[Any, bool, bool]:
+    def _run_registered(self, group: str, run_probe, *, stoppable: bool) -> tuple["ProbeOutcome", bool, bool]:
         """(outcome, whether it opened a window, whether another probe of its slot ran beside it)."""
         pgids: list[int] = []
 
