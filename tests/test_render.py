@@ -136,6 +136,9 @@ def test_a_remainder_beyond_what_the_sides_ruled_out_says_how_to_look_again():
     assert f"hunt it alone: regressbisect run {sha(5)[:10]} {sha(9)[:10]}." in text
     report.update(unexplained_pct=-1.9, unexplained_share=0.06)   # within what was ruled out
     assert "look again" not in render_summary(report)
+    # culprits that explain more than the gap leave no slowdown to look for, however large
+    report.update(unexplained_pct=+4.5, unexplained_share=-0.12)
+    assert "look again" not in render_summary(report)
 
 
 def test_minimal_not_reproduced_report_renders_everywhere(tmp_path):

@@ -169,9 +169,10 @@ def remainder_line(report: Mapping[str, Any]) -> str | None:
         change = _HUNTED_CHANGE.get((report.get("settings") or {}).get("direction"), "step")
         text += (f" Beside the culprits, no further {change} of {worst:.1f}% or more "
                  f"(90% probability; their ends compared).")
-        if _finite(amount) and abs(amount) > worst:
+        if share > 0 and _finite(amount) and abs(amount) > worst:
             # Both can hold (the culprits' own steps are estimates), but a cleared side whose end
-            # read off by chance looks the same: say how to look again, side by side.
+            # read off by chance looks the same: say how to look again, side by side. A negative
+            # share (the culprits' steps add up to more than the gap) leaves nothing to look for.
             looks = "; ".join(f"regressbisect run {s['from'][:10]} {s['to'][:10]}"
                               for s in cleared[:2] if s.get("from") and s.get("to"))
             text += (f" The remainder is larger than that: a {change} may hide in a cleared side"
