@@ -244,13 +244,36 @@ def test_sides_of_large_steps_are_cleared_cheaply_at_high_noise():
     # Two steps of -26% and -30% at 12% run-to-run noise (a shared CPU): ruling out a further 2%
     # step on each side would take ~100 samples per end; the side margin (a fifth of the gap)
     # clears them in a few, and the result says how large a step was ruled out.
+    # (A side is cleared on pairs of its ends taken since it was opened, a few at this noise:
+    # 67 executions a hunt on these seeds before that rule, 96 with it.)
     history = FakeHistory(step_levels(21, {5: -0.26, 13: -0.30}), cv=0.12)
     runs = [simulate(history, SearchSettings(), seed=seed) for seed in range(8)]
     for run in runs:
         assert sorted(c.first_bad for c in run.result.culprits) == [5, 13]
         cleared = [s for s in run.result.sides if s.outcome == "cleared"]
         assert cleared and all(0 <= s.ruled_out < 0.4 for s in cleared)
-    assert sum(r.executions for r in runs) / len(runs) < 90
+    assert sum(r.executions for r in runs) / len(runs) < 120
+
+
+def test_a_culprit_that_read_at_the_next_level_does_not_clear_the_side_holding_that_step():
+    # The demo on a shared VM: the mask culprit (#4) read at BAD's level until it was named (the
+    # machine slower while it was measured), so its side 4..20 looked flat on the means of all
+    # samples and was cleared; the lm_head step at #12 was missed while the report said "no
+    # further slowdown of 3.7% or more". A side is now cleared only on pairs of its ends taken
+    # since it was opened, and #4 reads at its own level in those.
+    levels = step_levels(21, {4: -0.20, 12: -0.15})
+    noise = np.random.default_rng(7)
+    search, side_open, rounds = CommitSearch(21), False, 0
+    while batch := search.next_batch(1):
+        rounds += 1
+        side_open = side_open or any(m.reason == "check side 4..20" for m in batch)
+        for m in batch:
+            level = levels[20] if m.index == 4 and not side_open else levels[m.index]
+            search.record(m.index, level * math.exp(noise.normal(0.0, 0.01)))
+    result = search.result()
+    assert not any(s.outcome == "cleared" and s.lo < 12 <= s.hi for s in result.sides), result.sides
+    assert side_open
+    assert sorted(c.first_bad for c in result.culprits) == [4, 12]
 
 
 def test_a_small_second_step_beside_a_large_one_is_still_searched():

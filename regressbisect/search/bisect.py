@@ -253,6 +253,8 @@ class _Interval:
     vetoed: set[tuple[int, int]] = field(default_factory=set)
     is_side: bool = False
     probes_at_start: int = 0
+    opened: int = -1
+    """Round in which a side was opened: only pairs of its ends taken after it may clear it."""
 
 
 @dataclass(frozen=True)
@@ -832,8 +834,19 @@ class CommitSearch:
         every new pair, and that test's false starts stay below alpha/5 however many looks it
         takes (a t test per look let 4-7% of hunts with one step search a flat side at 5% noise,
         ~700 executions each). Clear the side when a step of the side margin (`side_share`) in the
-        hunted direction has become implausible (probability below `side_drop`, t distribution);
-        otherwise measure both ends again.
+        hunted direction has become implausible (probability below `side_drop`, t distribution),
+        both on all samples of its ends and on the pairs of them taken since the side was opened;
+        otherwise measure both ends again, in pairs.
+
+        Why the fresh pairs: an end of a side is a culprit's commit, picked because its samples
+        read at the far level, and those samples may come from another state of the machine than
+        the other end's. On the means alone, a first_bad that read low by chance or while the
+        machine was slower cleared the side that held the next step: 16 of 200 simulated hunts of
+        two steps at 8% noise missed one so when the machine's speed switched by 15% every ~20
+        rounds (scripts/sim_sides.py; docs/search.md, section 4). A pair taken side by side
+        cancels the machine's state, and pairs taken after the pick are independent of it (as
+        the naming gate's, `_named_by_fresh_pairs`). Their price is one pair per side at low
+        noise, a few at high noise.
         """
         s = self.settings
         lo_v, hi_v = self._raw.get(iv.lo, []), self._raw.get(iv.hi, [])
@@ -843,20 +856,25 @@ class CommitSearch:
             se = sigma * math.sqrt(1 / len(lo_v) + 1 / len(hi_v))
             margin = log_threshold(s.min_effect)
             drop_margin = max(margin, s.side_share * self._gap_scale())
-            toward = abs(est) if self._sign == 0 else est * self._sign
+            toward = self._toward(est)
             if abs(est) >= margin and toward > 0 and mixture_log_lr(est, se, drop_margin) >= math.log(5 / s.alpha):
                 iv.checked = True
                 iv.probes_at_start = self._probes
                 self._sides.append(SideCheck(iv.lo, iv.hi, "searched", math.nan))
                 return None
-            if float(student_t.cdf((toward - drop_margin) / se, df)) < s.side_drop:
-                self._queue.pop(0)
-                bound = toward + float(student_t.ppf(1 - s.side_drop, df)) * se
-                # The bound is of the net change between the ends; it is below zero when they
-                # moved the other way (an improvement in the side). Steps under min_effect are
-                # never culprits, so a cleared side rules out min_effect at the least.
-                self._sides.append(SideCheck(iv.lo, iv.hi, "cleared", -math.expm1(-max(bound, margin))))
-                return None
+            fresh = self._paired_diffs(iv.lo, iv.hi, since=iv.opened)
+            if fresh and self._implausible(toward, se, drop_margin, df):
+                # all samples rule the step out; the pairs taken since the side opened must too
+                toward, se = self._toward(float(np.mean(fresh))), sigma * math.sqrt(2 / len(fresh))
+                if self._implausible(toward, se, drop_margin, df):
+                    self._queue.pop(0)
+                    bound = toward + float(student_t.ppf(1 - s.side_drop, df)) * se
+                    # The bound is of the net change between the ends (from the fresh pairs); it is
+                    # below zero when they moved the other way (an improvement in the side). Steps
+                    # under min_effect are never culprits, so a cleared side rules out min_effect at
+                    # the least.
+                    self._sides.append(SideCheck(iv.lo, iv.hi, "cleared", -math.expm1(-max(bound, margin))))
+                    return None
         if self._capped(iv.lo) and self._capped(iv.hi):
             self._queue.pop(0)
             self._give_up(iv)
@@ -882,6 +900,15 @@ class CommitSearch:
             repeats = min(slots // len(picks), room)
             picks = [p for p in picks for _ in range(repeats)] if repeats > 1 else picks
         return picks
+
+    def _toward(self, change: float) -> float:
+        """A log change measured in the hunted direction (its size when both are hunted)."""
+        return abs(change) if self._sign == 0 else change * self._sign
+
+    def _implausible(self, toward: float, se: float, margin: float, df: int) -> bool:
+        """A step of `margin` in the hunted direction has less than side_drop probability, given an
+        estimate `toward` it (t distribution)."""
+        return float(student_t.cdf((toward - margin) / se, df)) < self.settings.side_drop
 
     def _give_up(self, iv: _Interval, refuted: bool = False) -> None:
         """Leave a bracket unresolved; unless every step it proposed was refuted, the search ran
@@ -1114,9 +1141,9 @@ class CommitSearch:
         # the two sides may hold further steps (Pinpoint explores every differing pair)
         sides = []
         if a > iv.lo:
-            sides.append(_Interval(iv.lo, a, checked=False, is_side=True))
+            sides.append(_Interval(iv.lo, a, checked=False, is_side=True, opened=self._round))
         if iv.hi > b:
-            sides.append(_Interval(b, iv.hi, checked=False, is_side=True))
+            sides.append(_Interval(b, iv.hi, checked=False, is_side=True, opened=self._round))
         self._queue[0:0] = sides
 
     # helpers --------------------------------------------------------------------------
