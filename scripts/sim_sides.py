@@ -24,6 +24,7 @@ import argparse
 import json
 import math
 import os
+import random
 import subprocess
 import sys
 from concurrent.futures import ProcessPoolExecutor
@@ -44,7 +45,7 @@ def one_hunt(job: tuple) -> dict:
 
     seed, machine, n, steps, cv, switch, factor, tail, slots = job
     executor = FakeExecutor(FakeHistory(step_levels(n, steps), cv), seed)
-    state = __import__("random").Random(seed + 1_000_003)       # the machine's own draws
+    state = random.Random(seed + 1_000_003)       # the machine's own draws, apart from the noise's
     search, slow, rounds = CommitSearch(n, SearchSettings()), False, 0
     while batch := search.next_batch(slots):
         rounds += 1
@@ -114,8 +115,7 @@ def main() -> int:
     for arm in args.arm or ["now"]:
         name, _, path = arm.partition("@")
         env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in (path or str(ROOT), os.environ.get("PYTHONPATH")) if p))
-        argv = [a for a in sys.argv[1:]]
-        out = subprocess.run([sys.executable, __file__, "--worker", *strip_arms(argv)], env=env,
+        out = subprocess.run([sys.executable, __file__, "--worker", *strip_arms(sys.argv[1:])], env=env,
                              check=True, capture_output=True, text=True).stdout
         for row in json.loads(out):
             table.append({"arm": name, **row})
