@@ -894,10 +894,10 @@ class CommitSearch:
                 continue
             picks += [(Measure(i, f"check side {other.lo}..{other.hi}"), None) for i in (other.lo, other.hi)]
         # slots still spare: more samples of the same ends in this round (the ends test needs
-        # samples, not commits, and the slots' runs are independent draws). One side alone
-        # alternates its ends over every slot (a, b, a then b, a, b), as a step's pairs do, so that
-        # an odd slot also serves a pair (the fresh pairs that clear a side)
-        if len(picks) == 2 and slots > 2 and {m.index for m, _ in picks} == {iv.lo, iv.hi}:
+        # samples, not commits, and the slots' runs are independent draws). One side alone (two
+        # picks are its two ends: no other side was added) alternates its ends over every slot
+        # (a, b, a then b, a, b), as a step's pairs do, so that an odd slot also serves a pair
+        if len(picks) == 2 and slots > 2:
             picks = [(Measure(i, f"check side {iv.lo}..{iv.hi}"), None) for i in self._pairs_next(iv.lo, iv.hi, slots)]
         elif len(picks) >= 2:
             room = min(self.settings.max_samples - len(self._raw.get(m.index, [])) for m, _ in picks)
