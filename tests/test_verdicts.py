@@ -60,11 +60,13 @@ def test_a_significant_difference_below_min_effect_is_not_reproduced():
     assert VERDICT_EXIT[result.verdict] == ExitCode.NOT_REPRODUCED
 
 
-def test_a_clear_slowdown_reproduces_after_the_first_look():
+def test_a_clear_slowdown_reproduces_without_a_floor_of_pairs():
+    # a 10% step at ~0.5% scatter: the e-value decides it after a few pairs; the t test at looks of
+    # 3, 6, 12, ... pairs, never before the second look, took 6
     search = control_arm([-0.10 + e for e in (0.01, -0.01, 0.005, -0.004, 0.002, -0.003)])
     result = search.result()
-    assert result.verdict == "reproduced" and result.reproduced     # at 6 pairs, not at 3
-    assert min(e.n for e in result.endpoints) == 6
+    assert result.verdict == "reproduced" and result.reproduced
+    assert 2 <= min(e.n for e in result.endpoints) < 6
 
 
 @pytest.mark.parametrize("cv", [0.08, 0.15])

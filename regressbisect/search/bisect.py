@@ -47,8 +47,8 @@ from scipy.stats import chi2
 from scipy.stats import t as student_t
 
 from regressbisect.config import DIRECTION, DIRECTIONS, MAX_SAMPLES, MIN_EFFECT
-from regressbisect.search.stats import (Comparison, Summary, compare, log_threshold, mixture_log_lr, pooled_log_sigma, sprt,
-                                 summarize)
+from regressbisect.search.stats import (Comparison, NoisePool, Summary, compare, log_threshold, mixture_log_lr,
+                                        pooled_log_sigma, pooled_t_log_bf, sprt, summarize, EFFECT_PRIORS)
 
 __all__ = ["SearchSettings", "Measure", "Culprit", "CandidateVerdict", "SideCheck", "SearchResult", "CommitSearch"]
 
@@ -77,8 +77,6 @@ class SearchSettings:
     """Posterior mass a (last_good, first_bad) step must reach before it is reported."""
     confirm_enter: float = 0.5
     """Posterior mass at which the two commits of the leading step start being measured in pairs."""
-    min_samples: int = 3
-    """Pairs of GOOD/BAD at the first control-arm look; later looks double it."""
     max_samples: int = MAX_SAMPLES
     """Cap of samples per candidate, and of GOOD/BAD pairs in the control arm (the two caps are
     separate: GOOD and BAD may reach twice this): bounds the cost of an undecidable case."""
@@ -129,8 +127,8 @@ class SearchSettings:
             raise ValueError("alpha and beta must be in (0, 0.5)")
         if not 0.5 <= self.confidence < 1 or not 0 < self.confirm_enter <= self.confidence:
             raise ValueError("need 0 < confirm_enter <= confidence < 1 and confidence >= 0.5")
-        if self.min_samples < 2 or self.max_samples < self.min_samples:
-            raise ValueError("need 2 <= min_samples <= max_samples")
+        if self.max_samples < 2:
+            raise ValueError("need max_samples >= 2")
         if not 0 <= self.drift_prior < 1:
             raise ValueError("drift_prior must be in [0, 1)")
         if not 0 < self.reproduce_alpha <= self.alpha:
@@ -261,11 +259,13 @@ class _Interval:
 class _Target:
     """A step (last_good, first_bad) that reached confirmation: its rank among the steps picked in
     the hunt (its share of name_alpha), the round it was picked in (only pairs taken after it name
-    it) and the scale of the naming test's mixture (the step the model expected then)."""
+    it) and the naming test's effect prior: the step the model expected then, in units of the
+    noise then (both fixed at the pick, so the test's prior does not look at its own data)."""
 
     order: int
     since: int
     scale: float
+    effect: float = math.nan
 
 
 @dataclass(frozen=True)
@@ -340,7 +340,6 @@ class CommitSearch:
         self._round = 0
         self._probes = 0
         self._phase = "control"                         # 'control' | 'search' | 'done'
-        self._control_look = settings.min_samples
         self._control: Comparison | None = None         # last look of the control arm
         self._end_verdict: str | None = None
         self._queue: list[_Interval] = []
@@ -356,6 +355,7 @@ class CommitSearch:
         self._control_only = control_only
         self._reproduced = False                         # the control arm said 'go'
         self._targets: dict[tuple[int, int], _Target] = {}   # steps that reached confirmation
+        self._extra_noise = NoisePool()                  # noise from outside the search (record_noise)
 
     # ------------------------------------------------------------------ public API
 
@@ -415,7 +415,7 @@ class CommitSearch:
         per = self._samples_per_decision()
         if self._phase == "control":
             pairs = min(len(self._values(0, self._control_tag)), len(self._values(self.n - 1, self._control_tag)))
-            return max(0, 2 * (self._control_look - pairs)) + int(math.log2(max(2, self.n)) * per) + 2 * per
+            return 2 * max(0, max(2, per) - pairs) + int(math.log2(max(2, self.n)) * per) + 2 * per
         lo, hi = self._live
         width = max(1, hi - lo)
         return int(math.log2(width) * per + 2 * per * (1 + len(self._queue)))
@@ -647,17 +647,10 @@ class CommitSearch:
         a, b = self._values(good, tag), self._values(bad, tag)
         pairs = min(len(a), len(b))
         s = self.settings
-        if pairs >= self._control_look:
+        if pairs >= 2 and len(a) == len(b):
             cmp = compare(a[:pairs], b[:pairs], min_effect=s.min_effect, alpha=s.alpha, paired=True)
             self._control = cmp
-            outcome = self._control_outcome(cmp, pairs)
-            if outcome == "stop":
-                # ending a hunt is the costly mistake (a true step never looked at): stopping needs
-                # the same answer from a wider interval (alpha/5), and never comes on the first look
-                # (a t test on 2 df can look tight by luck)
-                strict = compare(a[:pairs], b[:pairs], min_effect=s.min_effect, alpha=s.alpha / 5, paired=True)
-                if pairs < 2 * s.min_samples or self._control_outcome(strict, pairs) != "stop":
-                    outcome = "more"
+            outcome = self._control_outcome(a[:pairs], b[:pairs], cmp)
             if outcome == "go":
                 self._start_search(cmp.change)
                 return None
@@ -665,12 +658,16 @@ class CommitSearch:
                 self._end_verdict = "not-reproduced"
                 self._phase = "done"
                 return None
-            self._control_look *= 2
-            if self._control_look > s.max_samples:
-                # out of pairs: a difference of at least min_effect our way that came close (p
-                # below alpha/5, not yet reproduce_alpha) is a question left open ('undecided');
-                # anything weaker is not reproduced: on a noisy machine an A/A range's estimate
-                # is as often beyond min_effect as not, and must not leave the question open
+            if pairs >= s.max_samples:
+                # out of pairs: one fixed-sample look, the t test at reproduce_alpha (the e-value
+                # pays for looking at every pair; a last look at a known size does not, and with
+                # it the chance of 'reproduced' on an A/A range is at most twice reproduce_alpha).
+                # A difference of at least min_effect our way that came close (p below alpha/5) is
+                # a question left open ('undecided'); anything weaker is not reproduced: on a noisy
+                # machine an A/A range's estimate is as often beyond min_effect as not
+                if self._reproduces(cmp, s.reproduce_alpha):
+                    self._start_search(cmp.change)
+                    return None
                 self._end_verdict = "undecided" if self._reproduces(cmp, s.alpha / 5) else "not-reproduced"
                 self._phase = "done"
                 return None
@@ -685,30 +682,46 @@ class CommitSearch:
                 picks.append((Measure(i, f"bisect {good}..{bad}"), None))
         return picks
 
-    def _control_outcome(self, cmp: Comparison, pairs: int) -> str:
-        """'go' (regression in the hunted direction), 'stop' (none), or 'more'.
+    def _control_outcome(self, a: Sequence[float], b: Sequence[float], cmp: Comparison) -> str:
+        """'go' (regression in the hunted direction), 'stop' (none of min_effect), or 'more'.
 
-        'go' (reproduced) is held to the rule that names a culprit: the point estimate is at least
-        min_effect our way and the interval excludes zero, at reproduce_alpha (the looks repeat),
-        and never on the first look (a t test on 2 degrees of freedom, on a machine whose noise
-        it has barely seen).
+        Looked at after every pair, so both answers come from e-values (`stats.pooled_t_log_bf`):
+        the difference of the pairs' mean log tok/s, the noise from the two arms' own spread.
+        'go' needs the e-value against 'no difference' (its effect prior halved to the hunted
+        sign) to reach 1/reproduce_alpha and the point estimate to reach min_effect; 'stop' needs
+        the e-value against 'a step of exactly min_effect our way' to reach 5/alpha with the
+        estimate on the near side of it (for 'both', against either step). Under either null the
+        chance of ever crossing, at any number of pairs, is at most that alpha (Ville), so there
+        is no floor of pairs and no look schedule: two pairs decide a 10% step at 0.5% noise,
+        where the t test at looks of 3, 6, 12, ... pairs (never before 6) took 6.
         """
         s = self.settings
-        margin = s.min_effect
-        d = s.direction
-        lo, hi = cmp.ci95
-        if pairs >= 2 * s.min_samples and self._reproduces(cmp, s.reproduce_alpha):
+        x, y = np.log(np.asarray(a)), np.log(np.asarray(b))
+        est = float(y.mean() - x.mean())
+        c = 1 / len(x) + 1 / len(y)
+        noise = NoisePool.of([a, b]).plus(self._extra_noise)
+        sign = self._hunted_sign()
+        margin = log_threshold(s.min_effect)
+        toward = (sign == 0 and est != 0) or est * sign > 0
+        if toward and abs(est) >= margin and pooled_t_log_bf(est, c, noise, sign=sign) >= math.log(1 / s.reproduce_alpha):
             return "go"
-        significant = cmp.p_value < s.alpha
-        if significant and d != "both":
-            # significant the other way (an improvement in 'slower' mode), or too small to matter
-            return "stop" if (cmp.change > 0) == (d == "slower") or (lo > -margin and hi < margin) else "more"
-        if cmp.verdict == "same":
-            return "stop"
-        # one-sided equivalence: the interval already rules out a step of min_effect our way
-        if (d == "slower" and lo > -margin) or (d == "faster" and hi < margin):
+        stop_at = math.log(5 / s.alpha)
+        nulls = [-margin, margin] if sign == 0 else [sign * margin]
+        if all(self._beyond_null(est, c, noise, null, stop_at) for null in nulls):
             return "stop"
         return "more"
+
+    @staticmethod
+    def _beyond_null(est: float, c: float, noise: NoisePool, null: float, threshold: float) -> bool:
+        """The estimate is on the near-zero side of `null` (a step of min_effect) with an e-value
+        against that step of at least exp(threshold)."""
+        inward = -1 if null > 0 else 1
+        shifted = est - null
+        return shifted * inward > 0 and pooled_t_log_bf(shifted, c, noise, sign=inward) >= threshold
+
+    def _hunted_sign(self) -> int:
+        d = self.settings.direction
+        return -1 if d == "slower" else 1 if d == "faster" else 0
 
     def _reproduces(self, cmp: Comparison, alpha: float) -> bool:
         """A difference our way whose point estimate reaches min_effect and whose two-sided
@@ -763,9 +776,11 @@ class CommitSearch:
             diffs = self._paired_diffs(a, b)
             sigma, _ = self._pooled_sigma()
             delta = self._step_for_sprt(post.step_hat[best])
-            self._targets.setdefault((a, b), _Target(len(self._targets) + 1, self._round, abs(delta)))
+            if (a, b) not in self._targets:
+                self._targets[(a, b)] = _Target(len(self._targets) + 1, self._round, abs(delta),
+                                                abs(delta) / self._noise().sigma)
             decision = "continue"
-            if sigma > 0 and len(diffs) >= 2:   # never on a single pair
+            if sigma > 0 and diffs:
                 decision = sprt(diffs, sigma=sigma * math.sqrt(2), delta=delta, alpha=s.confirm_alpha, beta=s.beta)
             if decision == "H1" and mass >= s.confidence:
                 if self._named_by_fresh_pairs(a, b):
@@ -923,36 +938,50 @@ class CommitSearch:
 
     def _named_by_fresh_pairs(self, a: int, b: int) -> bool:
         """The naming gate: pairs of a and b taken after (a, b) first reached confirmation show a
-        step in the hunted direction, by a normal-mixture SPRT at this step's share of name_alpha.
+        step in the hunted direction, by an e-value at this step's share of name_alpha.
 
         Why fresh pairs: the posterior picks (a, b) because their samples so far look like a step,
         and the SPRT and the own-commits interval then read those same samples; on a noisy machine
         the commit beside the true step, measured at the wrong level by chance, got picked, kept
         being sampled until the 0.99 mass came (optional stopping), and was named in 0.5-1% of the
         hunts at 8-15% CV. Pairs taken after the pick are independent of it, and under 'no step'
-        the mixture likelihood ratio of their mean is a martingale (Robbins 1970), so it ever
-        reaches 1/alpha_k with probability at most alpha_k, however often it is looked at; alpha_k =
-        name_alpha / (k (k + 1)) for the k-th step picked sums to name_alpha over the whole hunt
-        (a union bound over every bracket and side). Sigma: the pooled one at its 95% upper
-        confidence bound (an underestimate would make the ratio grow too fast).
+        the e-value of their mean (`stats.pooled_t_log_bf`, its effect prior fixed at the pick)
+        is a nonnegative martingale, so it ever reaches 1/alpha_k with probability at most
+        alpha_k, however often it is looked at; alpha_k = name_alpha / (k (k + 1)) for the k-th
+        step picked sums to name_alpha over the whole hunt (a union bound over every bracket and
+        side). The noise is the hunt's pooled spread, with a and b each split at the pick (so that
+        it is independent of the fresh pairs' mean): the e-value needs no bound on sigma (an
+        upper confidence bound cost ~1.2-1.4x the pairs) and no floor of pairs: at 0.5% noise one
+        pair shows a 10% step.
         """
         target = self._targets[(a, b)]
         diffs = self._paired_diffs(a, b, since=target.since)
-        sigma, df = self._pooled_sigma()
-        if len(diffs) < 2 or not sigma > 0:
+        if not diffs:
             return False
-        if df >= 10:   # below 10 df _pooled_sigma already returns its 90% bound
-            sigma *= math.sqrt(df / chi2.ppf(0.05, df))
         est = float(np.mean(diffs))
         toward = est < 0 if self._sign < 0 else est > 0 if self._sign > 0 else est != 0
+        if not toward:
+            return False
         alpha_k = self.settings.name_alpha / (target.order * (target.order + 1))
-        se = sigma * math.sqrt(2 / len(diffs))
-        log_lr = mixture_log_lr(est, se, target.scale)
-        if self._sign:
-            # the mixture's step prior halved to the hunted sign (still a proper prior: a martingale)
-            v, t2 = se ** 2, target.scale ** 2
-            log_lr += float(_sign_log_factor(self._sign, np.array(est * t2 / (v + t2)), np.array(math.sqrt(v * t2 / (v + t2)))))
-        return toward and log_lr >= math.log(1 / alpha_k)
+        priors = (target.effect ** 2,) if math.isfinite(target.effect) and target.effect > 0 else EFFECT_PRIORS
+        noise = self._noise(split={a: target.since, b: target.since})
+        return pooled_t_log_bf(est, 2 / len(diffs), noise, sign=self._sign, priors=priors) >= math.log(1 / alpha_k)
+
+    def _noise(self, split: dict[int, int] | None = None) -> NoisePool:
+        """The hunt's pure-error noise: every measurable candidate's spread about its own mean
+        (and samples from outside the search, `record_noise`). `split` {index: round} makes the
+        samples of a candidate up to that round and after it two groups of their own."""
+        groups: list[list[float]] = []
+        for i, vals in self._raw.items():
+            if len(vals) < 2 or self._unmeasurable(i):
+                continue
+            if split and i in split:
+                times = self._time.get(i, [])
+                groups.append([v for v, t in zip(vals, times) if t <= split[i]])
+                groups.append([v for v, t in zip(vals, times) if t > split[i]])
+            else:
+                groups.append(vals)
+        return NoisePool.of(groups).plus(self._extra_noise)
 
     def _paired_diffs(self, a: int, b: int, since: int = -1) -> list[float]:
         """log(b) - log(a) of the samples of a and b taken at most pair_window rounds apart (and

@@ -31,6 +31,7 @@ from scipy import stats as _st
 __all__ = [
     "Summary", "summarize", "Comparison", "compare", "pooled_log_sigma", "sprt",
     "mixture_log_lr", "log_threshold", "t_confidence_sequence", "t_cs_multiplier",
+    "NoisePool", "pooled_t_log_bf", "EFFECT_PRIORS",
 ]
 
 
@@ -261,3 +262,90 @@ def t_cs_multiplier(n: int, *, alpha: float = 0.05, g: float = CS_PRIOR_SCALE) -
         else:
             b = mid
     return b
+
+
+# -- anytime-valid test of a difference, with the noise pooled over the whole hunt ---------------
+
+EFFECT_PRIORS = (1.0, 10.0, 100.0, 1000.0)
+"""Prior variances g of the effect size (difference / sigma) that `pooled_t_log_bf` mixes, each
+with weight 1/4: a 3% step at 3% noise is an effect of ~1, a 10% step at 0.5% noise one of ~20.
+A mixture of e-processes with fixed weights is one (it costs at most log 4 against the best g)."""
+
+
+@dataclass(frozen=True)
+class NoisePool:
+    """Pure-error sum of squares of log tok/s with its degrees of freedom: the noise of a hunt.
+
+    The spread of a probe is a property of the machine and the probe, shared by every commit (their
+    levels differ, their spread mostly does not): each group of samples with one mean (a commit,
+    or a commit's samples before and after a test began) adds its squared deviations from its own
+    mean and its size less one. A remembered scale from earlier hunts joins the same way
+    (`with_prior`), as pseudo-observations."""
+
+    ss: float = 0.0
+    df: int = 0
+
+    @staticmethod
+    def of(groups: Iterable[Sequence[float]]) -> "NoisePool":
+        ss, df = 0.0, 0
+        for g in groups:
+            x = np.log(np.asarray(list(g), dtype=float))
+            if x.size > 1:
+                ss += float(np.sum((x - x.mean()) ** 2))
+                df += x.size - 1
+        return NoisePool(ss, df)
+
+    def plus(self, other: "NoisePool") -> "NoisePool":
+        return NoisePool(self.ss + other.ss, self.df + other.df)
+
+    @property
+    def sigma(self) -> float:
+        return math.sqrt(self.ss / self.df) if self.df else math.nan
+
+
+def _log_integrate_log_sigma(log_f: np.ndarray, step: float) -> float:
+    """log of the integral over log sigma (trapezoid on a uniform grid) of exp(log_f)."""
+    top = float(np.max(log_f))
+    w = np.exp(log_f - top)
+    return top + math.log(max(float(np.sum(w) - 0.5 * (w[0] + w[-1])) * step, 1e-300))
+
+
+def pooled_t_log_bf(estimate: float, c: float, noise: NoisePool, *, sign: int = 0,
+                    priors: Sequence[float] = EFFECT_PRIORS) -> float:
+    """Log e-value against 'no difference' of an `estimate` whose variance is c * sigma^2, with
+    sigma unknown and learnt from `noise` (a sum of squares independent of the estimate).
+
+    The Bayes factor of 'difference / sigma ~ N(0, g)' (halved to `sign` when sign != 0: a
+    half-normal, still a proper prior) against 'difference 0', with the right Haar prior 1/sigma
+    on the noise and a flat one on each group's level, mixed over `priors`. Such a Bayes factor is
+    the likelihood ratio of the scale-invariant statistics, a nonnegative martingale under 'no
+    difference' whatever sigma is (Perez-Ortiz, Lardy, de Heide, Grunwald 2024, "E-statistics,
+    group invariance and anytime-valid testing", Ann. Statist. 52), so by Ville's inequality it
+    ever reaches 1/alpha with probability at most alpha, looked at after every sample, and
+    samples of other commits that only tell the noise sharpen it without a floor of pairs. With
+    sign = 0 it is Rouder et al. (2009)'s t Bayes factor with the extra sum of squares; with a
+    sign, the integral over sigma is numeric.
+    """
+    if not (c > 0) or noise.df < 1 or not noise.ss > 0:
+        return -math.inf if noise.ss <= 0 and noise.df >= 1 and estimate == 0 else 0.0
+    nu = noise.df
+    z2 = estimate * estimate / c
+    out = []
+    for g in priors:
+        u = 1.0 + g / c
+        if sign == 0:
+            out.append(-0.5 * math.log(u) + 0.5 * (nu + 1) * (math.log(noise.ss + z2) - math.log(noise.ss + z2 / u)))
+            continue
+        # integrate over log sigma: H1 with the half-normal effect, H0 with none
+        centre = 0.5 * math.log((noise.ss + z2) / (nu + 1))
+        grid = np.linspace(centre - 6.0, centre + 4.0, 600)
+        step = float(grid[1] - grid[0])
+        sig2 = np.exp(2 * grid)
+        base = -nu * grid - noise.ss / (2 * sig2)              # the noise part, both hypotheses
+        h0 = base - grid - z2 / (2 * sig2)                       # estimate ~ N(0, c sigma^2)
+        h1 = base - grid - 0.5 * math.log(u) - z2 / (2 * sig2 * u)
+        post_mean = estimate * g / (np.sqrt(sig2) * (g + c))
+        post_sd = math.sqrt(g * c / (g + c))
+        h1 = h1 + math.log(2.0) + _st.norm.logcdf(sign * post_mean / post_sd)
+        out.append(_log_integrate_log_sigma(h1, step) - _log_integrate_log_sigma(h0, step))
+    return float(np.logaddexp.reduce(out) - math.log(len(out)))
