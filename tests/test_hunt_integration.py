@@ -24,6 +24,7 @@ from regressbisect.search.bisect import CommitSearch
 from tests.cli import run_cli
 from tests.benchrepo import SpeedProbe, make_bench_repo
 from tests.gitrepo import make_dirty, snapshot_checkout
+from tests.procs import daemons, gone
 
 pytestmark = pytest.mark.slow
 
@@ -143,6 +144,27 @@ def test_a_probe_without_torch_gets_no_overhead_arm_and_no_counters_runs(tmp_pat
     assert report["instrumentation"]["overhead_pairs"] == 1
     assert report["probes"] == sum(c["n"] for c in report["candidates"]) + 1  # + the shimmed one
     assert report["cost"]["probe_wall_s"] > 0 and report["cost"]["gpu_s"] >= 0
+
+
+@pytest.mark.parametrize("preload", ["off", "json"])
+def test_a_hunt_whose_probe_leaves_a_daemon_leaves_no_process(tmp_path, capsys, preload):
+    # every probe double-forks a daemon that sleeps (fresh probes, or forked from a preload server)
+    shas = make_bench_repo(tmp_path / "repo", [1000.0] * 2 + [900.0] * 2)
+    pid_dir = tmp_path / "daemons"
+    pid_dir.mkdir()
+    out = tmp_path / "hunt.json"
+    code = run_cli(hunt_args(tmp_path / "repo", tmp_path / "state", "--instrument", "off", "--preload", preload,
+                             "--env", f"BENCH_DAEMONS={pid_dir}", "--json", str(out), shas[0], shas[-1]))
+    report = json.loads(out.read_text())
+    assert code == 0 and [c["commit"] for c in report["culprits"]] == [shas[2]]
+    left = daemons(pid_dir)
+    assert len(left) == report["probes"]
+    assert [pid for pid in left if not gone(pid, wait_s=1.0)] == []
+    leftovers = report["measurement"]["leftovers"]
+    assert leftovers["probes"] == leftovers["killed"] == report["probes"]
+    assert int(leftovers["first"][0].split()[0]) in left
+    warnings = [line for line in capsys.readouterr().err.splitlines() if "left 1 process" in line]
+    assert len(warnings) == 1 and "killed" in warnings[0]
 
 
 def test_probe_failing_at_an_endpoint_is_one_line_exit_1(tmp_path, capsys):

@@ -272,7 +272,7 @@ def overlap_text(overlap: Mapping[str, Any]) -> str:
 
 def measurement_lines(report: Mapping[str, Any]) -> list[str]:
     """Preloaded start-up, setup step (apart from probe time), slot venvs, samples re-taken
-    under contention."""
+    under contention, processes probes left running."""
     measurement = report.get("measurement") or {}
     lines = []
     setup = measurement.get("setup")
@@ -301,6 +301,11 @@ def measurement_lines(report: Mapping[str, Any]) -> list[str]:
         lines.append(f"Samples re-taken under contention: {contention['retaken']} (stored apart, not "
                      f"evidence), waited {contention['waited_s']:.0f} s; why: {'; '.join(reasons[:3])}"
                      + (" ..." if len(reasons) > 3 else ""))
+    leftovers = measurement.get("leftovers")
+    if leftovers and leftovers.get("probes"):
+        first = leftovers.get("first") or []
+        lines.append(f"Processes left running by {leftovers['probes']} probe(s), killed as each ended: "
+                     f"{leftovers['killed']}" + (f" (first: {'; '.join(first[:3])})" if first else "") + ".")
     return lines
 
 
