@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 from regressbisect.errors import UserError, warn
-from regressbisect.git.worktrees import PatchDoesNotApply, WorktreePool
+from regressbisect.git.worktrees import PatchDoesNotApply, SubmoduleUnavailable, WorktreePool
 from regressbisect.machine.contention import WaitCancelled
 from regressbisect.probe.executors.base import ExecutedProbe, ProbeExecutor
 from regressbisect.probe.executors.local import LocalExecutor
@@ -296,6 +296,8 @@ class SampleSource:
         except PatchDoesNotApply as exc:
             return ProbeOutcome(sample=None, skip_reason=f"patch does not apply: {exc}",
                                 exit_code=None, wall_seconds=0.0)
+        except SubmoduleUnavailable as exc:
+            return ProbeOutcome(sample=None, skip_reason=str(exc), exit_code=None, wall_seconds=0.0)
         if self._setup is not None:
             result = self._setup.run(key, worktree, probe_environment(self._spec, extra_env),
                                      candidate.short)
