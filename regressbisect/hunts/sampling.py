@@ -82,6 +82,7 @@ class SampleSource:
                  probe_runner: Callable[..., ProbeOutcome] = run_probe,
                  setup: "SetupStep | None" = None, venvs: "SlotVenvs | None" = None,
                  guard: "ContentionGuard | None" = None,
+                 build_check: Callable[[Path], None] | None = None,
                  isolation: Isolation | None = None, executor: ProbeExecutor | None = None):
         self._store = store
         self._pool = pool
@@ -104,6 +105,8 @@ class SampleSource:
         self._setup = setup
         self._venvs = venvs
         self._guard = guard
+        self._build_check = build_check
+        """Raises when a checked-out candidate declares compiled modules no setup builds."""
         self._slot_holds: dict[int, tuple[str, str | None]] = {}
         """Per slot: the candidate its worktree holds, built by the setup step."""
         self._counts_lock = threading.Lock()
@@ -298,6 +301,8 @@ class SampleSource:
                                 exit_code=None, wall_seconds=0.0)
         except SubmoduleUnavailable as exc:
             return ProbeOutcome(sample=None, skip_reason=str(exc), exit_code=None, wall_seconds=0.0)
+        if self._build_check is not None:
+            self._build_check(worktree)
         if self._setup is not None:
             result = self._setup.run(key, worktree, probe_environment(self._spec, extra_env),
                                      candidate.short)
