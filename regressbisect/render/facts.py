@@ -29,6 +29,9 @@ class CulpritFacts:
     """The culprit's hunks (file, lines, function, excerpt); empty for a commit."""
     possible_commits: tuple[str, ...]
     """Short shas the culprit may be any of (skipped commits in between)."""
+    merge: tuple[str, ...] = ()
+    """For a merge: that it is one, the hunt of the branch it merged, and what that hunt's answer
+    means (report_json.merge_json); empty for a commit with one parent."""
 
 
 def unit(report: Mapping[str, Any]) -> str:
@@ -88,7 +91,20 @@ def culprit_facts(culprit: Mapping[str, Any], unit_text: str = DEFAULT_UNIT) -> 
                                        culprit.get("counters_after") or {})),
         hunks=hunks,
         possible_commits=tuple(short(s) for s in culprit.get("possible_commits") or ()),
+        merge=merge_text(culprit.get("merge")),
     )
+
+
+def merge_text(merge: Any) -> tuple[str, ...]:
+    """Lines saying the culprit is a merge, with the follow-up hunt(s) of the merged branch(es)."""
+    if not isinstance(merge, Mapping) or not merge.get("follow_up"):
+        return ()
+    parents = merge.get("parents") or [None]
+    return (f"is a merge of {', '.join(short(p) for p in parents[1:])} into {short(parents[0])}: the search "
+            f"follows first parents, so the merge is one step",
+            *(f"its branch's own commits, with this hunt's options: {command}" for command in merge["follow_up"]),
+            "if that does not reproduce the step, the branch is slow only together with what the first "
+            "parent brought, and the merge is the answer")
 
 
 def counter_changes(before: Mapping[str, Any], after: Mapping[str, Any]) -> list[str]:
