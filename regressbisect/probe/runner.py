@@ -125,6 +125,7 @@ def run_probe_all(spec: ProbeSpec, cwd: Path, extra_env: Mapping[str, str] | Non
             process = start(out_file, err_file)
         else:
             process = start_reaped(spec.render_command(), cwd, env, out_file, err_file)
+        running = time.perf_counter()   # the timeout is the probe's: its starter's start-up is not in it
         with _RUNNING_LOCK:
             _RUNNING.add(process.pid)
             if _STOPPING.is_set():   # the stop came while it started, and did not see it
@@ -134,7 +135,7 @@ def run_probe_all(spec: ProbeSpec, cwd: Path, extra_env: Mapping[str, str] | Non
         try:
             held = on_start(process.pid) if on_start is not None else None
             try:
-                _wait(process, spec.timeout_s, started, held)
+                _wait(process, spec.timeout_s, running, held)
             except subprocess.TimeoutExpired:
                 timed_out = True
                 _kill_group(process, kill_grace_s)
