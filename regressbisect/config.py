@@ -176,6 +176,9 @@ class HuntConfig:
     lm_head_min_out: int | None = None
     """Output width from which an F.linear call counts as an lm_head call; None leaves it to the
     probe (REGRESSBISECT_LMHEAD_MIN_OUT, else the shim's default 32768)."""
+    build_check: bool = True
+    """Stop before the first probe when a candidate declares compiled extension modules and no
+    setup step builds them (probe/extensions.py, docs/setup.md); off: measure it as it is."""
     # -- busy-machine guard (docs/contention.md) --
     busy_check: bool = True
     """Measure the CPU (and GPU) used by processes outside the hunt during every sample; a
@@ -288,7 +291,7 @@ _PYPROJECT_KEYS = {
     "setup": ("probe", str), "venv": ("probe", bool), "setup_timeout": ("probe", float),
     "busy_check": ("hunt", bool), "busy_cpus": ("hunt", float), "busy_share": ("hunt", float),
     "busy_gpu": ("hunt", float), "max_wait": ("hunt", float),
-    "isolation_check": ("probe", bool),
+    "isolation_check": ("probe", bool), "build_check": ("hunt", bool),
     "executor": ("hunt", str), "slurm": ("hunt", dict),
 }
 _SLURM_KEYS = {

@@ -110,6 +110,9 @@ class ProbeOutcome:
     """Last lines of the probe's stdout+stderr, kept for the skip reason and debugging."""
     started_at: float | None = None
     """Unix time the probe process started (None where unknown: a fake runner, an old store)."""
+    leftovers: tuple[str, ...] = ()
+    """'PID COMMAND' of each process the probe left running when it ended (a daemon, a server it
+    started); each was killed then (probe/reaper.py). Not stored."""
 
     def __post_init__(self) -> None:
         if (self.sample is None) == (self.skip_reason is None):

@@ -17,11 +17,13 @@ from typing import Sequence
 
 from regressbisect.samples import ProbeOutcome, Sample
 from tests.gitrepo import make_repo
+from tests.procs import DAEMONIZE
 
 BENCH = '''\
 import json, math, os, random, sys, time
 from pathlib import Path
 from speed import SPEED
+''' + DAEMONIZE + '''
 
 state = Path(os.environ["BENCH_STATE"])
 state.mkdir(parents=True, exist_ok=True)
@@ -34,6 +36,8 @@ value = SPEED * math.exp(rng.gauss(0.0, cv))
 startup_end = time.monotonic() + float(os.environ.get("BENCH_STARTUP", "0"))
 while time.monotonic() < startup_end:   # start-up work (imports, set-up) before the window
     sum(range(1000))
+if os.environ.get("BENCH_DAEMONS"):   # leaves a daemon behind, its pid file in that directory
+    daemonize(os.environ["BENCH_DAEMONS"])
 if os.environ.get("BENCH_GATED"):   # announces its measured window (REGRESSBISECT_WINDOW)
     from regressbisect.workload.dflash.window import measured_window
 else:

@@ -152,6 +152,13 @@ def test_good_on_merged_side_branch_starts_at_the_merge(merged, capsys):
     assert "not on BAD's first-parent chain" in capsys.readouterr().err
 
 
+def test_commit_info_lists_every_parent_first_parent_first(merged):
+    history = History.open(Path(merged["repo"]))
+    assert history.commit_info(merged["M"]).parents == (merged["B"], merged["F2"])
+    assert history.commit_info(merged["C"]).parents == (merged["M"],)
+    assert history.first_parent_range(merged["A"], merged["C"])[2].parents == (merged["B"], merged["F2"])
+
+
 def test_no_warning_when_good_on_first_parent_chain(merged, capsys):
     History.open(Path(merged["repo"])).first_parent_range(merged["B"], merged["C"])
     assert capsys.readouterr().err == ""

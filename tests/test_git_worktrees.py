@@ -12,8 +12,9 @@ import pytest
 
 from regressbisect.errors import ExitCode
 from regressbisect.git.history import History
-from regressbisect.git.worktrees import PatchDoesNotApply, PoolLocked, WorktreePool, clean
-from tests.gitrepo import git, make_dirty, make_repo, snapshot_checkout
+from regressbisect.git.worktrees import (PatchDoesNotApply, PoolLocked, SubmoduleUnavailable, WorktreePool,
+                                        clean)
+from tests.gitrepo import commit, git, make_dirty, make_repo, snapshot_checkout
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -295,3 +296,101 @@ def test_checkout_accepts_a_name_but_never_an_option(repo):
         assert_exactly(pool.checkout(0, "main~1"), path, shas[1])
         with pytest.raises(UserError, match="unknown revision"):
             pool.checkout(0, "--orphan=x")
+
+
+def _repo_with_submodule(tmp_path: Path, url: str | None = None) -> tuple[Path, Path, list[str], list[str]]:
+    """A library repo `lib` (two commits: VALUE = 1, VALUE = 2) and a project `repo` that has it
+    as submodule `vendor/lib`: commit 0 adds it at VALUE = 1, commit 1 moves it to VALUE = 2,
+    commit 2 removes it. The project's checkout is left at commit 1 with the submodule initialised."""
+    lib = tmp_path / "lib"
+    lib_shas = make_repo(lib, [{"libmod.py": "VALUE = 1\n"}, {"libmod.py": "VALUE = 2\n"}])
+    path = tmp_path / "repo"
+    make_repo(path, [{"bench.py": "import libmod\n"}])
+    git(path, "-c", "protocol.file.allow=always", "submodule", "add", "-q", url or str(lib), "vendor/lib")
+    git(path / "vendor" / "lib", "checkout", "-q", lib_shas[0])
+    shas = [commit(path, {}, "add the submodule at VALUE = 1")]
+    git(path / "vendor" / "lib", "checkout", "-q", lib_shas[1])
+    shas.append(commit(path, {}, "move the submodule to VALUE = 2"))
+    git(path, "rm", "-q", "vendor/lib")
+    shas.append(commit(path, {}, "remove the submodule"))
+    git(path, "checkout", "-q", shas[1])
+    git(path, "-c", "protocol.file.allow=always", "submodule", "update", "-q", "--init")
+    return path, lib, shas, lib_shas
+
+
+def _user_state(path: Path) -> dict:
+    """What of the user's repository a checkout of a slot must not change: config, the submodule's
+    clone (its HEAD, refs, config) and checkout."""
+    modules = path / ".git" / "modules"
+    return {"config": (path / ".git" / "config").read_bytes(),
+            "modules": {p.relative_to(modules).as_posix(): p.read_bytes() for p in sorted(modules.rglob("*"))
+                        if p.is_file() and "objects" not in p.parts and p.name != "index"}
+            if modules.exists() else None,
+            "checkout": snapshot_checkout(path)}
+
+
+def test_submodules_are_checked_out_at_each_candidates_commit(tmp_path):
+    path, _, shas, _ = _repo_with_submodule(tmp_path)
+    before = _user_state(path)
+    with WorktreePool(History.open(path)) as pool:
+        slot = pool.checkout(0, shas[0])
+        assert (slot / "vendor" / "lib" / "libmod.py").read_text() == "VALUE = 1\n"
+        (slot / "vendor" / "lib" / "libmod.py").write_text("garbage\n")   # a probe's leftovers
+        (slot / "vendor" / "lib" / "built.so").write_bytes(b"\x00")
+        assert pool.checkout(0, shas[1]) == slot
+        assert (slot / "vendor" / "lib" / "libmod.py").read_text() == "VALUE = 2\n"
+        assert not (slot / "vendor" / "lib" / "built.so").exists()
+        pool.checkout(0, shas[0])
+        assert (slot / "vendor" / "lib" / "libmod.py").read_text() == "VALUE = 1\n"
+        assert git(slot / "vendor" / "lib", "status", "--porcelain", "--ignored") == ""
+        pool.checkout(0, shas[2])
+        assert not (slot / "vendor").exists()
+        pool.checkout(0, shas[1])
+    assert _user_state(path) == before
+    assert clean(History.open(path)) == 1 and pool_worktrees(path) == []   # a slot with a submodule too
+    assert _user_state(path) == before
+
+
+def test_submodules_the_user_never_initialised_come_from_their_url(tmp_path):
+    path, _, shas, _ = _repo_with_submodule(tmp_path)
+    clone = tmp_path / "clone"
+    git(tmp_path, "clone", "-q", "--no-recurse-submodules", str(path), str(clone))
+    before = _user_state(clone)
+    with WorktreePool(History.open(clone)) as pool:
+        slot = pool.checkout(0, shas[0])
+        assert (slot / "vendor" / "lib" / "libmod.py").read_text() == "VALUE = 1\n"
+    assert _user_state(clone) == before   # no submodule.* entry written into the user's config
+    assert "[submodule" not in (clone / ".git" / "config").read_text()
+
+
+def test_a_submodule_that_cannot_be_checked_out_is_named_with_the_fix(tmp_path):
+    path, lib, shas, _ = _repo_with_submodule(tmp_path)
+    clone = tmp_path / "clone"
+    git(tmp_path, "clone", "-q", "--no-recurse-submodules", str(path), str(clone))
+    lib.rename(tmp_path / "lib-moved")   # its URL leads nowhere now, and the user has no clone of it
+    with WorktreePool(History.open(clone)) as pool:
+        with pytest.raises(SubmoduleUnavailable) as raised:
+            pool.checkout(0, shas[0])
+    message = str(raised.value)
+    assert "vendor/lib" in message and "git submodule update --init --recursive" in message
+    assert "\n" not in message
+
+
+def test_nested_submodules_with_relative_urls_are_checked_out(tmp_path):
+    make_repo(tmp_path / "inner", [{"inner.py": "I = 1\n"}])
+    make_repo(tmp_path / "mid", [{"mid.py": "M = 1\n"}])
+    git(tmp_path / "mid", "-c", "protocol.file.allow=always", "submodule", "add", "-q", "../inner", "deep")
+    commit(tmp_path / "mid", {}, "nest inner")
+    top = tmp_path / "top"
+    make_repo(top, [{"top.py": "T = 1\n"}])
+    git(top, "-c", "protocol.file.allow=always", "submodule", "add", "-q", "../mid", "mid")
+    sha = commit(top, {}, "add mid")
+    # the user's clone, submodules never initialised: ../mid is relative to its origin, ../inner to mid's
+    clone = tmp_path / "clone"
+    git(tmp_path, "clone", "-q", str(top), str(clone))
+    before = _user_state(clone)
+    with WorktreePool(History.open(clone)) as pool:
+        slot = pool.checkout(0, sha)
+        assert sorted(p.relative_to(slot).as_posix() for p in slot.rglob("*.py")) == [
+            "mid/deep/inner.py", "mid/mid.py", "top.py"]
+    assert _user_state(clone) == before

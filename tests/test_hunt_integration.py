@@ -20,10 +20,12 @@ import pytest
 from regressbisect.config import build_config
 from regressbisect.git.history import History
 from regressbisect.hunts.commits import CommitHunt
+from regressbisect.render import render_summary
 from regressbisect.search.bisect import CommitSearch
 from tests.cli import run_cli
 from tests.benchrepo import SpeedProbe, make_bench_repo
-from tests.gitrepo import make_dirty, snapshot_checkout
+from tests.gitrepo import commit, git, make_dirty, merge, snapshot_checkout
+from tests.procs import daemons, gone
 
 pytestmark = pytest.mark.slow
 
@@ -96,6 +98,35 @@ def test_four_slots_repeat_the_ends_of_a_side_check_and_keep_every_sample(tmp_pa
     assert sum(c["n"] for c in report["candidates"]) == stored
 
 
+def test_a_merge_culprit_is_said_to_be_one_with_the_hunt_of_its_branch(tmp_path):
+    # main: c0 - c1 - c2 - M - c3; M merges feature f1 - f2 (branched off c1), f2 is the slowdown
+    repo = tmp_path / "repo"
+    c0, c1 = make_bench_repo(repo, [1000.0, 1000.0])
+    git(repo, "checkout", "-q", "-b", "feature", c1)
+    commit(repo, {"notes/f1.txt": "f1\n"}, "feature: harmless")
+    f2 = commit(repo, {"speed.py": "SPEED = 900.0\n"}, "feature: the slowdown")
+    git(repo, "checkout", "-q", "main")
+    commit(repo, {"notes/c2.txt": "c2\n"}, "main: harmless")
+    m = merge(repo, "feature", "Merge feat")
+    c3 = commit(repo, {"notes/c3.txt": "c3\n"}, "main: harmless too")
+    config = build_config({}, {"cmd": "fake", "tokens": 1000, "instrument": "off"})
+    report = CommitHunt(History.open(repo), c0, c3, config, store_path=tmp_path / "store.sqlite",
+                        probe_runner=SpeedProbe(noise=0.01)).run().report
+    (culprit,) = report["culprits"]
+    assert culprit["commit"] == m
+    merge_base = git(repo, "merge-base", f"{m}^1", f"{m}^2")
+    assert merge_base == c1
+    assert culprit["merge"] == {"parents": [culprit["parent"], f2],
+                                "follow_up": [f"regressbisect run $(git merge-base {culprit['parent']} {f2}) {f2}"]}
+    text = render_summary(report)
+    assert "is a merge" in text and f"regressbisect run $(git merge-base {culprit['parent']} {f2}) {f2}" in text
+    # the follow-up, run as given, names the branch's commit
+    follow_up = CommitHunt(History.open(repo), merge_base, f2, config, store_path=tmp_path / "store.sqlite",
+                           probe_runner=SpeedProbe(noise=0.01)).run().report
+    assert [c["commit"] for c in follow_up["culprits"]] == [f2]
+    assert follow_up["culprits"][0]["merge"] is None
+
+
 def test_a_a_range_is_not_reproduced_exit_2(tmp_path, capsys):
     shas = make_bench_repo(tmp_path / "repo", [1000.0] * 12)
     out = tmp_path / "hunt.json"
@@ -143,6 +174,27 @@ def test_a_probe_without_torch_gets_no_overhead_arm_and_no_counters_runs(tmp_pat
     assert report["instrumentation"]["overhead_pairs"] == 1
     assert report["probes"] == sum(c["n"] for c in report["candidates"]) + 1  # + the shimmed one
     assert report["cost"]["probe_wall_s"] > 0 and report["cost"]["gpu_s"] >= 0
+
+
+@pytest.mark.parametrize("preload", ["off", "json"])
+def test_a_hunt_whose_probe_leaves_a_daemon_leaves_no_process(tmp_path, capsys, preload):
+    # every probe double-forks a daemon that sleeps (fresh probes, or forked from a preload server)
+    shas = make_bench_repo(tmp_path / "repo", [1000.0] * 2 + [900.0] * 2)
+    pid_dir = tmp_path / "daemons"
+    pid_dir.mkdir()
+    out = tmp_path / "hunt.json"
+    code = run_cli(hunt_args(tmp_path / "repo", tmp_path / "state", "--instrument", "off", "--preload", preload,
+                             "--env", f"BENCH_DAEMONS={pid_dir}", "--json", str(out), shas[0], shas[-1]))
+    report = json.loads(out.read_text())
+    assert code == 0 and [c["commit"] for c in report["culprits"]] == [shas[2]]
+    left = daemons(pid_dir)
+    assert len(left) == report["probes"]
+    assert [pid for pid in left if not gone(pid, wait_s=1.0)] == []
+    leftovers = report["measurement"]["leftovers"]
+    assert leftovers["probes"] == leftovers["killed"] == report["probes"]
+    assert int(leftovers["first"][0].split()[0]) in left
+    warnings = [line for line in capsys.readouterr().err.splitlines() if "left 1 process" in line]
+    assert len(warnings) == 1 and "killed" in warnings[0]
 
 
 def test_probe_failing_at_an_endpoint_is_one_line_exit_1(tmp_path, capsys):

@@ -19,7 +19,7 @@ from regressbisect.probe.preload import PreloadServers, parse_python_command
 from regressbisect.probe.runner import ProbeSpec, run_probe
 from tests.benchrepo import make_bench_repo
 from tests.cli import run_cli
-from tests.procs import gone
+from tests.procs import DAEMONIZE, daemons, gone
 
 PY = sys.executable
 
@@ -316,6 +316,25 @@ def test_counters_are_counted_in_a_forked_probe(tmp_path):
         servers.close()
     assert outcome.sample is not None, outcome.output_tail
     assert outcome.sample.counters["lm_head_calls"] == 1.0
+
+
+def test_a_daemon_a_forked_probe_left_is_named_and_killed_when_it_ends(tmp_path):
+    worktree = tmp_path / "wt"
+    worktree.mkdir()
+    pid_dir = tmp_path / "daemons"
+    pid_dir.mkdir()
+    (worktree / "daemon.py").write_text(DAEMONIZE + f"daemonize({str(pid_dir)!r})\nprint('10 tok/s')\n")
+    servers = PreloadServers("json")
+    try:
+        outcomes = [servers.run(ProbeSpec(command=f"{PY} daemon.py", tokens=10, timeout_s=60), worktree, {},
+                                run_probe) for _ in range(2)]
+        assert servers.stats.forked == 2
+        first, second = daemons(pid_dir)
+        assert gone(first, wait_s=1.0) and gone(second, wait_s=1.0), "a forked probe's daemon outlived it"
+    finally:
+        servers.close()
+    assert [o.sample.tok_s for o in outcomes] == [10.0, 10.0]
+    assert sorted(int(o.leftovers[0].split()[0]) for o in outcomes) == [first, second]
 
 
 def test_servers_end_with_the_process_that_started_them(tmp_path):

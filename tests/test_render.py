@@ -115,6 +115,17 @@ def test_summary_gives_verdict_step_share_counters_and_overhead():
     assert "Instrumentation overhead: +0.3%" in text
 
 
+def test_a_merge_culprit_is_said_to_be_one_with_the_hunt_of_its_branch_everywhere(tmp_path):
+    report = commits_report(culprits=1)
+    follow_up = f"regressbisect run $(git merge-base {sha(4)} {sha(40)}) {sha(40)}"
+    report["culprits"][0]["merge"] = {"parents": [sha(4), sha(40)], "follow_up": [follow_up]}
+    text, markdown = render_summary(report), render_markdown(report)
+    page = render_html(report, tmp_path).read_text()
+    for rendered in (text, markdown, page):
+        assert "is a merge" in rendered and follow_up in rendered.replace("&#x27;", "'")
+    assert "is a merge" not in render_summary(commits_report(culprits=1))
+
+
 def test_markdown_has_counters_before_after_and_the_remainder():
     md = render_markdown(commits_report(culprits=2))
     assert f"**{sha(5)[:10]} build the block mask per layer**: -5.1% tok/s (95% CI -6.0% .. -4.2%), 70% of the gap" in md

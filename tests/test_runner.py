@@ -14,7 +14,7 @@ import pytest
 from regressbisect.machine.fingerprint import environment_fingerprint
 from regressbisect.probe.runner import (NO_METRIC_REASON, SHIM_DIR, ProbeSpec,
                                         run_probe, run_probe_all)
-from tests.procs import gone
+from tests.procs import DAEMONIZE, daemons, gone
 
 PY = sys.executable
 
@@ -124,6 +124,35 @@ def test_stragglers_are_killed_after_a_normal_exit(tmp_path):
     outcome = run_probe(_spec(f"sleep 300 & echo $! > {pid_file}; echo '10 tok/s'"), tmp_path)
     assert outcome.sample.tok_s == 10
     assert gone(_read_pid(pid_file))
+
+
+def test_a_daemon_the_probe_left_is_named_and_killed_when_it_ends(tmp_path):
+    # fork + setsid + fork: the daemon is in no process group of the probe's, and its parent is gone
+    pid_dir = tmp_path / "daemons"
+    pid_dir.mkdir()
+    command = _script(tmp_path, "daemon.py", DAEMONIZE + f"""
+daemonize({str(pid_dir)!r})
+print("10 tok/s")
+""")
+    outcome = run_probe(_spec(command), tmp_path)
+    assert outcome.sample.tok_s == 10   # its own daemon ran beside it, as its workers would
+    (daemon,) = daemons(pid_dir)
+    assert gone(daemon, wait_s=1.0), "the probe's daemon outlived it"
+    assert [left.split()[0] for left in outcome.leftovers] == [str(daemon)]
+    assert "daemon.py" in outcome.leftovers[0]
+
+
+def test_a_daemon_of_a_timed_out_probe_is_killed(tmp_path):
+    pid_dir = tmp_path / "daemons"
+    pid_dir.mkdir()
+    command = _script(tmp_path, "daemon.py", DAEMONIZE + f"""
+daemonize({str(pid_dir)!r})
+time.sleep(300)
+""")
+    outcome = run_probe(_spec(command, timeout_s=1.0), tmp_path, kill_grace_s=0.5)
+    assert outcome.skip_reason == "timeout after 1s"
+    assert all(gone(pid, wait_s=1.0) for pid in daemons(pid_dir))
+    assert len(outcome.leftovers) == 1
 
 
 def test_keyboard_interrupt_kills_the_probe_and_is_reraised(tmp_path):

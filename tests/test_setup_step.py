@@ -223,9 +223,10 @@ def _cext_args(repo: Path, shas, userenv: Path, tmp_path: Path, name: str, *extr
 @pytest.mark.slow
 def test_c_extension_before_and_after_the_setup_step(cext, tmp_path):
     repo, shas, userenv = cext
-    # Before: no setup step. Every worktree holds only sources, so `import fastmod` finds the
-    # installed BAD build: all candidates measure the same code and the hunt cannot answer.
-    code = run_cli(_cext_args(repo, shas, userenv, tmp_path, "before"))
+    # Before: no setup step (and the build check off). Every worktree holds only sources, so
+    # `import fastmod` finds the installed BAD build: all candidates measure the same code and
+    # the hunt cannot answer.
+    code = run_cli(_cext_args(repo, shas, userenv, tmp_path, "before", "--no-build-check"))
     assert code != 0
     if (tmp_path / "before.json").exists():
         assert json.loads((tmp_path / "before.json").read_text())["culprits"] == []
@@ -275,3 +276,60 @@ def test_slot_venv_sees_the_users_packages_with_uv_and_with_plain_venv(tmp_path,
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == str(venv)
     assert subprocess.run([str(venv / "bin" / "pip"), "--version"], capture_output=True).returncode == 0
+
+
+def test_a_c_extension_without_a_setup_step_stops_before_the_first_probe_naming_the_fix(tmp_path, capsys):
+    repo = tmp_path / "repo"
+    shas = make_cext_repo(repo, [1000.0, 1000.0, 700.0])
+    args = ["run", "-C", str(repo), "--cmd", f"{sys.executable} bench.py", "--tokens", "1000", "--quiet",
+            "--env", f"BENCH_STATE={tmp_path / 'state'}", "--instrument", "off",
+            "--store", str(tmp_path / "store.sqlite"), shas[0], shas[-1]]
+    assert run_cli(args) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1, err
+    assert "setup.py (ext_modules=)" in err[0] and '--setup "python setup.py build_ext --inplace"' in err[0]
+    assert "--no-build-check" in err[0]
+    with sqlite3.connect(tmp_path / "store.sqlite") as conn:
+        assert conn.execute("SELECT COUNT(*) FROM samples").fetchone()[0] == 0
+        assert conn.execute("SELECT COUNT(*) FROM skips").fetchone()[0] == 0   # no probe ran
+    # measured anyway: the probe runs (and fails at GOOD: nothing built `fastmod` there)
+    assert run_cli([*args, "--no-build-check"]) == 1
+    err = capsys.readouterr().err
+    assert "fastmod" in err and "--no-build-check" not in err
+
+
+@pytest.mark.parametrize("files, where", [
+    ({"setup.py": "from setuptools import setup\nsetup(name='x', ext_modules=mods)\n"}, "setup.py (ext_modules=)"),
+    ({"setup.py": "from Cython.Build import cythonize\nsetup(ext_modules = cythonize('a.pyx'))\n"},
+     "setup.py (ext_modules=)"),
+    ({"pyproject.toml": "[build-system]\nrequires = ['scikit-build-core']\n"
+                        "build-backend = 'scikit_build_core.build'\n"},
+     "pyproject.toml (build-backend 'scikit_build_core.build')"),
+    ({"pyproject.toml": "[build-system]\nrequires = ['meson-python']\nbuild-backend = 'mesonpy'\n"},
+     "pyproject.toml (build-backend 'mesonpy')"),
+    ({"pyproject.toml": "[build-system]\nrequires = ['maturin>=1,<2']\nbuild-backend = 'maturin'\n"},
+     "pyproject.toml (build-backend 'maturin')"),
+    ({"pyproject.toml": "[build-system]\nrequires = ['setuptools', 'setuptools_rust>=1.5']\n"
+                        "build-backend = 'setuptools.build_meta'\n"},
+     "pyproject.toml (build requires 'setuptools-rust')"),
+    ({"pyproject.toml": "[build-system]\nrequires = ['setuptools>=74']\n"
+                        "[tool.setuptools]\next-modules = [{name = 'a', sources = ['a.c']}]\n"},
+     "pyproject.toml ([tool.setuptools] ext-modules)"),
+    ({"setup.cfg": "[options]\nsetup_requires =\n    Cython>=3\n"}, "setup.cfg (setup_requires 'cython')"),
+])
+def test_declared_extensions_are_found_in_each_kind_of_build_file(tmp_path, files, where):
+    from regressbisect.probe.extensions import declared_extensions
+
+    for name, text in files.items():
+        (tmp_path / name).write_text(text)
+    assert declared_extensions(tmp_path).where == where
+
+
+def test_a_pure_python_project_declares_no_extensions(tmp_path):
+    from regressbisect.probe.extensions import declared_extensions
+
+    (tmp_path / "setup.py").write_text("from setuptools import setup\nsetup(name='x', py_modules=['x'])\n")
+    (tmp_path / "pyproject.toml").write_text("[build-system]\nrequires = ['hatchling']\n"
+                                             "build-backend = 'hatchling.build'\n")
+    assert declared_extensions(tmp_path) is None
+    assert declared_extensions(tmp_path / "missing") is None

@@ -66,6 +66,7 @@ def parse_env(pairs: list[str] | None) -> dict[str, str] | None:
 Setup = Annotated[Optional[str], typer.Option("--setup", help="Command run in each candidate's worktree after checkout, before its first probe (e.g. 'python setup.py build_ext --inplace'); a failure skips the candidate. Default: setup in \\[tool.regressbisect]. See docs/setup.md.")]
 Venv = Annotated[Optional[bool], typer.Option("--venv/--no-venv", help="One virtualenv per slot (your packages visible), activated for setup and probe: installs never leak. Default off.")]
 SetupTimeout = Annotated[Optional[float], typer.Option("--setup-timeout", help="Seconds before a setup command is killed and the candidate skipped. Default 1800.")]
+BuildCheck = Annotated[Optional[bool], typer.Option("--build-check/--no-build-check", help="Stop before the first probe when the project declares compiled extension modules (setup.py ext_modules, a compiling build backend) and no --setup builds them. Default on; off measures the candidates as they are. See docs/setup.md.")]
 CompileWorkers = Annotated[Optional[bool], typer.Option("--compile-workers/--no-compile-workers", help="Let torch.compile start its pool of compile worker processes in every probe. Default off: TORCHINDUCTOR_COMPILE_THREADS=1 unless set (a warm cache leaves the pool little to do; docs/cost.md).")]
 BusyCheck = Annotated[Optional[bool], typer.Option("--busy-check/--no-busy-check", help="Measure other processes' CPU/GPU load during every sample; re-take samples taken under contention. Default on.")]
 BusyCpus = Annotated[Optional[float], typer.Option("--busy-cpus", help="Other load in CPUs that a sample tolerates (also at least --busy-share of the cores). Default 0.5. See docs/contention.md.")]
@@ -75,6 +76,7 @@ MaxWait = Annotated[Optional[float], typer.Option("--max-wait", help="Seconds to
 
 _SHARED_OPTIONS: tuple[tuple[str, object, str], ...] = (
     ("setup", Setup, "setup"), ("venv", Venv, "venv"), ("setup_timeout", SetupTimeout, "setup_timeout"),
+    ("build_check", BuildCheck, "build_check"),
     ("busy_check", BusyCheck, "busy_check"), ("busy_cpus", BusyCpus, "busy_cpus"),
     ("busy_share", BusyShare, "busy_share"), ("max_wait", MaxWait, "max_wait"), ("preload", Preload, "preload"),
     ("overlap", Overlap, "overlap"), ("shared_caches", SharedCaches, "shared_caches"),

@@ -85,6 +85,8 @@ class CommitInfo:
     """'Name <email>' of the author."""
     date: str
     """Author date, strict ISO 8601 with offset."""
+    parents: tuple[str, ...] = ()
+    """Full shas of its parents, the first parent first (two or more: a merge)."""
 
     @property
     def short(self) -> str:
@@ -98,7 +100,8 @@ def _commit_info(commit: "git.Commit") -> CommitInfo:
     subject = " ".join(line.strip() for line in message.strip().split("\n\n")[0].splitlines())
     return CommitInfo(sha=commit.hexsha, tree=commit.tree.hexsha, subject=subject,
                       author=f"{commit.author.name} <{commit.author.email}>",
-                      date=commit.authored_datetime.isoformat())
+                      date=commit.authored_datetime.isoformat(),
+                      parents=tuple(parent.hexsha for parent in commit.parents))
 
 
 class History:

@@ -13,6 +13,17 @@ worktree's own directory and bytes on stdin. The switch is exact: every untracke
 (build outputs, `__pycache__`) is removed too, so a probe never sees files of another candidate.
 The only writes to the user's repository are the worktree metadata git keeps under
 `<common_dir>/worktrees/` and our own directory.
+
+Submodules are checked out in every slot at the commits the candidate records (`git submodule
+update --init --force` per submodule, recursively, then `git clean` inside each). For a linked
+worktree git keeps a submodule's repository under the worktree's own admin directory
+(`<common_dir>/worktrees/slot-<k>/modules/<name>`), not in the shared `<common_dir>/modules`, so
+each slot clones it once and later switches only check out. The clone is taken from the user's
+own clone of that submodule (`<common_dir>/modules/<name>`, a local clone: hard links, no
+network) where there is one, else from its URL (the user's `submodule.<name>.url`, else
+`.gitmodules`, relative URLs resolved as git does). The URL and the "active" flag go on the
+command line (`-c`), so that `submodule init` finds them set and writes nothing into the
+user's config (which linked worktrees share).
 """
 from __future__ import annotations
 
@@ -55,6 +66,14 @@ class PatchDoesNotApply(Exception):
         """The first `error:` line of git apply (e.g. 'error: patch failed: model.py:12')."""
         self.stderr = stderr
         """Everything git apply printed on stderr."""
+
+
+class SubmoduleUnavailable(Exception):
+    """A submodule of the candidate could not be checked out in its slot (one line: which, why, the fix)."""
+
+    def __init__(self, line: str):
+        super().__init__(line)
+        self.line = line
 
 
 def pool_root(history: History) -> Path:
@@ -133,6 +152,7 @@ class WorktreePool:
         self.root = (root or pool_root(history)) / "worktrees"
         self._lock = _PoolLock(pool_root(history) / "lock")
         self._admin_lock = threading.Lock()  # `git worktree add/prune` edit shared metadata
+        self._base_url: str | None = None
 
     # -- lock -------------------------------------------------------------------------------
 
@@ -172,9 +192,18 @@ class WorktreePool:
             except GitFailed:
                 # A half-finished checkout of a killed hunt, a corrupt index ...: start afresh.
                 self._recreate(where, commit)
+        _check_out_submodules(where, self.history.common_dir, self._superproject_url())
         if patch:
             self._apply(where, commit, patch)
         return where
+
+    def _superproject_url(self) -> str:
+        """What a relative submodule URL is relative to: the default remote's URL, else the
+        user's work tree (git's rule)."""
+        if self._base_url is None:
+            proc = run_git(self.history.root, "config", "--get", "remote.origin.url", check=False)
+            self._base_url = proc.stdout.decode().strip() or str(self.history.root)
+        return self._base_url
 
     def _switch(self, where: Path, commit: str) -> None:
         run_git(where, "checkout", "--quiet", "--detach", "--force", commit)
@@ -236,6 +265,79 @@ class WorktreePool:
             worktree("prune")
             # --force: the path may still be registered by metadata that prune kept (locked).
             worktree("add", "--quiet", "--detach", "--force", str(where), commit)
+
+
+def _check_out_submodules(work: Path, user_git_dir: Path, base_url: str) -> None:
+    """Check out the submodules of the commit checked out in `work` (a slot, or a submodule of
+    one) at the commits it records, recursively, each clean. `user_git_dir`: the user's git dir
+    of the same repository (where their clones of its submodules are, `modules/<name>`, and
+    their config); `base_url`: the URL relative submodule URLs are relative to."""
+    if not (work / ".gitmodules").is_file():
+        return
+    listing = run_git(work, "ls-files", "--stage", "-z").stdout.decode(errors="surrogateescape")
+    gitlinks = [entry.split("\t", 1)[1] for entry in listing.split("\0") if entry.startswith("160000 ")]
+    if not gitlinks:
+        return
+    declared = _gitmodules(work)
+    user_config = user_git_dir / "config"
+    for path in gitlinks:
+        name = next((n for n, entry in declared.items() if entry.get("path") == path), None)
+        if name is None:
+            raise SubmoduleUnavailable(f"submodule {path} has no entry in .gitmodules at this commit, so git "
+                                       f"cannot check it out; add one (`git submodule add`)")
+        url = _user_url(user_config, name) or _resolve_url(declared[name].get("url", ""), base_url)
+        user_clone = user_git_dir / "modules" / name
+        source = str(user_clone) if (user_clone / "HEAD").is_file() else url
+        proc = run_git(work, "-c", "protocol.file.allow=always", "-c", f"submodule.{name}.url={source}",
+                       "-c", f"submodule.{name}.active=true",
+                       "submodule", "update", "--quiet", "--init", "--force", "--checkout", "--", path,
+                       check=False)
+        if proc.returncode != 0:
+            errors = [ln for ln in proc.stderr.decode(errors="replace").splitlines()
+                      if ln.startswith(("fatal:", "error:"))] or ["git submodule update failed"]
+            raise SubmoduleUnavailable(
+                f"submodule {path} cannot be checked out from {source} ({errors[0]}); initialise it in "
+                f"your checkout, the hunt clones it from there: `git submodule update --init --recursive` "
+                f"(first `git config submodule.{name}.url <where it is now>` if it moved)")
+        run_git(work / path, "clean", "-ffdxq")
+        _check_out_submodules(work / path, user_clone, url)
+
+
+def _gitmodules(work: Path) -> dict[str, dict[str, str]]:
+    """{name: {"path": ..., "url": ...}} of `work`'s .gitmodules."""
+    proc = run_git(work, "config", "-f", ".gitmodules", "-z", "--get-regexp", r"^submodule\..*\.(path|url)$",
+                   check=False)
+    out: dict[str, dict[str, str]] = {}
+    for entry in proc.stdout.decode(errors="surrogateescape").split("\0"):
+        key, _, value = entry.partition("\n")
+        if key.startswith("submodule.") and key.count(".") >= 2:
+            name, _, field = key[len("submodule."):].rpartition(".")
+            out.setdefault(name, {})[field] = value
+    return out
+
+
+def _user_url(config: Path, name: str) -> str | None:
+    """The user's own `submodule.<name>.url` (set by their `git submodule init`), if any."""
+    if not config.is_file():
+        return None
+    proc = run_git(config.parent, "config", "-f", str(config), "--get", f"submodule.{name}.url", check=False)
+    return proc.stdout.decode().strip() or None
+
+
+def _resolve_url(url: str, base: str) -> str:
+    """A .gitmodules URL as git resolves it: `./x` and `../x` relative to `base` (the
+    superproject's URL, taken as a directory)."""
+    if not url.startswith(("./", "../")):
+        return url
+    base = base.rstrip("/")
+    while url.startswith(("./", "../")):
+        if url.startswith("../"):
+            cut = max(base.rfind("/"), base.rfind(":"))
+            base = base[:cut] if cut > 0 else base
+            url = url[3:]
+        else:
+            url = url[2:]
+    return f"{base}/{url}"
 
 
 def _registered_worktrees(history: History) -> list[Path]:

@@ -7,10 +7,11 @@ import contextlib
 import signal
 import threading
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Mapping
 
 from regressbisect.config import HuntConfig
-from regressbisect.errors import ExitCode, warn
+from regressbisect.errors import ExitCode, UserError, warn
 from regressbisect.git.history import History
 from regressbisect.probe.runner import allow_probes, stop_running_probes
 from regressbisect.render.progress import HuntProgress
@@ -100,8 +101,8 @@ def lane_environments(config: HuntConfig, slot_envs: list[dict[str, str]]) -> li
 
 def measurement_parts(config: HuntConfig, history: History, store: Store, hunt_id: int | None,
                       progress: HuntProgress) -> dict[str, Any]:
-    """SampleSource's setup step, slot virtualenvs and busy-machine guard, from the config
-    (shared by commit, hunk and nightly hunts; docs/setup.md, docs/contention.md)."""
+    """SampleSource's setup step, slot virtualenvs, build check and busy-machine guard, from the
+    config (shared by commit, hunk and nightly hunts; docs/setup.md, docs/contention.md)."""
     from regressbisect.machine.contention import BusyRule, ContentionGuard
     from regressbisect.probe.executors import work_root
     from regressbisect.probe.setup_step import SetupStep
@@ -122,7 +123,23 @@ def measurement_parts(config: HuntConfig, history: History, store: Store, hunt_i
         guard = ContentionGuard(BusyRule(cpus=config.busy_cpus, share=config.busy_share,
                                          gpu=config.busy_gpu),
                                 max_wait_s=config.max_wait_s, on_wait=progress.message)
-    return {"setup": setup, "venvs": venvs, "guard": guard}
+    # Without a setup step a compiled module is never built in a slot: the probe would measure
+    # a fallback. Checked on each checkout, before the candidate's first probe.
+    build_check = check_built if setup is None and config.build_check else None
+    return {"setup": setup, "venvs": venvs, "guard": guard, "build_check": build_check}
+
+
+def check_built(worktree: Path) -> None:
+    """UserError when the candidate checked out in `worktree` declares compiled extension
+    modules (no setup step builds them: measurement_parts calls this only then)."""
+    from regressbisect.probe.extensions import declared_extensions
+
+    declaration = declared_extensions(worktree)
+    if declaration is not None:
+        raise UserError(f"{declaration.where} declares compiled extension modules, and without a setup "
+                        f"step no candidate's worktree has them built, so every probe would measure a "
+                        f"fallback: add {declaration.fix()} (docs/setup.md), or --no-build-check to "
+                        f"measure the sources as they are")
 
 
 def key_for(history: History, candidate: Candidate, *, config_hash: str, env_fingerprint: str,

@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
-from regressbisect.errors import UserError
-from regressbisect.git.worktrees import PatchDoesNotApply, WorktreePool
+from regressbisect.errors import UserError, warn
+from regressbisect.git.worktrees import PatchDoesNotApply, SubmoduleUnavailable, WorktreePool
 from regressbisect.machine.contention import WaitCancelled
 from regressbisect.probe.executors.base import ExecutedProbe, ProbeExecutor
 from regressbisect.probe.executors.local import LocalExecutor
@@ -30,6 +30,10 @@ if TYPE_CHECKING:
     from regressbisect.machine.contention import ContentionGuard
     from regressbisect.probe.setup_step import SetupStep
     from regressbisect.probe.venvs import SlotVenvs
+
+
+LEFTOVERS_KEPT = 5
+"""How many of the processes probes left the report names (`measurement.leftovers.first`)."""
 
 
 @dataclass(frozen=True)
@@ -78,6 +82,7 @@ class SampleSource:
                  probe_runner: Callable[..., ProbeOutcome] = run_probe,
                  setup: "SetupStep | None" = None, venvs: "SlotVenvs | None" = None,
                  guard: "ContentionGuard | None" = None,
+                 build_check: Callable[[Path], None] | None = None,
                  isolation: Isolation | None = None, executor: ProbeExecutor | None = None):
         self._store = store
         self._pool = pool
@@ -100,11 +105,15 @@ class SampleSource:
         self._setup = setup
         self._venvs = venvs
         self._guard = guard
+        self._build_check = build_check
+        """Raises when a checked-out candidate declares compiled modules no setup builds."""
         self._slot_holds: dict[int, tuple[str, str | None]] = {}
         """Per slot: the candidate its worktree holds, built by the setup step."""
         self._counts_lock = threading.Lock()
         self.retakes: list[dict[str, Any]] = []
         """Samples taken under contention (stored in the 'flagged' arm) and re-taken."""
+        self.leftovers = {"probes": 0, "killed": 0, "first": []}
+        """Probes that left processes running when they ended, how many were killed, the first few."""
 
     @property
     def slots(self) -> int:
@@ -290,6 +299,10 @@ class SampleSource:
         except PatchDoesNotApply as exc:
             return ProbeOutcome(sample=None, skip_reason=f"patch does not apply: {exc}",
                                 exit_code=None, wall_seconds=0.0)
+        except SubmoduleUnavailable as exc:
+            return ProbeOutcome(sample=None, skip_reason=str(exc), exit_code=None, wall_seconds=0.0)
+        if self._build_check is not None:
+            self._build_check(worktree)
         if self._setup is not None:
             result = self._setup.run(key, worktree, probe_environment(self._spec, extra_env),
                                      candidate.short)
@@ -309,6 +322,8 @@ class SampleSource:
             window = self._guard.start() if self._guard is not None else None
             executed = self._executor.run(spec, worktree, extra_env, label=request.candidate.short)
             outcome = executed.outcome
+            if outcome.leftovers:
+                self._count_leftovers(request.candidate, outcome.leftovers)
             if window is None:
                 return executed, None
             load = self._guard.finish(window)
@@ -328,6 +343,20 @@ class SampleSource:
             waited = self._guard.wait_quiet(what=f"before re-taking {candidate.short}",
                                             waited_before=waited)
 
+    def _count_leftovers(self, candidate: Candidate, leftovers: Sequence[str]) -> None:
+        """Processes a probe left were killed when it ended (probe/reaper.py), so no later sample
+        runs beside them; its own sample stands: they ran during it as its workers would. Said
+        once per hunt, and counted in the report."""
+        with self._counts_lock:
+            first = self.leftovers["probes"] == 0
+            self.leftovers["probes"] += 1
+            self.leftovers["killed"] += len(leftovers)
+            self.leftovers["first"] = (self.leftovers["first"] + list(leftovers))[:LEFTOVERS_KEPT]
+        if first:
+            shown = "; ".join(leftovers[:3]) + ("; ..." if len(leftovers) > 3 else "")
+            warn(f"the probe of {candidate.short} left {len(leftovers)} process(es) running when it ended "
+                 f"({shown}); they were killed, as is whatever a probe leaves")
+
     def measurement_json(self) -> dict[str, Any]:
         """Report fields: preloaded start-up, overlapped probes, setup step, slot venvs, samples re-taken
         under contention."""
@@ -337,7 +366,7 @@ class SampleSource:
         out: dict[str, Any] = {"probe_seconds": round(self.probe_seconds, 3), "preload": preload,
                                "overlap": overlap,
                                "setup": self._setup.to_json() if self._setup is not None else None,
-                               "venvs": None, "contention": None}
+                               "venvs": None, "contention": None, "leftovers": dict(self.leftovers)}
         if self._venvs is not None:
             out["venvs"] = {"base_python": self._venvs.python,
                             "paths": [str(self._venvs.path(s)) for s in range(self.slots)]}

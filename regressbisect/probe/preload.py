@@ -39,7 +39,8 @@ from typing import Any, Callable, Mapping
 
 from regressbisect.probe.isolation import (IMPORTS_DIR_ENV, PROJECT_MODULES_ENV, import_roots,
                                            WATCH_ENV, project_modules, watched_imports)
-from regressbisect.probe.runner import SHIM_DIR, ProbeSpec, probe_environment, run_probe_all
+from regressbisect.probe.runner import (SHIM_DIR, ProbeSpec, ReportedProcess, probe_environment,
+                                        run_probe_all)
 from regressbisect.samples import ProbeOutcome
 
 SERVER_SCRIPT = Path(__file__).resolve().parent / "preload_server.py"
@@ -292,12 +293,14 @@ class _Server:
     def alive(self) -> bool:
         return self.process.poll() is None
 
-    def fork(self, request: dict, out_file, err_file) -> "ForkedProcess":
+    def fork(self, request: dict, out_file, err_file) -> ReportedProcess:
+        """Fork the probe; the server reaps it, kills what it left, and reports (probe/reaper.py)."""
         conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         conn.connect(str(self.socket_path))
         payload = json.dumps(request).encode() + b"\n"
         socket.send_fds(conn, [payload], [out_file.fileno(), err_file.fileno()])
-        return ForkedProcess(conn, " ".join([request["kind"], request["target"]]))
+        return ReportedProcess(conn, " ".join([request["kind"], request["target"]]),
+                               start_timeout_s=SERVER_START_TIMEOUT_S)
 
     def stop(self) -> None:
         _stop(self.process)
@@ -305,59 +308,6 @@ class _Server:
             self.socket_path.unlink()
         except OSError:
             pass
-
-
-class ForkedProcess:
-    """A forked probe, with the subprocess.Popen calls the runner makes (pid, poll, wait,
-    returncode): the server reaps it and sends its status over the connection."""
-
-    SERVER_GONE = 255
-    """Exit status reported when the server went away before the child's status came."""
-
-    def __init__(self, conn: socket.socket, what: str):
-        self._conn = conn
-        self._buffer = b""
-        self.args = what
-        self.returncode: int | None = None
-        message = self._message(timeout=SERVER_START_TIMEOUT_S)
-        if message is None or "pid" not in message:
-            conn.close()
-            raise OSError("the preload server did not fork the probe")
-        self.pid = int(message["pid"])
-
-    def poll(self) -> int | None:
-        if self.returncode is None:
-            self._status(timeout=0)
-        return self.returncode
-
-    def wait(self, timeout: float | None = None) -> int:
-        if self.returncode is None and not self._status(timeout):
-            raise subprocess.TimeoutExpired(self.args, timeout or 0)
-        assert self.returncode is not None
-        return self.returncode
-
-    def _status(self, timeout: float | None) -> bool:
-        message = self._message(timeout)
-        if message is None:
-            return False
-        self.returncode = int(message.get("status", self.SERVER_GONE))
-        self._conn.close()
-        return True
-
-    def _message(self, timeout: float | None) -> dict | None:
-        """The next JSON line; None on timeout; {} when the connection closed first."""
-        deadline = None if timeout is None else time.monotonic() + timeout
-        while b"\n" not in self._buffer:
-            left = None if deadline is None else max(0.0, deadline - time.monotonic())
-            ready, _, _ = select.select([self._conn], [], [], left)
-            if not ready:
-                return None
-            chunk = self._conn.recv(4096)
-            if not chunk:
-                return {}
-            self._buffer += chunk
-        line, _, self._buffer = self._buffer.partition(b"\n")
-        return json.loads(line.decode())
 
 
 def _stop(process: subprocess.Popen) -> None:

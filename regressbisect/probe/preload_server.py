@@ -9,8 +9,10 @@ when: docs/cost.md, "Start-up paid once".
 
 Usage: python [flags] preload_server.py SOCKET PRELOAD PROJECT_MODULES
 (PRELOAD and PROJECT_MODULES comma-separated). Protocol, one connection per probe, JSON lines:
-request (with the stdout and stderr descriptors attached, SCM_RIGHTS) -> {"pid": N} -> {"status": S},
-S the exit code, or -signal. It prints "ready" or "refused: <why>" on stdout once, then serves
+request (with the stdout and stderr descriptors attached, SCM_RIGHTS) -> {"pid": N} ->
+{"status": S, "leftovers": [...]}, S the exit code, or -signal. The server is a child subreaper:
+once a child has ended, every process it left (a daemon that called setsid included) is killed
+and named in `leftovers`, as the reaper does for a fresh probe (reaper.py, beside this file). It prints "ready" or "refused: <why>" on stdout once, then serves
 until its parent is gone. Only the standard library, and nothing of the project is imported here.
 """
 import sys
@@ -24,6 +26,18 @@ import os  # noqa: E402
 import socket  # noqa: E402
 
 _PARENT_POLL_S = 1.0
+
+
+def _load_reaper():
+    """reaper.py (beside this file) by its path: this interpreter may not have regressbisect."""
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "reaper.py")
+    spec = importlib.util.spec_from_file_location("_regressbisect_reaper", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+_reaper = _load_reaper()
 
 
 def _preload(modules, project):
@@ -93,8 +107,9 @@ def _serve(listener, parent):
             pass
         _, status = os.waitpid(pid, 0)
         code = os.waitstatus_to_exitcode(status)
+        leftovers = _reaper.sweep()   # this server's only children are what this probe left
         try:
-            conn.sendall(json.dumps({"status": code}).encode() + b"\n")
+            conn.sendall(json.dumps({"status": code, "leftovers": leftovers}).encode() + b"\n")
         except OSError:
             pass
         conn.close()
@@ -159,6 +174,7 @@ def main():
     if why:
         print("refused: " + why, flush=True)
         sys.exit(3)
+    _reaper.become_subreaper()
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     listener.bind(socket_path)
     listener.listen(4)

@@ -6,13 +6,21 @@ no metric line) is a skip with the reason kept - a crash is never read as "slow"
 
 Output goes to temporary files, not pipes: no pipe can fill up and deadlock the probe, and a
 grandchild that keeps a descriptor open cannot hang the parent.
+
+On Linux the probe's parent is a reaper (probe/reaper.py), a child subreaper: once the probe
+has ended, every process it started is killed, a daemon that left its session included, and
+the outcome names those that were still running (`ProbeOutcome.leftovers`).
 """
 from __future__ import annotations
 
+import json
 import os
 import re
+import select
 import signal
+import socket
 import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -29,6 +37,8 @@ if TYPE_CHECKING:
 
 SHIM_DIR = Path(__file__).resolve().parent / "shim"
 """The probe's `sitecustomize` directory (counters, import record) put first on its PYTHONPATH."""
+REAPER_SCRIPT = Path(__file__).resolve().parent / "reaper.py"
+"""The probe's parent that kills what the probe leaves behind (Linux)."""
 TAIL_LINES = 40
 """How many trailing output lines a ProbeOutcome keeps."""
 KILL_GRACE_S = 5.0
@@ -114,10 +124,8 @@ def run_probe_all(spec: ProbeSpec, cwd: Path, extra_env: Mapping[str, str] | Non
         if start is not None:
             process = start(out_file, err_file)
         else:
-            process = subprocess.Popen(
-                ["bash", "-c", spec.render_command()], cwd=str(cwd), env=env,
-                stdin=subprocess.DEVNULL, stdout=out_file, stderr=err_file,
-                start_new_session=True)  # own process group: a timeout kills torchrun's workers too
+            process = start_reaped(spec.render_command(), cwd, env, out_file, err_file)
+        running = time.perf_counter()   # the timeout is the probe's: its starter's start-up is not in it
         with _RUNNING_LOCK:
             _RUNNING.add(process.pid)
             if _STOPPING.is_set():   # the stop came while it started, and did not see it
@@ -127,7 +135,7 @@ def run_probe_all(spec: ProbeSpec, cwd: Path, extra_env: Mapping[str, str] | Non
         try:
             held = on_start(process.pid) if on_start is not None else None
             try:
-                _wait(process, spec.timeout_s, started, held)
+                _wait(process, spec.timeout_s, running, held)
             except subprocess.TimeoutExpired:
                 timed_out = True
                 _kill_group(process, kill_grace_s)
@@ -142,8 +150,10 @@ def run_probe_all(spec: ProbeSpec, cwd: Path, extra_env: Mapping[str, str] | Non
         if killed_by_stop:   # a probe that ended before the stop keeps its outcome
             raise ProbeCancelled(f"probe {process.pid} was killed because the hunt is stopping")
         wall_seconds = time.perf_counter() - started
-        # Stragglers the probe left behind would compete with the next sample: kill them.
+        # Stragglers the probe left behind would compete with the next sample: kill them (the
+        # reaper or preload server already killed every process below it, and named them).
         _signal_group(process.pid, signal.SIGKILL)
+        leftovers = tuple(getattr(process, "leftovers", ()))
         stdout = _read(out_file)
         stderr = _read(err_file)
 
@@ -151,8 +161,8 @@ def run_probe_all(spec: ProbeSpec, cwd: Path, extra_env: Mapping[str, str] | Non
     code = process.returncode
 
     def skip(reason: str) -> tuple[ProbeOutcome, list[Sample]]:
-        return ProbeOutcome(sample=None, skip_reason=reason, exit_code=code,
-                            wall_seconds=wall_seconds, output_tail=tail, started_at=started_at), []
+        return ProbeOutcome(sample=None, skip_reason=reason, exit_code=code, wall_seconds=wall_seconds,
+                            output_tail=tail, started_at=started_at, leftovers=leftovers), []
 
     if timed_out:
         return skip(f"timeout after {spec.timeout_s:g}s")
@@ -164,8 +174,108 @@ def run_probe_all(spec: ProbeSpec, cwd: Path, extra_env: Mapping[str, str] | Non
         return skip(str(error))
     if not samples:
         return skip(NO_METRIC_REASON)
-    return ProbeOutcome(sample=samples[0], skip_reason=None, exit_code=code,
-                        wall_seconds=wall_seconds, output_tail=tail, started_at=started_at), samples
+    return ProbeOutcome(sample=samples[0], skip_reason=None, exit_code=code, wall_seconds=wall_seconds,
+                        output_tail=tail, started_at=started_at, leftovers=leftovers), samples
+
+
+def start_reaped(command: str, cwd: Path, env: Mapping[str, str], stdout, stderr):
+    """Start `bash -c command` in `cwd` with exactly `env`, in a session (and process group) of
+    its own, so that a timeout kills torchrun's workers too; on Linux as the child of a reaper
+    (probe/reaper.py) that kills whatever it leaves behind. Returns what Popen would (pid: the
+    process group; poll, wait, returncode); the setup step starts its command the same way."""
+    argv = ["bash", "-c", command]
+    if not sys.platform.startswith("linux"):   # no subreaper: the process group is all we hold
+        return subprocess.Popen(argv, cwd=str(cwd), env=dict(env), stdin=subprocess.DEVNULL,
+                                stdout=stdout, stderr=stderr, start_new_session=True)
+    ours, theirs = socket.socketpair()
+    try:
+        # -I -S: the reaper runs with the tool's environment and sees nothing of the project's
+        # (its PYTHONPATH could shadow the standard library); the probe gets `env` exactly.
+        parent = subprocess.Popen([sys.executable, "-I", "-S", str(REAPER_SCRIPT), str(theirs.fileno())],
+                                  cwd=str(cwd), stdin=subprocess.DEVNULL, stdout=stdout, stderr=stderr,
+                                  pass_fds=(theirs.fileno(),), start_new_session=True)
+    except BaseException:
+        ours.close()
+        raise
+    finally:
+        theirs.close()
+    try:
+        ours.sendall(json.dumps({"argv": argv, "env": dict(env)}).encode() + b"\n")
+        return ReportedProcess(ours, "bash -c", parent=parent, starter="the reaper")
+    except BaseException:
+        ours.close()
+        parent.kill()
+        parent.wait()
+        raise
+
+
+class ReportedProcess:
+    """A probe started by a process of ours that reports on it over a socket: the reaper
+    (probe/reaper.py) or a preload server (probe/preload.py). JSON lines: {"pid": N} once it
+    runs, then {"status": S, "leftovers": [...]} once it has ended and every process it left
+    was killed. Has the subprocess.Popen calls the runner makes (pid, poll, wait, returncode)."""
+
+    PARENT_GONE = 255
+    """Exit status reported when the process reporting went away before the probe's status came."""
+
+    def __init__(self, conn: socket.socket, what: str, *, parent: subprocess.Popen | None = None,
+                 starter: str = "the preload server", start_timeout_s: float = 300.0):
+        self._conn = conn
+        self._buffer = b""
+        self._parent = parent
+        self.args = what
+        self.returncode: int | None = None
+        self.leftovers: list[str] = []
+        """'PID COMMAND' of each process the probe left running, killed when it ended."""
+        message = self._message(timeout=start_timeout_s)
+        if message is None or "pid" not in message:
+            self._done()
+            raise OSError(f"{starter} did not start the probe")
+        self.pid = int(message["pid"])
+
+    def poll(self) -> int | None:
+        if self.returncode is None:
+            self._status(timeout=0)
+        return self.returncode
+
+    def wait(self, timeout: float | None = None) -> int:
+        if self.returncode is None and not self._status(timeout):
+            raise subprocess.TimeoutExpired(self.args, timeout or 0)
+        assert self.returncode is not None
+        return self.returncode
+
+    def _status(self, timeout: float | None) -> bool:
+        message = self._message(timeout)
+        if message is None:
+            return False
+        self.returncode = int(message.get("status", self.PARENT_GONE))
+        self.leftovers = [str(line) for line in message.get("leftovers", ())]
+        self._done()
+        return True
+
+    def _done(self) -> None:
+        self._conn.close()
+        if self._parent is not None:   # the reaper exits once it has reported
+            try:
+                self._parent.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self._parent.kill()
+                self._parent.wait()
+
+    def _message(self, timeout: float | None) -> dict | None:
+        """The next JSON line; None on timeout; {} when the connection closed first."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while b"\n" not in self._buffer:
+            left = None if deadline is None else max(0.0, deadline - time.monotonic())
+            ready, _, _ = select.select([self._conn], [], [], left)
+            if not ready:
+                return None
+            chunk = self._conn.recv(65536)
+            if not chunk:
+                return {}
+            self._buffer += chunk
+        line, _, self._buffer = self._buffer.partition(b"\n")
+        return json.loads(line.decode())
 
 
 def _wait(process, timeout_s: float, started: float, held) -> None:

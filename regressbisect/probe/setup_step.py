@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Mapping
 
 from regressbisect.samples import SampleKey
-from regressbisect.probe.runner import _kill_group, _last_nonempty_line, _signal_group
+from regressbisect.probe.runner import _kill_group, _last_nonempty_line, _signal_group, start_reaped
 from regressbisect.store import Store
 
 TAIL_LINES = 30
@@ -87,9 +87,8 @@ class SetupStep:
         with open(log_path, "wb") as log:
             log.write(f"$ {self.command}\n# in {worktree}\n".encode())
             log.flush()
-            process = subprocess.Popen(["bash", "-c", self.command], cwd=str(worktree), env=dict(env),
-                                       stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                                       start_new_session=True)
+            # Under the reaper, as a probe: a build server it leaves (a daemon) is killed when it ends.
+            process = start_reaped(self.command, worktree, env, log, subprocess.STDOUT)
             try:
                 try:
                     process.wait(timeout=self._timeout_s)
@@ -102,6 +101,10 @@ class SetupStep:
             _signal_group(process.pid, 9)  # a daemon the build left behind must not compete
         seconds = time.perf_counter() - started
         output = log_path.read_text(errors="replace")
+        leftovers = getattr(process, "leftovers", ())
+        if leftovers:   # in the log only: the failure line is the command's own last line
+            with open(log_path, "a") as log:
+                log.write(f"# killed when the setup ended, left running by it: {'; '.join(leftovers)}\n")
         tail = "\n".join(output.splitlines()[-TAIL_LINES:])
         code = process.returncode
         ok = code == 0 and not timed_out

@@ -29,6 +29,9 @@ class CulpritFacts:
     """The culprit's hunks (file, lines, function, excerpt); empty for a commit."""
     possible_commits: tuple[str, ...]
     """Short shas the culprit may be any of (skipped commits in between)."""
+    merge: tuple[str, ...] = ()
+    """For a merge: that it is one, the hunt of the branch it merged, and what that hunt's answer
+    means (report_json.merge_json); empty for a commit with one parent."""
 
 
 def unit(report: Mapping[str, Any]) -> str:
@@ -88,7 +91,20 @@ def culprit_facts(culprit: Mapping[str, Any], unit_text: str = DEFAULT_UNIT) -> 
                                        culprit.get("counters_after") or {})),
         hunks=hunks,
         possible_commits=tuple(short(s) for s in culprit.get("possible_commits") or ()),
+        merge=merge_text(culprit.get("merge")),
     )
+
+
+def merge_text(merge: Any) -> tuple[str, ...]:
+    """Lines saying the culprit is a merge, with the follow-up hunt(s) of the merged branch(es)."""
+    if not isinstance(merge, Mapping) or not merge.get("follow_up"):
+        return ()
+    parents = merge.get("parents") or [None]
+    return (f"is a merge of {', '.join(short(p) for p in parents[1:])} into {short(parents[0])}: the search "
+            f"follows first parents, so the merge is one step",
+            *(f"its branch's own commits, with this hunt's options: {command}" for command in merge["follow_up"]),
+            "if that does not reproduce the step, the branch is slow only together with what the first "
+            "parent brought, and the merge is the answer")
 
 
 def counter_changes(before: Mapping[str, Any], after: Mapping[str, Any]) -> list[str]:
@@ -272,7 +288,7 @@ def overlap_text(overlap: Mapping[str, Any]) -> str:
 
 def measurement_lines(report: Mapping[str, Any]) -> list[str]:
     """Preloaded start-up, setup step (apart from probe time), slot venvs, samples re-taken
-    under contention."""
+    under contention, processes probes left running."""
     measurement = report.get("measurement") or {}
     lines = []
     setup = measurement.get("setup")
@@ -301,6 +317,11 @@ def measurement_lines(report: Mapping[str, Any]) -> list[str]:
         lines.append(f"Samples re-taken under contention: {contention['retaken']} (stored apart, not "
                      f"evidence), waited {contention['waited_s']:.0f} s; why: {'; '.join(reasons[:3])}"
                      + (" ..." if len(reasons) > 3 else ""))
+    leftovers = measurement.get("leftovers")
+    if leftovers and leftovers.get("probes"):
+        first = leftovers.get("first") or []
+        lines.append(f"Processes left running by {leftovers['probes']} probe(s), killed as each ended: "
+                     f"{leftovers['killed']}" + (f" (first: {'; '.join(first[:3])})" if first else "") + ".")
     return lines
 
 

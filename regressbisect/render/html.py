@@ -91,6 +91,7 @@ def _culprit(culprit: Mapping[str, Any], number: int, counters_png: Path | None,
                      + (f", parent {_e(culprit['parent'])}" if culprit.get("parent") else "") + "</div>")
     if c.possible_commits:
         parts.append(f"<div>may be any of (skipped commits): {_e(', '.join(c.possible_commits))}</div>")
+    parts += [f"<div>{_e(line)}</div>" for line in c.merge]
     if c.counters:
         parts.append("<div>Counters before &rarr; after:<ul>"
                      + "".join(f"<li>{_e(line)}</li>" for line in c.counters) + "</ul></div>")

@@ -30,6 +30,7 @@ def _hunt(report: Mapping[str, Any], level: int) -> list[str]:
             lines.append(f"{number}. **{_escape(c.title)}**: {c.step}{share}")
             if c.possible_commits:
                 lines.append(f"   - may be any of (skipped commits): {', '.join(map(_code, c.possible_commits))}")
+            lines += [f"   - {line}" for line in c.merge]
             if c.counters:
                 lines.append(f"   - counters before -> after: {'; '.join(c.counters)}")
             for hunk in c.hunks:

@@ -32,6 +32,20 @@ def _pct(x: float) -> float:
     return round(100.0 * x, 3)
 
 
+def merge_json(parents: Sequence[str]) -> dict[str, Any] | None:
+    """A culprit that is a merge: its parents, and per merged branch the hunt of that branch's own
+    commits. The search follows first parents, so a merge is one step (its first parent to it);
+    `git bisect` would go down the branch. The branch's commits lie between the merge base and
+    the merged parent, so the follow-up hunts that range; it measures them without what the
+    first parent brought since the merge base, so it reproduces the step only when the branch
+    alone makes it (docs/search.md, "Merges"). None for a commit with one parent."""
+    if len(parents) < 2:
+        return None
+    first = parents[0]
+    return {"parents": list(parents),
+            "follow_up": [f"regressbisect run $(git merge-base {first} {other}) {other}" for other in parents[1:]]}
+
+
 def commit_report(*, commits: Sequence, result, counters: Mapping[int, Mapping[str, float]], plan,
                   probes: int, cached: int, config, env_facts: Mapping[str, Any], store_path: Path,
                   hunt_id: int, cached_by_index: Mapping[int, int] | None = None,
@@ -53,6 +67,7 @@ def commit_report(*, commits: Sequence, result, counters: Mapping[int, Mapping[s
             "last_good": commits[c.last_good].sha,
             "counters_before": dict(counters.get(c.last_good, {})),
             "counters_after": dict(counters.get(c.first_bad, {})),
+            "merge": merge_json(first_bad.parents),
         }
         if c.first_bad - c.last_good > 1:
             # Skipped commits lie between: any of them may be the culprit (git bisect's answer).

@@ -36,6 +36,7 @@ def _hunt_lines(report: Mapping[str, Any]) -> list[str]:
         lines.append(f"  step {c.step}" + (f", {c.share}" if c.share else ""))
         if c.possible_commits:
             lines.append(f"  any of (skipped between): {', '.join(c.possible_commits)}")
+        lines += [f"  {line}" for line in c.merge]
         for hunk in c.hunks:
             lines.append(f"  hunk {facts.hunk_location(hunk)}")
         for counter in c.counters:
