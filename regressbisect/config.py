@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from regressbisect.errors import UserError
-from regressbisect.probe.protocol import DEFAULT_METRIC_REGEX, metric_unit
+from regressbisect.probe.protocol import DEFAULT_METRIC_REGEX, compile_metric_regex, metric_unit
 
 
 # -- the defaults of every setting that more than one module reads: the config's dataclasses,
@@ -78,6 +78,11 @@ class ProbeConfig:
             object.__setattr__(self, "setup", None)
         if self.setup_timeout_s <= 0:
             raise UserError(f"--setup-timeout must be positive, got {self.setup_timeout_s}")
+        try:  # here, not at the first probe: a bad regex must not wait for worktrees and probes
+            compile_metric_regex(self.metric_regex)
+        except ValueError as error:
+            raise UserError(f"{error} (e.g. --metric-regex '([0-9.]+) tok/s', or metric_regex in "
+                            "[tool.regressbisect] of pyproject.toml)") from None
 
     def config_hash(self) -> str:
         """Stable hash of what a sample depends on (timeout and regex do not change a value)."""

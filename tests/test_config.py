@@ -31,6 +31,9 @@ def test_config_hash_depends_on_what_a_sample_means_only():
     ({"cmd": "x"}, {"direction": "sideways"}, "--direction"),
     ({"cmd": "x"}, {"slots": 2, "slot_devices": ["0"]}, "--slot-devices"),
     ({"cmd": "x"}, {"tokens": 0}, "--tokens"),
+    ({"cmd": "x"}, {"metric_regex": "([0-9"}, "--metric-regex '([0-9' is not a valid regex"),
+    ({"cmd": "x", "metric_regex": r"[\d.]+ tok/s"}, {}, "exactly one group"),
+    ({"cmd": "x"}, {"metric_regex": r"([\d.]+) (tok)/s"}, "it has 2"),
 ])
 def test_bad_config_is_a_one_line_user_error(table, flags, words):
     with pytest.raises(UserError) as info:
