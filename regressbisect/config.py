@@ -64,6 +64,10 @@ class ProbeConfig:
     isolation_check: bool = True
     """Check that every probe imported the project from its own worktree (docs/isolation.md);
     off for probes that are not Python. Hashed: unchecked samples never serve a checked hunt."""
+    lm_head_min_out: int | None = None
+    """Output width from which an F.linear call counts as an lm_head call; None leaves it to the
+    probe (REGRESSBISECT_LMHEAD_MIN_OUT, else the shim's default 32768). Hashed: it changes the
+    counters stored with an instrumented sample."""
 
     def __post_init__(self) -> None:
         if not self.cmd or not self.cmd.strip():
@@ -85,10 +89,18 @@ class ProbeConfig:
                             "[tool.regressbisect] of pyproject.toml)") from None
 
     def config_hash(self) -> str:
-        """Stable hash of what a sample depends on (timeout and regex do not change a value)."""
+        """Stable hash of everything a stored value depends on: what runs (cmd, tokens, env, setup,
+        venv, isolation check), and how its output becomes the stored numbers (metric_regex: the
+        value stored is the number it parsed, so another regex must not reuse it; lm_head_min_out:
+        the counters). Not hashed: timeout_s and setup_timeout_s (a run that finished within them
+        is the same run); the unit, which only labels the number. A new field goes in here unless
+        it cannot change a stored value (tests/test_config.py checks every field)."""
         payload = {"cmd": self.cmd, "tokens": self.tokens, "env": sorted(self.env.items()),
                    # Samples taken before import roots went first may have measured another copy.
-                   "imports": "worktree-first"}
+                   "imports": "worktree-first",
+                   "metric_regex": self.metric_regex}
+        if self.lm_head_min_out is not None:
+            payload["lm_head_min_out"] = self.lm_head_min_out
         if not self.isolation_check:
             payload["isolation_check"] = False
         # A build step or venv changes what is measured; added only when set.
@@ -178,9 +190,6 @@ class HuntConfig:
     overhead_pairs: int = 6
     """Most interleaved shimmed/unshimmed pairs of the shim's overhead arm on GOOD; it stops as
     soon as its anytime-valid interval decides (docs/cost.md), and is 'not proven' at the cap."""
-    lm_head_min_out: int | None = None
-    """Output width from which an F.linear call counts as an lm_head call; None leaves it to the
-    probe (REGRESSBISECT_LMHEAD_MIN_OUT, else the shim's default 32768)."""
     # -- busy-machine guard (docs/contention.md) --
     busy_check: bool = True
     """Measure the CPU (and GPU) used by processes outside the hunt during every sample; a
@@ -286,7 +295,7 @@ _PYPROJECT_KEYS = {
     "min_effect": ("hunt", float), "direction": ("hunt", str), "max_samples": ("hunt", int),
     "slots": ("hunt", int), "slot_devices": ("hunt", list), "instrument": ("hunt", str),
     "overhead_limit": ("hunt", float), "overhead_pairs": ("hunt", int),
-    "lm_head_min_out": ("hunt", int), "unit": ("hunt", str), "shared_caches": ("hunt", bool),
+    "lm_head_min_out": ("probe", int), "unit": ("hunt", str), "shared_caches": ("hunt", bool),
     "compile_workers": ("hunt", bool),
     "preload": ("hunt", str), "overlap": ("hunt", int),
     # setup step, slot venvs, busy-machine guard

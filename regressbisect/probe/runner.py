@@ -74,8 +74,8 @@ def probe_spec(config: HuntConfig) -> ProbeSpec:
     """The runner's view of the probe config (the commit, hunk and nightly hunts and doctor's
     import check share it)."""
     env = dict(config.probe.env)
-    if config.lm_head_min_out is not None:
-        env["REGRESSBISECT_LMHEAD_MIN_OUT"] = str(config.lm_head_min_out)
+    if config.probe.lm_head_min_out is not None:
+        env["REGRESSBISECT_LMHEAD_MIN_OUT"] = str(config.probe.lm_head_min_out)
     return ProbeSpec(command=config.probe.cmd, tokens=config.probe.tokens,
                      timeout_s=config.probe.timeout_s, env=env, metric_regex=config.probe.metric_regex)
 
