@@ -28,7 +28,8 @@ def test_config_hash_depends_on_what_a_sample_means_only():
 # A value for each ProbeConfig field other than its default; a field missing here fails the audit.
 _OTHER_VALUE = {"cmd": "y {tokens}", "tokens": 8192, "env": {"A": "1"}, "timeout_s": 5.0,
                 "metric_regex": r"([0-9.]+) items/s", "setup": "make", "venv": True,
-                "setup_timeout_s": 60.0, "isolation_check": False, "lm_head_min_out": 2048}
+                "setup_timeout_s": 60.0, "isolation_check": False, "lm_head_min_out": 2048,
+                "concurrency": (2, 1)}
 _NOT_HASHED = {"timeout_s", "setup_timeout_s"}   # a run that finished within them is the same run
 
 
@@ -48,6 +49,18 @@ def test_a_changed_metric_regex_or_lm_head_width_is_another_series():
                                                     {}).probe.config_hash()
     assert base.unit == "tok/s" and base.probe.config_hash() == build_config(
         {"cmd": "x {tokens}"}, {"unit": "tokens/s"}).probe.config_hash()   # a label, not a value
+
+
+def test_samples_taken_with_other_probes_beside_them_are_another_series():
+    def hash_of(**flags):
+        return build_config({"cmd": "x {tokens}"}, flags).probe.config_hash()
+
+    alone = hash_of()
+    assert len({alone, hash_of(slots=9), hash_of(slots=2), hash_of(overlap=3), hash_of(slots=3, overlap=1),
+                hash_of(slots=1, overlap=3)}) == 5   # the last is overlap=3 again (slots 1 is the default)
+    assert hash_of(slots=9, min_effect=0.05) == hash_of(slots=9)   # a search setting is not a sample's
+    # a hunt that measures one candidate at a time (hunks, nightly's series) keys as one alone
+    assert build_config({"cmd": "x {tokens}"}, {"slots": 4, "overlap": 2}).probe.alone().config_hash() == alone
 
 
 @pytest.mark.parametrize("table, flags, words", [

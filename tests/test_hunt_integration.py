@@ -154,6 +154,19 @@ def test_a_changed_metric_regex_measures_again_instead_of_reusing_the_old_values
         assert 950 < b["endpoints"][side]["median_tok_s"] < 1050
 
 
+def test_a_one_slot_hunt_reuses_no_sample_taken_beside_other_slots(tmp_path):
+    speeds = [1000.0] * 3 + [900.0] * 3
+    shas = make_bench_repo(tmp_path / "repo", speeds)
+    crowded, alone, again = tmp_path / "slots3.json", tmp_path / "slots1.json", tmp_path / "again.json"
+    args = hunt_args(tmp_path / "repo", tmp_path / "state", "--instrument", "off")
+    assert run_cli([*args, "--slots", "3", "--json", str(crowded), shas[0], shas[-1]]) == 0
+    assert run_cli([*args, "--slots", "1", "--json", str(alone), shas[0], shas[-1]]) == 0
+    assert run_cli([*args, "--slots", "1", "--json", str(again), shas[0], shas[-1]]) == 0
+    a, b, c = (json.loads(p.read_text()) for p in (crowded, alone, again))
+    assert a["probes"] > 0 and b["probes"] > 0 and b["cached_samples"] == 0
+    assert c["probes"] == 0 and c["cached_samples"] == b["probes"]   # the same concurrency is reused
+
+
 def test_a_probe_without_torch_gets_no_overhead_arm_and_no_counters_runs(tmp_path):
     """The bench script imports no torch: its one shimmed probe counts nothing, so the hunt runs
     no overhead pairs and no counters runs (they would measure nothing) and says why. The
