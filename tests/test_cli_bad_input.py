@@ -126,6 +126,26 @@ def test_invalid_metric_regex_in_pyproject_is_one_line(tmp_path, capsys):
     assert not (path / ".git" / "regressbisect").exists()
 
 
+def test_slots_beyond_the_candidates_are_named_in_a_warning(repo, capsys):
+    path, shas = repo
+    code = run_cli(["run", "-C", str(path), "--cmd", "exit 3", "--slots", "50", shas[0], shas[-1]])
+    err = capsys.readouterr().err
+    assert code == 1   # the probe fails at GOOD, after the warning
+    assert "warning: --slots 50 exceeds the 6 candidates of the range" in err and "(use --slots" in err
+
+
+def test_slots_beyond_the_cores_of_a_machine_without_gpus_are_named_in_a_warning(capsys):
+    from regressbisect.config import build_config
+    from regressbisect.hunts.common import warn_unusable_slots
+
+    config = build_config({"cmd": "x"}, {"slots": 9})
+    warn_unusable_slots(config, candidates=24, gpu_count=0, cores=2)
+    assert "warning: --slots 9 runs up to 9 CPU probes at once on 2 cores" in capsys.readouterr().err
+    for quiet in (dict(gpu_count=8, cores=2), dict(gpu_count=0, cores=16)):   # GPU slots; enough cores
+        warn_unusable_slots(config, candidates=24, **quiet)
+        assert capsys.readouterr().err == ""
+
+
 def test_help_does_not_import_torch():
     code = ("import sys; from regressbisect.cli import main\n"
             "try:\n    main(['--help'])\nexcept SystemExit:\n    pass\n"
