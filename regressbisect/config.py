@@ -2,8 +2,9 @@
 
 defaults  <-  `[tool.regressbisect]` in the target repository's pyproject.toml  <-  command-line flags
 
-Only the probe part (what is run and how it is measured) enters the config hash that keys stored
-samples; search settings (min effect, slots, ...) can change between runs without invalidating them.
+Only the probe part (what is run, how its output becomes numbers, and the company it runs in:
+slots and overlap) enters the config hash that keys stored samples; search settings (min effect,
+direction, max samples, ...) can change between runs without invalidating them.
 """
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from regressbisect.errors import UserError
-from regressbisect.probe.protocol import DEFAULT_METRIC_REGEX, metric_unit
+from regressbisect.probe.protocol import DEFAULT_METRIC_REGEX, compile_metric_regex, metric_unit
 
 
 # -- the defaults of every setting that more than one module reads: the config's dataclasses,
@@ -64,6 +65,16 @@ class ProbeConfig:
     isolation_check: bool = True
     """Check that every probe imported the project from its own worktree (docs/isolation.md);
     off for probes that are not Python. Hashed: unchecked samples never serve a checked hunt."""
+    lm_head_min_out: int | None = None
+    """Output width from which an F.linear call counts as an lm_head call; None leaves it to the
+    probe (REGRESSBISECT_LMHEAD_MIN_OUT, else the shim's default 32768). Hashed: it changes the
+    counters stored with an instrumented sample."""
+    concurrency: tuple[int, int] = (1, 1)
+    """(slots, overlap) of the hunt taking the samples: how many of its probes run beside one.
+    Set by HuntConfig from its own settings; a hunt that measures one candidate at a time (hunks,
+    nightly's series) keys its samples with `alone()`. Hashed: probes of one hunt compete for the
+    machine like any other job, so samples taken with others beside them never serve a hunt that
+    takes them alone, or with other company (docs/contention.md, "The hunt's own probes")."""
 
     def __post_init__(self) -> None:
         if not self.cmd or not self.cmd.strip():
@@ -78,12 +89,29 @@ class ProbeConfig:
             object.__setattr__(self, "setup", None)
         if self.setup_timeout_s <= 0:
             raise UserError(f"--setup-timeout must be positive, got {self.setup_timeout_s}")
+        object.__setattr__(self, "concurrency", tuple(int(n) for n in self.concurrency))
+        try:  # here, not at the first probe: a bad regex must not wait for worktrees and probes
+            compile_metric_regex(self.metric_regex)
+        except ValueError as error:
+            raise UserError(f"{error} (e.g. --metric-regex '([0-9.]+) tok/s', or metric_regex in "
+                            "[tool.regressbisect] of pyproject.toml)") from None
 
     def config_hash(self) -> str:
-        """Stable hash of what a sample depends on (timeout and regex do not change a value)."""
+        """Stable hash of everything a stored value depends on: what runs (cmd, tokens, env, setup,
+        venv, isolation check), and how its output becomes the stored numbers (metric_regex: the
+        value stored is the number it parsed, so another regex must not reuse it; lm_head_min_out:
+        the counters). Not hashed: timeout_s and setup_timeout_s (a run that finished within them
+        is the same run); the unit, which only labels the number. A new field goes in here unless
+        it cannot change a stored value (tests/test_config.py checks every field)."""
         payload = {"cmd": self.cmd, "tokens": self.tokens, "env": sorted(self.env.items()),
                    # Samples taken before import roots went first may have measured another copy.
-                   "imports": "worktree-first"}
+                   "imports": "worktree-first",
+                   "metric_regex": self.metric_regex}
+        if self.lm_head_min_out is not None:
+            payload["lm_head_min_out"] = self.lm_head_min_out
+        # (slots, overlap), not the number of lanes: 3 slots measure 3 probes at once, 1 slot with
+        # 3 lanes one window at a time with the others stopped (docs/contention.md).
+        payload["concurrency"] = list(self.concurrency)
         if not self.isolation_check:
             payload["isolation_check"] = False
         # A build step or venv changes what is measured; added only when set.
@@ -92,6 +120,10 @@ class ProbeConfig:
         if self.venv:
             payload["venv"] = True
         return hashlib.sha1(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:16]
+
+    def alone(self) -> "ProbeConfig":
+        """This probe config as taken by a hunt that runs one probe at a time."""
+        return dataclasses.replace(self, concurrency=(1, 1))
 
 
 @dataclass(frozen=True)
@@ -173,9 +205,6 @@ class HuntConfig:
     overhead_pairs: int = 6
     """Most interleaved shimmed/unshimmed pairs of the shim's overhead arm on GOOD; it stops as
     soon as its anytime-valid interval decides (docs/cost.md), and is 'not proven' at the cap."""
-    lm_head_min_out: int | None = None
-    """Output width from which an F.linear call counts as an lm_head call; None leaves it to the
-    probe (REGRESSBISECT_LMHEAD_MIN_OUT, else the shim's default 32768)."""
     build_check: bool = True
     """Stop before the first probe when a candidate declares compiled extension modules and no
     setup step builds them (probe/extensions.py, docs/setup.md); off: measure it as it is."""
@@ -265,6 +294,8 @@ class HuntConfig:
             raise UserError("--overlap needs the local executor: a Slurm job holds its GPUs only while "
                             "its probe runs; use --slots for parallel jobs, and --overlap 1 (overlap = 1 in "
                             "[tool.regressbisect])")
+        # The probe's samples are keyed by the company they are taken in (ProbeConfig.concurrency).
+        object.__setattr__(self, "probe", dataclasses.replace(self.probe, concurrency=(self.slots, self.overlap)))
         if not self.preload.strip() or not all(_MODULE_NAME.match(m.strip()) for m in self.preload.split(",")):
             raise UserError(f"--preload must be 'auto', 'off' or comma-separated module names (e.g. torch), "
                             f"got {self.preload!r}")
@@ -284,7 +315,7 @@ _PYPROJECT_KEYS = {
     "min_effect": ("hunt", float), "direction": ("hunt", str), "max_samples": ("hunt", int),
     "slots": ("hunt", int), "slot_devices": ("hunt", list), "instrument": ("hunt", str),
     "overhead_limit": ("hunt", float), "overhead_pairs": ("hunt", int),
-    "lm_head_min_out": ("hunt", int), "unit": ("hunt", str), "shared_caches": ("hunt", bool),
+    "lm_head_min_out": ("probe", int), "unit": ("hunt", str), "shared_caches": ("hunt", bool),
     "compile_workers": ("hunt", bool),
     "preload": ("hunt", str), "overlap": ("hunt", int),
     # setup step, slot venvs, busy-machine guard

@@ -48,7 +48,8 @@ class SampleKey:
     patch_hash: str | None
     """Candidate.patch_hash, or None."""
     config_hash: str
-    """Hash of the probe configuration (command, budget, env, metric regex), config.py."""
+    """Hash of the probe configuration: what runs and how its output becomes the stored numbers
+    (command, budget, env, metric regex, ...; config.ProbeConfig.config_hash)."""
     env_fingerprint: str
     """Hash of the machine and interpreter the sample was taken on."""
 

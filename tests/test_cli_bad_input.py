@@ -102,6 +102,50 @@ def test_bad_flag_value(repo, capsys):
     _one_line_error(capsys, code, 1, "--direction")
 
 
+@pytest.mark.parametrize("command", ["run", "hunks", "nightly"])
+@pytest.mark.parametrize("regex, words", [
+    ("([0-9", "not a valid regex"),
+    ("[0-9.]+ tok/s", "exactly one group"),
+    ("([0-9.]+) (tok)/s", "exactly one group"),
+])
+def test_invalid_metric_regex_is_one_line_before_any_worktree(repo, capsys, command, regex, words):
+    path, shas = repo
+    before = snapshot_checkout(path)
+    ends = [shas[0], shas[-1]] if command == "run" else []
+    code = run_cli([command, "-C", str(path), "--cmd", "python bench.py", "--metric-regex", regex, *ends])
+    _one_line_error(capsys, code, 1, "--metric-regex", words)
+    assert not (path / ".git" / "regressbisect").exists()   # no store, no worktree pool
+    assert snapshot_checkout(path) == before
+
+
+def test_invalid_metric_regex_in_pyproject_is_one_line(tmp_path, capsys):
+    path = tmp_path / "repo"
+    shas = make_bench_repo(path, [1000.0] * 3, pyproject={"metric_regex": "(tok/s"})
+    code = run_cli(["run", "-C", str(path), "--cmd", "python bench.py", shas[0], shas[-1]])
+    _one_line_error(capsys, code, 1, "metric_regex", "pyproject.toml", "not a valid regex")
+    assert not (path / ".git" / "regressbisect").exists()
+
+
+def test_slots_beyond_the_candidates_are_named_in_a_warning(repo, capsys):
+    path, shas = repo
+    code = run_cli(["run", "-C", str(path), "--cmd", "exit 3", "--slots", "50", shas[0], shas[-1]])
+    err = capsys.readouterr().err
+    assert code == 1   # the probe fails at GOOD, after the warning
+    assert "warning: --slots 50 exceeds the 6 candidates of the range" in err and "(use --slots" in err
+
+
+def test_slots_beyond_the_cores_of_a_machine_without_gpus_are_named_in_a_warning(capsys):
+    from regressbisect.config import build_config
+    from regressbisect.hunts.common import warn_unusable_slots
+
+    config = build_config({"cmd": "x"}, {"slots": 9})
+    warn_unusable_slots(config, candidates=24, gpu_count=0, cores=2)
+    assert "warning: --slots 9 runs up to 9 CPU probes at once on 2 cores" in capsys.readouterr().err
+    for quiet in (dict(gpu_count=8, cores=2), dict(gpu_count=0, cores=16)):   # GPU slots; enough cores
+        warn_unusable_slots(config, candidates=24, **quiet)
+        assert capsys.readouterr().err == ""
+
+
 def test_help_does_not_import_torch():
     code = ("import sys; from regressbisect.cli import main\n"
             "try:\n    main(['--help'])\nexcept SystemExit:\n    pass\n"

@@ -1,9 +1,11 @@
 """Config merge: defaults <- [tool.regressbisect] <- flags; bad values are one-line user errors."""
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
-from regressbisect.config import build_config
+from regressbisect.config import ProbeConfig, build_config
 from regressbisect.errors import ExitCode, UserError
 
 
@@ -23,6 +25,44 @@ def test_config_hash_depends_on_what_a_sample_means_only():
     assert base.probe.config_hash() != build_config({"cmd": "x {tokens}"}, {"env": {"A": "1"}}).probe.config_hash()
 
 
+# A value for each ProbeConfig field other than its default; a field missing here fails the audit.
+_OTHER_VALUE = {"cmd": "y {tokens}", "tokens": 8192, "env": {"A": "1"}, "timeout_s": 5.0,
+                "metric_regex": r"([0-9.]+) items/s", "setup": "make", "venv": True,
+                "setup_timeout_s": 60.0, "isolation_check": False, "lm_head_min_out": 2048,
+                "concurrency": (2, 1)}
+_NOT_HASHED = {"timeout_s", "setup_timeout_s"}   # a run that finished within them is the same run
+
+
+@pytest.mark.parametrize("name", [f.name for f in dataclasses.fields(ProbeConfig)])
+def test_every_probe_field_that_can_change_a_stored_value_is_in_the_config_hash(name):
+    assert name in _OTHER_VALUE, f"classify the new ProbeConfig field {name!r}: hashed or not"
+    base = ProbeConfig(cmd="x {tokens}")
+    changed = dataclasses.replace(base, **{name: _OTHER_VALUE[name]})
+    assert (changed.config_hash() == base.config_hash()) == (name in _NOT_HASHED)
+
+
+def test_a_changed_metric_regex_or_lm_head_width_is_another_series():
+    base = build_config({"cmd": "x {tokens}"}, {})
+    assert base.probe.config_hash() != build_config({"cmd": "x {tokens}"},
+                                                    {"metric_regex": r"([0-9.]+) items/s"}).probe.config_hash()
+    assert base.probe.config_hash() != build_config({"cmd": "x {tokens}", "lm_head_min_out": 2048},
+                                                    {}).probe.config_hash()
+    assert base.unit == "tok/s" and base.probe.config_hash() == build_config(
+        {"cmd": "x {tokens}"}, {"unit": "tokens/s"}).probe.config_hash()   # a label, not a value
+
+
+def test_samples_taken_with_other_probes_beside_them_are_another_series():
+    def hash_of(**flags):
+        return build_config({"cmd": "x {tokens}"}, flags).probe.config_hash()
+
+    alone = hash_of()
+    assert len({alone, hash_of(slots=9), hash_of(slots=2), hash_of(overlap=3), hash_of(slots=3, overlap=1),
+                hash_of(slots=1, overlap=3)}) == 5   # the last is overlap=3 again (slots 1 is the default)
+    assert hash_of(slots=9, min_effect=0.05) == hash_of(slots=9)   # a search setting is not a sample's
+    # a hunt that measures one candidate at a time (hunks, nightly's series) keys as one alone
+    assert build_config({"cmd": "x {tokens}"}, {"slots": 4, "overlap": 2}).probe.alone().config_hash() == alone
+
+
 @pytest.mark.parametrize("table, flags, words", [
     ({}, {}, "no probe command"),
     ({"cmd": "x", "bogus": 1}, {}, "unknown key 'bogus'"),
@@ -31,6 +71,9 @@ def test_config_hash_depends_on_what_a_sample_means_only():
     ({"cmd": "x"}, {"direction": "sideways"}, "--direction"),
     ({"cmd": "x"}, {"slots": 2, "slot_devices": ["0"]}, "--slot-devices"),
     ({"cmd": "x"}, {"tokens": 0}, "--tokens"),
+    ({"cmd": "x"}, {"metric_regex": "([0-9"}, "--metric-regex '([0-9' is not a valid regex"),
+    ({"cmd": "x", "metric_regex": r"[\d.]+ tok/s"}, {}, "exactly one group"),
+    ({"cmd": "x"}, {"metric_regex": r"([\d.]+) (tok)/s"}, "it has 2"),
 ])
 def test_bad_config_is_a_one_line_user_error(table, flags, words):
     with pytest.raises(UserError) as info:

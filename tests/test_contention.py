@@ -29,8 +29,8 @@ pytestmark = pytest.mark.contention
 RULE = BusyRule(cpus=0.5, share=0.10, gpu=0.10)
 
 
-def load(other: float, ncpus: int, hunt: float = 1.0, gpu: float | None = None) -> Load:
-    return Load(seconds=10.0, other_cpus=other, hunt_cpus=hunt, ncpus=ncpus, other_gpu=gpu)
+def load(other: float, ncpus: int, hunt: float = 1.0, gpu: float | None = None, siblings: float = 0.0) -> Load:
+    return Load(seconds=10.0, other_cpus=other, hunt_cpus=hunt, ncpus=ncpus, other_gpu=gpu, sibling_cpus=siblings)
 
 
 # -- readers ----------------------------------------------------------------------------------
@@ -91,6 +91,17 @@ def test_rule_on_a_128_core_node_depends_on_what_the_hunt_uses():
     assert "> 12.8" in RULE.reason(load(13.0, 128, hunt=1.0))        # a tenth of the node
 
 
+def test_the_hunts_own_other_probes_are_load_where_they_oversubscribe_the_cores():
+    nine_on_two = load(0.0, 2, hunt=2.0, siblings=1.8)        # --slots 9 on 2 cores: a ninth each
+    assert "the hunt's other probes used 1.8 CPUs" in RULE.reason(nine_on_two)
+    assert RULE.by_the_hunt(nine_on_two)                       # no wait for quiet would end it
+    # 8 GPU slots on a 128-core node: the other slots' CPU is company, not contention
+    assert RULE.reason(load(0.2, 128, hunt=16.0, siblings=14.0)) is None
+    # another job's load is the machine's: waited out, as before, whatever the siblings did
+    foreign = load(1.0, 2, hunt=1.0, siblings=0.5)
+    assert RULE.reason(foreign).startswith("other load") and not RULE.by_the_hunt(foreign)
+
+
 def test_rule_on_gpu():
     assert RULE.reason(load(0.1, 2, gpu=0.05)) is None
     assert "GPU" in RULE.reason(load(0.1, 2, gpu=0.4))
@@ -126,6 +137,43 @@ def test_window_load_is_machine_busy_time_minus_the_hunts_own():
     assert measured.other_cpus == pytest.approx(0.8)
     assert measured.hunt_cpus == pytest.approx(1.0)
     assert measured.machine_share == pytest.approx(0.4)
+
+
+def test_a_window_counts_the_other_probes_cpu_but_not_its_own_probes():
+    machine = FakeMachine(other=0.0)
+    me, other_slot = threading.get_ident(), -1
+    guard = machine.guard(max_wait_s=10, probe_groups=lambda: {101: me, 202: other_slot, 303: other_slot})
+    cpu = guard._hunt_cpu
+    cpu.sessions = {202: 5.0}                     # another slot's probe, running before ours
+    window = guard.start()
+    machine.advance(4.0, hunt_cpus=2.0)
+    cpu.sessions = {101: 3.9, 202: 5.0 + 2.4, 303: 2.4}   # ours; 202 went on; 303 started meanwhile
+    measured = guard.finish(window)
+    assert measured.sibling_cpus == pytest.approx((2.4 + 2.4) / 4.0)
+    assert measured.hunt_cpus == pytest.approx(2.0) and measured.other_cpus == pytest.approx(0.0)
+    # a quiet check runs no probe of its own: what the hunt runs meanwhile is not its siblings
+    quiet = guard.measure(2.0)
+    assert quiet.sibling_cpus == 0.0
+
+
+def test_hunt_cpu_sees_a_probe_session_to_its_end_between_two_scans(tmp_path):
+    proc = tmp_path / "proc"
+
+    def stat(pid: int, start: int, ticks: int) -> None:
+        (proc / str(pid)).mkdir(parents=True, exist_ok=True)
+        fields = ["S", "1", str(pid), str(pid)] + ["0"] * 7 + [str(ticks), "0", "0", "0"] + ["0"] * 4 + [str(start)]
+        (proc / str(pid) / "stat").write_text(f"{pid} (python) " + " ".join(fields) + "\n")
+
+    cpu = HuntCpu(scan=lambda: [])
+    stat(700, start=42, ticks=int(2 * ct.CLK_TCK))           # a probe started after the last scan
+    cpu.refresh_sessions([700], proc=str(proc))
+    assert cpu.sessions[700] == pytest.approx(2.0)
+    stat(700, start=42, ticks=int(3 * ct.CLK_TCK))
+    cpu.refresh_sessions([700], proc=str(proc))
+    assert cpu.sessions[700] == pytest.approx(3.0)
+    (proc / "700" / "stat").unlink()                          # it ended: its last reading stays
+    cpu.refresh_sessions([], proc=str(proc))
+    assert cpu.sessions[700] == pytest.approx(3.0)
 
 
 def test_wait_quiet_reports_progress_and_returns_when_the_load_stops():
@@ -285,6 +333,29 @@ def test_load_that_stops_during_the_wait_gives_a_re_taken_sample_and_the_answer(
     # Every evidence sample has its load recorded, none contended; `probes` counts every
     # execution, the contended ones included.
     assert main + flagged == report["probes"]
+
+
+@pytest.mark.slow
+def test_slots_oversubscribing_the_cores_stop_the_hunt_with_one_line_instead_of_poisoned_samples(
+        tmp_path, monkeypatch, capsys):
+    from tests.cli import run_cli
+
+    # The guard's machine: the hunt alone on one CPU (the test machine's other jobs are not ours to see).
+    ours = HuntCpu()
+    monkeypatch.setattr(ct, "read_proc_stat", lambda: (ours.total(), 1))
+    shas, args = _bench(tmp_path)
+    code = run_cli(args + ["--slots", "3", "--env", "BENCH_STARTUP=1.5", "--max-wait", "600"])
+    err = capsys.readouterr().err
+    assert code == ExitCode.USER_ERROR, err
+    last = err.strip().splitlines()[-1]
+    assert last.startswith("regressbisect: error: the hunt's own probes oversubscribe this machine"), last
+    assert "--slots" in last and "machine busy" not in err      # stopped at once, no wait
+    store = tmp_path / "repo" / ".git" / "regressbisect" / "store.sqlite"
+    with sqlite3.connect(store) as conn:
+        rows = conn.execute("SELECT s.arm, l.contended FROM samples s"
+                            " JOIN sample_loads l ON l.sample_id = s.id").fetchall()
+    flagged = [r for r in rows if r[0] == "flagged"]
+    assert flagged and all(r[1].startswith("the hunt's other probes used") for r in flagged)
 
 
 def test_busy_settings_come_from_pyproject_and_flags_and_bad_values_are_one_line_errors():

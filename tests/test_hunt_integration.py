@@ -24,7 +24,7 @@ from regressbisect.render import render_summary
 from regressbisect.search.bisect import CommitSearch
 from tests.cli import run_cli
 from tests.benchrepo import SpeedProbe, make_bench_repo
-from tests.gitrepo import commit, git, make_dirty, merge, snapshot_checkout
+from tests.gitrepo import commit, git, make_dirty, make_repo, merge, snapshot_checkout
 from tests.procs import daemons, gone
 
 pytestmark = pytest.mark.slow
@@ -155,6 +155,47 @@ def test_rerun_measures_nothing_already_stored(tmp_path):
     assert b["probes"] == 0 and b["cached_samples"] == a["probes"]
     assert [c["commit"] for c in a["culprits"]] == [c["commit"] for c in b["culprits"]] == [shas[6]]
     assert any(c["cached"] > 0 for c in b["candidates"])
+
+
+TWO_METRICS_BENCH = """\
+import math, random
+from speed import SPEED
+rng = random.Random()
+print(f"{1000.0 * math.exp(rng.gauss(0.0, 0.01)):.1f} items/s")   # the same at every commit
+print(f"{SPEED * math.exp(rng.gauss(0.0, 0.01)):.1f} tok/s")
+"""
+
+
+def test_a_changed_metric_regex_measures_again_instead_of_reusing_the_old_values(tmp_path):
+    # a probe printing two metrics, read once with the default regex (tok/s, which drops 20%) and
+    # once with a regex for items/s (flat): the second hunt must read items/s, not reuse tok/s
+    speeds = [1000.0] * 4 + [800.0] * 4
+    shas = make_repo(tmp_path / "repo", [{"bench.py": TWO_METRICS_BENCH, "speed.py": f"SPEED = {speeds[0]}\n"}]
+                     + [{"speed.py": f"SPEED = {v}\n", f"notes/n{i}.txt": f"{i}\n"} for i, v in enumerate(speeds[1:])])
+    first, second = tmp_path / "tok.json", tmp_path / "items.json"
+    args = ["run", "-C", str(tmp_path / "repo"), "--cmd", f"{sys.executable} bench.py", "--tokens", "1000",
+            "--instrument", "off", "--quiet"]
+    assert run_cli([*args, "--json", str(first), shas[0], shas[-1]]) == 0
+    code = run_cli([*args, "--metric-regex", r"([0-9.]+) items/s", "--json", str(second), shas[0], shas[-1]])
+    a, b = json.loads(first.read_text()), json.loads(second.read_text())
+    assert [c["commit"] for c in a["culprits"]] == [shas[4]]
+    assert b["probes"] > 0 and b["cached_samples"] == 0
+    assert code == 2 and b["verdict"] == "not-reproduced" and b["unit"] == "items/s"
+    for side in ("good", "bad"):
+        assert 950 < b["endpoints"][side]["median_tok_s"] < 1050
+
+
+def test_a_one_slot_hunt_reuses_no_sample_taken_beside_other_slots(tmp_path):
+    speeds = [1000.0] * 3 + [900.0] * 3
+    shas = make_bench_repo(tmp_path / "repo", speeds)
+    crowded, alone, again = tmp_path / "slots3.json", tmp_path / "slots1.json", tmp_path / "again.json"
+    args = hunt_args(tmp_path / "repo", tmp_path / "state", "--instrument", "off")
+    assert run_cli([*args, "--slots", "3", "--json", str(crowded), shas[0], shas[-1]]) == 0
+    assert run_cli([*args, "--slots", "1", "--json", str(alone), shas[0], shas[-1]]) == 0
+    assert run_cli([*args, "--slots", "1", "--json", str(again), shas[0], shas[-1]]) == 0
+    a, b, c = (json.loads(p.read_text()) for p in (crowded, alone, again))
+    assert a["probes"] > 0 and b["probes"] > 0 and b["cached_samples"] == 0
+    assert c["probes"] == 0 and c["cached_samples"] == b["probes"]   # the same concurrency is reused
 
 
 def test_a_probe_without_torch_gets_no_overhead_arm_and_no_counters_runs(tmp_path):

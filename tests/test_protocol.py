@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from regressbisect.probe.protocol import (COUNTERS_PREFIX, PREFIX, ProtocolError, parse_number,
+from regressbisect.probe.protocol import (COUNTERS_PREFIX, DEFAULT_METRIC_REGEX, PREFIX, ProtocolError, parse_number,
                                           parse_output, report)
 
 
@@ -62,6 +62,34 @@ def test_protocol_line_beats_regex_and_no_metric_gives_nothing():
     assert [s.tok_s for s in parse_output(text)] == [10.0]
     assert parse_output("loss 2.0\nno throughput here\n") == []
     assert parse_output("123 tok/s\n", metric_regex=None) == []
+
+
+@pytest.mark.parametrize("output, regex", [
+    ("throughput: -20337728.3 tok/s\n", DEFAULT_METRIC_REGEX),
+    ("step 9 | loss 2.0 | -1.2K tok/s\n", DEFAULT_METRIC_REGEX),
+    ("served \u22125.0 tok/s\n", DEFAULT_METRIC_REGEX),          # a typographic minus sign
+    ("0.0 tok/s\n", DEFAULT_METRIC_REGEX),
+    ("rate -812.5 items/s\n", r"([0-9.]+) items/s"),            # a user regex without the sign
+    ("rate=-812.5\n", r"rate=\D*([\d.]+)"),
+    ("rate 0 items/s\n", r"([0-9.]+) items/s"),
+])
+def test_a_negative_or_zero_metric_is_rejected_not_read_as_positive(output, regex):
+    with pytest.raises(ProtocolError, match="not a positive number"):
+        parse_output(output, metric_regex=regex)
+
+
+def test_a_minus_between_numbers_is_a_range_not_a_sign():
+    [sample] = parse_output("batch 10-20 tok/s\n")
+    assert sample.tok_s == 20.0
+
+
+def test_a_negative_metric_skips_the_candidate_with_its_reason(tmp_path):
+    from regressbisect.probe.runner import ProbeSpec, run_probe
+
+    spec = ProbeSpec(command="echo '-20337728.3 tok/s'", tokens=8, timeout_s=30)
+    outcome = run_probe(spec, tmp_path)
+    assert outcome.sample is None
+    assert "'-20337728.3'" in outcome.skip_reason and "not a positive number" in outcome.skip_reason
 
 
 def test_custom_metric_regex_needs_one_group():

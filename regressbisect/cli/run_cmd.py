@@ -39,6 +39,8 @@ def run(
     from regressbisect.config import build_config
     from regressbisect.git.history import History
     from regressbisect.hunts.commits import CommitHunt
+    from regressbisect.hunts.common import warn_unusable_slots
+    from regressbisect.machine.fingerprint import count_gpus
     from regressbisect.render import render_summary
     from regressbisect.render.progress import HuntProgress
     from regressbisect.render.report_json import dumps
@@ -54,6 +56,7 @@ def run(
     config = build_config(history.read_pyproject_table(), flags, source=str(history.root / "pyproject.toml"))
     with HuntProgress(quiet=quiet, unit=config.unit) as progress:
         hunt = CommitHunt(history, good, bad, config, store_path=store, progress=progress)
+        warn_unusable_slots(config, len(hunt.candidates), count_gpus())
         outcome = hunt.run()
     if json_out is not None:
         json_out.write_text(dumps(outcome.report))

@@ -4,6 +4,7 @@ signal handler that stops a hunt, and the exit code of each verdict."""
 from __future__ import annotations
 
 import contextlib
+import os
 import signal
 import threading
 from dataclasses import dataclass
@@ -92,6 +93,19 @@ def slot_environments(config: HuntConfig, gpu_count: int) -> list[dict[str, str]
             for s in range(config.slots)]
 
 
+def warn_unusable_slots(config: HuntConfig, candidates: int, gpu_count: int, cores: int | None = None) -> None:
+    """Say so when --slots asks for more than the range or the machine can use: slots beyond the
+    candidates stay idle, and CPU probes beyond the cores slow each other (their samples are
+    kept apart and stop the hunt, docs/contention.md "The hunt's own probes")."""
+    if config.slots > candidates:
+        warn(f"--slots {config.slots} exceeds the {candidates} candidates of the range: at most "
+             f"{candidates} probes run at once", "--slots")
+    cores = cores or os.cpu_count() or 1
+    if config.executor == "local" and gpu_count == 0 and config.slots > cores:
+        warn(f"--slots {config.slots} runs up to {config.slots} CPU probes at once on {cores} cores: they "
+             f"take CPU time from each other, and such samples are not used", "--slots")
+
+
 def lane_environments(config: HuntConfig, slot_envs: list[dict[str, str]]) -> list[dict[str, str]]:
     """One environment per lane: each slot's `overlap` times (a slot's lanes share its devices;
     probe/windows.py keeps their measured windows apart), slot by slot in turn, so that a round
@@ -105,6 +119,7 @@ def measurement_parts(config: HuntConfig, history: History, store: Store, hunt_i
     config (shared by commit, hunk and nightly hunts; docs/setup.md, docs/contention.md)."""
     from regressbisect.machine.contention import BusyRule, ContentionGuard
     from regressbisect.probe.executors import work_root
+    from regressbisect.probe.runner import running_probe_groups
     from regressbisect.probe.setup_step import SetupStep
     from regressbisect.probe.venvs import SlotVenvs
 
@@ -122,7 +137,8 @@ def measurement_parts(config: HuntConfig, history: History, store: Store, hunt_i
     if config.busy_check and config.executor == "local":
         guard = ContentionGuard(BusyRule(cpus=config.busy_cpus, share=config.busy_share,
                                          gpu=config.busy_gpu),
-                                max_wait_s=config.max_wait_s, on_wait=progress.message)
+                                max_wait_s=config.max_wait_s, on_wait=progress.message,
+                                probe_groups=running_probe_groups)
     # Without a setup step a compiled module is never built in a slot: the probe would measure
     # a fallback. Checked on each checkout, before the candidate's first probe.
     build_check = check_built if setup is None and config.build_check else None

@@ -58,7 +58,7 @@ class HunkHunt:
         self.executor = executor or make_executor(config, history, progress=self.progress,
                                                   probe_runner=probe_runner)
         self.env_fingerprint, self.env_facts = self.executor.fingerprint()
-        self._config_hash = config.probe.config_hash()
+        self._config_hash = config.probe.alone().config_hash()   # one candidate at a time
         self._tree = history.tree_of(self.base)
         self.progress.set_labels(["base", "base+all"])
 

@@ -85,7 +85,8 @@ class Nightly:
         self.executor = executor or make_executor(config, history, progress=self.progress,
                                                   probe_runner=probe_runner)
         self.env_fingerprint, self.env_facts = self.executor.fingerprint()
-        self.config_hash = config.probe.config_hash()
+        # the night's series is measured one commit at a time (its hunts use the configured slots)
+        self.config_hash = config.probe.alone().config_hash()
         self._isolation: Isolation | None = None  # set by the night's measuring; in its report
 
     # -- public --------------------------------------------------------------------------------
@@ -241,7 +242,8 @@ class Nightly:
             if table.empty:
                 return None
             done = table[(table["kind"] == "commits") & (table["good"] == good) & (table["bad"] == bad)
-                         & (table["config_hash"] == self.config_hash) & table["finished_at"].notna()]
+                         & (table["config_hash"] == self.config.probe.config_hash())   # a hunt's, with its slots
+                         & table["finished_at"].notna()]
             if done.empty:
                 return None
             return store.hunt_report(int(done.iloc[-1]["id"]))

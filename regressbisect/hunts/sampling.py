@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 from regressbisect.errors import UserError, warn
 from regressbisect.git.worktrees import PatchDoesNotApply, SubmoduleUnavailable, WorktreePool
-from regressbisect.machine.contention import WaitCancelled
+from regressbisect.machine.contention import HuntOversubscribed, WaitCancelled
 from regressbisect.probe.executors.base import ExecutedProbe, ProbeExecutor
 from regressbisect.probe.executors.local import LocalExecutor
 from regressbisect.probe.isolation import Isolation, ProbeImports
@@ -333,6 +333,8 @@ class SampleSource:
             candidate = request.candidate
             self._store.add_outcome(self._key_for(candidate), candidate, outcome, hunt_id=self._hunt_id,
                                     arm="flagged", load=load.to_json(), contended=reason)
+            if self._guard.rule.by_the_hunt(load):
+                raise HuntOversubscribed(load)   # its company is the hunt's own: no wait ends it
             with self._counts_lock:
                 self.retakes.append({"candidate": candidate.short, "reason": reason,
                                      "tok_s": outcome.sample.tok_s})

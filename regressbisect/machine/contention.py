@@ -6,19 +6,22 @@ process it started and waited for (os.times' children, which covers each probe a
 descendants it waited for), the live processes below us, and the probes' orphans (processes of
 a probe's session whose parent died; their last CPU reading is kept, since nobody of ours reaps
 them). The rest is "other load", in CPUs (0.9 = nine tenths of one core on average) and as a
-share of the machine. On GPU, nvidia-smi's per-GPU utilisation is split between our compute
+share of the machine. Of the hunt's own CPU, what its other probes (other slots, other lanes) used
+while a probe ran is that probe's "sibling load": it counts where the cores were oversubscribed,
+and since waiting cannot end it, a sample taken so stops the hunt (HuntOversubscribed). On GPU, nvidia-smi's per-GPU utilisation is split between our compute
 processes and foreign ones by their memory. The rule that turns a load into "contended" is
 BusyRule (docs/contention.md); SampleSource stores contended samples in the 'flagged' arm, waits
 for quiet (ContentionGuard.wait_quiet) and re-takes them.
 """
 from __future__ import annotations
 
+import dataclasses
 import os
 import shutil
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Callable, Iterable, Mapping
 
 from regressbisect.errors import ExitCode, UserError
 from regressbisect.machine.fingerprint import nvidia_smi
@@ -42,6 +45,17 @@ class MachineBusy(UserError):
 
     def __init__(self, message: str):
         super().__init__(message, ExitCode.MACHINE_BUSY)
+
+
+class HuntOversubscribed(UserError):
+    """The hunt's own probes took CPU time from each other: no wait ends that, fewer probes do."""
+
+    def __init__(self, load: "Load"):
+        super().__init__(
+            f"the hunt's own probes oversubscribe this machine: beside one probe its other probes used "
+            f"{load.sibling_cpus:.1f} CPUs, the hunt {load.hunt_cpus:.1f} of {load.ncpus}; such samples are "
+            f"stored apart, never used (run fewer probes at once: lower --slots or --overlap, or limit a "
+            f"multi-threaded probe's threads, e.g. --env OMP_NUM_THREADS=1)")
 
 
 # -- readers ----------------------------------------------------------------------------------
@@ -100,6 +114,12 @@ class HuntCpu:
         self._orphans: dict[tuple[int, int], float] = {}
         self.pids: set[int] = set()
         """Our live processes at the last reading (for the GPU split)."""
+        self.sessions: dict[int, float] = {}
+        """Per live probe session (a probe is a session of its own: its id is the probe's process
+        group), the most CPU seconds its processes together were seen to have used: a child's
+        time moves into its parent's when reaped, and the leader's last reading stays."""
+        self._members: dict[int, set[tuple[int, int]]] = {}
+        """Per probe session, its processes (pid, start) at the last scan, re-read cheaply."""
 
     def total(self) -> float:
         times = os.times()
@@ -124,7 +144,34 @@ class HuntCpu:
                     key = (p.pid, p.start)
                     self._orphans[key] = max(self._orphans.get(key, 0.0), p.cpu)
             self.pids = {me, *descendants, *(pid for pid, _ in self._orphans)}
+            members: dict[int, set[tuple[int, int]]] = {}
+            now: dict[int, float] = {}
+            for p in procs:
+                if p.pid in self.pids and p.session in self._probe_sessions:
+                    members.setdefault(p.session, set()).add((p.pid, p.start))
+                    now[p.session] = now.get(p.session, 0.0) + p.cpu
+            # sessions with no process left are gone (so a reused id starts afresh)
+            self.sessions = {sid: max(cpu, self.sessions.get(sid, 0.0)) for sid, cpu in now.items()}
+            self._members = members
             return own + sum(p.cpu for p in descendants.values()) + sum(self._orphans.values())
+
+    def refresh_sessions(self, leaders: Iterable[int] = (), proc: str = "/proc") -> None:
+        """Re-read the probe sessions' known processes, and the leaders of probes started since the
+        last scan (cheap: no full scan), so a probe that ends between two scans is seen to its end."""
+        with self._lock:
+            members = {sid: set(m) for sid, m in self._members.items()}
+        for leader in leaders:
+            if leader not in members:
+                start = _start_time(leader, proc)
+                members[leader] = set() if start is None else {(leader, start)}
+        now: dict[int, float] = {}
+        for sid, procs in members.items():
+            now[sid] = sum(cpu for pid, start in procs if (cpu := _cpu_of(pid, start, proc)) is not None)
+        with self._lock:
+            for sid, cpu in now.items():
+                self.sessions[sid] = max(cpu, self.sessions.get(sid, 0.0))
+            for sid, procs in members.items():
+                self._members.setdefault(sid, set()).update(procs)
 
     def refresh_orphans(self, proc: str = "/proc") -> None:
         """Re-read the orphans found so far (cheap: no full scan); dead ones keep their value."""
@@ -141,6 +188,33 @@ class HuntCpu:
                 continue
             with self._lock:
                 self._orphans[(pid, start)] = max(self._orphans.get((pid, start), 0.0), cpu)
+
+
+def _stat_fields(pid: int, proc: str) -> list[str] | None:
+    try:
+        with open(f"{proc}/{pid}/stat", encoding="utf-8", errors="replace") as f:
+            return f.read().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+
+
+def _start_time(pid: int, proc: str = "/proc") -> int | None:
+    fields = _stat_fields(pid, proc)
+    try:
+        return None if fields is None else int(fields[19])
+    except (IndexError, ValueError):
+        return None
+
+
+def _cpu_of(pid: int, start: int, proc: str = "/proc") -> float | None:
+    """utime + stime + cutime + cstime of `pid`, seconds; None once it is gone (or reused)."""
+    fields = _stat_fields(pid, proc)
+    try:
+        if fields is None or int(fields[19]) != start:
+            return None
+        return sum(int(fields[i]) for i in (11, 12, 13, 14)) / CLK_TCK
+    except (IndexError, ValueError):
+        return None
 
 
 def read_gpu_apps(run: Callable[[list[str]], str | None] | None = None
@@ -203,14 +277,22 @@ class Load:
     ncpus: int
     other_gpu: float | None = None
     """Share of our GPUs' utilisation attributed to foreign processes (None: no GPU in use)."""
+    sibling_cpus: float = 0.0
+    """Of hunt_cpus, the average CPUs the hunt's other probes (other slots and lanes) used while
+    this probe ran; 0 for a quiet check, which runs no probe of its own."""
 
     @property
     def machine_share(self) -> float:
         return self.other_cpus / self.ncpus
 
+    def without_siblings(self) -> "Load":
+        """This load had the hunt's other probes not run."""
+        return dataclasses.replace(self, hunt_cpus=max(self.hunt_cpus - self.sibling_cpus, 0.0), sibling_cpus=0.0)
+
     def to_json(self) -> dict[str, float | int | None]:
         return {"other_cpus": round(self.other_cpus, 3), "machine_share": round(self.machine_share, 4),
-                "hunt_cpus": round(self.hunt_cpus, 3), "ncpus": self.ncpus,
+                "hunt_cpus": round(self.hunt_cpus, 3), "sibling_cpus": round(self.sibling_cpus, 3),
+                "ncpus": self.ncpus,
                 "other_gpu": None if self.other_gpu is None else round(self.other_gpu, 3),
                 "seconds": round(self.seconds, 3)}
 
@@ -234,12 +316,23 @@ class BusyRule:
         floor = max(self.cpus, self.share * load.ncpus)
         if load.other_cpus > floor:
             return f"other load {load.other_cpus:.1f} CPUs > {floor:.1f}"
-        if load.other_cpus > self.cpus and load.other_cpus + load.hunt_cpus > load.ncpus - self.cpus:
+        oversubscribed = load.other_cpus + load.hunt_cpus > load.ncpus - self.cpus
+        if oversubscribed and load.other_cpus > self.cpus:
             return (f"other load {load.other_cpus:.1f} CPUs while the hunt used {load.hunt_cpus:.1f} "
                     f"of {load.ncpus}: cores oversubscribed")
+        # The hunt's other probes are load like any other job's where they left this one short of
+        # CPU time; below that they are the company every sample of the hunt has (the concurrency
+        # is in the sample key), so they do not count against the share floor above.
+        if oversubscribed and load.other_cpus + load.sibling_cpus > self.cpus:
+            return (f"the hunt's other probes used {load.sibling_cpus:.1f} CPUs beside this one (other load "
+                    f"{load.other_cpus:.1f}, the hunt {load.hunt_cpus:.1f} of {load.ncpus}): cores oversubscribed")
         if load.other_gpu is not None and load.other_gpu > self.gpu:
             return f"other GPU load {load.other_gpu:.0%} > {self.gpu:.0%}"
         return None
+
+    def by_the_hunt(self, load: Load) -> bool:
+        """Contended only because of the hunt's own other probes: no wait for quiet would help."""
+        return self.reason(load) is not None and self.reason(load.without_siblings()) is None
 
 
 # -- the guard --------------------------------------------------------------------------------
@@ -250,6 +343,17 @@ class Window:
     busy: float
     hunt: float
     gpu_loads: list[float] = field(default_factory=list)
+    thread: int | None = None
+    """The thread that runs this window's probe (its probe's group is registered under it); None
+    for a quiet check."""
+    sibling_first: dict[int, float] = field(default_factory=dict)
+    """Per other probe of the hunt: its session's CPU seconds when this window first saw it (0 for
+    one that started after the window did)."""
+    sibling_last: dict[int, float] = field(default_factory=dict)
+    """Per other probe: its session's CPU seconds at the last reading."""
+
+    def sibling_seconds(self) -> float:
+        return sum(max(last - self.sibling_first[g], 0.0) for g, last in self.sibling_last.items())
 
 
 class WaitCancelled(Exception):
@@ -265,7 +369,8 @@ class ContentionGuard:
                  gpu_reader: Callable[[], object] | None = None,
                  clock: Callable[[], float] = time.monotonic,
                  sleep: Callable[[float], None] = time.sleep,
-                 on_wait: Callable[[str], None] | None = None):
+                 on_wait: Callable[[str], None] | None = None,
+                 probe_groups: Callable[[], Mapping[int, int]] | None = None):
         self.rule = rule
         self.max_wait_s = max_wait_s
         self.quiet_window_s = quiet_window_s
@@ -277,6 +382,9 @@ class ContentionGuard:
         self._clock = clock
         self._sleep = sleep
         self.on_wait = on_wait
+        self._probe_groups = probe_groups
+        """{process group: thread ident} of the hunt's probes running now (probe/runner.py), to
+        tell a window's own probe from its siblings; None: no sibling load is seen."""
         self._open: list[Window] = []
         self._lock = threading.Lock()
         self._sampler: threading.Thread | None = None
@@ -293,10 +401,13 @@ class ContentionGuard:
         """Let waits wait again (a new round)."""
         self._cancelled.clear()
 
-    def start(self) -> Window:
+    def start(self, *, probe: bool = True) -> Window:
+        """Open a window over a probe run by the calling thread (`probe=False`: a quiet check)."""
         busy, _ = self._proc_stat()
-        window = Window(started=self._clock(), busy=busy, hunt=self._hunt_cpu.total())
+        window = Window(started=self._clock(), busy=busy, hunt=self._hunt_cpu.total(),
+                        thread=threading.get_ident() if probe else None)
         with self._lock:
+            self._note_siblings([window], first=True)
             self._open.append(window)
             if self._sampler is None:
                 self._stop.clear()
@@ -309,6 +420,7 @@ class ContentionGuard:
         busy, ncpus = self._proc_stat()
         seconds = max(self._clock() - window.started, 1e-6)
         with self._lock:
+            self._note_siblings(self._open)   # a fresh scan: every open window takes it
             self._open.remove(window)
             sampler = self._sampler if not self._open else None
             if sampler is not None:
@@ -320,11 +432,29 @@ class ContentionGuard:
         hunt_cpus = max(hunt - window.hunt, 0.0) / seconds
         other = max(busy - window.busy - (hunt - window.hunt), 0.0) / seconds
         return Load(seconds=seconds, other_cpus=min(other, float(ncpus)), hunt_cpus=hunt_cpus,
-                    ncpus=ncpus, other_gpu=sum(gpu) / len(gpu) if gpu else None)
+                    ncpus=ncpus, other_gpu=sum(gpu) / len(gpu) if gpu else None,
+                    sibling_cpus=min(window.sibling_seconds() / seconds, hunt_cpus))
+
+    def _note_siblings(self, windows: list[Window], *, first: bool = False) -> None:
+        """Read the other probes' CPU into each probe window, from the last process scan (under
+        self._lock). A sibling that ends within a window keeps its last reading (taken at most
+        SAMPLER_INTERVAL_S before): its last seconds go unseen, never another probe's."""
+        if self._probe_groups is None:
+            return
+        groups = self._probe_groups()
+        readings = self._hunt_cpu.sessions
+        for window in windows:
+            if window.thread is None:
+                continue
+            for group, thread in groups.items():
+                if thread == window.thread or group not in readings:
+                    continue
+                window.sibling_first.setdefault(group, readings[group] if first else 0.0)
+                window.sibling_last[group] = max(window.sibling_last.get(group, 0.0), readings[group])
 
     def measure(self, seconds: float) -> Load:
         """Other load over the next `seconds` (doctor, quiet checks)."""
-        window = self.start()
+        window = self.start(probe=False)
         self._sleep(seconds)
         return self.finish(window)
 
@@ -357,8 +487,14 @@ class ContentionGuard:
             tick += 1
             if tick % ticks_per_scan:
                 self._hunt_cpu.refresh_orphans()
+                if self._probe_groups is not None:
+                    self._hunt_cpu.refresh_sessions(self._probe_groups())
+                    with self._lock:
+                        self._note_siblings(self._open)
                 continue
             self._hunt_cpu.total()  # finds new orphans of probes and keeps their last reading
+            with self._lock:
+                self._note_siblings(self._open)
             scans = tick // ticks_per_scan
             if self._gpu_reader is not None and scans % GPU_EVERY_SCANS == 1:
                 load = foreign_gpu_load(self._gpu_reader(), self._hunt_cpu.pids)

@@ -123,13 +123,31 @@ def parse_output(text: str, metric_regex: str | None = DEFAULT_METRIC_REGEX,
     matches = list(pattern.finditer(text))
     if not matches:
         return []
-    raw = matches[-1].group(1)
+    raw = _with_sign(text, matches[-1])
     try:
         tok_s = parse_number(raw)
         return [Sample(tok_s=tok_s, counters=shim_counters, instrumented=instrumented)]
     except ValueError as error:
         raise ProtocolError(f"--metric-regex matched {raw!r}, not a positive number: {error}") \
             from None
+
+
+_MINUS_SIGNS = "-\u2212"
+"""ASCII hyphen-minus and the typographic minus sign (U+2212)."""
+
+
+def _with_sign(text: str, match: re.Match[str]) -> str:
+    """The number group of `match`, with the minus sign the output wrote right before it.
+
+    A regex that starts at a digit (the default one, most users' `([0-9.]+) ...`) would read
+    `-5 tok/s` as 5: a sign just before the number belongs to it, so the value is rejected
+    as not positive instead of read as a normal sample. `10-20` is a range, not a sign."""
+    number = match.group(1).strip()
+    start = match.start(1)
+    before = text[start - 1] if start >= 1 else ""
+    if before in _MINUS_SIGNS and not (start >= 2 and text[start - 2].isalnum()):
+        return "-" + number
+    return number
 
 
 def compile_metric_regex(metric_regex: str) -> re.Pattern[str]:

@@ -84,8 +84,8 @@ def probe_spec(config: HuntConfig) -> ProbeSpec:
     """The runner's view of the probe config (the commit, hunk and nightly hunts and doctor's
     import check share it)."""
     env = dict(config.probe.env)
-    if config.lm_head_min_out is not None:
-        env["REGRESSBISECT_LMHEAD_MIN_OUT"] = str(config.lm_head_min_out)
+    if config.probe.lm_head_min_out is not None:
+        env["REGRESSBISECT_LMHEAD_MIN_OUT"] = str(config.probe.lm_head_min_out)
     return ProbeSpec(command=config.probe.cmd, tokens=config.probe.tokens,
                      timeout_s=config.probe.timeout_s, env=env, metric_regex=config.probe.metric_regex)
 
@@ -127,7 +127,7 @@ def run_probe_all(spec: ProbeSpec, cwd: Path, extra_env: Mapping[str, str] | Non
             process = start_reaped(spec.render_command(), cwd, env, out_file, err_file)
         running = time.perf_counter()   # the timeout is the probe's: its starter's start-up is not in it
         with _RUNNING_LOCK:
-            _RUNNING.add(process.pid)
+            _RUNNING[process.pid] = threading.get_ident()
             if _STOPPING.is_set():   # the stop came while it started, and did not see it
                 _KILLED_BY_STOP.add(process.pid)
                 _signal_group(process.pid, signal.SIGKILL)
@@ -144,7 +144,7 @@ def run_probe_all(spec: ProbeSpec, cwd: Path, extra_env: Mapping[str, str] | Non
             raise
         finally:
             with _RUNNING_LOCK:
-                _RUNNING.discard(process.pid)
+                _RUNNING.pop(process.pid, None)
         with _RUNNING_LOCK:
             killed_by_stop = process.pid in _KILLED_BY_STOP
         if killed_by_stop:   # a probe that ended before the stop keeps its outcome
@@ -340,8 +340,9 @@ def _failure_reason(code: int, stderr: str, command: str) -> str:
     return f"exit {code}: {last}" if last else f"exit {code}"
 
 
-_RUNNING: set[int] = set()
-"""Process groups of the probes running now (one per slot thread)."""
+_RUNNING: dict[int, int] = {}
+"""Process groups of the probes running now (one per slot thread): group -> the thread waiting
+for it."""
 _RUNNING_LOCK = threading.Lock()
 _STOPPING = threading.Event()
 """Set by stop_running_probes (the hunt is stopping), cleared by allow_probes."""
@@ -351,6 +352,13 @@ _KILLED_BY_STOP: set[int] = set()
 
 class ProbeCancelled(Exception):
     """The probe was cancelled by us (Ctrl-C, SIGTERM of the hunt): no outcome, nothing to store."""
+
+
+def running_probe_groups() -> dict[int, int]:
+    """{process group: thread ident} of the probes running now: the busy-machine guard tells a
+    probe's own processes from the hunt's other probes by them (machine/contention.py)."""
+    with _RUNNING_LOCK:
+        return dict(_RUNNING)
 
 
 def stop_running_probes() -> None:
