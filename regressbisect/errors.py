@@ -35,6 +35,12 @@ class UserError(Exception):
         self.exit_code = ExitCode(exit_code)
 
 
+def print_error(message: str) -> None:
+    """The one line of a failure on stderr: a UserError, or a file the finished work could not
+    be written to (that one keeps the work's exit code)."""
+    print(f"regressbisect: error: {message}", file=sys.stderr)
+
+
 def warn(message: str, flag: str | None = None) -> None:
     """Print a warning; `flag` names the option that makes it go away (hyperfine style)."""
     hint = f" (use {flag} to change this)" if flag else ""
