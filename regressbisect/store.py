@@ -10,6 +10,7 @@ pandas is imported only by the methods that return DataFrames.
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 import threading
 import time
@@ -154,19 +155,26 @@ def _sample_filter(key: SampleKey, instrumented: bool | None, arm: str | None) -
 class Store:
     """One SQLite file; safe to share between threads of one process and between processes."""
 
-    def __init__(self, path: Path):
+    def __init__(self, path: Path, *, read_only: bool = False):
+        """Open (or create) the store; `read_only` for commands that only read (`report`): no
+        write, no migration, and a store on a read-only file system or in a folder of someone
+        else's opens too."""
         self.path = Path(path)
+        self.read_only = read_only
         self._lock = threading.RLock()
         if self.path.is_dir():
             raise UserError(f"store {self.path} is a directory; pass --store FILE")
+        if read_only:
+            if not self.path.exists():
+                raise UserError(f"no store at {self.path}: run a hunt first, or pass --store")
+        else:
+            try:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+            except OSError as error:
+                raise UserError(f"cannot create the store directory {self.path.parent}: "
+                                f"{error.strerror}; pass --store NEWPATH") from None
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-        except OSError as error:
-            raise UserError(f"cannot create the store directory {self.path.parent}: "
-                            f"{error.strerror}; pass --store NEWPATH") from None
-        try:
-            self._conn = sqlite3.connect(str(self.path), timeout=BUSY_TIMEOUT_MS / 1000,
-                                         isolation_level=None, check_same_thread=False)
+            self._conn = self._connect_read_only() if read_only else self._connect("")
         except sqlite3.Error as error:
             raise self._invalid(error) from None
         try:
@@ -177,6 +185,27 @@ class Store:
         except sqlite3.DatabaseError as error:
             self._conn.close()
             raise self._invalid(error) from None
+
+    def _connect(self, mode: str) -> sqlite3.Connection:
+        """A connection; `mode` is a URI query ("mode=ro", "immutable=1"), "" for read-write."""
+        target = f"{self.path.absolute().as_uri()}?{mode}" if mode else str(self.path)
+        return sqlite3.connect(target, uri=bool(mode), timeout=BUSY_TIMEOUT_MS / 1000,
+                               isolation_level=None, check_same_thread=False)
+
+    def _connect_read_only(self) -> sqlite3.Connection:
+        """mode=ro sees a running hunt's newest samples through its -wal and -shm files, but a
+        WAL store needs the -shm file, which it cannot create in a folder it may not write to.
+        There (a read-only file system, another user's folder) no process can be writing the
+        store either, so it is opened immutable."""
+        conn = self._connect("mode=ro")
+        try:
+            conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+            return conn
+        except sqlite3.OperationalError:
+            conn.close()
+            if os.access(self.path.parent, os.W_OK):
+                raise
+        return self._connect("immutable=1")
 
     def _invalid(self, error: Exception) -> UserError:
         detail = str(error).replace("\n", " ")
@@ -191,6 +220,8 @@ class Store:
         conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
         # Reading the schema first fails fast on a file that is not SQLite at all.
         tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+        if self.read_only and "meta" not in tables:
+            raise self._invalid(ValueError("no meta table: empty, or another program's database?"))
         if tables and "meta" not in tables:
             raise self._invalid(ValueError("no meta table: another program's database?"))
         if "meta" in tables:
@@ -211,6 +242,10 @@ class Store:
             problem = conn.execute("PRAGMA quick_check(1)").fetchone()[0]
             if problem != "ok":
                 raise self._invalid(ValueError(f"integrity check: {problem}"))
+        if self.read_only:
+            # An older schema is read as it is: what the reading commands query (hunts and
+            # their reports) is the same in every schema; the next hunt migrates it.
+            return
         # WAL + FULL: a committed transaction survives kill -9 and power loss; readers in other
         # processes see each sample at once without blocking the writer.
         conn.execute("PRAGMA journal_mode = WAL")

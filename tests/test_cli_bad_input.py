@@ -216,3 +216,16 @@ def test_report_json_writes_the_stored_report(tmp_path, capsys):
     assert run_cli(["report", "--store", str(store), "--json", str(out)]) == 0
     assert json.loads(out.read_text())["culprits"][0]["subject"] == "build the block mask per layer"
 
+
+
+def test_report_reads_a_store_on_a_read_only_file_system(tmp_path, capsys, read_only):
+    store = _store_with_a_hunt(read_only.path / "store.sqlite")
+    read_only.freeze()
+    before = sorted(p.name for p in read_only.path.iterdir())
+    for extra in ([], ["--list"], ["--markdown"], ["1"]):
+        code = run_cli(["report", "--store", str(store), *extra])
+        captured = capsys.readouterr()
+        assert code == 0, captured.err
+        assert captured.err == ""
+        assert "build the block mask per layer" in captured.out or "culprits" in captured.out
+    assert sorted(p.name for p in read_only.path.iterdir()) == before

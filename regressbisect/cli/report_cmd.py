@@ -33,9 +33,7 @@ def report(
     check_folder(html, "--html")
     check_file(json_out, "--json")
     path = store or default_store_path(History.open(repo).common_dir)
-    if not path.exists():
-        raise UserError(f"no store at {path}: run a hunt first, or pass --store")
-    with Store(path) as s:
+    with Store(path, read_only=True) as s:
         if list_hunts:
             table = s.hunts()
             print(tabulate(table[["id", "kind", "good", "bad", "started_at", "verdict"]].values,
