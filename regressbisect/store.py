@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable
 
-from regressbisect.errors import UserError
+from regressbisect.errors import DiskFull, UserError, is_disk_full
 from regressbisect.render.report_json import dumps
 from regressbisect.samples import Candidate, ProbeOutcome, Sample, SampleKey
 
@@ -173,18 +173,22 @@ class Store:
             except OSError as error:
                 raise UserError(f"cannot create the store directory {self.path.parent}: "
                                 f"{error.strerror}; pass --store NEWPATH") from None
+        created = not read_only and not self.path.exists()
         try:
-            self._conn = self._connect_read_only() if read_only else self._connect("")
-        except sqlite3.Error as error:
-            raise self._invalid(error) from None
-        try:
-            self._open()
-        except UserError:
-            self._conn.close()
+            try:
+                self._conn = self._connect_read_only() if read_only else self._connect("")
+            except sqlite3.Error as error:
+                raise self._invalid(error) from None
+            try:
+                self._open()
+            except BaseException:
+                self._conn.close()
+                raise
+        except BaseException:
+            if created:  # a store this call began and could not finish is no store: leave none
+                for leftover in _store_files(self.path):
+                    leftover.unlink(missing_ok=True)
             raise
-        except sqlite3.DatabaseError as error:
-            self._conn.close()
-            raise self._invalid(error) from None
 
     def _connect(self, mode: str) -> sqlite3.Connection:
         """A connection; `mode` is a URI query ("mode=ro", "immutable=1"), "" for read-write."""
@@ -208,6 +212,9 @@ class Store:
         return self._connect("immutable=1")
 
     def _invalid(self, error: Exception) -> UserError:
+        if is_disk_full(error, self.path):
+            return UserError(f"the disk is full: cannot open the store {self.path}; free some space "
+                             f"or pass --store NEWPATH")
         detail = str(error).replace("\n", " ")
         if "unable to open" in detail or "readonly" in detail:
             return UserError(f"cannot open store {self.path} ({detail}); "
@@ -216,6 +223,12 @@ class Store:
                          f"move it away or pass --store NEWPATH")
 
     def _open(self) -> None:
+        try:
+            self._open_checked()
+        except (sqlite3.DatabaseError, DiskFull) as error:
+            raise self._invalid(error) from None
+
+    def _open_checked(self) -> None:
         conn = self._conn
         conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
         # Reading the schema first fails fast on a file that is not SQLite at all.
@@ -286,7 +299,7 @@ class Store:
         self.close()
 
     def _transaction(self):
-        return _Transaction(self._conn, self._lock)
+        return _Transaction(self._conn, self._lock, self.path)
 
     # -- samples -----------------------------------------------------------------------------
 
@@ -560,10 +573,11 @@ class Store:
 
 
 class _Transaction:
-    """BEGIN IMMEDIATE ... COMMIT under the store's lock; ROLLBACK on any exception."""
+    """BEGIN IMMEDIATE ... COMMIT under the store's lock; ROLLBACK on any exception. A full disk
+    raises DiskFull: the transaction is rolled back, every one committed before it stands."""
 
-    def __init__(self, conn: sqlite3.Connection, lock: threading.RLock):
-        self._conn, self._lock = conn, lock
+    def __init__(self, conn: sqlite3.Connection, lock: threading.RLock, path: Path):
+        self._conn, self._lock, self._path = conn, lock, path
 
     def __enter__(self) -> sqlite3.Connection:
         self._lock.acquire()
@@ -577,9 +591,25 @@ class _Transaction:
 
     def __exit__(self, exc_type, exc, tb) -> None:
         try:
-            self._conn.execute("ROLLBACK" if exc_type else "COMMIT")
+            try:
+                self._conn.execute("ROLLBACK" if exc_type else "COMMIT")
+            except sqlite3.Error as error:
+                if exc_type is None and is_disk_full(error, self._path):
+                    if self._conn.in_transaction:   # SQLite may have rolled it back itself
+                        self._conn.execute("ROLLBACK")
+                    raise DiskFull(self._path) from error
+                if exc is None:
+                    raise
+                # the ROLLBACK after an error failed too (SQLite may have rolled back already)
+            if exc is not None and is_disk_full(exc, self._path) and not isinstance(exc, DiskFull):
+                raise DiskFull(self._path) from exc
         finally:
             self._lock.release()
+
+
+def _store_files(path: Path) -> tuple[Path, ...]:
+    """The store's file and SQLite's files beside it."""
+    return (path, path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm"))
 
 
 def _key_params(key: SampleKey) -> tuple[Any, ...]:

@@ -229,3 +229,29 @@ def test_report_reads_a_store_on_a_read_only_file_system(tmp_path, capsys, read_
         assert captured.err == ""
         assert "build the block mask per layer" in captured.out or "culprits" in captured.out
     assert sorted(p.name for p in read_only.path.iterdir()) == before
+
+
+def test_a_disk_that_fills_during_a_hunt_is_one_line_and_the_same_command_resumes(tmp_path, capsys):
+    from tests.diskfs import fill, small_disk
+    from regressbisect.store import Store
+
+    path = tmp_path / "repo"
+    shas = make_bench_repo(path, [1000.0] * 3 + [900.0] * 3)
+    with small_disk(tmp_path / "disk", 1024 * 1024) as disk:
+        store = disk / "store.sqlite"
+        Store(store).close()
+        fill(disk, 64 * 1024)
+        out = tmp_path / "hunt.json"
+        argv = ["run", "-C", str(path), "--cmd", f"{sys.executable} bench.py", "--tokens", "1000",
+                "--env", f"BENCH_STATE={tmp_path / 'state'}", "--quiet", "--instrument", "off",
+                "--store", str(store), "--json", str(out), shas[0], shas[-1]]
+        code = run_cli(argv)
+        _one_line_error(capsys, code, 1, "disk is full", str(store), "run the same command again")
+        (disk / "filler").unlink()
+        with Store(store) as kept:
+            stored = int(kept.hunts()["samples"].sum())
+        assert stored > 0
+        assert run_cli(argv) == 0, capsys.readouterr().err
+        report = json.loads(out.read_text())
+        assert report["culprits"][0]["commit"] == shas[3]
+        assert report["cached_samples"] >= stored

@@ -8,7 +8,7 @@ import sys
 
 import typer
 
-from regressbisect.errors import ExitCode, UserError, print_error
+from regressbisect.errors import ExitCode, UserError, disk_full_message, is_disk_full, print_error
 
 app = typer.Typer(
     name="regressbisect",
@@ -61,6 +61,11 @@ def main(argv: list[str] | None = None) -> None:
         ctx = getattr(exc, "ctx", None)
         command = ctx.command_path if ctx is not None else "regressbisect"
         print_error(f"{exc.format_message()} (see {command} --help)")
+        sys.exit(int(ExitCode.USER_ERROR))
+    except Exception as exc:  # a full disk, wherever it is met, is the user's to fix: one line
+        if not is_disk_full(exc):
+            raise
+        print_error(disk_full_message(exc))
         sys.exit(int(ExitCode.USER_ERROR))
     if code == 130:  # typer turns Ctrl-C into Exit(130)
         print(INTERRUPTED, file=sys.stderr)
