@@ -268,3 +268,27 @@ def test_markdown_and_html_say_where_the_probe_imported_the_project_from(tmp_pat
     line = "imports: imported from src/mypkg/"
     assert line in render_markdown(report)
     assert line in render_html(report, tmp_path / "html").read_text()
+
+
+# ------------------------------------------------------------------ live progress
+
+def _to_go(estimates, capsys) -> list[str]:
+    """The 'to go' part of each progress line for a hunt whose estimates are `estimates`."""
+    from regressbisect.render.progress import HuntProgress
+
+    with HuntProgress(live=False) as progress:
+        for n, remaining in enumerate(estimates, 1):
+            progress.sample("abc", 1000.0, None, False, probes=n, cached_total=0, remaining=remaining)
+    lines = capsys.readouterr().err.splitlines()
+    return [line.split("cached", 1)[1].split("]", 1)[0] for line in lines]
+
+
+def test_the_probes_to_go_are_shown_only_once_the_estimate_is_steady(capsys):
+    # the control arm's estimate (21) is not the search's (508): neither is shown while it jumps
+    shown = _to_go([21, 21, 508, 506, 506, 504, 380, 300, 90, 88, 85, 84, 80], capsys)
+    assert shown[:5] == [""] * 5
+    assert shown[5] == ", ~500 to go"                 # four estimates within half of each other
+    assert "to go" not in shown[6] and "to go" not in shown[7]
+    assert shown[-1] == ", ~80 to go"
+    assert _to_go([None, None], capsys) == ["", ""]
+    assert _to_go([5, 4, 3, 2, 1], capsys)[-1] == ", ~1 to go"    # small counts count down
