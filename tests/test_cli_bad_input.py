@@ -3,6 +3,7 @@ user's checkout byte-identical afterwards."""
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -255,3 +256,24 @@ def test_a_disk_that_fills_during_a_hunt_is_one_line_and_the_same_command_resume
         report = json.loads(out.read_text())
         assert report["culprits"][0]["commit"] == shas[3]
         assert report["cached_samples"] >= stored
+
+
+def test_report_list_shows_local_minutes_and_10_digit_commits(tmp_path, capsys, monkeypatch):
+    import datetime
+    import time
+
+    store = _store_with_a_hunt(tmp_path / "store.sqlite")
+    monkeypatch.setenv("TZ", "IST-5:30")     # a zone away from UTC: local time must show it
+    time.tzset()
+    try:
+        assert run_cli(["report", "--store", str(store), "--list"]) == 0
+    finally:
+        monkeypatch.delenv("TZ")
+        time.tzset()
+    row = capsys.readouterr().out.strip().splitlines()[-1]
+    assert "a" * 10 in row and "a" * 11 not in row
+    stamps = re.findall(r"\d{4}-\d\d-\d\d \d\d:\d\d(?::\d\d)?(?:\.\d+)?(?:[+-]\d\d:\d\d)?", row)
+    assert len(stamps) == 1 and re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d", stamps[0]), row
+    shown = datetime.datetime.strptime(stamps[0], "%Y-%m-%d %H:%M")
+    utc = datetime.datetime.now(datetime.timezone.utc).replace(tzinfo=None)
+    assert abs((shown - utc).total_seconds() - 5.5 * 3600) < 600, (shown, utc)

@@ -25,7 +25,7 @@ def report(
     from regressbisect.config import default_store_path
     from regressbisect.errors import UserError
     from regressbisect.git.history import History
-    from regressbisect.render import render_html, render_markdown, render_summary
+    from regressbisect.render import facts, render_html, render_markdown, render_summary
     from regressbisect.render.outputs import check_file, check_folder, write_text, written
     from regressbisect.render.report_json import dumps
     from regressbisect.store import Store
@@ -35,9 +35,10 @@ def report(
     path = store or default_store_path(History.open(repo).common_dir)
     with Store(path, read_only=True) as s:
         if list_hunts:
-            table = s.hunts()
-            print(tabulate(table[["id", "kind", "good", "bad", "started_at", "verdict"]].values,
-                           headers=["id", "kind", "good", "bad", "started", "verdict"]))
+            rows = [(h.id, h.kind, facts.short(h.good), facts.short(h.bad), facts.local_time(h.started_at),
+                     h.verdict if isinstance(h.verdict, str) else "unfinished")
+                    for h in s.hunts().itertuples()]
+            print(tabulate(rows, headers=["id", "kind", "good", "bad", "started", "verdict"]))
             return
         hunt_id = hunt if hunt is not None else s.last_hunt_id()
         data = s.hunt_report(hunt_id) if hunt_id is not None else None
