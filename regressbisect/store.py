@@ -186,7 +186,7 @@ class Store:
                 raise
         except BaseException:
             if created:  # a store this call began and could not finish is no store: leave none
-                for leftover in _store_files(self.path):
+                for leftover in store_files(self.path):
                     leftover.unlink(missing_ok=True)
             raise
 
@@ -238,11 +238,7 @@ class Store:
         if tables and "meta" not in tables:
             raise self._invalid(ValueError("no meta table: another program's database?"))
         if "meta" in tables:
-            row = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
-            try:
-                version = int(row[0]) if row else None
-            except ValueError:
-                version = None
+            version = _schema_version(conn)
             if version is None:
                 raise self._invalid(ValueError("no schema version"))
             if version > SCHEMA_VERSION:
@@ -607,7 +603,29 @@ class _Transaction:
             self._lock.release()
 
 
-def _store_files(path: Path) -> tuple[Path, ...]:
+def newer_schema(path: Path) -> int | None:
+    """The schema of the store at `path` when a newer regressbisect wrote it, else None (also when
+    it is no store or cannot be read): such a store is that version's to change or delete."""
+    try:
+        conn = sqlite3.connect(f"{Path(path).absolute().as_uri()}?mode=ro", uri=True)
+        try:
+            version = _schema_version(conn)
+        finally:
+            conn.close()
+    except sqlite3.Error:
+        return None
+    return version if version is not None and version > SCHEMA_VERSION else None
+
+
+def _schema_version(conn: sqlite3.Connection) -> int | None:
+    row = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+    try:
+        return int(row[0]) if row else None
+    except ValueError:
+        return None
+
+
+def store_files(path: Path) -> tuple[Path, ...]:
     """The store's file and SQLite's files beside it."""
     return (path, path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm"))
 

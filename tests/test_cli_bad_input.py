@@ -277,3 +277,22 @@ def test_report_list_shows_local_minutes_and_10_digit_commits(tmp_path, capsys, 
     shown = datetime.datetime.strptime(stamps[0], "%Y-%m-%d %H:%M")
     utc = datetime.datetime.now(datetime.timezone.utc).replace(tzinfo=None)
     assert abs((shown - utc).total_seconds() - 5.5 * 3600) < 600, (shown, utc)
+
+
+def test_clean_samples_refuses_a_store_of_a_newer_regressbisect(repo, capsys):
+    import sqlite3
+
+    from regressbisect.config import default_store_path
+    from regressbisect.store import SCHEMA_VERSION, Store
+
+    path, _ = repo
+    store = default_store_path(History.open(path).common_dir)
+    Store(store).close()
+    with sqlite3.connect(store) as raw:
+        raw.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(SCHEMA_VERSION + 1),))
+    content = store.read_bytes()
+    code = run_cli(["clean", "-C", str(path), "--samples"])
+    _one_line_error(capsys, code, 1, "newer regressbisect", str(store))
+    assert store.read_bytes() == content
+    assert run_cli(["clean", "-C", str(path)]) == 0          # the worktrees alone still go
+    assert store.read_bytes() == content
