@@ -185,10 +185,23 @@ class Store:
                 self._conn.close()
                 raise
         except BaseException:
-            if created:  # a store this call began and could not finish is no store: leave none
+            if created and self._nothing_written():
+                # a store this call began and could not write (a full disk) is no store: a
+                # 0-byte file left behind would be called "not a valid store" next time
                 for leftover in store_files(self.path):
                     leftover.unlink(missing_ok=True)
             raise
+
+    def _nothing_written(self) -> bool:
+        """No page of the store is on disk, in its file or in its WAL (so no other process that
+        opened it at the same moment has anything in it either)."""
+        def size(path: Path) -> int:
+            try:
+                return path.stat().st_size
+            except OSError:
+                return 0
+        main, wal, _ = store_files(self.path)
+        return size(main) == 0 and size(wal) == 0
 
     def _connect(self, mode: str) -> sqlite3.Connection:
         """A connection; `mode` is a URI query ("mode=ro", "immutable=1"), "" for read-write."""
