@@ -10,13 +10,14 @@ pandas is imported only by the methods that return DataFrames.
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 import threading
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable
 
-from regressbisect.errors import UserError
+from regressbisect.errors import DiskFull, UserError, is_disk_full
 from regressbisect.render.report_json import dumps
 from regressbisect.samples import Candidate, ProbeOutcome, Sample, SampleKey
 
@@ -154,31 +155,79 @@ def _sample_filter(key: SampleKey, instrumented: bool | None, arm: str | None) -
 class Store:
     """One SQLite file; safe to share between threads of one process and between processes."""
 
-    def __init__(self, path: Path):
+    def __init__(self, path: Path, *, read_only: bool = False):
+        """Open (or create) the store; `read_only` for commands that only read (`report`): no
+        write, no migration, and a store on a read-only file system or in a folder of someone
+        else's opens too."""
         self.path = Path(path)
+        self.read_only = read_only
         self._lock = threading.RLock()
         if self.path.is_dir():
             raise UserError(f"store {self.path} is a directory; pass --store FILE")
+        if read_only:
+            if not self.path.exists():
+                raise UserError(f"no store at {self.path}: run a hunt first, or pass --store")
+        else:
+            try:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+            except OSError as error:
+                raise UserError(f"cannot create the store directory {self.path.parent}: "
+                                f"{error.strerror}; pass --store NEWPATH") from None
+        created = not read_only and not self.path.exists()
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-        except OSError as error:
-            raise UserError(f"cannot create the store directory {self.path.parent}: "
-                            f"{error.strerror}; pass --store NEWPATH") from None
-        try:
-            self._conn = sqlite3.connect(str(self.path), timeout=BUSY_TIMEOUT_MS / 1000,
-                                         isolation_level=None, check_same_thread=False)
-        except sqlite3.Error as error:
-            raise self._invalid(error) from None
-        try:
-            self._open()
-        except UserError:
-            self._conn.close()
+            try:
+                self._conn = self._connect_read_only() if read_only else self._connect("")
+            except sqlite3.Error as error:
+                raise self._invalid(error) from None
+            try:
+                self._open()
+            except BaseException:
+                self._conn.close()
+                raise
+        except BaseException:
+            if created and self._nothing_written():
+                # a store this call began and could not write (a full disk) is no store: a
+                # 0-byte file left behind would be called "not a valid store" next time
+                for leftover in store_files(self.path):
+                    leftover.unlink(missing_ok=True)
             raise
-        except sqlite3.DatabaseError as error:
-            self._conn.close()
-            raise self._invalid(error) from None
+
+    def _nothing_written(self) -> bool:
+        """No page of the store is on disk, in its file or in its WAL (so no other process that
+        opened it at the same moment has anything in it either)."""
+        def size(path: Path) -> int:
+            try:
+                return path.stat().st_size
+            except OSError:
+                return 0
+        main, wal, _ = store_files(self.path)
+        return size(main) == 0 and size(wal) == 0
+
+    def _connect(self, mode: str) -> sqlite3.Connection:
+        """A connection; `mode` is a URI query ("mode=ro", "immutable=1"), "" for read-write."""
+        target = f"{self.path.absolute().as_uri()}?{mode}" if mode else str(self.path)
+        return sqlite3.connect(target, uri=bool(mode), timeout=BUSY_TIMEOUT_MS / 1000,
+                               isolation_level=None, check_same_thread=False)
+
+    def _connect_read_only(self) -> sqlite3.Connection:
+        """mode=ro sees a running hunt's newest samples through its -wal and -shm files, but a
+        WAL store needs the -shm file, which it cannot create in a folder it may not write to.
+        There (a read-only file system, another user's folder) no process can be writing the
+        store either, so it is opened immutable."""
+        conn = self._connect("mode=ro")
+        try:
+            conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+            return conn
+        except sqlite3.OperationalError:
+            conn.close()
+            if os.access(self.path.parent, os.W_OK):
+                raise
+        return self._connect("immutable=1")
 
     def _invalid(self, error: Exception) -> UserError:
+        if is_disk_full(error, self.path):
+            return UserError(f"the disk is full: cannot open the store {self.path}; free some space "
+                             f"or pass --store NEWPATH")
         detail = str(error).replace("\n", " ")
         if "unable to open" in detail or "readonly" in detail:
             return UserError(f"cannot open store {self.path} ({detail}); "
@@ -187,18 +236,22 @@ class Store:
                          f"move it away or pass --store NEWPATH")
 
     def _open(self) -> None:
+        try:
+            self._open_checked()
+        except (sqlite3.DatabaseError, DiskFull) as error:
+            raise self._invalid(error) from None
+
+    def _open_checked(self) -> None:
         conn = self._conn
         conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
         # Reading the schema first fails fast on a file that is not SQLite at all.
         tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+        if self.read_only and "meta" not in tables:
+            raise self._invalid(ValueError("no meta table: empty, or another program's database?"))
         if tables and "meta" not in tables:
             raise self._invalid(ValueError("no meta table: another program's database?"))
         if "meta" in tables:
-            row = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
-            try:
-                version = int(row[0]) if row else None
-            except ValueError:
-                version = None
+            version = _schema_version(conn)
             if version is None:
                 raise self._invalid(ValueError("no schema version"))
             if version > SCHEMA_VERSION:
@@ -211,6 +264,10 @@ class Store:
             problem = conn.execute("PRAGMA quick_check(1)").fetchone()[0]
             if problem != "ok":
                 raise self._invalid(ValueError(f"integrity check: {problem}"))
+        if self.read_only:
+            # An older schema is read as it is: what the reading commands query (hunts and
+            # their reports) is the same in every schema; the next hunt migrates it.
+            return
         # WAL + FULL: a committed transaction survives kill -9 and power loss; readers in other
         # processes see each sample at once without blocking the writer.
         conn.execute("PRAGMA journal_mode = WAL")
@@ -251,7 +308,7 @@ class Store:
         self.close()
 
     def _transaction(self):
-        return _Transaction(self._conn, self._lock)
+        return _Transaction(self._conn, self._lock, self.path)
 
     # -- samples -----------------------------------------------------------------------------
 
@@ -525,10 +582,11 @@ class Store:
 
 
 class _Transaction:
-    """BEGIN IMMEDIATE ... COMMIT under the store's lock; ROLLBACK on any exception."""
+    """BEGIN IMMEDIATE ... COMMIT under the store's lock; ROLLBACK on any exception. A full disk
+    raises DiskFull: the transaction is rolled back, every one committed before it stands."""
 
-    def __init__(self, conn: sqlite3.Connection, lock: threading.RLock):
-        self._conn, self._lock = conn, lock
+    def __init__(self, conn: sqlite3.Connection, lock: threading.RLock, path: Path):
+        self._conn, self._lock, self._path = conn, lock, path
 
     def __enter__(self) -> sqlite3.Connection:
         self._lock.acquire()
@@ -542,9 +600,47 @@ class _Transaction:
 
     def __exit__(self, exc_type, exc, tb) -> None:
         try:
-            self._conn.execute("ROLLBACK" if exc_type else "COMMIT")
+            try:
+                self._conn.execute("ROLLBACK" if exc_type else "COMMIT")
+            except sqlite3.Error as error:
+                if exc_type is None and is_disk_full(error, self._path):
+                    if self._conn.in_transaction:   # SQLite may have rolled it back itself
+                        self._conn.execute("ROLLBACK")
+                    raise DiskFull(self._path) from error
+                if exc is None:
+                    raise
+                # the ROLLBACK after an error failed too (SQLite may have rolled back already)
+            if exc is not None and is_disk_full(exc, self._path) and not isinstance(exc, DiskFull):
+                raise DiskFull(self._path) from exc
         finally:
             self._lock.release()
+
+
+def newer_schema(path: Path) -> int | None:
+    """The schema of the store at `path` when a newer regressbisect wrote it, else None (also when
+    it is no store or cannot be read): such a store is that version's to change or delete."""
+    try:
+        conn = sqlite3.connect(f"{Path(path).absolute().as_uri()}?mode=ro", uri=True)
+        try:
+            version = _schema_version(conn)
+        finally:
+            conn.close()
+    except sqlite3.Error:
+        return None
+    return version if version is not None and version > SCHEMA_VERSION else None
+
+
+def _schema_version(conn: sqlite3.Connection) -> int | None:
+    row = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+    try:
+        return int(row[0]) if row else None
+    except ValueError:
+        return None
+
+
+def store_files(path: Path) -> tuple[Path, ...]:
+    """The store's file and SQLite's files beside it."""
+    return (path, path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm"))
 
 
 def _key_params(key: SampleKey) -> tuple[Any, ...]:

@@ -2,6 +2,8 @@
 user's checkout byte-identical afterwards."""
 from __future__ import annotations
 
+import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -12,6 +14,7 @@ from tests.cli import run_cli
 from regressbisect.git.history import History
 from regressbisect.git.worktrees import WorktreePool
 from tests.benchrepo import make_bench_repo
+from tests.diskfs import read_only  # noqa: F401 (fixture)
 from tests.gitrepo import make_dirty, snapshot_checkout
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -154,3 +157,186 @@ def test_help_does_not_import_torch():
     proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
     assert "run" in proc.stdout and "hunks" in proc.stdout
+
+
+# -- output paths: checked before the first probe, and a failed write at the end loses nothing --
+
+def _output_cases(tmp_path: Path) -> dict[str, Path]:
+    a_file = tmp_path / "a-file"
+    a_file.write_text("mine\n")
+    a_dir = tmp_path / "a-dir"
+    a_dir.mkdir()
+    return {"a directory": a_dir, "under a file": a_file / "out.json", "a file": a_file}
+
+
+@pytest.mark.parametrize("command, flag, case", [
+    ("run", "--json", "a directory"),
+    ("run", "--json", "under a file"),
+    ("hunks", "--json", "a directory"),
+    ("nightly", "--json", "under a file"),
+    ("nightly", "--report-dir", "a file"),
+    ("nightly", "--report-dir", "under a file"),
+])
+def test_an_output_path_that_cannot_be_written_stops_before_the_first_probe(repo, tmp_path, capsys,
+                                                                             command, flag, case):
+    path, shas = repo
+    target = _output_cases(tmp_path)[case]
+    marker = tmp_path / "probed"
+    argv = [command, "-C", str(path), "--cmd", f"touch {marker}; {sys.executable} bench.py", "--quiet",
+            "--env", f"BENCH_STATE={tmp_path / 'state'}", flag, str(target)]
+    argv += [shas[0], shas[-1]] if command == "run" else ["--branch", "HEAD"] if command == "nightly" else []
+    before = snapshot_checkout(path)
+    code = run_cli(argv)
+    _one_line_error(capsys, code, 1, flag, str(target))
+    assert not marker.exists(), "a probe ran before the output path was checked"
+    assert (tmp_path / "a-file").read_text() == "mine\n"
+    assert snapshot_checkout(path) == before
+
+
+@pytest.mark.parametrize("flag", ["--json", "--report-dir"])
+def test_an_output_path_in_a_read_only_directory_stops_before_the_first_probe(repo, tmp_path, capsys,
+                                                                              read_only, flag):
+    path, shas = repo
+    read_only.freeze()
+    marker = tmp_path / "probed"
+    target = read_only.path / ("night.json" if flag == "--json" else "reports")
+    code = run_cli(["nightly", "-C", str(path), "--branch", "HEAD", "--quiet", flag, str(target),
+                    "--cmd", f"touch {marker}; {sys.executable} bench.py"])
+    _one_line_error(capsys, code, 1, flag, str(target))
+    assert not marker.exists()
+
+
+def test_a_json_report_that_cannot_be_written_at_the_end_keeps_the_summary_and_the_verdict(tmp_path, capsys):
+    # The folder of --json is there when the hunt starts; a probe replaces it with a file (as if it
+    # was removed, or its disk filled): the hunt's answer is printed, its exit code kept, and
+    # `report --json` writes the stored report afterwards.
+    path = tmp_path / "repo"
+    shas = make_bench_repo(path, [1000.0] * 3 + [900.0] * 3)
+    out_dir = tmp_path / "out"
+    out_dir.mkdir()
+    out = out_dir / "hunt.json"
+    sabotage = f"rm -rf {out_dir} && touch {out_dir}"
+    code = run_cli(["run", "-C", str(path), "--cmd", f"{sabotage}; {sys.executable} bench.py", "--tokens", "1000",
+                    "--env", f"BENCH_STATE={tmp_path / 'state'}", "--quiet", "--instrument", "off",
+                    "--json", str(out), shas[0], shas[-1]])
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    assert "1 culprit commit(s) found" in captured.out
+    err = captured.err.strip().splitlines()
+    assert len(err) == 1 and "--json" in err[0] and str(out) in err[0], err
+    assert "regressbisect report" in err[0] and "--json" in err[0]
+    again = tmp_path / "again.json"
+    assert run_cli(["report", "-C", str(path), "--json", str(again)]) == 0
+    report = json.loads(again.read_text())
+    assert report["verdict"] == "culprits" and report["culprits"][0]["commit"] == shas[3]
+
+
+# -- report: where it writes, and a store it may only read --------------------------------------
+
+def _store_with_a_hunt(path: Path) -> Path:
+    from regressbisect.store import Store
+    from tests.test_render import commits_report
+
+    with Store(path) as store:
+        hunt = store.start_hunt(kind="commits", good="a" * 40, bad="b" * 40, config_hash="c",
+                                env_fingerprint="e", settings={})
+        store.finish_hunt(hunt, commits_report())
+    return path
+
+
+@pytest.mark.parametrize("case", ["a file", "under a file", "read-only"])
+def test_report_html_where_it_cannot_be_written_is_one_line(tmp_path, capsys, read_only, case):
+    store = _store_with_a_hunt(tmp_path / "store.sqlite")
+    cases = _output_cases(tmp_path)
+    target = cases[case] if case != "read-only" else read_only.path / "html"
+    read_only.freeze()
+    code = run_cli(["report", "--store", str(store), "--html", str(target)])
+    _one_line_error(capsys, code, 1, "--html", str(target))
+    assert (tmp_path / "a-file").read_text() == "mine\n"
+
+
+def test_report_json_writes_the_stored_report(tmp_path, capsys):
+    store = _store_with_a_hunt(tmp_path / "store.sqlite")
+    out = tmp_path / "deep" / "hunt.json"
+    assert run_cli(["report", "--store", str(store), "--json", str(out)]) == 0
+    assert json.loads(out.read_text())["culprits"][0]["subject"] == "build the block mask per layer"
+
+
+
+def test_report_reads_a_store_on_a_read_only_file_system(tmp_path, capsys, read_only):
+    store = _store_with_a_hunt(read_only.path / "store.sqlite")
+    read_only.freeze()
+    before = sorted(p.name for p in read_only.path.iterdir())
+    for extra in ([], ["--list"], ["--markdown"], ["1"]):
+        code = run_cli(["report", "--store", str(store), *extra])
+        captured = capsys.readouterr()
+        assert code == 0, captured.err
+        assert captured.err == ""
+        assert "build the block mask per layer" in captured.out or "culprits" in captured.out
+    assert sorted(p.name for p in read_only.path.iterdir()) == before
+
+
+def test_a_disk_that_fills_during_a_hunt_is_one_line_and_the_same_command_resumes(tmp_path, capsys):
+    from tests.diskfs import fill, small_disk
+    from regressbisect.store import Store
+
+    path = tmp_path / "repo"
+    shas = make_bench_repo(path, [1000.0] * 3 + [900.0] * 3)
+    with small_disk(tmp_path / "disk", 1024 * 1024) as disk:
+        store = disk / "store.sqlite"
+        Store(store).close()
+        fill(disk, 64 * 1024)
+        out = tmp_path / "hunt.json"
+        argv = ["run", "-C", str(path), "--cmd", f"{sys.executable} bench.py", "--tokens", "1000",
+                "--env", f"BENCH_STATE={tmp_path / 'state'}", "--quiet", "--instrument", "off",
+                "--store", str(store), "--json", str(out), shas[0], shas[-1]]
+        code = run_cli(argv)
+        _one_line_error(capsys, code, 1, "disk is full", str(store), "run the same command again")
+        (disk / "filler").unlink()
+        with Store(store) as kept:
+            stored = int(kept.hunts()["samples"].sum())
+        assert stored > 0
+        assert run_cli(argv) == 0, capsys.readouterr().err
+        report = json.loads(out.read_text())
+        assert report["culprits"][0]["commit"] == shas[3]
+        assert report["cached_samples"] >= stored
+
+
+def test_report_list_shows_local_minutes_and_10_digit_commits(tmp_path, capsys, monkeypatch):
+    import datetime
+    import time
+
+    store = _store_with_a_hunt(tmp_path / "store.sqlite")
+    monkeypatch.setenv("TZ", "IST-5:30")     # a zone away from UTC: local time must show it
+    time.tzset()
+    try:
+        assert run_cli(["report", "--store", str(store), "--list"]) == 0
+    finally:
+        monkeypatch.delenv("TZ")
+        time.tzset()
+    row = capsys.readouterr().out.strip().splitlines()[-1]
+    assert "a" * 10 in row and "a" * 11 not in row
+    stamps = re.findall(r"\d{4}-\d\d-\d\d \d\d:\d\d(?::\d\d)?(?:\.\d+)?(?:[+-]\d\d:\d\d)?", row)
+    assert len(stamps) == 1 and re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d", stamps[0]), row
+    shown = datetime.datetime.strptime(stamps[0], "%Y-%m-%d %H:%M")
+    utc = datetime.datetime.now(datetime.timezone.utc).replace(tzinfo=None)
+    assert abs((shown - utc).total_seconds() - 5.5 * 3600) < 600, (shown, utc)
+
+
+def test_clean_samples_refuses_a_store_of_a_newer_regressbisect(repo, capsys):
+    import sqlite3
+
+    from regressbisect.config import default_store_path
+    from regressbisect.store import SCHEMA_VERSION, Store
+
+    path, _ = repo
+    store = default_store_path(History.open(path).common_dir)
+    Store(store).close()
+    with sqlite3.connect(store) as raw:
+        raw.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(SCHEMA_VERSION + 1),))
+    content = store.read_bytes()
+    code = run_cli(["clean", "-C", str(path), "--samples"])
+    _one_line_error(capsys, code, 1, "newer regressbisect", str(store))
+    assert store.read_bytes() == content
+    assert run_cli(["clean", "-C", str(path)]) == 0          # the worktrees alone still go
+    assert store.read_bytes() == content

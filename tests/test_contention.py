@@ -213,6 +213,48 @@ def test_a_cancelled_wait_ends_at_once_instead_of_after_max_wait():
     assert guard.wait_quiet() == pytest.approx(4.0)
 
 
+def test_the_wait_names_the_processes_that_keep_the_machine_busy():
+    # two foreign processes burn 1.5 and 0.3 CPUs; one barely runs and is not named
+    machine = FakeMachine(other=1.8)
+    procs = {901: 0.0, 902: 0.0, 903: 0.0}
+    rates = {901: 1.5, 902: 0.3, 903: 0.01}
+    names = {901: "python train.py --big", 902: "make -j1", 903: "sshd"}
+
+    def scan() -> list[_Proc]:
+        return [_Proc(pid=pid, ppid=1, session=pid, start=1, cpu=cpu, name=names[pid]) for pid, cpu in procs.items()]
+
+    def advance(seconds: float) -> None:
+        machine.advance(seconds)
+        for pid in procs:
+            procs[pid] += rates[pid] * seconds
+
+    messages: list[str] = []
+    hunt = HuntCpu(scan=scan, command_line=lambda pid: None)   # no /proc: the names above
+    guard = ContentionGuard(RULE, max_wait_s=4, proc_stat=lambda: (machine.busy, machine.ncpus), hunt_cpu=hunt,
+                            gpu_reader=lambda: None, clock=lambda: machine.now, sleep=advance,
+                            on_wait=messages.append)
+    with pytest.raises(MachineBusy) as raised:
+        guard.wait_quiet()
+    for line in (messages[0], raised.value.message):
+        assert "python train.py --big (pid 901, 1.5 CPUs)" in line, line
+        assert "make -j1 (pid 902, 0.3 CPUs)" in line and "sshd" not in line
+        assert line.index("pid 901") < line.index("pid 902")
+
+
+def test_a_real_busy_process_is_named_by_its_command_line():
+    # started through a shell that exits at once: not a child of ours, someone else's job
+    started = subprocess.run(["sh", "-c", f"{sys.executable} -c 'while True: pass' >/dev/null 2>&1 & echo $!"],
+                             capture_output=True, text=True, check=True)
+    loop = int(started.stdout.strip())
+    try:
+        measured = ContentionGuard(RULE, max_wait_s=10, gpu_reader=lambda: None).measure(1.5)
+    finally:
+        os.kill(loop, signal.SIGKILL)
+    named = {pid: name for pid, name, _ in measured.busiest}
+    assert loop in named and "while True: pass" in named[loop], measured.busiest
+    assert f"pid {loop}" in measured.describe()
+
+
 # -- real load --------------------------------------------------------------------------------
 
 def _busy_loop() -> subprocess.Popen:

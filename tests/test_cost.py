@@ -350,3 +350,11 @@ def test_the_timeline_script_groups_probes_into_rounds(tmp_path):
     out = subprocess.run([sys.executable, str(script), str(store_path)], capture_output=True, text=True, check=True).stdout
     assert "4 probes in 2 rounds, 35 s" in out
     assert "| 0 | 0.0 | 3 | 10.0 / 22.0 | 23.0 |" in out and "rounds of 3: 1, median 23.0 s" in out
+
+
+def test_a_probe_that_reports_no_seconds_has_an_unknown_measured_share_not_zero():
+    silent = costs.CostTotals(probes=3, wall_s=4.0, measured_s=0.0, gpu_s=0.0)
+    assert silent.measured_share is None and silent.to_json()["measured_share"] is None
+    assert "measured" not in silent.line()
+    timed = costs.CostTotals(probes=3, wall_s=4.0, measured_s=1.0, gpu_s=0.0)
+    assert "(25% measured)" in timed.line()

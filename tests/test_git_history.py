@@ -51,6 +51,25 @@ def test_not_a_git_repository(tmp_path, monkeypatch):
     assert_user_error(exc, "not a git repository")
 
 
+def test_a_bare_repository_is_named_bare_with_the_fix(linear, tmp_path):
+    repo, _ = linear
+    bare = tmp_path / "bare.git"
+    git(tmp_path, "clone", "-q", "--bare", str(repo), str(bare))
+    for where in (bare, bare / "refs"):
+        with pytest.raises(UserError) as exc:
+            History.open(where)
+        assert_user_error(exc, "bare repository", str(bare), "git clone", "--repo")
+        assert "not a git repository" not in exc.value.message
+
+
+def test_inside_the_git_directory_points_at_the_work_tree(linear):
+    repo, _ = linear
+    with pytest.raises(UserError) as exc:
+        History.open(repo / ".git" / "refs")
+    assert_user_error(exc, "inside the git directory", str((repo / ".git").resolve()),
+                      f"--repo {repo.resolve()}")
+
+
 def test_open_inside_linked_worktree(linear, tmp_path):
     repo, shas = linear
     linked = tmp_path / "linked"

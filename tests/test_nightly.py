@@ -161,3 +161,15 @@ def test_nightly_cli_writes_the_json_report(tmp_path, monkeypatch, capsys):
     report = json.loads(out.read_text())
     assert report["kind"] == "nightly" and report["night"]["tip"] == shas[-1]
     assert report == json.loads((tmp_path / "reports" / f"nightly-{shas[-1][:10]}.json").read_text())
+
+
+def test_a_report_dir_that_fails_at_the_end_of_the_night_is_one_line_and_keeps_the_night(tmp_path, capsys):
+    shas = make_bench_repo(tmp_path / "repo", [1000.0] * 3)
+    runner = nightly_for(tmp_path / "repo", FakeMachine(), tmp_path, samples_per_commit=3)
+    (tmp_path / "reports").write_text("not a folder\n")   # what was a folder is a file by morning
+    outcome = runner.run(shas[-1])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--report-dir" in err[0] and "samples are stored" in err[0], err
+    assert outcome.exit_code == ExitCode.OK and outcome.report_files == ()
+    assert outcome.report["night"]["tip"] == shas[-1]
+    assert (tmp_path / "reports").read_text() == "not a folder\n"

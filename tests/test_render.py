@@ -279,3 +279,69 @@ def test_markdown_and_html_say_where_the_probe_imported_the_project_from(tmp_pat
     line = "imports: imported from src/mypkg/"
     assert line in render_markdown(report)
     assert line in render_html(report, tmp_path / "html").read_text()
+
+
+# ------------------------------------------------------------------ live progress
+
+def _to_go(estimates, capsys) -> list[str]:
+    """The 'to go' part of each progress line for a hunt whose estimates are `estimates`."""
+    from regressbisect.render.progress import HuntProgress
+
+    with HuntProgress(live=False) as progress:
+        for n, remaining in enumerate(estimates, 1):
+            progress.sample("abc", 1000.0, None, False, probes=n, cached_total=0, remaining=remaining)
+    lines = capsys.readouterr().err.splitlines()
+    return [line.split("cached", 1)[1].split("]", 1)[0] for line in lines]
+
+
+def test_the_probes_to_go_are_shown_only_once_the_estimate_is_steady(capsys):
+    # the control arm's estimate (21) is not the search's (508): neither is shown while it jumps
+    shown = _to_go([21, 21, 508, 506, 506, 504, 380, 300, 90, 88, 85, 84, 80], capsys)
+    assert shown[:5] == [""] * 5
+    assert shown[5] == ", ~500 to go"                 # four estimates within half of each other
+    assert "to go" not in shown[6] and "to go" not in shown[7]
+    assert shown[-1] == ", ~80 to go"
+    assert _to_go([None, None], capsys) == ["", ""]
+    assert _to_go([5, 4, 3, 2, 1], capsys)[-1] == ", ~1 to go"    # small counts count down
+
+
+def _figure_texts(fig) -> list[str]:
+    fig.canvas.draw()
+    texts = [t.get_text() for t in fig.findobj(lambda a: hasattr(a, "get_text"))]
+    return [t for t in texts if t]
+
+
+def _scaled(report: dict[str, Any], factor: float) -> dict[str, Any]:
+    report = copy.deepcopy(report)
+    for row in report.get("candidates") or report.get("series") or ():
+        row["median_tok_s"] *= factor
+        row["ci95"] = [v * factor for v in row["ci95"]]
+    return report
+
+
+@pytest.mark.parametrize("make", [commits_report, nightly_report])
+def test_plots_name_commits_by_10_hex_digits_as_the_tables_do(make):
+    from regressbisect.render import plots
+
+    report = make()
+    figures = [plots._candidates_figure(report) if report["kind"] != "nightly" else plots._series_figure(report),
+               plots._counters_figure(commits_report()["culprits"][0])]
+    for fig in figures:
+        hashes = [h for text in _figure_texts(fig) for h in re.findall(r"\b[0-9a-f]{6,40}\b", text)]
+        assert hashes and {len(h) for h in hashes} == {10}, hashes
+
+
+@pytest.mark.parametrize("factor, suffix", [(22_000.0, "M"), (14.0, "K"), (1.0, "")])
+def test_plot_y_axes_read_as_numbers_with_a_suffix_not_an_offset(factor, suffix):
+    from regressbisect.render import plots
+
+    for fig in (plots._candidates_figure(_scaled(commits_report(), factor)),
+                plots._series_figure(_scaled(nightly_report(), factor))):
+        fig.canvas.draw()
+        ax = fig.axes[0]
+        assert ax.yaxis.get_offset_text().get_text() == ""
+        labels = [t.get_text() for t in ax.get_yticklabels() if t.get_text()]
+        assert len(labels) >= 2 and len(set(labels)) == len(labels), labels
+        assert all(re.fullmatch(r"-?[0-9]+(\.[0-9]+)?" + suffix, label) for label in labels), labels
+        scale = {"M": 1e6, "K": 1e3, "": 1.0}[suffix]          # each label is its tick, exactly
+        assert [float(label.rstrip(suffix)) * scale for label in labels] == pytest.approx(list(ax.get_yticks()))

@@ -15,6 +15,7 @@ import pytest
 from regressbisect.errors import ExitCode, UserError
 from regressbisect.samples import Candidate, ProbeOutcome, Sample, SampleKey
 from regressbisect.store import SCHEMA_VERSION, Store
+from tests.diskfs import read_only  # noqa: F401 (fixture)
 
 REPO = Path(__file__).resolve().parents[1]
 SHA_A, SHA_B = "a" * 40, "b" * 40
@@ -307,3 +308,80 @@ def test_a_store_version_without_a_migration_path_is_refused(tmp_path):
     with pytest.raises(UserError) as caught:
         Store(path)
     assert "schema 0 has no migration" in caught.value.message
+
+
+def test_a_store_on_a_read_only_file_system_is_read(read_only):
+    path = read_only.path / "store.sqlite"
+    with Store(path) as store:
+        hunt = store.start_hunt(kind="commits", good=SHA_A, bad=SHA_B, config_hash="c", env_fingerprint="e",
+                                settings={})
+        store.add_outcome(KEY_A, Candidate(SHA_A), _measured(1000.0), hunt_id=hunt)
+        store.finish_hunt(hunt, {"verdict": "culprits"})
+    read_only.freeze()
+    before = sorted(p.name for p in read_only.path.iterdir())
+    with Store(path, read_only=True) as store:
+        assert store.hunt_report(store.last_hunt_id()) == {"verdict": "culprits"}
+        assert [s.tok_s for s in store.samples(KEY_A)] == [1000.0]
+        assert list(store.hunts()["verdict"]) == ["culprits"]
+    assert sorted(p.name for p in read_only.path.iterdir()) == before
+
+
+def test_a_read_only_store_sees_a_running_hunts_samples_and_never_writes(tmp_path):
+    path = tmp_path / "store.sqlite"
+    with Store(path) as writer:
+        writer.add_outcome(KEY_A, Candidate(SHA_A), _measured(1.0), hunt_id=None)
+        with Store(path, read_only=True) as reader:
+            writer.add_outcome(KEY_A, Candidate(SHA_A), _measured(2.0), hunt_id=None)
+            assert [s.tok_s for s in reader.samples(KEY_A)] == [1.0, 2.0]
+            with pytest.raises(sqlite3.OperationalError, match="readonly"):
+                reader.add_outcome(KEY_A, Candidate(SHA_A), _measured(3.0), hunt_id=None)
+    with pytest.raises(UserError, match="no store at"):
+        Store(tmp_path / "missing.sqlite", read_only=True)
+    assert not (tmp_path / "missing.sqlite").exists()
+
+
+def test_a_store_created_on_a_full_disk_says_so_and_leaves_nothing_behind(tmp_path):
+    from tests.diskfs import fill, small_disk
+
+    with small_disk(tmp_path / "disk", 256 * 1024) as disk:
+        fill(disk, 0)
+        path = disk / "store.sqlite"
+        with pytest.raises(UserError) as caught:
+            Store(path)
+        assert caught.value.exit_code == ExitCode.USER_ERROR
+        assert "disk is full" in caught.value.message and "--store" in caught.value.message
+        assert "not a valid" not in caught.value.message
+        assert sorted(p.name for p in disk.iterdir()) == ["filler"]
+
+
+def test_an_existing_store_on_a_full_disk_says_so_and_is_kept(tmp_path):
+    from tests.diskfs import fill, small_disk
+
+    with small_disk(tmp_path / "disk", 512 * 1024) as disk:
+        path = disk / "store.sqlite"
+        with Store(path) as store:
+            store.add_outcome(KEY_A, Candidate(SHA_A), _measured(1000.0), hunt_id=None)
+        fill(disk, 0)
+        with pytest.raises(UserError) as caught:
+            Store(path)
+        assert "disk is full" in caught.value.message and "not a valid" not in caught.value.message
+        (disk / "filler").unlink()
+        with Store(path) as store:
+            assert [s.tok_s for s in store.samples(KEY_A)] == [1000.0]
+
+
+def test_a_write_on_a_full_disk_raises_disk_full_and_keeps_every_sample_before_it(tmp_path):
+    from regressbisect.errors import DiskFull
+    from tests.diskfs import fill, small_disk
+
+    with small_disk(tmp_path / "disk", 1024 * 1024) as disk:
+        path = disk / "store.sqlite"
+        with Store(path) as store:
+            fill(disk, 48 * 1024)
+            stored = 0
+            with pytest.raises(DiskFull):
+                for stored in range(1, 10_000):
+                    store.add_outcome(KEY_A, Candidate(SHA_A), _measured(float(stored)), hunt_id=None)
+        (disk / "filler").unlink()
+        with Store(path) as store:
+            assert [s.tok_s for s in store.samples(KEY_A)] == [float(i) for i in range(1, stored)]

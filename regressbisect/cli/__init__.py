@@ -8,7 +8,7 @@ import sys
 
 import typer
 
-from regressbisect.errors import ExitCode, UserError
+from regressbisect.errors import ExitCode, UserError, disk_full_message, is_disk_full, print_error
 
 app = typer.Typer(
     name="regressbisect",
@@ -51,7 +51,7 @@ def main(argv: list[str] | None = None) -> None:
         # Non-standalone click returns the code of a typer.Exit instead of exiting.
         code = app(args=argv, standalone_mode=False)
     except UserError as exc:
-        print(f"regressbisect: error: {exc.message}", file=sys.stderr)
+        print_error(exc.message)
         sys.exit(int(exc.exit_code))
     except (KeyboardInterrupt, typer.Abort):
         code = 130
@@ -60,7 +60,12 @@ def main(argv: list[str] | None = None) -> None:
     except USAGE_ERROR as exc:  # a bad flag or a missing argument, in non-standalone mode
         ctx = getattr(exc, "ctx", None)
         command = ctx.command_path if ctx is not None else "regressbisect"
-        print(f"regressbisect: error: {exc.format_message()} (see {command} --help)", file=sys.stderr)
+        print_error(f"{exc.format_message()} (see {command} --help)")
+        sys.exit(int(ExitCode.USER_ERROR))
+    except Exception as exc:  # a full disk, wherever it is met, is the user's to fix: one line
+        if not is_disk_full(exc):
+            raise
+        print_error(disk_full_message(exc))
         sys.exit(int(ExitCode.USER_ERROR))
     if code == 130:  # typer turns Ctrl-C into Exit(130)
         print(INTERRUPTED, file=sys.stderr)

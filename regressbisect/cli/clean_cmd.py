@@ -13,14 +13,21 @@ from regressbisect.cli import options as o
 @app.command("clean")
 def clean(
     repo: o.Repo = Path("."),
-    samples: Annotated[bool, typer.Option("--samples", help="Also delete the stored samples of this repo.")] = False,
+    samples: Annotated[bool, typer.Option("--samples", help="Also delete the stored samples of this repo (refused for a store a newer regressbisect wrote).")] = False,
 ) -> None:
     """Remove regressbisect's worktrees from this repository (never touches your checkout)."""
     from regressbisect.config import default_store_path
+    from regressbisect.errors import UserError
     from regressbisect.git.history import History
     from regressbisect.git.worktrees import clean as clean_pool
+    from regressbisect.store import newer_schema, store_files
 
     history = History.open(repo)
+    store = default_store_path(history.common_dir)
+    newer = newer_schema(store) if samples and store.exists() else None
+    if newer is not None:  # refused before anything is removed
+        raise UserError(f"store {store} was written by a newer regressbisect (schema {newer}): "
+                        f"clean --samples leaves it; delete it with that version, or by hand")
     removed = clean_pool(history)
     shared_dir = (history.read_pyproject_table().get("slurm") or {}).get("shared_dir")
     if isinstance(shared_dir, str) and shared_dir:  # the Slurm executor's pool on a shared filesystem
@@ -28,8 +35,6 @@ def clean(
         removed += clean_pool(history, shared_work_root(shared_dir, history))
     print(f"removed {removed} worktree(s)")
     if samples:
-        store = default_store_path(history.common_dir)
-        for path in (store, store.with_name(store.name + "-wal"), store.with_name(store.name + "-shm")):
-            if path.exists():
-                path.unlink()
+        for path in store_files(store):
+            path.unlink(missing_ok=True)
         print(f"removed stored samples ({store})")

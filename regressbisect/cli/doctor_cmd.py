@@ -39,12 +39,14 @@ def doctor(
     contention = doc.contention_figures()  # the busy-machine guard's figures (docs/contention.md)
     fingerprint, _ = environment_fingerprint()
     path = store or default_store_path(History.open(repo).common_dir)
-    with Store(path) as s:
-        past = s.machine_checks(fingerprint)
-        history = past.drop(columns="created_at").to_dict("records") if len(past) else []
-        health = doc.assess(check, history)
-        if record:
-            s.record_machine_check(fingerprint, doc.check_to_json(check))
+    history: list = []
+    if record or path.exists():  # --no-record only reads: a read-only store will do
+        with Store(path, read_only=not record) as s:
+            past = s.machine_checks(fingerprint)
+            history = past.drop(columns="created_at").to_dict("records") if len(past) else []
+            if record:
+                s.record_machine_check(fingerprint, doc.check_to_json(check))
+    health = doc.assess(check, history)
     if as_json:
         print(json.dumps({"check": doc.check_to_json(check), "status": health.status,
                           "reasons": list(health.reasons), "contention": contention}, indent=2))

@@ -40,9 +40,8 @@ def hunks(
     from regressbisect.config import build_config
     from regressbisect.git.history import History
     from regressbisect.hunts.hunks import HunkHunt
-    from regressbisect.render import render_summary
     from regressbisect.render.progress import HuntProgress
-    from regressbisect.render.report_json import dumps
+    from regressbisect.render.outputs import check_file
 
     history = History.open(repo)
     flags = {"cmd": cmd, "tokens": tokens, "timeout": timeout, "metric_regex": metric_regex, "unit": unit,
@@ -52,11 +51,9 @@ def hunks(
              "isolation_check": isolation_check}
     flags.update(shared or {})
     config = build_config(history.read_pyproject_table(), flags, source=str(history.root / "pyproject.toml"))
+    check_file(json_out, "--json")
     with HuntProgress(quiet=quiet, unit=config.unit) as progress:
         hunt = HunkHunt(history, config, base=base, include_untracked=not tracked_only,
                         store_path=store, progress=progress)
         outcome = hunt.run()
-    if json_out is not None:
-        json_out.write_text(dumps(outcome.report))
-    print(render_summary(outcome.report))
-    raise typer.Exit(int(outcome.exit_code))
+    o.finish(outcome, json_out, history, store)

@@ -41,8 +41,9 @@ def nightly(
     from regressbisect.config import build_config
     from regressbisect.errors import ExitCode
     from regressbisect.git.history import History
-    from regressbisect.hunts.nightly import Nightly, NightlySettings
+    from regressbisect.hunts.nightly import NIGHT_KEPT, Nightly, NightlySettings
     from regressbisect.render.progress import HuntProgress
+    from regressbisect.render.outputs import check_file, check_folder, write_text, written_after_work
     from regressbisect.render.report_json import dumps
     from regressbisect.search.changepoints import ChangePointSettings
 
@@ -54,6 +55,8 @@ def nightly(
              "isolation_check": isolation_check}
     flags.update(shared or {})
     config = build_config(history.read_pyproject_table(), flags, source=str(history.root / "pyproject.toml"))
+    check_file(json_out, "--json")
+    check_folder(report_dir, "--report-dir")
     settings = NightlySettings(branch=branch, samples_per_commit=samples, max_new=max_new, lookback=lookback,
                                changepoints=ChangePointSettings(min_magnitude=min_magnitude, alpha=alpha),
                                hunt=not no_hunt)
@@ -63,7 +66,8 @@ def nightly(
     found = [o_ for o_ in outcomes if o_.exit_code == ExitCode.NIGHTLY_REGRESSION]
     last = outcomes[-1]
     if json_out is not None:
-        json_out.write_text(dumps(last.report))
+        written_after_work("--json", json_out, lambda: write_text(json_out, dumps(last.report)),
+                           kept=NIGHT_KEPT)
     for outcome in found:
         for sha in outcome.report["new_alarms"]:
             print(f"new regression at {sha[:10]} (night of {outcome.report['night']['tip'][:10]})")

@@ -4,11 +4,15 @@ from __future__ import annotations
 import functools
 import inspect
 from pathlib import Path
-from typing import Annotated, Callable, Optional
+from typing import TYPE_CHECKING, Annotated, Callable, Optional
 
 import typer
 
 from regressbisect.errors import UserError
+
+if TYPE_CHECKING:
+    from regressbisect.git.history import History
+    from regressbisect.hunts.common import HuntOutcome
 
 Repo = Annotated[Path, typer.Option("--repo", "-C", help="The git repository to hunt in (default: current directory).")]
 Cmd = Annotated[Optional[str], typer.Option("--cmd", help="Probe command run in each candidate's worktree; {tokens} is replaced by the budget. Default: cmd in \\[tool.regressbisect] of pyproject.toml.")]
@@ -48,6 +52,27 @@ SlurmConstraint = Annotated[Optional[str], typer.Option("--slurm-constraint", he
 SlurmSbatchArg = Annotated[Optional[list[str]], typer.Option("--slurm-sbatch-arg", help="Extra sbatch argument, '--name=value' or '--flag' (repeatable).")]
 SlurmSharedDir = Annotated[Optional[str], typer.Option("--slurm-shared-dir", help="Directory the nodes share, for worktrees and job files. Default: inside the git dir.")]
 Quiet = Annotated[bool, typer.Option("--quiet", "-q", help="No progress output; only the final report.")]
+
+
+def finish(outcome: "HuntOutcome", json_out: Path | None, history: "History", store: Path | None) -> None:
+    """The end of `run` and `hunks`: the summary, then the --json report, then the verdict's exit
+    code. A report that cannot be written now costs one line, never the answer or its code: the
+    store keeps the report, and `report --json` writes it again."""
+    import sys
+
+    from regressbisect.render import render_summary
+    from regressbisect.render.outputs import write_text, written_after_work
+    from regressbisect.render.report_json import dumps
+
+    print(render_summary(outcome.report))
+    sys.stdout.flush()
+    if json_out is not None:
+        again = f"regressbisect report -C {history.root} {outcome.hunt_id} --json FILE"
+        if store is not None:
+            again += f" --store {store}"
+        written_after_work("--json", json_out, lambda: write_text(json_out, dumps(outcome.report)),
+                           kept=f"the report is stored: `{again}` writes it")
+    raise typer.Exit(int(outcome.exit_code))
 
 
 def parse_env(pairs: list[str] | None) -> dict[str, str] | None:

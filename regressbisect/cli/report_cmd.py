@@ -16,6 +16,7 @@ def report(
     list_hunts: Annotated[bool, typer.Option("--list", help="List stored hunts.")] = False,
     html: Annotated[Optional[Path], typer.Option("--html", help="Write a self-contained HTML page (with PNG plots) into this folder.")] = None,
     markdown: Annotated[bool, typer.Option("--markdown", help="Print Markdown (for a CI comment) instead of the table.")] = False,
+    json_out: Annotated[Optional[Path], typer.Option("--json", help="Write the hunt's JSON report here (the document `run --json` writes).")] = None,
     store: o.StorePath = None, repo: o.Repo = Path("."),
 ) -> None:
     """Render any stored hunt the same way a hunt does."""
@@ -24,17 +25,20 @@ def report(
     from regressbisect.config import default_store_path
     from regressbisect.errors import UserError
     from regressbisect.git.history import History
-    from regressbisect.render import render_html, render_markdown, render_summary
+    from regressbisect.render import facts, render_html, render_markdown, render_summary
+    from regressbisect.render.outputs import check_file, check_folder, write_text, written
+    from regressbisect.render.report_json import dumps
     from regressbisect.store import Store
 
+    check_folder(html, "--html")
+    check_file(json_out, "--json")
     path = store or default_store_path(History.open(repo).common_dir)
-    if not path.exists():
-        raise UserError(f"no store at {path}: run a hunt first, or pass --store")
-    with Store(path) as s:
+    with Store(path, read_only=True) as s:
         if list_hunts:
-            table = s.hunts()
-            print(tabulate(table[["id", "kind", "good", "bad", "started_at", "verdict"]].values,
-                           headers=["id", "kind", "good", "bad", "started", "verdict"]))
+            rows = [(h.id, h.kind, facts.short(h.good), facts.short(h.bad), facts.local_time(h.started_at),
+                     h.verdict if isinstance(h.verdict, str) else "unfinished")
+                    for h in s.hunts().itertuples()]
+            print(tabulate(rows, headers=["id", "kind", "good", "bad", "started", "verdict"]))
             return
         hunt_id = hunt if hunt is not None else s.last_hunt_id()
         data = s.hunt_report(hunt_id) if hunt_id is not None else None
@@ -43,4 +47,6 @@ def report(
                         "(see `regressbisect report --list`)")
     print(render_markdown(data) if markdown else render_summary(data))
     if html is not None:
-        print(f"wrote {render_html(data, html)}")
+        print(f"wrote {written('--html', html, lambda: render_html(data, html))}")
+    if json_out is not None:
+        print(f"wrote {written('--json', json_out, lambda: write_text(json_out, dumps(data)))}")

@@ -1,7 +1,6 @@
 """`regressbisect run GOOD BAD`: find the commit(s) that made tok/s drop."""
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import Annotated
 
@@ -41,9 +40,8 @@ def run(
     from regressbisect.hunts.commits import CommitHunt
     from regressbisect.hunts.common import warn_unusable_slots
     from regressbisect.machine.fingerprint import count_gpus
-    from regressbisect.render import render_summary
     from regressbisect.render.progress import HuntProgress
-    from regressbisect.render.report_json import dumps
+    from regressbisect.render.outputs import check_file
 
     history = History.open(repo)
     flags = {"cmd": cmd, "tokens": tokens, "timeout": timeout, "metric_regex": metric_regex, "unit": unit,
@@ -54,12 +52,9 @@ def run(
              "isolation_check": isolation_check}
     flags.update(shared or {})
     config = build_config(history.read_pyproject_table(), flags, source=str(history.root / "pyproject.toml"))
+    check_file(json_out, "--json")
     with HuntProgress(quiet=quiet, unit=config.unit) as progress:
         hunt = CommitHunt(history, good, bad, config, store_path=store, progress=progress)
         warn_unusable_slots(config, len(hunt.candidates), count_gpus())
         outcome = hunt.run()
-    if json_out is not None:
-        json_out.write_text(dumps(outcome.report))
-    print(render_summary(outcome.report))
-    sys.stdout.flush()
-    raise typer.Exit(int(outcome.exit_code))
+    o.finish(outcome, json_out, history, store)

@@ -104,6 +104,26 @@ def _commit_info(commit: "git.Commit") -> CommitInfo:
                       parents=tuple(parent.hexsha for parent in commit.parents))
 
 
+def _without_work_tree(path: Path) -> UserError | None:
+    """The error for a repository that has no work tree at `path` (a bare one, or `path` inside
+    a .git directory), None when `path` is no repository at all. Hunts need a work tree: its
+    pyproject.toml, its uncommitted changes and its checkout are what they read."""
+    proc = run_git(path, "rev-parse", "--path-format=absolute", "--is-bare-repository",
+                   "--is-inside-git-dir", "--absolute-git-dir", check=False)
+    lines = proc.stdout.decode().splitlines()
+    if proc.returncode != 0 or len(lines) < 3:
+        return None
+    bare, inside, git_dir = lines[0] == "true", lines[1] == "true", Path(lines[2])
+    if bare:
+        return UserError(f"{git_dir} is a bare repository: it has no work tree to hunt in; run in "
+                         f"a clone with a work tree (`git clone {git_dir} DIR`) or pass --repo DIR")
+    if inside:
+        work_tree = f"--repo {git_dir.parent}" if git_dir.name == ".git" else "--repo with its work tree"
+        return UserError(f"{path} is inside the git directory {git_dir}: run in the work tree or "
+                         f"pass {work_tree}")
+    return None
+
+
 class History:
     """The user's repository, read only. Build with `History.open(path)`."""
 
@@ -134,12 +154,10 @@ class History:
             if b"dubious ownership" in proc.stderr:  # git refuses repos owned by someone else
                 raise UserError(f"git refuses the repository at {path}: owned by another user "
                                 f"(see `git config --global --add safe.directory`)")
-            raise not_a_repo
+            raise _without_work_tree(path) or not_a_repo
         lines = proc.stdout.decode().splitlines()
         if len(lines) < 3 or lines[0] == "true":
-            # A bare repository (or running inside .git) has no work tree to read pyproject,
-            # dirtiness or hunks from.
-            raise not_a_repo
+            raise _without_work_tree(path) or not_a_repo
         return cls(root=Path(lines[1]), common_dir=Path(lines[2]))
 
     @cached_property

@@ -150,7 +150,8 @@ class CostTotals:
 
     @property
     def measured_share(self) -> float | None:
-        return self.measured_s / self.wall_s if self.wall_s > 0 else None
+        """None (unknown, not 0%) also when no probe reported its measured seconds."""
+        return self.measured_s / self.wall_s if self.wall_s > 0 and self.measured_s > 0 else None
 
     def to_json(self) -> dict[str, Any]:
         share = self.measured_share

@@ -57,6 +57,10 @@ class NightlySettings:
     """Bisect each new change point automatically."""
 
 
+NIGHT_KEPT = "the night's samples are stored, and the exit code is the night's"
+"""What a report file that could not be written at the end of a night leaves standing."""
+
+
 @dataclass(frozen=True)
 class NightOutcome:
     report: dict[str, Any]
@@ -273,16 +277,20 @@ class Nightly:
         }
 
     def _write_report(self, report: dict[str, Any], tip: str) -> tuple[Path, ...]:
+        """The night's JSON, Markdown and HTML in --report-dir; () when there is none or it
+        could not be written (one line says so: the night's answer and samples stand)."""
         if self.report_dir is None:
             return ()
         from regressbisect.render import render_html, render_markdown
+        from regressbisect.render.outputs import write_text, written_after_work
 
         out = self.report_dir
-        out.mkdir(parents=True, exist_ok=True)
         stem = f"nightly-{tip[:10]}"
-        json_path = out / f"{stem}.json"
-        json_path.write_text(dumps(report))
-        md_path = out / f"{stem}.md"
-        md_path.write_text(render_markdown(report))
-        html_path = render_html(report, out / stem)
-        return (json_path, md_path, html_path)
+
+        def write() -> tuple[Path, ...]:
+            return (write_text(out / f"{stem}.json", dumps(report)),
+                    write_text(out / f"{stem}.md", render_markdown(report)),
+                    render_html(report, out / stem))
+
+        files = written_after_work("--report-dir", out, write, kept=NIGHT_KEPT)
+        return files or ()

@@ -82,6 +82,8 @@ class _Proc:
     start: int
     cpu: float
     """utime + stime + cutime + cstime, seconds."""
+    name: str = ""
+    """The command (comm) as /proc/PID/stat gives it."""
 
 
 def _scan_processes(proc: str = "/proc") -> list[_Proc]:
@@ -98,17 +100,31 @@ def _scan_processes(proc: str = "/proc") -> list[_Proc]:
         try:
             ticks = sum(int(rest[i]) for i in (11, 12, 13, 14))
             out.append(_Proc(pid=int(name), ppid=int(rest[1]), session=int(rest[3]),
-                             start=int(rest[19]), cpu=ticks / CLK_TCK))
+                             start=int(rest[19]), cpu=ticks / CLK_TCK,
+                             name=raw[raw.find("(") + 1:raw.rfind(")")]))
         except (IndexError, ValueError):
             continue
     return out
 
 
+def _command_line(pid: int, proc: str = "/proc") -> str | None:
+    """The process's command line, its arguments joined by spaces (None once it is gone)."""
+    try:
+        with open(f"{proc}/{pid}/cmdline", "rb") as f:
+            raw = f.read()
+    except OSError:
+        return None
+    return " ".join(raw.decode(errors="replace").split("\0")).strip() or None
+
+
 class HuntCpu:
     """Cumulative CPU seconds of this process and everything it started (see module doc)."""
 
-    def __init__(self, scan: Callable[[], list[_Proc]] = _scan_processes):
+    def __init__(self, scan: Callable[[], list[_Proc]] = _scan_processes,
+                 command_line: Callable[[int], str | None] = _command_line):
         self._scan = scan
+        self._command_line = command_line
+        self._foreign: dict[tuple[int, int], _Proc] = {}
         self._lock = threading.Lock()
         self._probe_sessions: set[int] = set()
         self._orphans: dict[tuple[int, int], float] = {}
@@ -153,6 +169,7 @@ class HuntCpu:
             # sessions with no process left are gone (so a reused id starts afresh)
             self.sessions = {sid: max(cpu, self.sessions.get(sid, 0.0)) for sid, cpu in now.items()}
             self._members = members
+            self._foreign = {(p.pid, p.start): p for p in procs if p.pid not in self.pids}
             return own + sum(p.cpu for p in descendants.values()) + sum(self._orphans.values())
 
     def refresh_sessions(self, leaders: Iterable[int] = (), proc: str = "/proc") -> None:
@@ -172,6 +189,29 @@ class HuntCpu:
                 self.sessions[sid] = max(cpu, self.sessions.get(sid, 0.0))
             for sid, procs in members.items():
                 self._members.setdefault(sid, set()).update(procs)
+
+    def foreign(self) -> dict[tuple[int, int], _Proc]:
+        """The processes outside the hunt at the last reading, by (pid, start time)."""
+        with self._lock:
+            return dict(self._foreign)
+
+    def busiest(self, before: dict[tuple[int, int], _Proc], seconds: float,
+                count: int = 3, floor_cpus: float = 0.05) -> tuple[tuple[int, str, float], ...]:
+        """(pid, command, CPUs) of the `count` foreign processes that used the most CPU since
+        `before` (a `foreign()` reading `seconds` ago), those under `floor_cpus` left out. A
+        process's CPU includes the children it reaped, so a shell running short jobs is named."""
+        used = []
+        for key, now in self.foreign().items():
+            then = before.get(key)
+            cpus = (now.cpu - (then.cpu if then else 0.0)) / max(seconds, 1e-6)
+            if cpus >= floor_cpus:
+                used.append((cpus, now))
+        used.sort(key=lambda item: -item[0])
+        named = []
+        for cpus, p in used[:count]:
+            command = " ".join((self._command_line(p.pid) or p.name or "?").split())
+            named.append((p.pid, command[:60] + ("..." if len(command) > 60 else ""), cpus))
+        return tuple(named)
 
     def refresh_orphans(self, proc: str = "/proc") -> None:
         """Re-read the orphans found so far (cheap: no full scan); dead ones keep their value."""
@@ -280,6 +320,8 @@ class Load:
     sibling_cpus: float = 0.0
     """Of hunt_cpus, the average CPUs the hunt's other probes (other slots and lanes) used while
     this probe ran; 0 for a quiet check, which runs no probe of its own."""
+    busiest: tuple[tuple[int, str, float], ...] = ()
+    """(pid, command, CPUs) of the foreign processes that used the most CPU, busiest first."""
 
     @property
     def machine_share(self) -> float:
@@ -300,6 +342,9 @@ class Load:
         text = f"other processes use {self.other_cpus:.1f} of {self.ncpus} CPUs"
         if self.other_gpu:
             text += f" and {self.other_gpu:.0%} of the GPU"
+        if self.busiest:
+            text += " (busiest: " + ", ".join(f"{command} (pid {pid}, {cpus:.1f} CPUs)"
+                                              for pid, command, cpus in self.busiest) + ")"
         return text
 
 
@@ -354,6 +399,8 @@ class Window:
 
     def sibling_seconds(self) -> float:
         return sum(max(last - self.sibling_first[g], 0.0) for g, last in self.sibling_last.items())
+    foreign: dict = field(default_factory=dict)
+    """HuntCpu.foreign() at the start: whose CPU the window's other load was."""
 
 
 class WaitCancelled(Exception):
@@ -405,7 +452,8 @@ class ContentionGuard:
         """Open a window over a probe run by the calling thread (`probe=False`: a quiet check)."""
         busy, _ = self._proc_stat()
         window = Window(started=self._clock(), busy=busy, hunt=self._hunt_cpu.total(),
-                        thread=threading.get_ident() if probe else None)
+                        thread=threading.get_ident() if probe else None,
+                        foreign=self._hunt_cpu.foreign())
         with self._lock:
             self._note_siblings([window], first=True)
             self._open.append(window)
@@ -431,9 +479,10 @@ class ContentionGuard:
         gpu = window.gpu_loads
         hunt_cpus = max(hunt - window.hunt, 0.0) / seconds
         other = max(busy - window.busy - (hunt - window.hunt), 0.0) / seconds
+        busiest = self._hunt_cpu.busiest(window.foreign, seconds) if other > 0 else ()
         return Load(seconds=seconds, other_cpus=min(other, float(ncpus)), hunt_cpus=hunt_cpus,
                     ncpus=ncpus, other_gpu=sum(gpu) / len(gpu) if gpu else None,
-                    sibling_cpus=min(window.sibling_seconds() / seconds, hunt_cpus))
+                    sibling_cpus=min(window.sibling_seconds() / seconds, hunt_cpus), busiest=busiest)
 
     def _note_siblings(self, windows: list[Window], *, first: bool = False) -> None:
         """Read the other probes' CPU into each probe window, from the last process scan (under

@@ -51,6 +51,20 @@ def short(sha: Any) -> str:
     return str(sha)[:10] if sha else "?"
 
 
+def local_time(moment: Any) -> str:
+    """A moment (unix seconds, or a datetime with its zone) as this machine's local time to the
+    minute: '2026-12-01 23:40'; '-' when unknown."""
+    import datetime
+
+    try:
+        seconds = moment.timestamp() if hasattr(moment, "timestamp") else float(moment)
+    except (TypeError, ValueError):
+        return "-"
+    if not _finite(seconds):
+        return "-"
+    return datetime.datetime.fromtimestamp(seconds).strftime("%Y-%m-%d %H:%M")
+
+
 def number(value: Any, digits: int = 4) -> str:
     """A metric value with `digits` significant digits, '-' when missing."""
     if not _finite(value):

@@ -12,6 +12,7 @@ from typing import Any, Mapping, Sequence
 
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
+from matplotlib.ticker import Formatter
 
 from regressbisect.render import facts
 
@@ -60,7 +61,7 @@ def _series_figure(report: Mapping[str, Any]) -> Figure:
             continue
         ax.axvline(index - 0.5, color="#c8372d", ls="--", lw=1.2)
         change = point.get("change_pct", 100 * (point.get("change") or math.nan))
-        ax.annotate(f"{facts.pct(change)} @ {facts.short(point.get('commit'))[:7]}",
+        ax.annotate(f"{facts.pct(change)} @ {facts.short(point.get('commit'))}",
                     xy=(index - 0.5, 1.0), xycoords=("data", "axes fraction"), xytext=(3, -12),
                     textcoords="offset points", color="#c8372d", fontsize=9)
         # The segment levels either side, as the detector saw them.
@@ -69,7 +70,7 @@ def _series_figure(report: Mapping[str, Any]) -> Figure:
             if isinstance(level, (int, float)):
                 ax.hlines(level, *span, color="#c8372d", lw=1, alpha=0.6)
     ax.set_xticks(xs)
-    ax.set_xticklabels([facts.short(s.get("commit"))[:7] for s in series], rotation=60, fontsize=7, ha="right")
+    ax.set_xticklabels([facts.short(s.get("commit")) for s in series], rotation=60, fontsize=7, ha="right")
     ax.set_xlabel("first-parent commit (oldest left)")
     ax.set_ylabel(facts.unit(report))
     ax.set_title("Nightly throughput")
@@ -93,12 +94,12 @@ def _candidates_figure(hunt: Mapping[str, Any]) -> Figure:
             continue
         x = _position(match[0], candidates)
         ax.axvline(x - 0.5, color="#c8372d", ls="--", lw=1.2)
-        ax.annotate(f"{facts.short(culprit.get('commit'))[:7]} {facts.pct(culprit.get('step_pct'))}",
+        ax.annotate(f"{facts.short(culprit.get('commit'))} {facts.pct(culprit.get('step_pct'))}",
                     xy=(x - 0.5, 1.0), xycoords=("data", "axes fraction"), xytext=(3, -12),
                     textcoords="offset points", color="#c8372d", fontsize=9)
-    ax.set_xlabel(f"first-parent position ({facts.short(hunt.get('good'))[:7]} = 0)")
+    ax.set_xlabel(f"first-parent position ({facts.short(hunt.get('good'))} = 0)")
     ax.set_ylabel(f"median {facts.unit(hunt)} (95% CI)")
-    ax.set_title(f"Candidates {facts.short(hunt.get('good'))[:7]}..{facts.short(hunt.get('bad'))[:7]}")
+    ax.set_title(f"Candidates {facts.short(hunt.get('good'))}..{facts.short(hunt.get('bad'))}")
     ax.legend(fontsize=8)
     return fig
 
@@ -116,12 +117,13 @@ def _counters_figure(culprit: Mapping[str, Any]) -> Figure | None:
     axes = fig.subplots(1, len(names), squeeze=False)[0]
     for ax, name in zip(axes, names):
         ax.bar(["before", "after"], [before[name], after[name]], color=["#2a9d4b", "#c8372d"])
+        ax.yaxis.set_major_formatter(CompactFormatter())
         ax.set_title(name, fontsize=8)
         ax.tick_params(labelsize=8)
     if culprit.get("hunks"):
         title = "per iteration: without -> with the hunk(s)"
     else:
-        title = f"per iteration: {facts.short(culprit.get('parent'))[:7]} -> {facts.short(culprit.get('commit'))[:7]}"
+        title = f"per iteration: {facts.short(culprit.get('parent'))} -> {facts.short(culprit.get('commit'))}"
     fig.suptitle(title, fontsize=9)
     return fig
 
@@ -129,7 +131,32 @@ def _counters_figure(culprit: Mapping[str, Any]) -> Figure | None:
 def _figure(width: float = 8.0, height: float = 4.0):
     fig = Figure(figsize=(width, height), dpi=_DPI, layout="constrained")
     FigureCanvasAgg(fig)
-    return fig, fig.add_subplot()
+    ax = fig.add_subplot()
+    ax.yaxis.set_major_formatter(CompactFormatter())
+    return fig, ax
+
+
+class CompactFormatter(Formatter):
+    """Tick labels such as 22.25M, 14.2K or 950: no '1e7' offset above the axis, and as many
+    decimals as the tick values need to be written exactly."""
+
+    _SCALES = ((1e9, 1e9, "G"), (1e6, 1e6, "M"), (1e4, 1e3, "K"))
+    """(from, scale, suffix): plain numbers up to 9999, where '0.98K' would read worse than 980."""
+
+    def __init__(self) -> None:
+        self._ticks: list[float] = []
+
+    def set_locs(self, locs: Sequence[float]) -> None:
+        self._ticks = [float(v) for v in locs]
+
+    def __call__(self, x: float, pos: int | None = None) -> str:
+        locs = sorted(v for v in self._ticks if math.isfinite(v)) or [x]
+        top = max(abs(v) for v in locs)
+        scale, suffix = next(((s, n) for start, s, n in self._SCALES if top >= start), (1.0, ""))
+        scaled = [v / scale for v in locs]
+        decimals = next((d for d in range(6) if all(abs(round(v, d) - v) < 1e-6 * max(1.0, abs(v))
+                                                    for v in scaled)), 6)
+        return f"{x / scale:.{decimals}f}{suffix}"
 
 
 def _save(fig: Figure, path: Path) -> Path:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import sys
 import time
+from collections import deque
 from dataclasses import dataclass
 from typing import Sequence
 
@@ -27,6 +28,7 @@ class ProgressState:
     probes: int = 0
     cached: int = 0
     remaining: int | None = None
+    """Probes to go as shown: the hunt's estimate once it is steady (SteadyEstimate), else None."""
     last: str = ""
     jobs: str = ""
     """Scheduler jobs of this hunt (Slurm executor): queued / running / done, with their ids."""
@@ -48,6 +50,7 @@ class HuntProgress:
         self._live_enabled = self.console.is_terminal if live is None else live
         self._live: Live | None = None
         self._started = time.monotonic()
+        self._remaining = SteadyEstimate()
 
     def __enter__(self) -> "HuntProgress":
         if self._live_enabled and not self.quiet:
@@ -79,13 +82,13 @@ class HuntProgress:
                remaining: int | None = None, note: str = "") -> None:
         self.state.probes = probes
         self.state.cached = cached_total
-        self.state.remaining = remaining
+        self.state.remaining = self._remaining.update(remaining)
         if interval is not None:
             self.state.interval = interval
         what = f"{value:,.1f} {self.unit}" if value is not None else f"skipped ({skip_reason})"
         tag = " (cached)" if cached else ""
         self.state.last = f"{label}: {what}{tag}"
-        eta = f", ~{remaining} to go" if remaining is not None else ""
+        eta = f", ~{self.state.remaining} to go" if self.state.remaining is not None else ""
         cost = f" | {self.state.cost}" if self.state.cost else ""
         self._log(f"[{probes} run, {cached_total} cached{eta}{cost}] {label} {note}: {what}{tag}")
         self._refresh()
@@ -140,6 +143,30 @@ class HuntProgress:
         if s.last:
             text.append(f" last: {s.last}", style="dim")
         return text
+
+
+class SteadyEstimate:
+    """The hunt's estimate of the probes to go, as shown: only once its last `window` values lie
+    within a quarter of each other (plus a few probes, so that a count down to 0 stays shown), and
+    rounded to two significant digits. The estimate jumps where the search changes phase (the
+    control arm's ~21 becomes the bisection's ~508 two probes later, then it falls fast); a number
+    shown while it jumps reads as a promise broken."""
+
+    def __init__(self, window: int = 4, spread: float = 1.25, slack: int = 4):
+        self._recent: deque[int] = deque(maxlen=window)
+        self._spread, self._slack = spread, slack
+
+    def update(self, estimate: int | None) -> int | None:
+        """Record the latest estimate; return what to show (None: nothing)."""
+        if estimate is None:
+            self._recent.clear()
+            return None
+        self._recent.append(estimate)
+        if len(self._recent) < (self._recent.maxlen or 1):
+            return None
+        if max(self._recent) > self._spread * min(self._recent) + self._slack:
+            return None
+        return int(float(f"{estimate:.2g}"))
 
 
 def job_summary(queued: Sequence[str], running: Sequence[str], done: int) -> str:
