@@ -39,33 +39,104 @@ OVERLAP = 1
 EXECUTORS = ("local", "slurm")
 
 
+# -- one definition per setting: the config field's `knob(...)` holds its default, its pyproject
+# key and type, its flag, help and help panel; the key tables below, the hunt commands' flags
+# (cli/options.py) and the README's key list (tests/test_config.py) are generated from it -------
+PANELS = ("What to measure", "How it decides", "Setup and isolation", "Busy machine", "Cost", "Slurm")
+MEASURE, DECIDE, SETUP, BUSY, COST, SLURM = PANELS
+HUNT_COMMANDS = ("run", "hunks", "nightly")
+
+
+@dataclass(frozen=True)
+class Knob:
+    """What a config field is to the user. `help` (None: a pyproject key without a flag) may say
+    `{default}`, which becomes the field's default."""
+
+    panel: str
+    help: str | None = None
+    key: str | None = None
+    """Key in [tool.regressbisect] (in its slurm table for SlurmConfig); default: the field's name."""
+    kind: type | None = None
+    """Type of the pyproject value; default: the type of the field's default."""
+    flag: str | None = None
+    """Default: --key-with-dashes (--slurm-key-with-dashes for the slurm table)."""
+    commands: tuple[str, ...] = HUNT_COMMANDS
+    """Hunt commands that have the flag."""
+
+
+def knob(default: Any = dataclasses.MISSING, *, default_factory: Any = dataclasses.MISSING, **what: Any) -> Any:
+    """A config field that is a user setting (see Knob)."""
+    return field(default=default, default_factory=default_factory, metadata={"knob": Knob(**what)})
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One user setting, resolved from its field and knob."""
+
+    part: str      # 'probe', 'hunt' or 'slurm': the dataclass it configures
+    field: str
+    key: str
+    kind: type
+    default: Any
+    knob: Knob
+
+    @property
+    def flag(self) -> str | None:
+        if self.knob.help is None:
+            return None
+        prefix = "--slurm-" if self.part == "slurm" else "--"
+        return self.knob.flag or prefix + self.key.replace("_", "-")
+
+    @property
+    def help(self) -> str:
+        default = self.default
+        if isinstance(default, float):
+            default = f"{default:g}"
+        return (self.knob.help or "").replace("{default}", str(default))
+
+
+def _settings_of(part: str, cls: type) -> tuple[Setting, ...]:
+    found = []
+    for f in dataclasses.fields(cls):
+        what = f.metadata.get("knob")
+        if what is None:
+            continue
+        default = (f.default_factory() if f.default_factory is not dataclasses.MISSING  # type: ignore[misc]
+                   else None if f.default is dataclasses.MISSING else f.default)
+        kind = what.kind or {tuple: list}.get(type(default), type(default))
+        if kind is type(None):
+            raise TypeError(f"{cls.__name__}.{f.name}: a knob whose default is None needs kind=")
+        found.append(Setting(part, f.name, what.key or f.name, kind, default, what))
+    return tuple(found)
+
+
 @dataclass(frozen=True)
 class ProbeConfig:
     """How one sample is taken. Everything here changes what a sample means, so it is hashed."""
 
-    cmd: str
+    cmd: str = knob(panel=MEASURE, help="Probe command run in each candidate's worktree; {tokens} is replaced by the budget. Default: cmd in [tool.regressbisect] of pyproject.toml.", kind=str)
     """Shell command run in the candidate's worktree; `{tokens}` is replaced by the budget."""
-    tokens: int = 4096
+    tokens: int = knob(4096, panel=MEASURE, help="Token budget of one measured run (also REGRESSBISECT_TOKENS), or 'auto'. Default: auto (run picks it from pilot probes of GOOD, starting at {default}; docs/cost.md).")
     """Token budget of the measured stage, also exported as REGRESSBISECT_TOKENS."""
-    env: Mapping[str, str] = field(default_factory=dict)
+    env: Mapping[str, str] = knob(default_factory=dict, panel=MEASURE, help="KEY=VALUE added to the probe's environment (repeatable).", kind=dict)
     """Extra environment variables for the probe (e.g. OMP_NUM_THREADS)."""
-    timeout_s: float = 600.0
+    timeout_s: float = knob(600.0, panel=MEASURE, help="Seconds before a probe's process group is killed and the run is skipped. Default {default}.", key="timeout")
     """Seconds after which a probe's whole process group is killed and the run is skipped."""
-    metric_regex: str = DEFAULT_METRIC_REGEX
+    metric_regex: str = knob(DEFAULT_METRIC_REGEX, panel=MEASURE, help="Regex whose group 1 is the metric (higher is better), for probes that print no '@regressbisect {...}' line.")
     """Fallback when the probe prints no `@regressbisect {...}` line: group 1 is tok/s."""
     # -- per-candidate setup step and slot virtualenvs (docs/setup.md) --
-    setup: str | None = None
+    setup: str | None = knob(None, panel=SETUP, help="Command run in each candidate's worktree after checkout, before its first probe (e.g. 'python setup.py build_ext --inplace'); a failure skips the candidate. Default: setup in [tool.regressbisect]. See docs/setup.md.", kind=str)
     """Shell command run in a candidate's worktree after its checkout and before its first probe
     there (e.g. `python setup.py build_ext --inplace`); a failure skips the candidate."""
-    venv: bool = False
+    venv: bool = knob(False, panel=SETUP, help='One virtualenv per slot (your packages visible), activated for setup and probe: installs never leak. Default off.')
     """Give each slot its own virtualenv (the user's packages visible), activated for setup and
     probe, so what the setup installs never leaks into another slot or the user's environment."""
-    setup_timeout_s: float = 1800.0
+    setup_timeout_s: float = knob(1800.0, panel=SETUP, help='Seconds before a setup command is killed and the candidate skipped. Default {default}.', key="setup_timeout")
     """Seconds after which a setup command's process group is killed (the candidate is skipped)."""
-    isolation_check: bool = True
+    isolation_check: bool = knob(True, panel=SETUP, help='Stop when a probe imports the project from anywhere but its worktree (default on; off for probes that are not Python, or isolation_check = false in [tool.regressbisect]). See docs/isolation.md.')
     """Check that every probe imported the project from its own worktree (docs/isolation.md);
     off for probes that are not Python. Hashed: unchecked samples never serve a checked hunt."""
-    lm_head_min_out: int | None = None
+    lm_head_min_out: int | None = knob(None, panel=MEASURE, kind=int)
     """Output width from which an F.linear call counts as an lm_head call; None leaves it to the
     probe (REGRESSBISECT_LMHEAD_MIN_OUT, else the shim's default 32768). Hashed: it changes the
     counters stored with an instrumented sample."""
@@ -132,24 +203,24 @@ class SlurmConfig:
 
     None leaves a setting to the cluster's defaults (the partition's, the account's)."""
 
-    partition: str | None = None
-    account: str | None = None
-    qos: str | None = None
-    gpus_per_probe: int = 0
+    partition: str | None = knob(None, panel=SLURM, help='Slurm partition of the probe jobs.', kind=str)
+    account: str | None = knob(None, panel=SLURM, help='Slurm account charged for the probe jobs.', kind=str)
+    qos: str | None = knob(None, panel=SLURM, help='Slurm QOS of the probe jobs.', kind=str)
+    gpus_per_probe: int = knob(0, panel=SLURM, help='GPUs per probe job (one node); Slurm pins them. Default {default}.', flag="--slurm-gpus")
     """GPUs of one node allocated to each probe (--gpus-per-node); Slurm sets CUDA_VISIBLE_DEVICES."""
-    cpus_per_probe: int = 1
+    cpus_per_probe: int = knob(1, panel=SLURM, help='CPUs per probe job. Default {default}.', flag="--slurm-cpus")
     """CPUs allocated to each probe (--cpus-per-task)."""
-    mem: str | None = None
+    mem: str | None = knob(None, panel=SLURM, help='Memory per probe job, sbatch syntax (e.g. 64G).', kind=str)
     """Memory per probe job in sbatch's syntax (e.g. '64G'); None: the partition's default."""
-    time_limit_min: int | None = None
+    time_limit_min: int | None = knob(None, panel=SLURM, help='Time limit of a probe job in minutes. Default: --timeout + 5 min.', kind=int, flag="--slurm-time")
     """Job time limit in minutes; None: the probe timeout plus SLURM_TIME_MARGIN_MIN."""
-    constraint: str | None = None
+    constraint: str | None = knob(None, panel=SLURM, help='Node features every probe job needs (pins one node type).', kind=str)
     """Node features every probe job must have (--constraint), to pin one node type."""
-    sbatch_args: tuple[str, ...] = ()
+    sbatch_args: tuple[str, ...] = knob((), panel=SLURM, help="Extra sbatch argument, '--name=value' or '--flag' (repeatable).", flag="--slurm-sbatch-arg")
     """Extra sbatch arguments, each '--name=value' or '--flag' (e.g. '--reservation=perf')."""
-    shared_dir: str | None = None
+    shared_dir: str | None = knob(None, panel=SLURM, help='Directory the nodes share, for worktrees and job files. Default: inside the git dir.', kind=str)
     """Directory the nodes share where worktrees and job files go; None: inside the git dir."""
-    poll_s: float = 5.0
+    poll_s: float = knob(5.0, panel=SLURM)
     """Seconds between two looks at the queue (squeue/scontrol) while jobs are pending or running."""
 
     def __post_init__(self) -> None:
@@ -186,70 +257,70 @@ class HuntConfig:
 
     probe: ProbeConfig
     """How one sample is taken."""
-    min_effect: float = MIN_EFFECT
+    min_effect: float = knob(MIN_EFFECT, panel=DECIDE, help='Relative step below which a change is not a culprit (0.02 = 2%). Default {default}.')
     """Relative tok/s change below which a step is not a culprit (0.02 = 2%): below run-to-run
     noise of a training job, localising a step costs many samples (search/bisect.py)."""
-    direction: str = DIRECTION
+    direction: str = knob(DIRECTION, panel=DECIDE, help="Culprits of: 'slower' (default), 'faster', or 'both'.")
     """Which changes are culprits: 'slower' (regressions), 'faster', or 'both'."""
-    max_samples: int = MAX_SAMPLES
+    max_samples: int = knob(MAX_SAMPLES, panel=DECIDE, help='Cap of samples per candidate; undecided at the cap = UNSURE. Default {default}.', commands=("run", "hunks"))
     """Cap of samples per candidate; it bounds the cost of an undecidable case (then UNSURE)."""
-    slots: int = 1
+    slots: int = knob(1, panel=COST, help='Candidates measured at once, each in its own worktree and GPUs. Default {default}.', commands=("run",))
     """Candidates measured at once, each in its own worktree (and its own GPUs)."""
-    slot_devices: tuple[str, ...] = ()
+    slot_devices: tuple[str, ...] = knob((), panel=COST, help='CUDA_VISIBLE_DEVICES for one slot (repeat once per slot). Default: split visible GPUs evenly.', commands=("run",))
     """CUDA_VISIBLE_DEVICES value per slot; empty = split the visible GPUs evenly, or none."""
-    instrument: str = "auto"
+    instrument: str = knob("auto", panel=MEASURE, help="'auto' (measure the counters shim's overhead first), 'separate' (counters always in separate runs), 'off'.")
     """'auto': measure the counters shim's overhead and keep tok/s unshimmed if it is over
     `overhead_limit`; 'separate': always take counters in separate runs; 'off': no counters."""
-    overhead_limit: float = 0.01
+    overhead_limit: float = knob(0.01, panel=MEASURE)
     """Shim overhead above which tok/s must come from unshimmed runs (docs/design.md, "Counters": 1%)."""
-    overhead_pairs: int = 6
+    overhead_pairs: int = knob(6, panel=MEASURE)
     """Most interleaved shimmed/unshimmed pairs of the shim's overhead arm on GOOD; it stops as
     soon as its anytime-valid interval decides (docs/cost.md), and is 'not proven' at the cap."""
-    build_check: bool = True
+    build_check: bool = knob(True, panel=SETUP, help='Stop before the first probe when the project declares compiled extension modules (setup.py ext_modules, a compiling build backend) and no --setup builds them. Default on; off measures the candidates as they are. See docs/setup.md.')
     """Stop before the first probe when a candidate declares compiled extension modules and no
     setup step builds them (probe/extensions.py, docs/setup.md); off: measure it as it is."""
     # -- busy-machine guard (docs/contention.md) --
-    busy_check: bool = True
+    busy_check: bool = knob(True, panel=BUSY, help="Measure other processes' CPU/GPU load during every sample; re-take samples taken under contention. Default on.")
     """Measure the CPU (and GPU) used by processes outside the hunt during every sample; a
     sample taken under contention is stored apart and re-taken when the machine is quiet."""
-    busy_cpus: float = 0.5
+    busy_cpus: float = knob(0.5, panel=BUSY, help='Other load in CPUs that a sample tolerates (also at least --busy-share of the cores). Default {default}. See docs/contention.md.')
     """Other load (in CPUs) below which a sample is never contended: kernel threads, shells and
     monitoring agents use a few tenths of a core on any machine."""
-    busy_share: float = 0.10
+    busy_share: float = knob(0.10, panel=BUSY, help="Share of the machine's cores other processes may use during a sample. Default 0.10.")
     """Share of the machine's cores other processes may use before a sample is contended, when
     that is more than busy_cpus (128 cores: 12.8 CPUs; 2 cores: the 0.5 floor). Independently,
     more than busy_cpus of other load while other + hunt load exceeds the cores (oversubscribed,
     so the probe lost CPU time) is contention on any machine size."""
-    busy_gpu: float = 0.10
+    busy_gpu: float = knob(0.10, panel=BUSY)
     """Share of our GPUs' utilisation by foreign processes above which a sample is contended."""
-    max_wait_s: float = 600.0
+    max_wait_s: float = knob(600.0, panel=BUSY, help='Seconds to wait for a quiet machine before re-taking a contended sample; then exit 8. Default {default}.', key="max_wait")
     """Seconds to wait for a quiet machine before re-taking a contended sample; past it the
     hunt stops with exit 8 (MACHINE_BUSY)."""
-    unit: str | None = None
+    unit: str | None = knob(None, panel=MEASURE, help="Unit of the metric in reports. Default: tok/s, or for --metric-regex the unit written after its number ('([0-9.]+) req/s' -> req/s), else units/s.", kind=str)
     """Unit of the metric in reports and progress (display only: the JSON keeps `tok_s` field
     names). None derives it from the probe: 'tok/s' for the protocol line and the default regex,
     for another metric_regex the unit written after its number ('([0-9.]+) req/s' -> 'req/s'),
     else 'units/s'."""
-    executor: str = "local"
+    executor: str = knob("local", panel=SLURM, help="Where probes run: 'local' (this machine, default) or 'slurm' (one Slurm job per probe; settings in [tool.regressbisect.slurm], docs/cluster.md).")
     """Where probes run: 'local' (processes on this machine) or 'slurm' (one Slurm job each)."""
-    slurm: SlurmConfig = field(default_factory=SlurmConfig)
+    slurm: SlurmConfig = knob(default_factory=SlurmConfig, panel=SLURM, kind=dict)
     """Job settings of the slurm executor."""
     tokens_auto: bool = False
     """True when no budget was given (or `tokens = "auto"`): a commit hunt picks the budget from
     pilot probes of GOOD, starting from `probe.tokens` (docs/cost.md). A given budget is kept."""
-    shared_caches: bool = True
+    shared_caches: bool = knob(True, panel=COST, help='Point the inductor/triton/torch-extensions cache variables the user has not set at one directory beside the store, shared by all slots. Default on.')
     """Point the probe stack's on-disk caches the user has not set (inductor, triton, torch
     extensions) at one directory beside the store, shared by every slot (docs/cost.md)."""
-    compile_workers: bool = False
+    compile_workers: bool = knob(False, panel=COST, help='Let torch.compile start its pool of compile worker processes in every probe. Default off: TORCHINDUCTOR_COMPILE_THREADS=1 unless set (a warm cache leaves the pool little to do; docs/cost.md).')
     """Let torch.compile start its pool of compile worker processes in every probe. Default:
     TORCHINDUCTOR_COMPILE_THREADS=1 unless the user set it (hunts/cost.py SERIAL_COMPILE: the pool
     costs start-up and, with a warm cache, compiles little; docs/cost.md)."""
-    preload: str = PRELOAD
+    preload: str = knob(PRELOAD, panel=COST, help="'auto' (default): fork plain Python probes from a per-slot server that imported torch once; 'off': a fresh process per probe; or modules to preload, comma-separated (docs/cost.md).")
     """'auto': a plain Python probe command (`python -m mod`, `python script.py`) is forked from a
     per-slot server that imported the third-party stack the hunt's first probe imported (torch),
     so that import is paid once; 'off': every probe a fresh process; or comma-separated modules to
     preload. Never with a setup step or Slurm (docs/cost.md, probe/preload.py)."""
-    overlap: int = OVERLAP
+    overlap: int = knob(OVERLAP, panel=COST, help='Probes of a slot run at once: start-ups side by side, measured windows one at a time with the others stopped; for probes that open their window through REGRESSBISECT_WINDOW (docs/cost.md). Default {default} (off).')
     """Probes of a slot run at once, each in its own worktree: their start-ups (imports, set-up,
     compile) run side by side and their measured windows one at a time, every other probe of the
     hunt stopped meanwhile. For probes that open their window through REGRESSBISECT_WINDOW (the
@@ -309,28 +380,12 @@ class HuntConfig:
         return dataclasses.asdict(self)
 
 
-_PYPROJECT_KEYS = {
-    "cmd": ("probe", str), "tokens": ("probe", int), "env": ("probe", dict),
-    "timeout": ("probe", float), "metric_regex": ("probe", str),
-    "min_effect": ("hunt", float), "direction": ("hunt", str), "max_samples": ("hunt", int),
-    "slots": ("hunt", int), "slot_devices": ("hunt", list), "instrument": ("hunt", str),
-    "overhead_limit": ("hunt", float), "overhead_pairs": ("hunt", int),
-    "lm_head_min_out": ("probe", int), "unit": ("hunt", str), "shared_caches": ("hunt", bool),
-    "compile_workers": ("hunt", bool),
-    "preload": ("hunt", str), "overlap": ("hunt", int),
-    # setup step, slot venvs, busy-machine guard
-    "setup": ("probe", str), "venv": ("probe", bool), "setup_timeout": ("probe", float),
-    "busy_check": ("hunt", bool), "busy_cpus": ("hunt", float), "busy_share": ("hunt", float),
-    "busy_gpu": ("hunt", float), "max_wait": ("hunt", float),
-    "isolation_check": ("probe", bool), "build_check": ("hunt", bool),
-    "executor": ("hunt", str), "slurm": ("hunt", dict),
-}
-_SLURM_KEYS = {
-    "partition": str, "account": str, "qos": str, "gpus_per_probe": int, "cpus_per_probe": int,
-    "mem": str, "time_limit_min": int, "constraint": str, "sbatch_args": list, "shared_dir": str,
-    "poll_s": float,
-}
-_RENAMES = {"timeout": "timeout_s", "setup_timeout": "setup_timeout_s", "max_wait": "max_wait_s"}
+SETTINGS: tuple[Setting, ...] = (_settings_of("probe", ProbeConfig) + _settings_of("hunt", HuntConfig)
+                                  + _settings_of("slurm", SlurmConfig))
+"""Every user setting, in the order of its dataclass's fields."""
+_PYPROJECT_KEYS = {s.key: (s.part, s.kind) for s in SETTINGS if s.part != "slurm"}
+_SLURM_KEYS = {s.key: s.kind for s in SETTINGS if s.part == "slurm"}
+_RENAMES = {s.key: s.field for s in SETTINGS if s.key != s.field}
 
 
 def build_config(pyproject_table: Mapping[str, Any], flags: Mapping[str, Any],

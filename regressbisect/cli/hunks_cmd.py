@@ -11,18 +11,14 @@ from regressbisect.cli import options as o
 
 
 @app.command("hunks")
-@o.measurement_options
+@o.hunt_options("hunks")
 def hunks(
     base: Annotated[str, typer.Option("--base", help="Commit the work tree's changes are compared against.")] = "HEAD",
     tracked_only: Annotated[bool, typer.Option("--tracked-only", help="Leave untracked files out (by default they are bisected as whole-file hunks: the change is what is on disk).")] = False,
     include_untracked: Annotated[bool, typer.Option("--include-untracked", hidden=True, help="Accepted for old scripts: untracked files are included by default now.")] = False,
-    cmd: o.Cmd = None, tokens: o.Tokens = None, timeout: o.Timeout = None,
-    metric_regex: o.MetricRegex = None, unit: o.Unit = None, env: o.Env = None, min_effect: o.MinEffect = None,
-    direction: o.Direction = None, max_samples: o.MaxSamples = None, instrument: o.Instrument = None,
-    isolation_check: o.IsolationCheck = None,
     json_out: o.JsonOut = None, store: o.StorePath = None,
-    repo: o.Repo = Path("."), quiet: o.Quiet = False, executor: o.Executor = None,
-    shared: dict | None = None,
+    repo: o.Repo = Path("."), quiet: o.Quiet = False,
+    flags: dict | None = None,
 ) -> None:
     """Delta-debug the uncommitted changes (staged + unstaged) hunk by hunk on tok/s.
 
@@ -44,13 +40,7 @@ def hunks(
     from regressbisect.render.outputs import check_file
 
     history = History.open(repo)
-    flags = {"cmd": cmd, "tokens": tokens, "timeout": timeout, "metric_regex": metric_regex, "unit": unit,
-             "env": o.parse_env(env), "min_effect": min_effect, "direction": direction,
-             "max_samples": max_samples, "instrument": instrument,
-             "executor": executor,
-             "isolation_check": isolation_check}
-    flags.update(shared or {})
-    config = build_config(history.read_pyproject_table(), flags, source=str(history.root / "pyproject.toml"))
+    config = build_config(history.read_pyproject_table(), flags or {}, source=str(history.root / "pyproject.toml"))
     check_file(json_out, "--json")
     with HuntProgress(quiet=quiet, unit=config.unit) as progress:
         hunt = HunkHunt(history, config, base=base, include_untracked=not tracked_only,

@@ -12,7 +12,7 @@ from regressbisect.cli import options as o
 
 
 @app.command("nightly")
-@o.measurement_options
+@o.hunt_options("nightly")
 def nightly(
     branch: Annotated[str, typer.Option("--branch", help="Branch whose tip is measured.")] = defaults.NIGHTLY_BRANCH,
     report_dir: Annotated[Path, typer.Option("--report-dir", help="Where the night's HTML, Markdown, PNG and JSON go.")] = Path("reports"),
@@ -23,13 +23,9 @@ def nightly(
     alpha: Annotated[float, typer.Option("--alpha", help="Significance level of a change point.")] = defaults.CHANGE_ALPHA,
     replay: Annotated[Optional[int], typer.Option("--replay", help="Re-live the last N commits as N nights (one tip each).")] = None,
     no_hunt: Annotated[bool, typer.Option("--no-hunt", help="Report change points without bisecting them.")] = False,
-    cmd: o.Cmd = None, tokens: o.Tokens = None, timeout: o.Timeout = None,
-    metric_regex: o.MetricRegex = None, unit: o.Unit = None, env: o.Env = None,
-    min_effect: o.MinEffect = None, direction: o.Direction = None, instrument: o.Instrument = None,
-    isolation_check: o.IsolationCheck = None,
     json_out: o.JsonOut = None, store: o.StorePath = None, repo: o.Repo = Path("."),
-    quiet: o.Quiet = False, executor: o.Executor = None,
-    shared: dict | None = None,
+    quiet: o.Quiet = False,
+    flags: dict | None = None,
 ) -> None:
     """One night of regression hunting. Exit 3 when a new regression is found, 7 when a probe
     imported the project from elsewhere than its worktree, 8 when the machine never got quiet
@@ -48,13 +44,7 @@ def nightly(
     from regressbisect.search.changepoints import ChangePointSettings
 
     history = History.open(repo)
-    flags = {"cmd": cmd, "tokens": tokens, "timeout": timeout, "metric_regex": metric_regex,
-             "unit": unit, "env": o.parse_env(env),
-             "min_effect": min_effect, "direction": direction, "instrument": instrument,
-             "executor": executor,
-             "isolation_check": isolation_check}
-    flags.update(shared or {})
-    config = build_config(history.read_pyproject_table(), flags, source=str(history.root / "pyproject.toml"))
+    config = build_config(history.read_pyproject_table(), flags or {}, source=str(history.root / "pyproject.toml"))
     check_file(json_out, "--json")
     check_folder(report_dir, "--report-dir")
     settings = NightlySettings(branch=branch, samples_per_commit=samples, max_new=max_new, lookback=lookback,

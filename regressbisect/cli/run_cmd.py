@@ -11,18 +11,13 @@ from regressbisect.cli import options as o
 
 
 @app.command("run")
-@o.measurement_options
+@o.hunt_options("run")
 def run(
     good: Annotated[str, typer.Argument(help="A commit known to be fast (e.g. HEAD~20).")],
     bad: Annotated[str, typer.Argument(help="A later commit known to be slow (e.g. HEAD).")],
-    cmd: o.Cmd = None, tokens: o.Tokens = None, timeout: o.Timeout = None,
-    metric_regex: o.MetricRegex = None, unit: o.Unit = None, env: o.Env = None, min_effect: o.MinEffect = None,
-    direction: o.Direction = None, max_samples: o.MaxSamples = None, slots: o.Slots = None,
-    slot_devices: o.SlotDevices = None, instrument: o.Instrument = None,
-    isolation_check: o.IsolationCheck = None,
     json_out: o.JsonOut = None, store: o.StorePath = None, repo: o.Repo = Path("."),
-    quiet: o.Quiet = False, executor: o.Executor = None,
-    shared: dict | None = None,
+    quiet: o.Quiet = False,
+    flags: dict | None = None,
 ) -> None:
     """Bisect GOOD..BAD (first-parent) on tok/s with repeated, interleaved measurements.
 
@@ -44,14 +39,7 @@ def run(
     from regressbisect.render.outputs import check_file
 
     history = History.open(repo)
-    flags = {"cmd": cmd, "tokens": tokens, "timeout": timeout, "metric_regex": metric_regex, "unit": unit,
-             "env": o.parse_env(env), "min_effect": min_effect, "direction": direction,
-             "max_samples": max_samples, "slots": slots, "slot_devices": slot_devices,
-             "instrument": instrument,
-             "executor": executor,
-             "isolation_check": isolation_check}
-    flags.update(shared or {})
-    config = build_config(history.read_pyproject_table(), flags, source=str(history.root / "pyproject.toml"))
+    config = build_config(history.read_pyproject_table(), flags or {}, source=str(history.root / "pyproject.toml"))
     check_file(json_out, "--json")
     with HuntProgress(quiet=quiet, unit=config.unit) as progress:
         hunt = CommitHunt(history, good, bad, config, store_path=store, progress=progress)
