@@ -62,6 +62,8 @@ class Knob:
     """Default: --key-with-dashes (--slurm-key-with-dashes for the slurm table)."""
     commands: tuple[str, ...] = HUNT_COMMANDS
     """Hunt commands that have the flag."""
+    shown_default: str | None = None
+    """The default as the README's key table writes it, when the field's default is not it."""
 
 
 def knob(default: Any = dataclasses.MISSING, *, default_factory: Any = dataclasses.MISSING, **what: Any) -> Any:
@@ -116,13 +118,13 @@ class ProbeConfig:
 
     cmd: str = knob(panel=MEASURE, help="Probe command run in each candidate's worktree; {tokens} is replaced by the budget. Default: cmd in [tool.regressbisect] of pyproject.toml.", kind=str)
     """Shell command run in the candidate's worktree; `{tokens}` is replaced by the budget."""
-    tokens: int = knob(4096, panel=MEASURE, help="Token budget of one measured run (also REGRESSBISECT_TOKENS), or 'auto'. Default: auto (run picks it from pilot probes of GOOD, starting at {default}; docs/cost.md).")
+    tokens: int = knob(4096, panel=MEASURE, shown_default='"auto"', help="Token budget of one measured run (also REGRESSBISECT_TOKENS), or 'auto'. Default: auto (run picks it from pilot probes of GOOD, starting at {default}; docs/cost.md).")
     """Token budget of the measured stage, also exported as REGRESSBISECT_TOKENS."""
     env: Mapping[str, str] = knob(default_factory=dict, panel=MEASURE, help="KEY=VALUE added to the probe's environment (repeatable).", kind=dict)
     """Extra environment variables for the probe (e.g. OMP_NUM_THREADS)."""
     timeout_s: float = knob(600.0, panel=MEASURE, help="Seconds before a probe's process group is killed and the run is skipped. Default {default}.", key="timeout")
     """Seconds after which a probe's whole process group is killed and the run is skipped."""
-    metric_regex: str = knob(DEFAULT_METRIC_REGEX, panel=MEASURE, help="Regex whose group 1 is the metric (higher is better), for probes that print no '@regressbisect {...}' line.")
+    metric_regex: str = knob(DEFAULT_METRIC_REGEX, panel=MEASURE, shown_default='"<number> tok/s"', help="Regex whose group 1 is the metric (higher is better), for probes that print no '@regressbisect {...}' line.")
     """Fallback when the probe prints no `@regressbisect {...}` line: group 1 is tok/s."""
     # -- per-candidate setup step and slot virtualenvs (docs/setup.md) --
     setup: str | None = knob(None, panel=SETUP, help="Command run in each candidate's worktree after checkout, before its first probe (e.g. 'python setup.py build_ext --inplace'); a failure skips the candidate. Default: setup in [tool.regressbisect]. See docs/setup.md.", kind=str)
@@ -386,6 +388,27 @@ SETTINGS: tuple[Setting, ...] = (_settings_of("probe", ProbeConfig) + _settings_
 _PYPROJECT_KEYS = {s.key: (s.part, s.kind) for s in SETTINGS if s.part != "slurm"}
 _SLURM_KEYS = {s.key: s.kind for s in SETTINGS if s.part == "slurm"}
 _RENAMES = {s.key: s.field for s in SETTINGS if s.key != s.field}
+
+
+def settings_markdown() -> str:
+    """The README's table of the [tool.regressbisect] keys (tests/test_config.py keeps it equal)."""
+    def shown(setting: Setting) -> str:
+        if setting.knob.shown_default is not None:
+            return setting.knob.shown_default
+        value = setting.default
+        if setting.kind is dict:
+            return "table" if setting.key == "slurm" else "{}"
+        if value is None or value == "":
+            return "-"
+        return json.dumps(list(value) if isinstance(value, tuple) else value)
+
+    rows = ["| key | flag | default |", "|---|---|---|"]
+    for setting in SETTINGS:
+        key = f"slurm.{setting.key}" if setting.part == "slurm" else setting.key
+        if key == "slurm":
+            continue  # its keys have rows of their own
+        rows.append(f"| `{key}` | {f'`{setting.flag}`' if setting.flag else '-'} | `{shown(setting)}` |")
+    return "\n".join(rows)
 
 
 def build_config(pyproject_table: Mapping[str, Any], flags: Mapping[str, Any],

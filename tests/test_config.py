@@ -110,3 +110,67 @@ def test_every_default_read_by_several_modules_comes_from_config():
     assert (cli["branch"], cli["samples"], cli["max_new"], cli["lookback"], cli["min_magnitude"], cli["alpha"]) == (
         night.branch, night.samples_per_commit, night.max_new, night.lookback,
         ChangePointSettings().min_magnitude, ChangePointSettings().alpha)
+
+
+# -- one definition per setting: a new setting is one knob(...) field, and these tests ------------
+INTERNAL_FIELDS = {("probe", "concurrency"), ("hunt", "probe"), ("hunt", "tokens_auto")}
+"""Config fields that are not user settings: set by the hunt, never by a key or a flag."""
+
+
+def test_every_config_field_is_a_setting_with_a_pyproject_key_and_a_panel():
+    from regressbisect.config import PANELS, SETTINGS, HuntConfig, SlurmConfig, _PYPROJECT_KEYS, _SLURM_KEYS
+
+    fields = {(part, f.name) for part, cls in (("probe", ProbeConfig), ("hunt", HuntConfig), ("slurm", SlurmConfig))
+              for f in dataclasses.fields(cls)}
+    assert {(s.part, s.field) for s in SETTINGS} == fields - INTERNAL_FIELDS
+    for setting in SETTINGS:
+        keys = _SLURM_KEYS if setting.part == "slurm" else _PYPROJECT_KEYS
+        assert setting.key in keys, setting
+        assert setting.knob.panel in PANELS, setting
+
+
+def test_every_flag_of_a_setting_is_generated_on_the_commands_that_take_it_in_its_panel():
+    import typer.main
+
+    from regressbisect.cli import app
+    from regressbisect.config import HUNT_COMMANDS, SETTINGS
+
+    commands = typer.main.get_command(app).commands  # type: ignore[attr-defined]
+    for name in HUNT_COMMANDS:
+        options = {opt: param for param in commands[name].params for opt in param.opts}
+        for setting in (s for s in SETTINGS if s.flag):
+            if name not in setting.knob.commands:
+                assert setting.flag not in options, (name, setting.flag)
+                continue
+            param = options[setting.flag]
+            assert param.rich_help_panel == setting.knob.panel, (name, setting.flag)
+            assert param.default is None, "None = not given: the pyproject key or the field's default applies"
+            assert "[" not in param.help.replace("\\[", ""), "Rich markup in a help text is escaped"
+
+
+def test_readme_key_table_is_the_generated_one():
+    from pathlib import Path
+
+    from regressbisect.config import settings_markdown
+
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    assert settings_markdown() in readme, (
+        "README.md's settings table is stale: replace it with the output of "
+        "python -c 'from regressbisect.config import settings_markdown; print(settings_markdown())'")
+
+
+def test_a_flag_reaches_its_setting_through_the_generated_options(tmp_path, monkeypatch):
+    """Every generated flag lands in build_config's flags under its pyproject key."""
+    from regressbisect.cli import options
+    from regressbisect.config import SETTINGS
+
+    seen: dict = {}
+
+    @options.hunt_options("run")
+    def command(flags: dict | None = None) -> None:
+        seen.update(flags or {})
+
+    taken = [s for s in SETTINGS if s.flag and "run" in s.knob.commands]
+    command(**{options._parameter(s): None for s in taken})
+    assert set(seen) - {"slurm"} == {s.key for s in taken if s.part != "slurm"}
+    assert set(seen["slurm"]) == {s.key for s in taken if s.part == "slurm"}
