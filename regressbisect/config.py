@@ -64,6 +64,14 @@ class Knob:
     """Hunt commands that have the flag."""
     shown_default: str | None = None
     """The default as the README's key table writes it, when the field's default is not it."""
+    # -- validation of the value alone (rules between settings stay in the dataclass) --
+    choices: tuple[str, ...] | None = None
+    minimum: float | None = None
+    """Smallest value allowed (None, an unset optional value, is never checked)."""
+    above: bool = False
+    """The value must be greater than `minimum`, not equal to it."""
+    must: str | None = None
+    """How the error states the rule; default: 'be positive' or 'be at least <minimum>'."""
 
 
 def knob(default: Any = dataclasses.MISSING, *, default_factory: Any = dataclasses.MISSING, **what: Any) -> Any:
@@ -97,14 +105,32 @@ class Setting:
         return (self.knob.help or "").replace("{default}", str(default))
 
 
+def _check_settings(config: object, part: str) -> None:
+    """The rules of each setting's value alone (Knob.choices, .minimum), one line naming its flag."""
+    for setting in SETTINGS:
+        value = getattr(config, setting.field) if setting.part == part else None
+        if value is None:
+            continue
+        what = setting.knob
+        label = f"slurm {setting.key}" if part == "slurm" else setting.flag  # as in pyproject's slurm table
+        if what.choices is not None and value not in what.choices:
+            raise UserError(f"{label} must be one of {', '.join(what.choices)}, got {value!r}")
+        if what.minimum is not None and (value <= what.minimum if what.above else value < what.minimum):
+            rule = what.must or ("be positive" if what.above and what.minimum == 0 else f"be at least {what.minimum:g}")
+            raise UserError(f"{label} must {rule}, got {value}")
+
+
 def _settings_of(part: str, cls: type) -> tuple[Setting, ...]:
     found = []
     for f in dataclasses.fields(cls):
         what = f.metadata.get("knob")
         if what is None:
             continue
-        default = (f.default_factory() if f.default_factory is not dataclasses.MISSING  # type: ignore[misc]
-                   else None if f.default is dataclasses.MISSING else f.default)
+        factory = f.default_factory
+        if factory is not dataclasses.MISSING:  # a table of its own (slurm) is made when needed
+            default = None if dataclasses.is_dataclass(factory) else factory()  # type: ignore[operator]
+        else:
+            default = None if f.default is dataclasses.MISSING else f.default
         kind = what.kind or {tuple: list}.get(type(default), type(default))
         if kind is type(None):
             raise TypeError(f"{cls.__name__}.{f.name}: a knob whose default is None needs kind=")
@@ -118,11 +144,11 @@ class ProbeConfig:
 
     cmd: str = knob(panel=MEASURE, help="Probe command run in each candidate's worktree; {tokens} is replaced by the budget. Default: cmd in [tool.regressbisect] of pyproject.toml.", kind=str)
     """Shell command run in the candidate's worktree; `{tokens}` is replaced by the budget."""
-    tokens: int = knob(4096, panel=MEASURE, shown_default='"auto"', help="Token budget of one measured run (also REGRESSBISECT_TOKENS), or 'auto'. Default: auto (run picks it from pilot probes of GOOD, starting at {default}; docs/cost.md).")
+    tokens: int = knob(4096, minimum=0, above=True, panel=MEASURE, shown_default='"auto"', help="Token budget of one measured run (also REGRESSBISECT_TOKENS), or 'auto'. Default: auto (run picks it from pilot probes of GOOD, starting at {default}; docs/cost.md).")
     """Token budget of the measured stage, also exported as REGRESSBISECT_TOKENS."""
     env: Mapping[str, str] = knob(default_factory=dict, panel=MEASURE, help="KEY=VALUE added to the probe's environment (repeatable).", kind=dict)
     """Extra environment variables for the probe (e.g. OMP_NUM_THREADS)."""
-    timeout_s: float = knob(600.0, panel=MEASURE, help="Seconds before a probe's process group is killed and the run is skipped. Default {default}.", key="timeout")
+    timeout_s: float = knob(600.0, minimum=0, above=True, panel=MEASURE, help="Seconds before a probe's process group is killed and the run is skipped. Default {default}.", key="timeout")
     """Seconds after which a probe's whole process group is killed and the run is skipped."""
     metric_regex: str = knob(DEFAULT_METRIC_REGEX, panel=MEASURE, shown_default='"<number> tok/s"', help="Regex whose group 1 is the metric (higher is better), for probes that print no '@regressbisect {...}' line.")
     """Fallback when the probe prints no `@regressbisect {...}` line: group 1 is tok/s."""
@@ -133,7 +159,7 @@ class ProbeConfig:
     venv: bool = knob(False, panel=SETUP, help='One virtualenv per slot (your packages visible), activated for setup and probe: installs never leak. Default off.')
     """Give each slot its own virtualenv (the user's packages visible), activated for setup and
     probe, so what the setup installs never leaks into another slot or the user's environment."""
-    setup_timeout_s: float = knob(1800.0, panel=SETUP, help='Seconds before a setup command is killed and the candidate skipped. Default {default}.', key="setup_timeout")
+    setup_timeout_s: float = knob(1800.0, minimum=0, above=True, panel=SETUP, help='Seconds before a setup command is killed and the candidate skipped. Default {default}.', key="setup_timeout")
     """Seconds after which a setup command's process group is killed (the candidate is skipped)."""
     isolation_check: bool = knob(True, panel=SETUP, help='Stop when a probe imports the project from anywhere but its worktree (default on; off for probes that are not Python, or isolation_check = false in [tool.regressbisect]). See docs/isolation.md.')
     """Check that every probe imported the project from its own worktree (docs/isolation.md);
@@ -153,15 +179,10 @@ class ProbeConfig:
         if not self.cmd or not self.cmd.strip():
             raise UserError("no probe command: pass --cmd 'python bench.py --tokens {tokens}' "
                             "or set cmd in [tool.regressbisect] of pyproject.toml")
-        if self.tokens <= 0:
-            raise UserError(f"--tokens must be positive, got {self.tokens}")
-        if self.timeout_s <= 0:
-            raise UserError(f"--timeout must be positive, got {self.timeout_s}")
+        _check_settings(self, "probe")
         object.__setattr__(self, "env", {str(k): str(v) for k, v in dict(self.env).items()})
         if self.setup is not None and not self.setup.strip():
             object.__setattr__(self, "setup", None)
-        if self.setup_timeout_s <= 0:
-            raise UserError(f"--setup-timeout must be positive, got {self.setup_timeout_s}")
         object.__setattr__(self, "concurrency", tuple(int(n) for n in self.concurrency))
         try:  # here, not at the first probe: a bad regex must not wait for worktrees and probes
             compile_metric_regex(self.metric_regex)
@@ -208,13 +229,13 @@ class SlurmConfig:
     partition: str | None = knob(None, panel=SLURM, help='Slurm partition of the probe jobs.', kind=str)
     account: str | None = knob(None, panel=SLURM, help='Slurm account charged for the probe jobs.', kind=str)
     qos: str | None = knob(None, panel=SLURM, help='Slurm QOS of the probe jobs.', kind=str)
-    gpus_per_probe: int = knob(0, panel=SLURM, help='GPUs per probe job (one node); Slurm pins them. Default {default}.', flag="--slurm-gpus")
+    gpus_per_probe: int = knob(0, minimum=0, must="be 0 or more", panel=SLURM, help='GPUs per probe job (one node); Slurm pins them. Default {default}.', flag="--slurm-gpus")
     """GPUs of one node allocated to each probe (--gpus-per-node); Slurm sets CUDA_VISIBLE_DEVICES."""
-    cpus_per_probe: int = knob(1, panel=SLURM, help='CPUs per probe job. Default {default}.', flag="--slurm-cpus")
+    cpus_per_probe: int = knob(1, minimum=1, panel=SLURM, help='CPUs per probe job. Default {default}.', flag="--slurm-cpus")
     """CPUs allocated to each probe (--cpus-per-task)."""
     mem: str | None = knob(None, panel=SLURM, help='Memory per probe job, sbatch syntax (e.g. 64G).', kind=str)
     """Memory per probe job in sbatch's syntax (e.g. '64G'); None: the partition's default."""
-    time_limit_min: int | None = knob(None, panel=SLURM, help='Time limit of a probe job in minutes. Default: --timeout + 5 min.', kind=int, flag="--slurm-time")
+    time_limit_min: int | None = knob(None, minimum=1, must="be at least 1 (minutes)", panel=SLURM, help='Time limit of a probe job in minutes. Default: --timeout + 5 min.', kind=int, flag="--slurm-time")
     """Job time limit in minutes; None: the probe timeout plus SLURM_TIME_MARGIN_MIN."""
     constraint: str | None = knob(None, panel=SLURM, help='Node features every probe job needs (pins one node type).', kind=str)
     """Node features every probe job must have (--constraint), to pin one node type."""
@@ -222,19 +243,11 @@ class SlurmConfig:
     """Extra sbatch arguments, each '--name=value' or '--flag' (e.g. '--reservation=perf')."""
     shared_dir: str | None = knob(None, panel=SLURM, help='Directory the nodes share, for worktrees and job files. Default: inside the git dir.', kind=str)
     """Directory the nodes share where worktrees and job files go; None: inside the git dir."""
-    poll_s: float = knob(5.0, panel=SLURM)
+    poll_s: float = knob(5.0, minimum=0, above=True, panel=SLURM)
     """Seconds between two looks at the queue (squeue/scontrol) while jobs are pending or running."""
 
     def __post_init__(self) -> None:
-        for name in ("gpus_per_probe",):
-            if getattr(self, name) < 0:
-                raise UserError(f"slurm {name} must be 0 or more, got {getattr(self, name)}")
-        if self.cpus_per_probe < 1:
-            raise UserError(f"slurm cpus_per_probe must be at least 1, got {self.cpus_per_probe}")
-        if self.time_limit_min is not None and self.time_limit_min < 1:
-            raise UserError(f"slurm time_limit_min must be at least 1 (minutes), got {self.time_limit_min}")
-        if not self.poll_s > 0:
-            raise UserError(f"slurm poll_s must be positive, got {self.poll_s}")
+        _check_settings(self, "slurm")
         args = tuple(str(a) for a in self.sbatch_args)
         for arg in args:
             if not arg.startswith("--") or arg == "--" or " " in arg.split("=", 1)[0]:
@@ -262,15 +275,15 @@ class HuntConfig:
     min_effect: float = knob(MIN_EFFECT, panel=DECIDE, help='Relative step below which a change is not a culprit (0.02 = 2%). Default {default}.')
     """Relative tok/s change below which a step is not a culprit (0.02 = 2%): below run-to-run
     noise of a training job, localising a step costs many samples (search/bisect.py)."""
-    direction: str = knob(DIRECTION, panel=DECIDE, help="Culprits of: 'slower' (default), 'faster', or 'both'.")
+    direction: str = knob(DIRECTION, choices=DIRECTIONS, panel=DECIDE, help="Culprits of: 'slower' (default), 'faster', or 'both'.")
     """Which changes are culprits: 'slower' (regressions), 'faster', or 'both'."""
-    max_samples: int = knob(MAX_SAMPLES, panel=DECIDE, help='Cap of samples per candidate; undecided at the cap = UNSURE. Default {default}.', commands=("run", "hunks"))
+    max_samples: int = knob(MAX_SAMPLES, minimum=3, panel=DECIDE, help='Cap of samples per candidate; undecided at the cap = UNSURE. Default {default}.', commands=("run", "hunks"))
     """Cap of samples per candidate; it bounds the cost of an undecidable case (then UNSURE)."""
-    slots: int = knob(1, panel=COST, help='Candidates measured at once, each in its own worktree and GPUs. Default {default}.', commands=("run",))
+    slots: int = knob(1, minimum=1, panel=COST, help='Candidates measured at once, each in its own worktree and GPUs. Default {default}.', commands=("run",))
     """Candidates measured at once, each in its own worktree (and its own GPUs)."""
     slot_devices: tuple[str, ...] = knob((), panel=COST, help='CUDA_VISIBLE_DEVICES for one slot (repeat once per slot). Default: split visible GPUs evenly.', commands=("run",))
     """CUDA_VISIBLE_DEVICES value per slot; empty = split the visible GPUs evenly, or none."""
-    instrument: str = knob("auto", panel=MEASURE, help="'auto' (measure the counters shim's overhead first), 'separate' (counters always in separate runs), 'off'.")
+    instrument: str = knob("auto", choices=INSTRUMENT_MODES, panel=MEASURE, help="'auto' (measure the counters shim's overhead first), 'separate' (counters always in separate runs), 'off'.")
     """'auto': measure the counters shim's overhead and keep tok/s unshimmed if it is over
     `overhead_limit`; 'separate': always take counters in separate runs; 'off': no counters."""
     overhead_limit: float = knob(0.01, panel=MEASURE)
@@ -295,7 +308,7 @@ class HuntConfig:
     so the probe lost CPU time) is contention on any machine size."""
     busy_gpu: float = knob(0.10, panel=BUSY)
     """Share of our GPUs' utilisation by foreign processes above which a sample is contended."""
-    max_wait_s: float = knob(600.0, panel=BUSY, help='Seconds to wait for a quiet machine before re-taking a contended sample; then exit 8. Default {default}.', key="max_wait")
+    max_wait_s: float = knob(600.0, minimum=0, must="be >= 0 seconds", panel=BUSY, help='Seconds to wait for a quiet machine before re-taking a contended sample; then exit 8. Default {default}.', key="max_wait")
     """Seconds to wait for a quiet machine before re-taking a contended sample; past it the
     hunt stops with exit 8 (MACHINE_BUSY)."""
     unit: str | None = knob(None, panel=MEASURE, help="Unit of the metric in reports. Default: tok/s, or for --metric-regex the unit written after its number ('([0-9.]+) req/s' -> req/s), else units/s.", kind=str)
@@ -303,7 +316,7 @@ class HuntConfig:
     names). None derives it from the probe: 'tok/s' for the protocol line and the default regex,
     for another metric_regex the unit written after its number ('([0-9.]+) req/s' -> 'req/s'),
     else 'units/s'."""
-    executor: str = knob("local", panel=SLURM, help="Where probes run: 'local' (this machine, default) or 'slurm' (one Slurm job per probe; settings in [tool.regressbisect.slurm], docs/cluster.md).")
+    executor: str = knob("local", choices=EXECUTORS, panel=SLURM, help="Where probes run: 'local' (this machine, default) or 'slurm' (one Slurm job per probe; settings in [tool.regressbisect.slurm], docs/cluster.md).")
     """Where probes run: 'local' (processes on this machine) or 'slurm' (one Slurm job each)."""
     slurm: SlurmConfig = knob(default_factory=SlurmConfig, panel=SLURM, kind=dict)
     """Job settings of the slurm executor."""
@@ -322,7 +335,7 @@ class HuntConfig:
     per-slot server that imported the third-party stack the hunt's first probe imported (torch),
     so that import is paid once; 'off': every probe a fresh process; or comma-separated modules to
     preload. Never with a setup step or Slurm (docs/cost.md, probe/preload.py)."""
-    overlap: int = knob(OVERLAP, panel=COST, help='Probes of a slot run at once: start-ups side by side, measured windows one at a time with the others stopped; for probes that open their window through REGRESSBISECT_WINDOW (docs/cost.md). Default {default} (off).')
+    overlap: int = knob(OVERLAP, minimum=1, must="be at least 1 (1 = one probe at a time)", panel=COST, help='Probes of a slot run at once: start-ups side by side, measured windows one at a time with the others stopped; for probes that open their window through REGRESSBISECT_WINDOW (docs/cost.md). Default {default} (off).')
     """Probes of a slot run at once, each in its own worktree: their start-ups (imports, set-up,
     compile) run side by side and their measured windows one at a time, every other probe of the
     hunt stopped meanwhile. For probes that open their window through REGRESSBISECT_WINDOW (the
@@ -332,19 +345,10 @@ class HuntConfig:
     def __post_init__(self) -> None:
         if not 0 < self.min_effect < 1:
             raise UserError(f"--min-effect must be a fraction between 0 and 1 (e.g. 0.01), got {self.min_effect}")
-        if self.direction not in DIRECTIONS:
-            raise UserError(f"--direction must be one of {', '.join(DIRECTIONS)}, got {self.direction!r}")
-        if self.max_samples < 3:
-            raise UserError(f"--max-samples must be at least 3, got {self.max_samples}")
-        if self.slots < 1:
-            raise UserError(f"--slots must be at least 1, got {self.slots}")
+        _check_settings(self, "hunt")
         if self.slot_devices and len(self.slot_devices) != self.slots:
             raise UserError(f"--slot-devices names {len(self.slot_devices)} device sets for "
                             f"{self.slots} slots; give one per slot (e.g. --slot-devices 0,1 --slot-devices 2,3)")
-        if self.instrument not in INSTRUMENT_MODES:
-            raise UserError(f"--instrument must be one of {', '.join(INSTRUMENT_MODES)}, got {self.instrument!r}")
-        if self.executor not in EXECUTORS:
-            raise UserError(f"--executor must be one of {', '.join(EXECUTORS)}, got {self.executor!r}")
         if self.executor == "slurm" and self.slot_devices:
             raise UserError("--slot-devices does not go with --executor slurm: Slurm pins each job's GPUs; "
                             "set gpus_per_probe in [tool.regressbisect.slurm] (or --slurm-gpus)")
@@ -352,13 +356,9 @@ class HuntConfig:
         if self.busy_cpus < 0 or not 0 < self.busy_share <= 1 or not 0 < self.busy_gpu <= 1:
             raise UserError("--busy-cpus must be >= 0, busy_share and busy_gpu fractions in (0, 1] "
                             f"(got {self.busy_cpus}, {self.busy_share}, {self.busy_gpu})")
-        if self.max_wait_s < 0:
-            raise UserError(f"--max-wait must be >= 0 seconds, got {self.max_wait_s}")
         if self.unit is not None and not self.unit.strip():
             raise UserError("--unit must not be empty (e.g. --unit req/s)")
         object.__setattr__(self, "unit", self.unit or metric_unit(self.probe.metric_regex))
-        if self.overlap < 1:
-            raise UserError(f"--overlap must be at least 1 (1 = one probe at a time), got {self.overlap}")
         if self.overlap > 1 and not sys.platform.startswith("linux"):
             raise UserError("--overlap needs Linux (the window gate stops and continues probes by process "
                             "group and names them by SO_PEERCRED); use --overlap 1 (overlap = 1 in "

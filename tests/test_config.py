@@ -174,3 +174,19 @@ def test_a_flag_reaches_its_setting_through_the_generated_options(tmp_path, monk
     command(**{options._parameter(s): None for s in taken})
     assert set(seen) - {"slurm"} == {s.key for s in taken if s.part != "slurm"}
     assert set(seen["slurm"]) == {s.key for s in taken if s.part == "slurm"}
+
+
+def test_each_settings_own_rule_rejects_a_bad_value_in_one_line_naming_its_flag():
+    from regressbisect.config import SETTINGS, HuntConfig, SlurmConfig
+
+    ruled = [s for s in SETTINGS if s.knob.minimum is not None or s.knob.choices is not None]
+    assert {s.key for s in ruled} >= {"tokens", "timeout", "max_samples", "slots", "direction", "overlap",
+                                      "executor", "cpus_per_probe"}
+    for setting in ruled:
+        bad = "nonsense" if setting.knob.choices else setting.knob.minimum - (0 if setting.knob.above else 1)
+        make = {"probe": lambda **kw: ProbeConfig(cmd="x", **kw), "slurm": SlurmConfig,
+                "hunt": lambda **kw: HuntConfig(ProbeConfig(cmd="x"), **kw)}[setting.part]
+        with pytest.raises(UserError) as raised:
+            make(**{setting.field: bad})
+        name = f"slurm {setting.key}" if setting.part == "slurm" else setting.flag
+        assert str(raised.value).startswith(f"{name} must ") and "\n" not in str(raised.value)
