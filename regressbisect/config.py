@@ -142,26 +142,53 @@ def _settings_of(part: str, cls: type) -> tuple[Setting, ...]:
 class ProbeConfig:
     """How one sample is taken. Everything here changes what a sample means, so it is hashed."""
 
-    cmd: str = knob(panel=MEASURE, help="Probe command run in each candidate's worktree; {tokens} is replaced by the budget. Default: cmd in [tool.regressbisect] of pyproject.toml.", kind=str)
+    cmd: str = knob(
+        panel=MEASURE, kind=str,
+        help=("Probe command run in each candidate's worktree; {tokens} is replaced by the budget. "
+              "Default: cmd in [tool.regressbisect] of pyproject.toml."))
     """Shell command run in the candidate's worktree; `{tokens}` is replaced by the budget."""
-    tokens: int = knob(4096, minimum=0, above=True, panel=MEASURE, shown_default='"auto"', help="Token budget of one measured run (also REGRESSBISECT_TOKENS), or 'auto'. Default: auto (run picks it from pilot probes of GOOD, starting at {default}; docs/cost.md).")
+    tokens: int = knob(
+        4096, minimum=0, above=True, panel=MEASURE, shown_default='"auto"',
+        help=("Token budget of one measured run (also REGRESSBISECT_TOKENS), or 'auto'. Default: auto "
+              "(run picks it from pilot probes of GOOD, starting at {default}; docs/cost.md)."))
     """Token budget of the measured stage, also exported as REGRESSBISECT_TOKENS."""
-    env: Mapping[str, str] = knob(default_factory=dict, panel=MEASURE, help="KEY=VALUE added to the probe's environment (repeatable).", kind=dict)
+    env: Mapping[str, str] = knob(
+        default_factory=dict, panel=MEASURE, kind=dict,
+        help=("KEY=VALUE added to the probe's environment (repeatable)."))
     """Extra environment variables for the probe (e.g. OMP_NUM_THREADS)."""
-    timeout_s: float = knob(600.0, minimum=0, above=True, panel=MEASURE, help="Seconds before a probe's process group is killed and the run is skipped. Default {default}.", key="timeout")
+    timeout_s: float = knob(
+        600.0, minimum=0, above=True, panel=MEASURE, key="timeout",
+        help=("Seconds before a probe's process group is killed and the run is skipped. Default "
+              "{default}."))
     """Seconds after which a probe's whole process group is killed and the run is skipped."""
-    metric_regex: str = knob(DEFAULT_METRIC_REGEX, panel=MEASURE, shown_default='"<number> tok/s"', help="Regex whose group 1 is the metric (higher is better), for probes that print no '@regressbisect {...}' line.")
+    metric_regex: str = knob(
+        DEFAULT_METRIC_REGEX, panel=MEASURE, shown_default='"<number> tok/s"',
+        help=("Regex whose group 1 is the metric (higher is better), for probes that print no "
+              "'@regressbisect {...}' line."))
     """Fallback when the probe prints no `@regressbisect {...}` line: group 1 is tok/s."""
     # -- per-candidate setup step and slot virtualenvs (docs/setup.md) --
-    setup: str | None = knob(None, panel=SETUP, help="Command run in each candidate's worktree after checkout, before its first probe (e.g. 'python setup.py build_ext --inplace'); a failure skips the candidate. Default: setup in [tool.regressbisect]. See docs/setup.md.", kind=str)
+    setup: str | None = knob(
+        None, panel=SETUP, kind=str,
+        help=("Command run in each candidate's worktree after checkout, before its first probe (e.g. "
+              "'python setup.py build_ext --inplace'); a failure skips the candidate. Default: setup in"
+              " [tool.regressbisect]. See docs/setup.md."))
     """Shell command run in a candidate's worktree after its checkout and before its first probe
     there (e.g. `python setup.py build_ext --inplace`); a failure skips the candidate."""
-    venv: bool = knob(False, panel=SETUP, help='One virtualenv per slot (your packages visible), activated for setup and probe: installs never leak. Default off.')
+    venv: bool = knob(
+        False, panel=SETUP,
+        help=("One virtualenv per slot (your packages visible), activated for setup and probe: installs"
+              " never leak. Default off."))
     """Give each slot its own virtualenv (the user's packages visible), activated for setup and
     probe, so what the setup installs never leaks into another slot or the user's environment."""
-    setup_timeout_s: float = knob(1800.0, minimum=0, above=True, panel=SETUP, help='Seconds before a setup command is killed and the candidate skipped. Default {default}.', key="setup_timeout")
+    setup_timeout_s: float = knob(
+        1800.0, minimum=0, above=True, panel=SETUP, key="setup_timeout",
+        help=("Seconds before a setup command is killed and the candidate skipped. Default {default}."))
     """Seconds after which a setup command's process group is killed (the candidate is skipped)."""
-    isolation_check: bool = knob(True, panel=SETUP, help='Stop when a probe imports the project from anywhere but its worktree (default on; off for probes that are not Python, or isolation_check = false in [tool.regressbisect]). See docs/isolation.md.')
+    isolation_check: bool = knob(
+        True, panel=SETUP,
+        help=("Stop when a probe imports the project from anywhere but its worktree (default on; off "
+              "for probes that are not Python, or isolation_check = false in [tool.regressbisect]). See"
+              " docs/isolation.md."))
     """Check that every probe imported the project from its own worktree (docs/isolation.md);
     off for probes that are not Python. Hashed: unchecked samples never serve a checked hunt."""
     lm_head_min_out: int | None = knob(None, panel=MEASURE, kind=int)
@@ -229,19 +256,33 @@ class SlurmConfig:
     partition: str | None = knob(None, panel=SLURM, help='Slurm partition of the probe jobs.', kind=str)
     account: str | None = knob(None, panel=SLURM, help='Slurm account charged for the probe jobs.', kind=str)
     qos: str | None = knob(None, panel=SLURM, help='Slurm QOS of the probe jobs.', kind=str)
-    gpus_per_probe: int = knob(0, minimum=0, must="be 0 or more", panel=SLURM, help='GPUs per probe job (one node); Slurm pins them. Default {default}.', flag="--slurm-gpus")
+    gpus_per_probe: int = knob(
+        0, minimum=0, must="be 0 or more", panel=SLURM, flag="--slurm-gpus",
+        help=("GPUs per probe job (one node); Slurm pins them. Default {default}."))
     """GPUs of one node allocated to each probe (--gpus-per-node); Slurm sets CUDA_VISIBLE_DEVICES."""
-    cpus_per_probe: int = knob(1, minimum=1, panel=SLURM, help='CPUs per probe job. Default {default}.', flag="--slurm-cpus")
+    cpus_per_probe: int = knob(
+        1, minimum=1, panel=SLURM, flag="--slurm-cpus",
+        help=("CPUs per probe job. Default {default}."))
     """CPUs allocated to each probe (--cpus-per-task)."""
-    mem: str | None = knob(None, panel=SLURM, help='Memory per probe job, sbatch syntax (e.g. 64G).', kind=str)
+    mem: str | None = knob(
+        None, panel=SLURM, kind=str,
+        help=("Memory per probe job, sbatch syntax (e.g. 64G)."))
     """Memory per probe job in sbatch's syntax (e.g. '64G'); None: the partition's default."""
-    time_limit_min: int | None = knob(None, minimum=1, must="be at least 1 (minutes)", panel=SLURM, help='Time limit of a probe job in minutes. Default: --timeout + 5 min.', kind=int, flag="--slurm-time")
+    time_limit_min: int | None = knob(
+        None, minimum=1, must="be at least 1 (minutes)", panel=SLURM, kind=int, flag="--slurm-time",
+        help=("Time limit of a probe job in minutes. Default: --timeout + 5 min."))
     """Job time limit in minutes; None: the probe timeout plus SLURM_TIME_MARGIN_MIN."""
-    constraint: str | None = knob(None, panel=SLURM, help='Node features every probe job needs (pins one node type).', kind=str)
+    constraint: str | None = knob(
+        None, panel=SLURM, kind=str,
+        help=("Node features every probe job needs (pins one node type)."))
     """Node features every probe job must have (--constraint), to pin one node type."""
-    sbatch_args: tuple[str, ...] = knob((), panel=SLURM, help="Extra sbatch argument, '--name=value' or '--flag' (repeatable).", flag="--slurm-sbatch-arg")
+    sbatch_args: tuple[str, ...] = knob(
+        (), panel=SLURM, flag="--slurm-sbatch-arg",
+        help=("Extra sbatch argument, '--name=value' or '--flag' (repeatable)."))
     """Extra sbatch arguments, each '--name=value' or '--flag' (e.g. '--reservation=perf')."""
-    shared_dir: str | None = knob(None, panel=SLURM, help='Directory the nodes share, for worktrees and job files. Default: inside the git dir.', kind=str)
+    shared_dir: str | None = knob(
+        None, panel=SLURM, kind=str,
+        help=("Directory the nodes share, for worktrees and job files. Default: inside the git dir."))
     """Directory the nodes share where worktrees and job files go; None: inside the git dir."""
     poll_s: float = knob(5.0, minimum=0, above=True, panel=SLURM)
     """Seconds between two looks at the queue (squeue/scontrol) while jobs are pending or running."""
@@ -272,18 +313,32 @@ class HuntConfig:
 
     probe: ProbeConfig
     """How one sample is taken."""
-    min_effect: float = knob(MIN_EFFECT, panel=DECIDE, help='Relative step below which a change is not a culprit (0.02 = 2%). Default {default}.')
+    min_effect: float = knob(
+        MIN_EFFECT, panel=DECIDE,
+        help=("Relative step below which a change is not a culprit (0.02 = 2%). Default {default}."))
     """Relative tok/s change below which a step is not a culprit (0.02 = 2%): below run-to-run
     noise of a training job, localising a step costs many samples (search/bisect.py)."""
-    direction: str = knob(DIRECTION, choices=DIRECTIONS, panel=DECIDE, help="Culprits of: 'slower' (default), 'faster', or 'both'.")
+    direction: str = knob(
+        DIRECTION, choices=DIRECTIONS, panel=DECIDE,
+        help=("Culprits of: 'slower' (default), 'faster', or 'both'."))
     """Which changes are culprits: 'slower' (regressions), 'faster', or 'both'."""
-    max_samples: int = knob(MAX_SAMPLES, minimum=3, panel=DECIDE, help='Cap of samples per candidate; undecided at the cap = UNSURE. Default {default}.', commands=("run", "hunks"))
+    max_samples: int = knob(
+        MAX_SAMPLES, minimum=3, panel=DECIDE, commands=("run", "hunks"),
+        help=("Cap of samples per candidate; undecided at the cap = UNSURE. Default {default}."))
     """Cap of samples per candidate; it bounds the cost of an undecidable case (then UNSURE)."""
-    slots: int = knob(1, minimum=1, panel=COST, help='Candidates measured at once, each in its own worktree and GPUs. Default {default}.', commands=("run",))
+    slots: int = knob(
+        1, minimum=1, panel=COST, commands=("run",),
+        help=("Candidates measured at once, each in its own worktree and GPUs. Default {default}."))
     """Candidates measured at once, each in its own worktree (and its own GPUs)."""
-    slot_devices: tuple[str, ...] = knob((), panel=COST, help='CUDA_VISIBLE_DEVICES for one slot (repeat once per slot). Default: split visible GPUs evenly.', commands=("run",))
+    slot_devices: tuple[str, ...] = knob(
+        (), panel=COST, commands=("run",),
+        help=("CUDA_VISIBLE_DEVICES for one slot (repeat once per slot). Default: split visible GPUs "
+              "evenly."))
     """CUDA_VISIBLE_DEVICES value per slot; empty = split the visible GPUs evenly, or none."""
-    instrument: str = knob("auto", choices=INSTRUMENT_MODES, panel=MEASURE, help="'auto' (measure the counters shim's overhead first), 'separate' (counters always in separate runs), 'off'.")
+    instrument: str = knob(
+        "auto", choices=INSTRUMENT_MODES, panel=MEASURE,
+        help=("'auto' (measure the counters shim's overhead first), 'separate' (counters always in "
+              "separate runs), 'off'."))
     """'auto': measure the counters shim's overhead and keep tok/s unshimmed if it is over
     `overhead_limit`; 'separate': always take counters in separate runs; 'off': no counters."""
     overhead_limit: float = knob(0.01, panel=MEASURE)
@@ -291,51 +346,87 @@ class HuntConfig:
     overhead_pairs: int = knob(6, panel=MEASURE)
     """Most interleaved shimmed/unshimmed pairs of the shim's overhead arm on GOOD; it stops as
     soon as its anytime-valid interval decides (docs/cost.md), and is 'not proven' at the cap."""
-    build_check: bool = knob(True, panel=SETUP, help='Stop before the first probe when the project declares compiled extension modules (setup.py ext_modules, a compiling build backend) and no --setup builds them. Default on; off measures the candidates as they are. See docs/setup.md.')
+    build_check: bool = knob(
+        True, panel=SETUP,
+        help=("Stop before the first probe when the project declares compiled extension modules "
+              "(setup.py ext_modules, a compiling build backend) and no --setup builds them. Default "
+              "on; off measures the candidates as they are. See docs/setup.md."))
     """Stop before the first probe when a candidate declares compiled extension modules and no
     setup step builds them (probe/extensions.py, docs/setup.md); off: measure it as it is."""
     # -- busy-machine guard (docs/contention.md) --
-    busy_check: bool = knob(True, panel=BUSY, help="Measure other processes' CPU/GPU load during every sample; re-take samples taken under contention. Default on.")
+    busy_check: bool = knob(
+        True, panel=BUSY,
+        help=("Measure other processes' CPU/GPU load during every sample; re-take samples taken under "
+              "contention. Default on."))
     """Measure the CPU (and GPU) used by processes outside the hunt during every sample; a
     sample taken under contention is stored apart and re-taken when the machine is quiet."""
-    busy_cpus: float = knob(0.5, panel=BUSY, help='Other load in CPUs that a sample tolerates (also at least --busy-share of the cores). Default {default}. See docs/contention.md.')
+    busy_cpus: float = knob(
+        0.5, panel=BUSY,
+        help=("Other load in CPUs that a sample tolerates (also at least --busy-share of the cores). "
+              "Default {default}. See docs/contention.md."))
     """Other load (in CPUs) below which a sample is never contended: kernel threads, shells and
     monitoring agents use a few tenths of a core on any machine."""
-    busy_share: float = knob(0.10, panel=BUSY, help="Share of the machine's cores other processes may use during a sample. Default 0.10.")
+    busy_share: float = knob(
+        0.10, panel=BUSY,
+        help=("Share of the machine's cores other processes may use during a sample. Default 0.10."))
     """Share of the machine's cores other processes may use before a sample is contended, when
     that is more than busy_cpus (128 cores: 12.8 CPUs; 2 cores: the 0.5 floor). Independently,
     more than busy_cpus of other load while other + hunt load exceeds the cores (oversubscribed,
     so the probe lost CPU time) is contention on any machine size."""
     busy_gpu: float = knob(0.10, panel=BUSY)
     """Share of our GPUs' utilisation by foreign processes above which a sample is contended."""
-    max_wait_s: float = knob(600.0, minimum=0, must="be >= 0 seconds", panel=BUSY, help='Seconds to wait for a quiet machine before re-taking a contended sample; then exit 8. Default {default}.', key="max_wait")
+    max_wait_s: float = knob(
+        600.0, minimum=0, must="be >= 0 seconds", panel=BUSY, key="max_wait",
+        help=("Seconds to wait for a quiet machine before re-taking a contended sample; then exit 8. "
+              "Default {default}."))
     """Seconds to wait for a quiet machine before re-taking a contended sample; past it the
     hunt stops with exit 8 (MACHINE_BUSY)."""
-    unit: str | None = knob(None, panel=MEASURE, help="Unit of the metric in reports. Default: tok/s, or for --metric-regex the unit written after its number ('([0-9.]+) req/s' -> req/s), else units/s.", kind=str)
+    unit: str | None = knob(
+        None, panel=MEASURE, kind=str,
+        help=("Unit of the metric in reports. Default: tok/s, or for --metric-regex the unit written "
+              "after its number ('([0-9.]+) req/s' -> req/s), else units/s."))
     """Unit of the metric in reports and progress (display only: the JSON keeps `tok_s` field
     names). None derives it from the probe: 'tok/s' for the protocol line and the default regex,
     for another metric_regex the unit written after its number ('([0-9.]+) req/s' -> 'req/s'),
     else 'units/s'."""
-    executor: str = knob("local", choices=EXECUTORS, panel=SLURM, help="Where probes run: 'local' (this machine, default) or 'slurm' (one Slurm job per probe; settings in [tool.regressbisect.slurm], docs/cluster.md).")
+    executor: str = knob(
+        "local", choices=EXECUTORS, panel=SLURM,
+        help=("Where probes run: 'local' (this machine, default) or 'slurm' (one Slurm job per probe; "
+              "settings in [tool.regressbisect.slurm], docs/cluster.md)."))
     """Where probes run: 'local' (processes on this machine) or 'slurm' (one Slurm job each)."""
     slurm: SlurmConfig = knob(default_factory=SlurmConfig, panel=SLURM, kind=dict)
     """Job settings of the slurm executor."""
     tokens_auto: bool = False
     """True when no budget was given (or `tokens = "auto"`): a commit hunt picks the budget from
     pilot probes of GOOD, starting from `probe.tokens` (docs/cost.md). A given budget is kept."""
-    shared_caches: bool = knob(True, panel=COST, help='Point the inductor/triton/torch-extensions cache variables the user has not set at one directory beside the store, shared by all slots. Default on.')
+    shared_caches: bool = knob(
+        True, panel=COST,
+        help=("Point the inductor/triton/torch-extensions cache variables the user has not set at one "
+              "directory beside the store, shared by all slots. Default on."))
     """Point the probe stack's on-disk caches the user has not set (inductor, triton, torch
     extensions) at one directory beside the store, shared by every slot (docs/cost.md)."""
-    compile_workers: bool = knob(False, panel=COST, help='Let torch.compile start its pool of compile worker processes in every probe. Default off: TORCHINDUCTOR_COMPILE_THREADS=1 unless set (a warm cache leaves the pool little to do; docs/cost.md).')
+    compile_workers: bool = knob(
+        False, panel=COST,
+        help=("Let torch.compile start its pool of compile worker processes in every probe. Default "
+              "off: TORCHINDUCTOR_COMPILE_THREADS=1 unless set (a warm cache leaves the pool little to "
+              "do; docs/cost.md)."))
     """Let torch.compile start its pool of compile worker processes in every probe. Default:
     TORCHINDUCTOR_COMPILE_THREADS=1 unless the user set it (hunts/cost.py SERIAL_COMPILE: the pool
     costs start-up and, with a warm cache, compiles little; docs/cost.md)."""
-    preload: str = knob(PRELOAD, panel=COST, help="'auto' (default): fork plain Python probes from a per-slot server that imported torch once; 'off': a fresh process per probe; or modules to preload, comma-separated (docs/cost.md).")
+    preload: str = knob(
+        PRELOAD, panel=COST,
+        help=("'auto' (default): fork plain Python probes from a per-slot server that imported torch "
+              "once; 'off': a fresh process per probe; or modules to preload, comma-separated "
+              "(docs/cost.md)."))
     """'auto': a plain Python probe command (`python -m mod`, `python script.py`) is forked from a
     per-slot server that imported the third-party stack the hunt's first probe imported (torch),
     so that import is paid once; 'off': every probe a fresh process; or comma-separated modules to
     preload. Never with a setup step or Slurm (docs/cost.md, probe/preload.py)."""
-    overlap: int = knob(OVERLAP, minimum=1, must="be at least 1 (1 = one probe at a time)", panel=COST, help='Probes of a slot run at once: start-ups side by side, measured windows one at a time with the others stopped; for probes that open their window through REGRESSBISECT_WINDOW (docs/cost.md). Default {default} (off).')
+    overlap: int = knob(
+        OVERLAP, minimum=1, must="be at least 1 (1 = one probe at a time)", panel=COST,
+        help=("Probes of a slot run at once: start-ups side by side, measured windows one at a time "
+              "with the others stopped; for probes that open their window through REGRESSBISECT_WINDOW "
+              "(docs/cost.md). Default {default} (off)."))
     """Probes of a slot run at once, each in its own worktree: their start-ups (imports, set-up,
     compile) run side by side and their measured windows one at a time, every other probe of the
     hunt stopped meanwhile. For probes that open their window through REGRESSBISECT_WINDOW (the
