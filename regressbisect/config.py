@@ -326,6 +326,14 @@ class HuntConfig:
         MAX_SAMPLES, minimum=3, panel=DECIDE, commands=("run", "hunks"),
         help=("Cap of samples per candidate; undecided at the cap = UNSURE. Default {default}."))
     """Cap of samples per candidate; it bounds the cost of an undecidable case (then UNSURE)."""
+    noise_prior: bool = knob(
+        True, panel=DECIDE, commands=("run",),
+        help=("Use the spread of earlier hunts' samples on this machine with this probe config as a "
+              "prior on the noise (never their levels). Default on."))
+    """Start the noise estimate from the within-commit spread of samples earlier hunts stored on
+    the same machine fingerprint and probe config (at most NOISE_PRIOR_DF degrees of freedom of
+    it; dropped when this hunt's own spread is larger): a remembered noise scale, never a
+    remembered level (docs/search.md, section 1)."""
     slots: int = knob(
         1, minimum=1, panel=COST, commands=("run",),
         help=("Candidates measured at once, each in its own worktree and GPUs. Default {default}."))

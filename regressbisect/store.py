@@ -364,6 +364,24 @@ class Store:
                        counters=json.loads(counters), instrumented=bool(instr))
                 for sid, tok_s, tokens, seconds, counters, instr in rows]
 
+    def spread_groups(self, config_hash: str, env_fingerprint: str, *, instrumented: bool,
+                      exclude_trees: set[str], limit: int = 64) -> list[list[float]]:
+        """The tok/s of earlier samples under one probe config and machine, grouped by candidate
+        (tree and patch), the most recent `limit` groups of two or more: what a remembered noise
+        scale is made of (levels are never carried over). Candidates in `exclude_trees` (the
+        hunt's own, whose stored samples the hunt reuses as its own) are left out."""
+        with self._lock:
+            rows = self._conn.execute(
+                "SELECT tree, coalesce(patch_hash, ''), tok_s FROM samples "
+                "WHERE config_hash = ? AND env_fingerprint = ? AND instrumented = ? AND arm IN ('main', 'instrumented') "
+                "ORDER BY id DESC", (config_hash, env_fingerprint, int(instrumented))).fetchall()
+        groups: dict[tuple[str, str], list[float]] = {}
+        for tree, patch, tok_s in rows:
+            if tree in exclude_trees and not patch:
+                continue
+            groups.setdefault((tree, patch), []).append(float(tok_s))
+        return [g for g in groups.values() if len(g) > 1][:limit]
+
     def sample_walls(self, key: SampleKey, *, instrumented: bool | None = False,
                      arm: str | None = None) -> list[float]:
         """Probe wall seconds of the samples `samples()` returns, same order (what each cost)."""

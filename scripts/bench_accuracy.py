@@ -57,6 +57,7 @@ except Exception:  # pragma: no cover - depends on the environment
 BAYES_CONFIDENCE = 0.95
 BAYES_MAX_PROBES = 1500
 OURS_SETTINGS = SearchSettings()        # replaced in each worker by --confidence
+PRIOR_SAMPLES = 0                        # --noise-prior: samples behind a remembered noise scale
 
 
 # ----------------------------------------------------------------------------- cells
@@ -292,7 +293,7 @@ def run_trial(task: tuple[Cell, str, int, int]) -> dict:
     rounds = None
     if method.startswith("ours"):
         slots = int(method.split("-")[1])
-        r = simulate(history, OURS_SETTINGS, slots=slots, seed=noise_seed)
+        r = simulate(history, OURS_SETTINGS, slots=slots, seed=noise_seed, prior_samples=PRIOR_SAMPLES)
         found, executions, rounds = [c.first_bad for c in r.result.culprits], r.executions, r.rounds
     elif method == "naive":
         found, executions = naive_bisect(history, noise_seed, 1)
@@ -308,8 +309,9 @@ def run_trial(task: tuple[Cell, str, int, int]) -> dict:
             "reproduced": r.result.reproduced if method.startswith("ours") else None}
 
 
-def _set_settings(confidence: float, drift_prior: float, max_samples: int) -> None:
-    global OURS_SETTINGS
+def _set_settings(confidence: float, drift_prior: float, max_samples: int, prior_samples: int = 0) -> None:
+    global OURS_SETTINGS, PRIOR_SAMPLES
+    PRIOR_SAMPLES = prior_samples
     OURS_SETTINGS = SearchSettings(confidence=confidence, drift_prior=drift_prior, max_samples=max_samples)
 
 
@@ -352,7 +354,7 @@ METHODS = ("ours-1", "naive", "careful", "bayes")
 def markdown(cells: list[Cell], table: dict, args: argparse.Namespace, seconds: float) -> str:
     lines = [f"Simulated histories, lognormal noise; {BAYES_IMPL} for the Bayesian baseline; "
              f"seed {args.seed}; ours stops at posterior mass {args.confidence}, drift prior {args.drift_prior}, "
-             f"max samples {args.max_samples}; "
+             f"max samples {args.max_samples}; remembered noise from {args.noise_prior} samples; "
              f"{seconds / 60:.1f} min on {args.jobs} processes.", "",
              "| cell | method | trials | exact | hit | both | false culprit | reproduced | could not decide | executions | p95 | rounds s=1/4/8 |",
              "|---|---|---|---|---|---|---|---|---|---|---|---|"]
@@ -453,6 +455,9 @@ def main(argv: list[str] | None = None) -> int:
                    help="our search's cap of samples per candidate (SearchSettings.max_samples)")
     p.add_argument("--high-noise", action="store_true",
                    help="the busy-machine cells (CV 8, 12, 15%%; ours only, every cell gets --trials)")
+    p.add_argument("--noise-prior", type=int, default=0, metavar="N",
+                   help="give our search a remembered noise scale from N samples of an earlier commit "
+                        "(an earlier hunt on the same machine; 0: none, the first hunt)")
     p.add_argument("--floor", action="store_true",
                    help="the cost goals' cells (FLOOR_CELLS; ours only, every cell gets --trials)")
     p.add_argument("--ours-only", action="store_true",
@@ -481,7 +486,7 @@ def main(argv: list[str] | None = None) -> int:
         expected[cell.name] = expected.get(cell.name, 0) + 1
     rows: list[dict] = []
     done: dict[str, int] = {}
-    with mp.Pool(args.jobs, initializer=_set_settings, initargs=(args.confidence, args.drift_prior, args.max_samples)) as pool:
+    with mp.Pool(args.jobs, initializer=_set_settings, initargs=(args.confidence, args.drift_prior, args.max_samples, args.noise_prior)) as pool:
         for row in pool.imap_unordered(run_trial, tasks, chunksize=2):
             rows.append(row)
             done[row["cell"]] = done.get(row["cell"], 0) + 1

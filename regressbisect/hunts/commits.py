@@ -133,6 +133,7 @@ class CommitHunt:
                 config=self.config, env_facts=self.env_facts, store_path=self.store_path,
                 hunt_id=hunt_id, cached_by_index=self._cached_by_index, isolation=source.isolation)
             report["measurement"] = source.measurement_json()
+            report["noise_prior"] = {**self._noise_prior_facts, **(self._search_state.noise_prior_report() or {})}
             report["exit_code"] = int(VERDICT_EXIT[result.verdict])
             report["cost"] = cost.report(store, hunt_id, tokens=self.config.probe.tokens, budget=budget)
             report["instrumentation"].update(overhead_pairs=plan.overhead_pairs,
@@ -172,7 +173,7 @@ class CommitHunt:
         c = self.config
         return {"min_effect": c.min_effect, "direction": c.direction, "max_samples": c.max_samples,
                 "slots": c.slots, "overlap": c.overlap, "instrument": c.instrument,
-                "tokens_auto": c.tokens_auto}
+                "tokens_auto": c.tokens_auto, "noise_prior": c.noise_prior}
 
     def _draw_checked(self, source: SampleSource, requests: Sequence[Request], notes: Sequence[str]):
         """Draw samples; an endpoint that cannot be measured ends the hunt with its reason."""
@@ -252,7 +253,9 @@ class CommitHunt:
         cfg = self.config
         settings = SearchSettings(min_effect=cfg.min_effect, direction=cfg.direction,
                                   max_samples=cfg.max_samples)
-        search = CommitSearch(len(self.candidates), settings)
+        prior, self._noise_prior_facts = self._noise_prior(source, plan)
+        search = CommitSearch(len(self.candidates), settings, noise_prior=prior)
+        self._search_state = search
         self._cached_by_index: dict[int, int] = {}
         self.progress.phase("control arm: GOOD and BAD interleaved, then the search")
         while True:
@@ -270,6 +273,21 @@ class CommitHunt:
                                       interval=search.live_interval(),
                                       remaining=search.estimated_remaining())
         return search.result()
+
+    def _noise_prior(self, source: SampleSource, plan: InstrumentationPlan) -> tuple[stats.NoisePool | None, dict]:
+        """A remembered noise scale: the within-candidate spread of samples earlier hunts stored
+        under this probe config and machine fingerprint (other candidates than this hunt's, whose
+        stored samples it reuses anyway). Never their levels (docs/search.md, section 1)."""
+        if not self.config.noise_prior:
+            return None, {"used": False, "reason": "off (--no-noise-prior)"}
+        groups = source.store.spread_groups(self._config_hash, self.env_fingerprint,
+                                            instrumented=plan.main_instrumented,
+                                            exclude_trees=set(self._trees.values()))
+        if not groups:
+            return None, {"used": False, "reason": "no earlier samples on this machine with this probe config"}
+        pool = stats.NoisePool.of(groups)
+        return pool, {"candidates": len(groups), "samples": sum(len(g) for g in groups),
+                      "sigma": pool.sigma, "df": pool.df}
 
     def _explain(self, source: SampleSource, plan: InstrumentationPlan, result) -> dict[int, dict[str, float]]:
         """Counters per iteration at GOOD, BAD and both sides of each culprit."""

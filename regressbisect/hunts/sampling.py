@@ -116,6 +116,10 @@ class SampleSource:
         """Probes that left processes running when they ended, how many were killed, the first few."""
 
     @property
+    def store(self) -> "Store":
+        return self._store
+
+    @property
     def slots(self) -> int:
         return len(self._slot_env)
 

@@ -44,11 +44,12 @@ from typing import Sequence
 import numpy as np
 from scipy.special import log_ndtr, logsumexp
 from scipy.stats import chi2
+from scipy.stats import f as f_dist
 from scipy.stats import t as student_t
 
 from regressbisect.config import DIRECTION, DIRECTIONS, MAX_SAMPLES, MIN_EFFECT
 from regressbisect.search.stats import (Comparison, NoisePool, Summary, compare, log_threshold, mixture_log_lr,
-                                        pooled_log_sigma, pooled_t_log_bf, sprt, summarize, EFFECT_PRIORS)
+                                        pooled_t_log_bf, sprt, summarize, EFFECT_PRIORS)
 
 __all__ = ["SearchSettings", "Measure", "Culprit", "CandidateVerdict", "SideCheck", "SearchResult", "CommitSearch"]
 
@@ -318,16 +319,24 @@ def _drift_log_bf(t: np.ndarray, r: np.ndarray, ut: np.ndarray, uu: np.ndarray, 
     return log_bf, _coef_log_bf(tt, tr, s2[0], tau2)
 
 
+NOISE_PRIOR_DF = 10
+"""Most degrees of freedom a remembered noise scale counts for: it starts the estimate (two pairs
+can then decide a 10% step at 0.5% noise), and ten samples of the hunt's own outweigh it."""
+
 _EMPTY = Summary(n=0, median=math.nan, ci95=(math.nan, math.nan), cv=math.nan)
 
 
 class CommitSearch:
     """Adaptive search of the first-parent list 0 (GOOD) .. n-1 (BAD); see the module docstring."""
 
-    def __init__(self, n: int, settings: SearchSettings = SearchSettings(), *, control_only: bool = False):
+    def __init__(self, n: int, settings: SearchSettings = SearchSettings(), *, control_only: bool = False,
+                 noise_prior: NoisePool | None = None):
         """control_only: stop after the control arm; the verdict is then 'reproduced',
         'not-reproduced', 'undecided' (out of pairs) or 'all-skipped' (the hunk hunt's test of a
-        subset against BASE, held to the same rule as the commit hunt's control arm)."""
+        subset against BASE, held to the same rule as the commit hunt's control arm).
+        noise_prior: a remembered noise scale (the spread of earlier hunts' samples on this machine
+        and probe config, at most NOISE_PRIOR_DF degrees of freedom), joined to the hunt's own
+        pooled spread while that is not larger (`_with_prior`)."""
         if n < 2:
             raise ValueError("a commit search needs at least GOOD and BAD (n >= 2)")
         self.n = n
@@ -355,7 +364,8 @@ class CommitSearch:
         self._control_only = control_only
         self._reproduced = False                         # the control arm said 'go'
         self._targets: dict[tuple[int, int], _Target] = {}   # steps that reached confirmation
-        self._extra_noise = NoisePool()                  # noise from outside the search (record_noise)
+        self._noise_prior = noise_prior.capped(NOISE_PRIOR_DF) if noise_prior and noise_prior.df else None
+        self._prior_used = False                         # the last noise estimate included the prior
 
     # ------------------------------------------------------------------ public API
 
@@ -589,9 +599,11 @@ class CommitSearch:
         return self.settings.max_samples - n
 
     def _pooled_sigma(self) -> tuple[float, int]:
-        """Noise sigma (log scale) pooled over candidates; below 10 degrees of freedom, its 90%
-        upper confidence bound, so that a lucky small spread early on does not fake certainty."""
-        sigma, df = pooled_log_sigma(v for i, v in self._raw.items() if len(v) > 1 and not self._unmeasurable(i))
+        """Noise sigma (log scale) pooled over candidates (`_noise`, the prior included); below 10
+        degrees of freedom, its 90% upper confidence bound, so that a lucky small spread early on
+        does not fake certainty."""
+        noise = self._noise()
+        sigma, df = noise.sigma, noise.df
         if df == 0 or not sigma > 0:
             return math.nan, 0
         return (sigma * math.sqrt(df / chi2.ppf(0.10, df)) if df < 10 else sigma), df
@@ -699,7 +711,7 @@ class CommitSearch:
         x, y = np.log(np.asarray(a)), np.log(np.asarray(b))
         est = float(y.mean() - x.mean())
         c = 1 / len(x) + 1 / len(y)
-        noise = NoisePool.of([a, b]).plus(self._extra_noise)
+        noise = self._with_prior(NoisePool.of([a, b]))
         sign = self._hunted_sign()
         margin = log_threshold(s.min_effect)
         toward = (sign == 0 and est != 0) or est * sign > 0
@@ -968,9 +980,9 @@ class CommitSearch:
         return pooled_t_log_bf(est, 2 / len(diffs), noise, sign=self._sign, priors=priors) >= math.log(1 / alpha_k)
 
     def _noise(self, split: dict[int, int] | None = None) -> NoisePool:
-        """The hunt's pure-error noise: every measurable candidate's spread about its own mean
-        (and samples from outside the search, `record_noise`). `split` {index: round} makes the
-        samples of a candidate up to that round and after it two groups of their own."""
+        """The hunt's pure-error noise: every measurable candidate's spread about its own mean,
+        with the remembered prior (`_with_prior`). `split` {index: round} makes the samples of a
+        candidate up to that round and after it two groups of their own."""
         groups: list[list[float]] = []
         for i, vals in self._raw.items():
             if len(vals) < 2 or self._unmeasurable(i):
@@ -981,7 +993,27 @@ class CommitSearch:
                 groups.append([v for v, t in zip(vals, times) if t > split[i]])
             else:
                 groups.append(vals)
-        return NoisePool.of(groups).plus(self._extra_noise)
+        return self._with_prior(NoisePool.of(groups))
+
+    def _with_prior(self, own: NoisePool) -> NoisePool:
+        """`own` joined by the remembered noise prior, unless this hunt's own spread is larger than
+        the prior's at 95% (an F test, once it has 3 degrees of freedom): a machine noisier today
+        must not borrow yesterday's quiet. The prior's weight is capped (NOISE_PRIOR_DF), so the
+        hunt's own spread dominates once it has a few samples."""
+        prior = self._noise_prior
+        self._prior_used = False
+        if prior is None:
+            return own
+        if own.df >= 3 and own.sigma ** 2 > prior.sigma ** 2 * float(f_dist.ppf(0.95, own.df, prior.df)):
+            return own
+        self._prior_used = True
+        return own.plus(prior)
+
+    def noise_prior_report(self) -> dict | None:
+        """The remembered noise scale and whether the last estimate used it (None: no prior)."""
+        if self._noise_prior is None:
+            return None
+        return {"sigma": self._noise_prior.sigma, "df": self._noise_prior.df, "used": self._prior_used}
 
     def _paired_diffs(self, a: int, b: int, since: int = -1) -> list[float]:
         """log(b) - log(a) of the samples of a and b taken at most pair_window rounds apart (and

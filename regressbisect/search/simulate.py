@@ -13,6 +13,7 @@ from typing import Mapping
 import numpy as np
 
 from regressbisect.search.bisect import CommitSearch, SearchResult, SearchSettings
+from regressbisect.search.stats import NoisePool
 
 __all__ = ["FakeHistory", "step_levels", "FakeExecutor", "SimRun", "simulate"]
 
@@ -76,10 +77,16 @@ class SimRun:
 
 
 def simulate(history: FakeHistory, settings: SearchSettings = SearchSettings(), *, slots: int = 1,
-             seed: int = 0) -> SimRun:
-    """Run a CommitSearch against a FakeHistory until it is done."""
-    search = CommitSearch(len(history.levels), settings)
+             seed: int = 0, prior_samples: int = 0) -> SimRun:
+    """Run a CommitSearch against a FakeHistory until it is done. prior_samples > 0: the search
+    gets a remembered noise scale, the spread of that many samples of one earlier commit drawn
+    at the history's noise (as an earlier hunt on the machine would have stored)."""
     executor = FakeExecutor(history, seed)
+    prior = None
+    if prior_samples > 1:
+        earlier = np.exp(executor.rng.normal(0.0, executor.sigma, prior_samples))
+        prior = NoisePool.of([earlier])
+    search = CommitSearch(len(history.levels), settings, noise_prior=prior)
     requests, reasons = [], []
     while True:
         batch = search.next_batch(slots)

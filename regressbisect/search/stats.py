@@ -298,6 +298,10 @@ class NoisePool:
     def plus(self, other: "NoisePool") -> "NoisePool":
         return NoisePool(self.ss + other.ss, self.df + other.df)
 
+    def capped(self, df: int) -> "NoisePool":
+        """The same spread counted as at most `df` degrees of freedom."""
+        return self if self.df <= df else NoisePool(self.ss * df / self.df, df)
+
     @property
     def sigma(self) -> float:
         return math.sqrt(self.ss / self.df) if self.df else math.nan
