@@ -179,9 +179,29 @@ def verdict_line(report: Mapping[str, Any]) -> str:
         return f"Could not decide within the budget{gap_text}: no {what} named{because}."
     if verdict == "not-reproduced":
         return f"No regression reproduced between good and bad{gap_text}: nothing to hunt{because}."
+    if verdict == "ambiguous":
+        return (f"A step was found{gap_text}, but commits inside it could not be measured: no single "
+                f"{what} named (it is any of those listed below).")
     if verdict == "all-skipped":
         return "Every candidate was skipped: the regression lies somewhere in the range (see skip reasons)."
     return f"Verdict: {verdict or 'unknown'}{gap_text}."
+
+
+def ambiguous_lines(report: Mapping[str, Any]) -> list[str]:
+    """Each ambiguous step: its two measured ends, its size, and every commit it may be, with why
+    (the skip reason of each unmeasurable commit between, e.g. its exit code or timeout)."""
+    lines = []
+    for number, step in enumerate(report.get("ambiguous_steps") or (), 1):
+        share = step.get("share_of_gap")
+        lines.append(f"ambiguous step {number}: after {short(step.get('last_good'))} (last good), "
+                     f"by {short(step.get('first_bad'))} (first measured bad); no single commit named")
+        lines.append(f"  step {step_text(step.get('step_pct'), step.get('ci95_pct'), unit(report))}"
+                     + (f", {share:.0%} of the gap" if _finite(share) else ""))
+        lines.append("  could be any of:")
+        for commit in step.get("possible_commits") or ():
+            lines.append(f"    {short(commit.get('commit'))} {_clip(commit.get('subject') or '', 48)}: "
+                         f"{commit.get('why')}")
+    return lines
 
 
 def remainder_line(report: Mapping[str, Any]) -> str | None:
@@ -343,13 +363,21 @@ def culprit_commits(report: Mapping[str, Any]) -> set[str]:
     return {c.get("commit") for c in report.get("culprits") or () if not c.get("hunks")}
 
 
+def ambiguous_commits(report: Mapping[str, Any]) -> set[str]:
+    """Commits an ambiguous step may be (none of them is a culprit)."""
+    return {p.get("commit") for step in report.get("ambiguous_steps") or ()
+            for p in step.get("possible_commits") or ()}
+
+
 def candidate_rows(report: Mapping[str, Any], subject_width: int = 48) -> list[list[str]]:
-    culprits = culprit_commits(report)
+    culprits, possible = culprit_commits(report), ambiguous_commits(report)
     rows = []
     for c in sorted(report.get("candidates") or (), key=lambda c: c.get("index", 0)):
         verdict = str(c.get("verdict") or "-")
         if c.get("commit") in culprits:
             verdict += " (culprit)"
+        elif c.get("commit") in possible:
+            verdict += " (ambiguous step)"
         commit = short(c.get("commit")) + ("+patch" if c.get("patch") else "")
         rows.append([commit, _clip(c.get("subject") or "", subject_width), str(c.get("n", "-")),
                      number(c.get("median_tok_s")), interval(c.get("ci95")), verdict,
