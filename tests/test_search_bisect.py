@@ -58,6 +58,31 @@ def test_slower_mode_does_not_hunt_an_improvement():
     assert culprit_steps(found) == [(6, 7)]
 
 
+def test_a_clear_step_the_other_way_advises_the_direction_that_hunts_it():
+    faster = FakeHistory(step_levels(20, {7: +0.10}), cv=0.01)
+    result = simulate(faster, seed=1).result
+    assert result.verdict == "not-reproduced"
+    assert "--direction faster (or both)" in result.reason and "more --max-samples" not in result.reason
+    slower = simulate(FakeHistory(step_levels(20, {7: -0.10}), cv=0.01), SearchSettings(direction="faster"), seed=1)
+    assert "--direction slower (or both)" in slower.result.reason
+
+
+@pytest.mark.parametrize("seed", [0, 9])
+def test_a_step_not_reproduced_at_the_pair_cap_names_the_test_it_failed_not_the_interval(seed):
+    # -10% at 12% noise, 6 pairs: the 95% interval excludes zero, but the last look's test needs p < 0.005
+    run = simulate(FakeHistory(step_levels(10, {5: -0.10}), cv=0.12), SearchSettings(max_samples=6), seed=seed)
+    result = run.result
+    assert result.verdict == "not-reproduced" and result.control.ci95[1] < 0
+    assert "interval excluding zero" not in result.reason
+    assert "pair cap (--max-samples 6)" in result.reason and "not below 0.005" in result.reason
+
+
+def test_a_range_without_a_step_says_a_change_of_min_effect_is_ruled_out():
+    result = simulate(FakeHistory(step_levels(10, {}), cv=0.01), seed=0).result
+    assert result.verdict == "not-reproduced"
+    assert "a slowdown of 2.0% or more is ruled out" in result.reason
+
+
 def test_an_improvement_inside_a_slowdown_is_not_a_culprit():
     run = simulate(FakeHistory(step_levels(30, {6: +0.06, 20: -0.15}), cv=0.01), seed=3)
     assert culprit_steps(run) == [(19, 20)]

@@ -560,17 +560,43 @@ class CommitSearch:
         return toward and abs(est) >= log_threshold(self.settings.min_effect)
 
     def _not_reproduced_reason(self) -> str:
+        """Why the control arm did not say 'reproduced', naming the rule it failed: a clear change
+        the other way (with the --direction that hunts it), the e-value that ruled a change of
+        min_effect out, the last look's t test at the pair cap, or the probe budget."""
         cmp = self._control
         assert cmp is not None
+        s = self.settings
         lo, hi = cmp.ci95
         pairs = min(len(self._values(0, self._control_tag)), len(self._values(self.n - 1, self._control_tag)))
-        text = (f"GOOD->BAD {cmp.change:+.1%} (95% CI {lo:+.1%}..{hi:+.1%}, {pairs} pairs) is not a change "
-                f"of at least {self.settings.min_effect:.1%} with an interval excluding zero")
+        text = f"GOOD->BAD {cmp.change:+.1%} (95% CI {lo:+.1%}..{hi:+.1%}, {pairs} pairs)"
+        sign = self._hunted_sign()
+        hunted = "slowdown" if sign < 0 else "speed-up" if sign > 0 else "change"
+        big = abs(math.log1p(cmp.change)) >= log_threshold(s.min_effect)
+        if sign and big and (lo > 0 if sign < 0 else hi < 0):
+            other = "faster" if sign < 0 else "slower"
+            return (f"{text} is a clear {'speed-up' if sign < 0 else 'slowdown'}, and this hunt looks for a "
+                    f"{hunted} (--direction {s.direction}): to hunt it, --direction {other} (or both)")
+        p_text = f"p={cmp.p_value:.2g}" if math.isfinite(cmp.p_value) else "no p value"
+        toward = (sign == 0 and cmp.change != 0) or cmp.change * sign > 0
+        larger = (lo < -s.min_effect) if sign < 0 else (hi > s.min_effect) if sign > 0 else (
+            lo < -s.min_effect or hi > s.min_effect)
         if self._end_verdict == "undecided":
-            text += "; the pair cap (--max-samples) was reached before it could be shown or ruled out"
-        elif lo < -self.settings.min_effect or hi > self.settings.min_effect:
-            text += "; a larger change is not ruled out (more --max-samples would tell)"
-        return text
+            return (f"{text}: at the pair cap (--max-samples {s.max_samples}) 'reproduced' needs p below "
+                    f"{s.reproduce_alpha:g} and this came close ({p_text}); more --max-samples would tell")
+        if pairs >= s.max_samples:
+            if not toward:
+                why = f"is not a {hunted}"
+            elif not big:
+                why = f"is a {hunted} smaller than --min-effect {s.min_effect:.1%}"
+            else:
+                why = (f"did not reach the level 'reproduced' needs at the pair cap (--max-samples "
+                       f"{s.max_samples}): {p_text}, not below {s.reproduce_alpha:g}")
+            tail = "; a larger one is not ruled out (more --max-samples would tell)" if larger else ""
+            return f"{text} {why}{tail}"
+        if self._probes >= s.max_probes:
+            return f"{text}: the probe budget ran out before a {hunted} could be shown or ruled out"
+        return (f"{text}: a {hunted} of {s.min_effect:.1%} or more is ruled out (anytime-valid test at "
+                f"the {s.alpha / 5:.0%} level)")
 
     # ------------------------------------------------------------------ data helpers
 
