@@ -217,15 +217,18 @@ def remainder_line(report: Mapping[str, Any]) -> str | None:
         # the sides of each culprit were checked down to a size, not to zero: say which size
         worst = max(s["ruled_out_pct"] for s in cleared)
         change = _HUNTED_CHANGE.get((report.get("settings") or {}).get("direction"), "step")
-        text += (f" Beside the culprits, no further {change} of {worst:.1f}% or more "
-                 f"(90% probability; their ends compared).")
+        text += (f" Each side beside the culprits was checked down to a size: in any one side, a further "
+                 f"{change} of {worst:.1f}% or more has under 10% probability (its ends compared).")
         if share > 0 and _finite(amount) and abs(amount) > worst:
-            # Both can hold (the culprits' own steps are estimates), but a cleared side whose end
-            # read off by chance looks the same: say how to look again, side by side. A negative
-            # share (the culprits' steps add up to more than the gap) leaves nothing to look for.
+            # Both hold at once: the remainder is then not one step in one side, but several smaller
+            # ones, the culprits' own sizes being estimates, or a side whose ends read alike by
+            # chance. A negative share (the culprits' steps add up to more than the gap) leaves
+            # nothing to look for.
             looks = "; ".join(f"regressbisect run {s['from'][:10]} {s['to'][:10]}"
                               for s in cleared[:2] if s.get("from") and s.get("to"))
-            text += (f" The remainder is larger than that: a {change} may hide in a cleared side"
+            text += (f" The remainder ({pct(amount)}) is more than that, so it is unlikely to be one {change} in "
+                     f"one side: rather several smaller ones, the culprits' estimated sizes, or a side whose "
+                     f"ends read alike by chance"
                      + (f"; to look again, hunt it alone: {looks}." if looks else "."))
     return text
 
