@@ -280,6 +280,7 @@ def test_a_slow_commit_that_crashes_or_hangs_is_an_ambiguous_step_not_its_neutra
     text = capsys.readouterr().out
     assert "culprit 1:" not in text and "(culprit)" not in text
     assert "ambiguous step 1:" in text and why in text
+    assert "TORCHINDUCTOR" not in text and "torch.compile" not in text   # bench.py never imports torch
 
 
 # -- the user's checkout is never touched: after a hunt, SIGINT, and SIGKILL + resume ---------

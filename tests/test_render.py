@@ -348,3 +348,19 @@ def test_plot_y_axes_read_as_numbers_with_a_suffix_not_an_offset(factor, suffix)
         assert all(re.fullmatch(r"-?[0-9]+(\.[0-9]+)?" + suffix, label) for label in labels), labels
         scale = {"M": 1e6, "K": 1e3, "": 1.0}[suffix]          # each label is its tick, exactly
         assert [float(label.rstrip(suffix)) * scale for label in labels] == pytest.approx(list(ax.get_yticks()))
+
+
+def test_torch_caches_and_compile_settings_are_said_only_when_the_probe_may_import_torch():
+    report = commits_report(culprits=1)
+    report["cost"] = {"probe_wall_s": 9.0, "gpu_s": 0.0,
+                      "caches": {"shared": ["TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR"], "directory": "/c",
+                                 "user_set": []},
+                      "compile": {"set": {"TORCHINDUCTOR_COMPILE_THREADS": "1"}, "user_set": []}}
+    report["measurement"] = {"preload": {"mode": "auto", "watched_checked": 2, "watched_imported": []}}
+    text = render_summary(report)
+    assert "Probe wall 9s" in text
+    assert "TORCHINDUCTOR" not in text and "torch.compile" not in text and "Shared caches" not in text
+    report["measurement"]["preload"]["watched_imported"] = ["torch"]
+    assert "Shared caches (TORCHINDUCTOR_CACHE_DIR" in render_summary(report)
+    report["measurement"]["preload"] = {"mode": "off"}   # imports not recorded: say what was set
+    assert "torch.compile in each probe's own process" in render_summary(report)

@@ -264,12 +264,22 @@ def cost_line(report: Mapping[str, Any]) -> str | None:
     line = f"Probes run: {probes if probes is not None else '?'}, cached samples reused: {cached or 0}."
     cost = report.get("cost")
     if isinstance(cost, Mapping):
-        line += " " + cost_detail(cost)
+        line += " " + cost_detail(cost, torch_used=torch_used(report))
     return line
 
 
-def cost_detail(cost: Mapping[str, Any]) -> str:
-    """Probe wall, measured share, GPU-seconds, the budget and why, the shared caches, compile workers."""
+def torch_used(report: Mapping[str, Any]) -> bool:
+    """False only when the probes' imports were recorded and none imported torch (preload's
+    learning probes, `measurement.preload`): its caches and torch.compile settings then did nothing."""
+    preload = (report.get("measurement") or {}).get("preload")
+    if not isinstance(preload, Mapping) or not preload.get("watched_checked"):
+        return True   # not recorded: the settings may have mattered
+    return "torch" in (preload.get("watched_imported") or ())
+
+
+def cost_detail(cost: Mapping[str, Any], torch_used: bool = True) -> str:
+    """Probe wall, measured share, GPU-seconds, the budget and why, the shared caches, compile
+    workers (the last two only when the probe may have imported torch)."""
     share = cost.get("measured_share")
     share_text = f" ({share:.0%} of it in measured windows)" if _finite(share) else ""
     parts = [f"Probe wall {cost.get('probe_wall_s', 0):,.0f}s{share_text}, "
@@ -278,6 +288,8 @@ def cost_detail(cost: Mapping[str, Any]) -> str:
     if isinstance(budget, Mapping):
         parts.append(f"Token budget {budget.get('tokens')}: {budget.get('reason')}.")
     caches = cost.get("caches")
+    if not torch_used:
+        return " ".join(parts)
     if isinstance(caches, Mapping):
         if caches.get("shared"):
             parts.append(f"Shared caches ({', '.join(caches['shared'])}) in {caches.get('directory')}.")
