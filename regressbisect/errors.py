@@ -25,6 +25,7 @@ class ExitCode(enum.IntEnum):
     UNDECIDED = 6           # the budget (--max-samples) ran out before the answer was sure
     ISOLATION = 7           # a probe imported the project from somewhere else than its worktree
     MACHINE_BUSY = 8        # the machine never got quiet enough to measure within --max-wait
+    AMBIGUOUS = 9           # the only step found has unmeasurable commits inside: no single commit named
     INTERRUPTED = 130       # Ctrl-C / SIGINT / SIGTERM: every finished sample is stored
 
 

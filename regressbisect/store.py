@@ -430,6 +430,16 @@ class Store:
             return [r[0] for r in self._conn.execute(
                 f"SELECT reason FROM skips WHERE {where} ORDER BY id", params)]
 
+    def skip_reasons_by_commit(self, hunt_id: int) -> dict[str, list[str]]:
+        """Skip reasons one hunt stored, per commit sha, in insertion order."""
+        with self._lock:
+            rows = self._conn.execute("SELECT commit_sha, reason FROM skips WHERE hunt_id = ? ORDER BY id",
+                                      (hunt_id,)).fetchall()
+        reasons: dict[str, list[str]] = {}
+        for sha, reason in rows:
+            reasons.setdefault(sha, []).append(reason)
+        return reasons
+
     def sample_load(self, sample_id: int) -> dict | None:
         """The other load recorded while sample `sample_id` ran (None if not recorded)."""
         with self._lock:

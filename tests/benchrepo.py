@@ -46,6 +46,8 @@ with measured_window():
     time.sleep(float(os.environ.get("BENCH_SLEEP", "0")))
 if (state / "broken-environment").exists():  # a failure the user fixes outside the repo
     sys.exit("ImportError: the environment is broken")
+if os.environ.get("BENCH_HANG_AT") == str(SPEED):   # hangs past any --timeout
+    time.sleep(3600)
 if os.environ.get("BENCH_FAIL_AT") and os.environ["BENCH_FAIL_AT"] == str(SPEED):
     sys.exit(int(os.environ.get("BENCH_FAIL_CODE", "1")))
 tokens = int(os.environ["REGRESSBISECT_TOKENS"])

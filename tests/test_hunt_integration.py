@@ -259,18 +259,28 @@ def test_a_new_hunt_retries_what_failed_in_an_earlier_one(tmp_path, capsys):
     assert run_cli(args) == 0
 
 
-def test_skipped_commits_next_to_the_culprit_give_a_range(tmp_path):
-    speeds = [1000.0] * 6 + [333.0] + [900.0] * 6   # commit 6 crashes (exit 125)
+@pytest.mark.parametrize("failure", [("BENCH_FAIL_CODE=3", "exit 3"), ("BENCH_HANG_AT=333.0", "timeout after")])
+def test_a_slow_commit_that_crashes_or_hangs_is_an_ambiguous_step_not_its_neutral_child(tmp_path, capsys, failure):
+    speeds = [1000.0] * 6 + [333.0] + [900.0] * 6   # commit 6 is the slow one, and cannot be measured
     shas = make_bench_repo(tmp_path / "repo", speeds)
     out = tmp_path / "hunt.json"
-    code = run_cli(hunt_args(tmp_path / "repo", tmp_path / "state", "--instrument", "off",
-                             "--env", "BENCH_FAIL_AT=333.0", "--env", "BENCH_FAIL_CODE=125",
+    fault, why = failure
+    flags = (["--env", "BENCH_FAIL_AT=333.0", "--env", fault] if fault.startswith("BENCH_FAIL")
+             else ["--env", fault, "--timeout", "4"])
+    code = run_cli(hunt_args(tmp_path / "repo", tmp_path / "state", "--instrument", "off", *flags,
                              "--json", str(out), shas[0], shas[-1]))
-    assert code == 0
     report = json.loads(out.read_text())
-    (culprit,) = report["culprits"]
-    assert set(culprit["possible_commits"]) == {shas[6], shas[7]}
-    assert any(c["verdict"] == "skip" and c["commit"] == shas[6] for c in report["candidates"])
+    assert code == 9 and report["verdict"] == "ambiguous" and report["exit_code"] == 9
+    assert report["culprits"] == []                  # the neutral commit 7 is never named
+    (step,) = report["ambiguous_steps"]
+    assert (step["last_good"], step["first_bad"]) == (shas[5], shas[7])
+    possible = {p["commit"]: p["why"] for p in step["possible_commits"]}
+    assert set(possible) == {shas[6], shas[7]}
+    assert why in possible[shas[6]] and possible[shas[6]].startswith("skipped")
+    text = capsys.readouterr().out
+    assert "culprit 1:" not in text and "(culprit)" not in text
+    assert "ambiguous step 1:" in text and why in text
+    assert "TORCHINDUCTOR" not in text and "torch.compile" not in text   # bench.py never imports torch
 
 
 # -- the user's checkout is never touched: after a hunt, SIGINT, and SIGKILL + resume ---------

@@ -143,7 +143,10 @@ def test_a_remainder_beyond_what_the_sides_ruled_out_says_how_to_look_again():
     report["sides"] = [{"from": sha(5), "to": sha(9), "outcome": "cleared", "ruled_out_pct": 3.7}]
     report.update(unexplained_pct=-9.1, unexplained_share=0.24, settings={"direction": "slower"})
     text = render_summary(report)
-    assert "no further slowdown of 3.7% or more" in text
+    # what a side rules out (one step in it) and the remainder (possibly several) say one thing
+    assert "in any one side, a further slowdown of 3.7% or more has under 10% probability" in text
+    assert "no further slowdown" not in text and "The remainder is larger than that" not in text
+    assert "The remainder (-9.1%) is more than that, so it is unlikely to be one slowdown in one side" in text
     assert f"hunt it alone: regressbisect run {sha(5)[:10]} {sha(9)[:10]}." in text
     report.update(unexplained_pct=-1.9, unexplained_share=0.06)   # within what was ruled out
     assert "look again" not in render_summary(report)
@@ -345,3 +348,19 @@ def test_plot_y_axes_read_as_numbers_with_a_suffix_not_an_offset(factor, suffix)
         assert all(re.fullmatch(r"-?[0-9]+(\.[0-9]+)?" + suffix, label) for label in labels), labels
         scale = {"M": 1e6, "K": 1e3, "": 1.0}[suffix]          # each label is its tick, exactly
         assert [float(label.rstrip(suffix)) * scale for label in labels] == pytest.approx(list(ax.get_yticks()))
+
+
+def test_torch_caches_and_compile_settings_are_said_only_when_the_probe_may_import_torch():
+    report = commits_report(culprits=1)
+    report["cost"] = {"probe_wall_s": 9.0, "gpu_s": 0.0,
+                      "caches": {"shared": ["TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR"], "directory": "/c",
+                                 "user_set": []},
+                      "compile": {"set": {"TORCHINDUCTOR_COMPILE_THREADS": "1"}, "user_set": []}}
+    report["measurement"] = {"preload": {"mode": "auto", "watched_checked": 2, "watched_imported": []}}
+    text = render_summary(report)
+    assert "Probe wall 9s" in text
+    assert "TORCHINDUCTOR" not in text and "torch.compile" not in text and "Shared caches" not in text
+    report["measurement"]["preload"]["watched_imported"] = ["torch"]
+    assert "Shared caches (TORCHINDUCTOR_CACHE_DIR" in render_summary(report)
+    report["measurement"]["preload"] = {"mode": "off"}   # imports not recorded: say what was set
+    assert "torch.compile in each probe's own process" in render_summary(report)

@@ -58,6 +58,31 @@ def test_slower_mode_does_not_hunt_an_improvement():
     assert culprit_steps(found) == [(6, 7)]
 
 
+def test_a_clear_step_the_other_way_advises_the_direction_that_hunts_it():
+    faster = FakeHistory(step_levels(20, {7: +0.10}), cv=0.01)
+    result = simulate(faster, seed=1).result
+    assert result.verdict == "not-reproduced"
+    assert "--direction faster (or both)" in result.reason and "more --max-samples" not in result.reason
+    slower = simulate(FakeHistory(step_levels(20, {7: -0.10}), cv=0.01), SearchSettings(direction="faster"), seed=1)
+    assert "--direction slower (or both)" in slower.result.reason
+
+
+@pytest.mark.parametrize("seed", [0, 9])
+def test_a_step_not_reproduced_at_the_pair_cap_names_the_test_it_failed_not_the_interval(seed):
+    # -10% at 12% noise, 6 pairs: the 95% interval excludes zero, but the last look's test needs p < 0.005
+    run = simulate(FakeHistory(step_levels(10, {5: -0.10}), cv=0.12), SearchSettings(max_samples=6), seed=seed)
+    result = run.result
+    assert result.verdict == "not-reproduced" and result.control.ci95[1] < 0
+    assert "interval excluding zero" not in result.reason
+    assert "pair cap (--max-samples 6)" in result.reason and "not below 0.005" in result.reason
+
+
+def test_a_range_without_a_step_says_a_change_of_min_effect_is_ruled_out():
+    result = simulate(FakeHistory(step_levels(10, {}), cv=0.01), seed=0).result
+    assert result.verdict == "not-reproduced"
+    assert "a slowdown of 2.0% or more is ruled out" in result.reason
+
+
 def test_an_improvement_inside_a_slowdown_is_not_a_culprit():
     run = simulate(FakeHistory(step_levels(30, {6: +0.06, 20: -0.15}), cv=0.01), seed=3)
     assert culprit_steps(run) == [(19, 20)]
@@ -66,17 +91,29 @@ def test_an_improvement_inside_a_slowdown_is_not_a_culprit():
     assert sorted(culprit_steps(both)) == [(5, 6), (19, 20)]
 
 
-def test_skipped_commits_next_to_the_culprit_make_a_range():
+def test_a_step_with_unmeasurable_commits_inside_is_ambiguous_and_names_no_commit():
     history = FakeHistory(step_levels(24, {14: -0.08}), cv=0.01, unmeasurable=frozenset({12, 13, 14}))
     run = simulate(history, seed=4)
-    assert culprit_steps(run) == [(11, 15)]         # 12-14 unmeasurable: the culprit is one of 12..15
-    c = run.result.culprits[0]
-    assert c.first_bad - c.last_good == 4            # a range, never a guess inside it
+    # 12-14 unmeasurable: the step is any of 12..15, so no commit is named (15 is neutral)
+    assert run.result.verdict == "ambiguous" and run.result.culprits == ()
+    (step,) = run.result.ambiguous
+    assert (step.last_good, step.first_bad) == (11, 15)
+    assert step.step == pytest.approx(-0.08, abs=0.03)
     skipped = {cv.index for cv in run.result.candidates if cv.verdict == "skip"}
     assert skipped <= {12, 13, 14} and skipped
     # a skip is retried once (flakes happen), then the commit is routed around
     asked = [i for r in run.requests for i in r]
     assert all(asked.count(i) <= 2 for i in (12, 13, 14))
+
+
+def test_a_clean_culprit_beside_an_ambiguous_step_is_named_and_the_ambiguous_one_is_not():
+    history = FakeHistory(step_levels(30, {8: -0.10, 22: -0.10}), cv=0.01, unmeasurable=frozenset({21, 22}))
+    run = simulate(history, seed=2)
+    assert run.result.verdict == "culprits"
+    assert culprit_steps(run) == [(7, 8)]
+    assert [(c.last_good, c.first_bad) for c in run.result.ambiguous] == [(20, 23)]
+    # both steps explain the gap: the ambiguous one is a step, only not of one commit
+    assert run.result.unexplained == pytest.approx(0.0, abs=0.3)
 
 
 def test_unmeasurable_endpoint_gives_all_skipped():

@@ -117,7 +117,7 @@ def test_culprits_whose_shares_do_not_add_up_are_not_named():
 
 def test_every_verdict_has_its_own_exit_code_and_only_culprits_exit_0():
     assert VERDICT_EXIT == {"culprits": 0, "not-reproduced": 2, "all-skipped": 4,
-                            "not-localised": 5, "undecided": 6}
+                            "not-localised": 5, "undecided": 6, "ambiguous": 9}
 
 
 def commit_hunt(tmp_path: Path, speeds, noise: float, **flags):

@@ -31,7 +31,7 @@ def hunks(
     slower by --min-effect); 4 every run skipped; 5 reproduced, but no hunk explains it on its
     own; 6 could not decide within --max-samples; 7 a probe imported the project from elsewhere than
     its worktree; 8 the machine never got quiet within --max-wait; 130 interrupted (re-run to
-    resume).
+    resume). Exit 9 (ambiguous) is the commit hunt's: a hunk hunt has no unmeasurable commits.
     """
     from regressbisect.config import build_config
     from regressbisect.git.history import History

@@ -27,7 +27,8 @@ def nightly(
     quiet: o.Quiet = False,
     flags: dict | None = None,
 ) -> None:
-    """One night of regression hunting. Exit 3 when a new regression is found, 7 when a probe
+    """One night of regression hunting. Exit 3 when a new regression is found (its hunt named a
+    culprit, or found an ambiguous step: commits it could be that could not be measured), 7 when a probe
     imported the project from elsewhere than its worktree, 8 when the machine never got quiet
     within --max-wait, 0 otherwise.
 

@@ -28,7 +28,8 @@ def run(
     --min-effect); 4 every candidate skipped; 5 reproduced, but no single commit explains it (the
     JSON lists the steps ruled out); 6 could not decide within --max-samples; 7 a probe imported the
     project from elsewhere than its worktree; 8 the machine never got quiet within --max-wait;
-    130 interrupted (every finished sample is stored: re-run to resume).
+    9 ambiguous: the only steps found have unmeasurable commits inside, so no single commit is
+    named (the report lists the commits each could be, with their skip reasons); 130 interrupted (every finished sample is stored: re-run to resume).
     """
     from regressbisect.config import build_config
     from regressbisect.git.history import History

@@ -25,6 +25,7 @@ VERDICT_EXIT = {
     "all-skipped": ExitCode.ALL_SKIPPED,
     "not-localised": ExitCode.NOT_LOCALISED,
     "undecided": ExitCode.UNDECIDED,
+    "ambiguous": ExitCode.AMBIGUOUS,
 }
 """The exit code of each verdict of a commit or hunk hunt (the JSON's `verdict` and `exit_code`)."""
 

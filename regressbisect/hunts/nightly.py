@@ -236,7 +236,8 @@ class Nightly:
                               executor=self.executor)
             outcome = hunt.run()
             hunts.append({**outcome.report, "first_reported": True})
-            if outcome.report["verdict"] == "culprits":
+            # an ambiguous step is a regression too: only which of its commits is unknown
+            if outcome.report["verdict"] in ("culprits", "ambiguous"):
                 new_alarms.append(point)
         return hunts, new_alarms
 

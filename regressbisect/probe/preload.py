@@ -126,10 +126,16 @@ class PreloadStats:
     server_start_s: float = 0.0
     """Wall time of the servers' start-up (their imports), paid once per slot."""
     notes: list[str] = field(default_factory=list)
+    watched_checked: int = 0
+    """Probes whose imports of WATCHED were recorded (the learning probes)."""
+    watched_imported: list[str] = field(default_factory=list)
+    """WATCHED modules any of them imported (none: the probe never imports torch, and the report
+    leaves out the torch caches and compile settings)."""
 
     def to_json(self) -> dict[str, Any]:
         return {"mode": self.mode, "modules": sorted(set(self.modules)), "probes_forked": self.forked,
                 "probes_fresh": self.fresh, "servers": self.servers,
+                "watched_checked": self.watched_checked, "watched_imported": sorted(set(self.watched_imported)),
                 "server_start_s": round(self.server_start_s, 2), "notes": list(dict.fromkeys(self.notes))}
 
 
@@ -224,6 +230,8 @@ class PreloadServers:
         # a module imported after the program changed the environment may read it at import
         self._learned[key] = tuple(m for m in WATCHED if m in imported and not imported[m])
         with self._lock:
+            self.stats.watched_checked += 1
+            self.stats.watched_imported.extend(imported)
             for module, keys in imported.items():
                 if keys:
                     self.stats.notes.append(f"{module} not preloaded: the probe sets {', '.join(keys[:4])} "

@@ -179,9 +179,29 @@ def verdict_line(report: Mapping[str, Any]) -> str:
         return f"Could not decide within the budget{gap_text}: no {what} named{because}."
     if verdict == "not-reproduced":
         return f"No regression reproduced between good and bad{gap_text}: nothing to hunt{because}."
+    if verdict == "ambiguous":
+        return (f"A step was found{gap_text}, but commits inside it could not be measured: no single "
+                f"{what} named (it is any of those listed below).")
     if verdict == "all-skipped":
         return "Every candidate was skipped: the regression lies somewhere in the range (see skip reasons)."
     return f"Verdict: {verdict or 'unknown'}{gap_text}."
+
+
+def ambiguous_lines(report: Mapping[str, Any]) -> list[str]:
+    """Each ambiguous step: its two measured ends, its size, and every commit it may be, with why
+    (the skip reason of each unmeasurable commit between, e.g. its exit code or timeout)."""
+    lines = []
+    for number, step in enumerate(report.get("ambiguous_steps") or (), 1):
+        share = step.get("share_of_gap")
+        lines.append(f"ambiguous step {number}: after {short(step.get('last_good'))} (last good), "
+                     f"by {short(step.get('first_bad'))} (first measured bad); no single commit named")
+        lines.append(f"  step {step_text(step.get('step_pct'), step.get('ci95_pct'), unit(report))}"
+                     + (f", {share:.0%} of the gap" if _finite(share) else ""))
+        lines.append("  could be any of:")
+        for commit in step.get("possible_commits") or ():
+            lines.append(f"    {short(commit.get('commit'))} {_clip(commit.get('subject') or '', 48)}: "
+                         f"{commit.get('why')}")
+    return lines
 
 
 def remainder_line(report: Mapping[str, Any]) -> str | None:
@@ -197,15 +217,18 @@ def remainder_line(report: Mapping[str, Any]) -> str | None:
         # the sides of each culprit were checked down to a size, not to zero: say which size
         worst = max(s["ruled_out_pct"] for s in cleared)
         change = _HUNTED_CHANGE.get((report.get("settings") or {}).get("direction"), "step")
-        text += (f" Beside the culprits, no further {change} of {worst:.1f}% or more "
-                 f"(90% probability; their ends compared).")
+        text += (f" Each side beside the culprits was checked down to a size: in any one side, a further "
+                 f"{change} of {worst:.1f}% or more has under 10% probability (its ends compared).")
         if share > 0 and _finite(amount) and abs(amount) > worst:
-            # Both can hold (the culprits' own steps are estimates), but a cleared side whose end
-            # read off by chance looks the same: say how to look again, side by side. A negative
-            # share (the culprits' steps add up to more than the gap) leaves nothing to look for.
+            # Both hold at once: the remainder is then not one step in one side, but several smaller
+            # ones, the culprits' own sizes being estimates, or a side whose ends read alike by
+            # chance. A negative share (the culprits' steps add up to more than the gap) leaves
+            # nothing to look for.
             looks = "; ".join(f"regressbisect run {s['from'][:10]} {s['to'][:10]}"
                               for s in cleared[:2] if s.get("from") and s.get("to"))
-            text += (f" The remainder is larger than that: a {change} may hide in a cleared side"
+            text += (f" The remainder ({pct(amount)}) is more than that, so it is unlikely to be one {change} in "
+                     f"one side: rather several smaller ones, the culprits' estimated sizes, or a side whose "
+                     f"ends read alike by chance"
                      + (f"; to look again, hunt it alone: {looks}." if looks else "."))
     return text
 
@@ -241,12 +264,22 @@ def cost_line(report: Mapping[str, Any]) -> str | None:
     line = f"Probes run: {probes if probes is not None else '?'}, cached samples reused: {cached or 0}."
     cost = report.get("cost")
     if isinstance(cost, Mapping):
-        line += " " + cost_detail(cost)
+        line += " " + cost_detail(cost, torch_used=torch_used(report))
     return line
 
 
-def cost_detail(cost: Mapping[str, Any]) -> str:
-    """Probe wall, measured share, GPU-seconds, the budget and why, the shared caches, compile workers."""
+def torch_used(report: Mapping[str, Any]) -> bool:
+    """False only when the probes' imports were recorded and none imported torch (preload's
+    learning probes, `measurement.preload`): its caches and torch.compile settings then did nothing."""
+    preload = (report.get("measurement") or {}).get("preload")
+    if not isinstance(preload, Mapping) or not preload.get("watched_checked"):
+        return True   # not recorded: the settings may have mattered
+    return "torch" in (preload.get("watched_imported") or ())
+
+
+def cost_detail(cost: Mapping[str, Any], torch_used: bool = True) -> str:
+    """Probe wall, measured share, GPU-seconds, the budget and why, the shared caches, compile
+    workers (the last two only when the probe may have imported torch)."""
     share = cost.get("measured_share")
     share_text = f" ({share:.0%} of it in measured windows)" if _finite(share) else ""
     parts = [f"Probe wall {cost.get('probe_wall_s', 0):,.0f}s{share_text}, "
@@ -255,6 +288,8 @@ def cost_detail(cost: Mapping[str, Any]) -> str:
     if isinstance(budget, Mapping):
         parts.append(f"Token budget {budget.get('tokens')}: {budget.get('reason')}.")
     caches = cost.get("caches")
+    if not torch_used:
+        return " ".join(parts)
     if isinstance(caches, Mapping):
         if caches.get("shared"):
             parts.append(f"Shared caches ({', '.join(caches['shared'])}) in {caches.get('directory')}.")
@@ -343,13 +378,21 @@ def culprit_commits(report: Mapping[str, Any]) -> set[str]:
     return {c.get("commit") for c in report.get("culprits") or () if not c.get("hunks")}
 
 
+def ambiguous_commits(report: Mapping[str, Any]) -> set[str]:
+    """Commits an ambiguous step may be (none of them is a culprit)."""
+    return {p.get("commit") for step in report.get("ambiguous_steps") or ()
+            for p in step.get("possible_commits") or ()}
+
+
 def candidate_rows(report: Mapping[str, Any], subject_width: int = 48) -> list[list[str]]:
-    culprits = culprit_commits(report)
+    culprits, possible = culprit_commits(report), ambiguous_commits(report)
     rows = []
     for c in sorted(report.get("candidates") or (), key=lambda c: c.get("index", 0)):
         verdict = str(c.get("verdict") or "-")
         if c.get("commit") in culprits:
             verdict += " (culprit)"
+        elif c.get("commit") in possible:
+            verdict += " (ambiguous step)"
         commit = short(c.get("commit")) + ("+patch" if c.get("patch") else "")
         rows.append([commit, _clip(c.get("subject") or "", subject_width), str(c.get("n", "-")),
                      number(c.get("median_tok_s")), interval(c.get("ci95")), verdict,

@@ -38,6 +38,9 @@ def _hunt(report: Mapping[str, Any], level: int) -> list[str]:
                 if hunk.get("excerpt"):
                     lines += ["", "     ```diff"] + [f"     {line}" for line in str(hunk["excerpt"]).splitlines()] + ["     ```", ""]
         lines.append("")
+    ambiguous = facts.ambiguous_lines(report)
+    if ambiguous:
+        lines += [f"{h}# Ambiguous steps", "", "```", *ambiguous, "```", ""]
     rows = facts.candidate_rows(report)
     if rows:
         lines += [f"{h}# Candidates", "",

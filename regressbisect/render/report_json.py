@@ -46,6 +46,45 @@ def merge_json(parents: Sequence[str]) -> dict[str, Any] | None:
             "follow_up": [f"regressbisect run $(git merge-base {first} {other}) {other}" for other in parents[1:]]}
 
 
+def _step_json(c) -> dict[str, Any]:
+    """A step's size, interval and share of the gap (culprits, ambiguous steps)."""
+    return {"step_pct": _pct(c.step), "ci95_pct": [_pct(c.step_ci95[0]), _pct(c.step_ci95[1])],
+            "step_tok_s": c.step_tok_s, "share_of_gap": round(c.share_of_gap, 4)}
+
+
+def ambiguous_json(commits: Sequence, c, skip_reasons: Mapping[str, Sequence[str]]) -> dict[str, Any]:
+    """A step whose ends are not adjacent: the commits between could not be measured, so it is any
+    of them or the first commit measured at the new level (`git bisect`'s "could be any of"); no
+    single commit is named. Each possible commit says why it is possible."""
+    possible = []
+    for i in range(c.last_good + 1, c.first_bad + 1):
+        commit = commits[i]
+        if i == c.first_bad:
+            why = "measured at the new level, but its parent could not be measured"
+        else:
+            reasons = list(dict.fromkeys(skip_reasons.get(commit.sha) or ()))
+            why = "skipped: " + ("; ".join(reasons) if reasons else "could not be measured")
+        possible.append({"commit": commit.sha, "subject": commit.subject, "index": i, "why": why})
+    return {"last_good": commits[c.last_good].sha, "first_bad": commits[c.first_bad].sha,
+            **_step_json(c), "possible_commits": possible}
+
+
+def _skip_reasons(store_path: Path, hunt_id: int) -> dict[str, list[str]]:
+    """The hunt's stored skip reasons per commit ({} when the store cannot be read: the report
+    then says only that a commit could not be measured)."""
+    from regressbisect.errors import UserError
+    from regressbisect.store import Store
+
+    try:
+        store = Store(store_path, read_only=True)
+    except UserError:
+        return {}
+    try:
+        return store.skip_reasons_by_commit(hunt_id)
+    finally:
+        store.close()
+
+
 def commit_report(*, commits: Sequence, result, counters: Mapping[int, Mapping[str, float]], plan,
                   probes: int, cached: int, config, env_facts: Mapping[str, Any], store_path: Path,
                   hunt_id: int, cached_by_index: Mapping[int, int] | None = None,
@@ -60,19 +99,18 @@ def commit_report(*, commits: Sequence, result, counters: Mapping[int, Mapping[s
             "parent": commits[c.first_bad - 1].sha,
             "subject": first_bad.subject,
             "index": c.first_bad,
-            "step_pct": _pct(c.step),
-            "ci95_pct": [_pct(c.step_ci95[0]), _pct(c.step_ci95[1])],
-            "step_tok_s": c.step_tok_s,
-            "share_of_gap": round(c.share_of_gap, 4),
+            **_step_json(c),
             "last_good": commits[c.last_good].sha,
             "counters_before": dict(counters.get(c.last_good, {})),
             "counters_after": dict(counters.get(c.first_bad, {})),
             "merge": merge_json(first_bad.parents),
         }
         if c.first_bad - c.last_good > 1:
-            # Skipped commits lie between: any of them may be the culprit (git bisect's answer).
+            # the whole range of an all-skipped hunt: any of its commits may be the culprit
             culprit["possible_commits"] = [commits[i].sha for i in range(c.last_good + 1, c.first_bad + 1)]
         culprits.append(culprit)
+    ambiguous = [ambiguous_json(commits, c, _skip_reasons(store_path, hunt_id) if result.ambiguous else {})
+                 for c in getattr(result, "ambiguous", ())]
     candidates = []
     for v in result.candidates:
         commit = commits[v.index]
@@ -100,9 +138,9 @@ def commit_report(*, commits: Sequence, result, counters: Mapping[int, Mapping[s
         "unexplained_pct": _pct(result.unexplained * result.gap) if result.culprits else _pct(result.gap),
         "unexplained_share": round(result.unexplained, 4),
         "culprits": culprits,
+        "ambiguous_steps": ambiguous,
         "suspects": [{"commit": commits[c.first_bad].sha, "last_good": commits[c.last_good].sha,
-                      "step_pct": _pct(c.step), "ci95_pct": [_pct(c.step_ci95[0]), _pct(c.step_ci95[1])],
-                      "share_of_gap": round(c.share_of_gap, 4)} for c in result.suspects],
+                      **_step_json(c)} for c in result.suspects],
         "refuted_steps": [{"last_good": commits[a].sha, "first_bad": commits[b].sha} for a, b in result.refuted],
         "unresolved_ranges": [{"from": commits[a].sha, "to": commits[b].sha} for a, b in result.unresolved],
         "sides": [{"from": commits[side.lo].sha, "to": commits[side.hi].sha, "outcome": side.outcome,

@@ -41,6 +41,7 @@ def _hunt_lines(report: Mapping[str, Any]) -> list[str]:
             lines.append(f"  hunk {facts.hunk_location(hunk)}")
         for counter in c.counters:
             lines.append(f"  {counter}")
+    lines += facts.ambiguous_lines(report)
     if report.get("candidates"):
         lines += ["", render_table(report), ""]
     for extra in (facts.remainder_line(report), facts.overhead_line(report), facts.isolation_line(report),

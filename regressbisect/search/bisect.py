@@ -210,9 +210,10 @@ class SearchResult:
     'not-localised' (the regression reproduced, and every step the search proposed was refuted by
     the paired test: e.g. a gradual slowdown), 'undecided' (the sample caps or the budget ran out
     before an answer, or the named steps would not add up to the gap), 'not-reproduced',
-    'all-skipped' (an endpoint, or every commit between them, unmeasurable)."""
+    'all-skipped' (an endpoint, or every commit between them, unmeasurable), 'ambiguous' (every
+    step that passed the culprit rule has unmeasurable commits between its two ends: `ambiguous`)."""
     culprits: tuple[Culprit, ...]
-    """Confirmed steps in the hunted direction, by index."""
+    """Confirmed steps in the hunted direction whose two commits are adjacent, by index."""
     endpoints: tuple[Summary, Summary]
     """GOOD and BAD (an empty Summary with n=0 when an endpoint has no sample)."""
     gap: float
@@ -240,6 +241,10 @@ class SearchResult:
     reproduced: bool = False
     """The control arm showed the regression (and the hunt's later samples did not overturn it);
     False for 'not-reproduced', and for 'undecided' when the control arm ran out of pairs."""
+    ambiguous: tuple[Culprit, ...] = ()
+    """Steps that passed the culprit rule but whose last_good and first_bad are not adjacent: the
+    commits between could not be measured, so the step is any of them or first_bad, and none is
+    named (beside `culprits`, or alone with the verdict 'ambiguous')."""
 
 
 @dataclass
@@ -447,13 +452,20 @@ class CommitSearch:
             reason = (f"the confirmed steps own {shares} of the gap, which does not add up: "
                       "the samples do not fit one step per culprit")
             suspects, culprits = tuple(sorted(culprits + suspects, key=lambda c: c.first_bad)), ()
+        steps = culprits   # every step that passed the rule: the segments' levels
+        whole = len(steps) == 1 and steps[0].first_bad - steps[0].last_good == self.n - 1 and self.n > 2
+        ambiguous = () if whole else tuple(c for c in steps if c.first_bad - c.last_good > 1)
+        culprits = tuple(c for c in steps if c not in ambiguous)
         if self._end_verdict in ("not-reproduced", "all-skipped", "undecided", "reproduced"):
             verdict = self._end_verdict
             if verdict in ("not-reproduced", "undecided") and self._control is not None:
                 reason = self._not_reproduced_reason()
+        elif whole:
+            verdict = "all-skipped"
         elif culprits:
-            whole = len(culprits) == 1 and culprits[0].first_bad - culprits[0].last_good == self.n - 1
-            verdict = "all-skipped" if whole and self.n > 2 else "culprits"
+            verdict = "culprits"   # an ambiguous step beside them is reported, not named
+        elif ambiguous:
+            verdict = "ambiguous"
         elif self._phase == "done" and not self._reproduced_overall():
             verdict = "not-reproduced"
             reason = ("every sample of GOOD and BAD taken so far puts the difference below "
@@ -469,15 +481,15 @@ class CommitSearch:
             verdict = "not-localised"
             reason = (f"the slowdown reproduced, but the paired test refuted every single step the "
                       f"search proposed ({len(self._refuted)}): a gradual slowdown, or several small steps")
-        explained = sum(c.share_of_gap for c in culprits)
-        unexplained = (1.0 - explained) if verdict in ("culprits", "not-localised", "undecided") else math.nan
+        explained = sum(c.share_of_gap for c in culprits + ambiguous)
+        unexplained = (1.0 - explained) if verdict in ("culprits", "ambiguous", "not-localised", "undecided") else math.nan
         ends = tuple(summarize(self._raw[i]) if self._raw.get(i) else _EMPTY for i in (0, self.n - 1))
         return SearchResult(verdict=verdict, culprits=culprits, endpoints=ends, gap=gap,  # type: ignore[arg-type]
-                            unexplained=unexplained, candidates=self._candidate_verdicts(culprits),
+                            unexplained=unexplained, candidates=self._candidate_verdicts(steps),
                             probes=self._probes, sides=tuple(self._sides), refuted=tuple(self._refuted),
                             unresolved=tuple(self._unresolved), suspects=tuple(suspects), reason=reason,
                             reproduced=self._reproduced and verdict not in ("not-reproduced", "all-skipped"),
-                            control=self._control)
+                            control=self._control, ambiguous=ambiguous)
 
     def _named_culprits(self) -> tuple[tuple[Culprit, ...], tuple[Culprit, ...]]:
         """(named, suspects): drop the confirmed step with the weakest evidence while any fails the
@@ -558,17 +570,43 @@ class CommitSearch:
         return toward and abs(est) >= log_threshold(self.settings.min_effect)
 
     def _not_reproduced_reason(self) -> str:
+        """Why the control arm did not say 'reproduced', naming the rule it failed: a clear change
+        the other way (with the --direction that hunts it), the e-value that ruled a change of
+        min_effect out, the last look's t test at the pair cap, or the probe budget."""
         cmp = self._control
         assert cmp is not None
+        s = self.settings
         lo, hi = cmp.ci95
         pairs = min(len(self._values(0, self._control_tag)), len(self._values(self.n - 1, self._control_tag)))
-        text = (f"GOOD->BAD {cmp.change:+.1%} (95% CI {lo:+.1%}..{hi:+.1%}, {pairs} pairs) is not a change "
-                f"of at least {self.settings.min_effect:.1%} with an interval excluding zero")
+        text = f"GOOD->BAD {cmp.change:+.1%} (95% CI {lo:+.1%}..{hi:+.1%}, {pairs} pairs)"
+        sign = self._hunted_sign()
+        hunted = "slowdown" if sign < 0 else "speed-up" if sign > 0 else "change"
+        big = abs(math.log1p(cmp.change)) >= log_threshold(s.min_effect)
+        if sign and big and (lo > 0 if sign < 0 else hi < 0):
+            other = "faster" if sign < 0 else "slower"
+            return (f"{text} is a clear {'speed-up' if sign < 0 else 'slowdown'}, and this hunt looks for a "
+                    f"{hunted} (--direction {s.direction}): to hunt it, --direction {other} (or both)")
+        p_text = f"p={cmp.p_value:.2g}" if math.isfinite(cmp.p_value) else "no p value"
+        toward = (sign == 0 and cmp.change != 0) or cmp.change * sign > 0
+        larger = (lo < -s.min_effect) if sign < 0 else (hi > s.min_effect) if sign > 0 else (
+            lo < -s.min_effect or hi > s.min_effect)
         if self._end_verdict == "undecided":
-            text += "; the pair cap (--max-samples) was reached before it could be shown or ruled out"
-        elif lo < -self.settings.min_effect or hi > self.settings.min_effect:
-            text += "; a larger change is not ruled out (more --max-samples would tell)"
-        return text
+            return (f"{text}: at the pair cap (--max-samples {s.max_samples}) 'reproduced' needs p below "
+                    f"{s.reproduce_alpha:g} and this came close ({p_text}); more --max-samples would tell")
+        if pairs >= s.max_samples:
+            if not toward:
+                why = f"is not a {hunted}"
+            elif not big:
+                why = f"is a {hunted} smaller than --min-effect {s.min_effect:.1%}"
+            else:
+                why = (f"did not reach the level 'reproduced' needs at the pair cap (--max-samples "
+                       f"{s.max_samples}): {p_text}, not below {s.reproduce_alpha:g}")
+            tail = "; a larger one is not ruled out (more --max-samples would tell)" if larger else ""
+            return f"{text} {why}{tail}"
+        if self._probes >= s.max_probes:
+            return f"{text}: the probe budget ran out before a {hunted} could be shown or ruled out"
+        return (f"{text}: a {hunted} of {s.min_effect:.1%} or more is ruled out (anytime-valid test at "
+                f"the {s.alpha / 5:.0%} level)")
 
     # ------------------------------------------------------------------ data helpers
 
