@@ -407,3 +407,34 @@ def test_the_naming_alpha_is_spent_over_every_step_the_hunt_picks():
     assert sum(s.name_alpha / (k * (k + 1)) for k in range(1, 10_000)) <= s.name_alpha
     with pytest.raises(ValueError):
         SearchSettings(name_alpha=0.0)
+
+
+def test_a_remembered_noise_scale_decides_a_clear_step_in_fewer_samples():
+    # 10% at 0.5% noise: without a prior the first pairs must also learn sigma; with the spread of
+    # 12 earlier samples the control arm and the gate decide sooner, and the answer is the same
+    history = FakeHistory(step_levels(32, {11: -0.10}), cv=0.005)
+    plain = [simulate(history, seed=s) for s in range(8)]
+    primed = [simulate(history, seed=s, prior_samples=12) for s in range(8)]
+    assert all([c.first_bad for c in r.result.culprits] == [11] for r in plain + primed)
+    assert sum(r.executions for r in primed) < sum(r.executions for r in plain)
+
+
+def test_a_quiet_remembered_noise_scale_is_dropped_on_a_noisier_machine():
+    # the prior says 0.5% noise; the machine is at 8% today: the F test drops the prior, so no
+    # A/A range is called reproduced and no culprit named on yesterday's quiet
+    from regressbisect.search.bisect import CommitSearch
+    from regressbisect.search.simulate import FakeExecutor
+    from regressbisect.search.stats import NoisePool
+    quiet = NoisePool.of([np.exp(np.random.default_rng(3).normal(0, 0.005, 12))])
+    history = FakeHistory(step_levels(16, {}), cv=0.08)
+    for seed in range(10):
+        search = CommitSearch(16, SearchSettings(max_samples=24), noise_prior=quiet)
+        executor = FakeExecutor(history, seed)
+        rounds = 0
+        while batch := search.next_batch(1):
+            rounds += 1
+            for m in batch:
+                search.record(m.index, executor.measure(m.index, rounds))
+        result = search.result()
+        assert not result.culprits and not result.reproduced
+        assert search.noise_prior_report() == {"sigma": pytest.approx(quiet.sigma), "df": 10, "used": False}

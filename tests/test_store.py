@@ -385,3 +385,24 @@ def test_a_write_on_a_full_disk_raises_disk_full_and_keeps_every_sample_before_i
         (disk / "filler").unlink()
         with Store(path) as store:
             assert [s.tok_s for s in store.samples(KEY_A)] == [float(i) for i in range(1, stored)]
+
+
+def test_spread_groups_are_other_candidates_samples_of_the_same_probe_config_and_machine(tmp_path):
+    # what a remembered noise scale is made of: per candidate of an earlier hunt, its samples
+    # under this config and machine; the hunt's own candidates, another config or machine, shimmed
+    # runs and single samples are not part of it
+    other = dataclasses.replace(KEY_A, tree="u" * 40)
+    with Store(tmp_path / "store.sqlite") as store:
+        hunt = store.start_hunt(kind="commits", good=SHA_A, bad=SHA_B, config_hash="cfg",
+                                env_fingerprint="env", settings={})
+        for v in (1000.0, 1010.0, 990.0):
+            store.add_outcome(KEY_A, Candidate(SHA_A), _measured(v), hunt_id=hunt)
+            store.add_outcome(other, Candidate(SHA_B), _measured(v * 2), hunt_id=hunt)
+            store.add_outcome(other, Candidate(SHA_B), _measured(v, instrumented=True), hunt_id=hunt,
+                              arm="instrumented")
+        store.add_outcome(dataclasses.replace(other, config_hash="cfg2"), Candidate(SHA_B), _measured(5.0), hunt_id=hunt)
+        store.add_outcome(dataclasses.replace(other, tree="w" * 40), Candidate(SHA_B), _measured(7.0), hunt_id=hunt)
+        groups = store.spread_groups("cfg", "env", instrumented=False, exclude_trees={KEY_A.tree})
+        assert [sorted(g) for g in groups] == [[1980.0, 2000.0, 2020.0]]
+        assert len(store.spread_groups("cfg", "env", instrumented=False, exclude_trees=set())) == 2
+        assert [sorted(g) for g in store.spread_groups("cfg", "env", instrumented=True, exclude_trees=set())] == [[990.0, 1000.0, 1010.0]]

@@ -238,7 +238,7 @@ class CommitHunt:
                                       ci95=(math.expm1(-interval[1]), math.expm1(-interval[0])),
                                       p_value=math.nan, verdict=decision)
         interval_text = (f"anytime-valid 95% interval {-comparison.ci95[1]:+.2%}..{-comparison.ci95[0]:+.2%}"
-                         if all(math.isfinite(x) for x in interval) else "no finite anytime-valid interval")
+                         if all(math.isfinite(x) for x in interval) else "too few pairs to bound it: an anytime-valid interval needs three or more")
         measured = f"shim overhead {-comparison.change:+.2%} ({interval_text}, {len(plain)} pairs)"
         if decision == "within":
             note = (f"{measured} is within {cfg.overhead_limit:.0%}: {cfg.unit} and counters come from the "
