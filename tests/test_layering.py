@@ -20,6 +20,8 @@ LAYERS: dict[str, int] = {
     "regressbisect.errors": 0,
     "regressbisect.samples": 0,
     "regressbisect.probe.protocol": 0,
+    "regressbisect.jsonio": 0,
+    "regressbisect.version": 0,
     # 1: every setting's default and validation (the search's settings take their defaults here)
     "regressbisect.config": 1,
     # 2: parts that know nothing of running a probe: pure search and statistics, rendering of
@@ -162,3 +164,9 @@ def _is_package(module: str) -> bool:
 def test_an_upward_import_is_caught(source, target):
     """The check itself can fail: these imports would break the layering."""
     assert LAYERS[room(target)] > LAYERS[room(source)]
+
+
+def test_the_store_imports_no_renderer():
+    """The store keeps what the renderers show; both write strict JSON through regressbisect.jsonio."""
+    imported = {resolve(m, package_modules()) for m in imported_modules(package_modules()["regressbisect.store"])}
+    assert sorted(m for m in imported if m and room(m) == "regressbisect.render") == []
