@@ -29,6 +29,7 @@ import time
 import tomllib
 from pathlib import Path
 
+from _common import write_results  # noqa: E402  (also puts the repository on sys.path)
 from regressbisect import __version__
 from regressbisect.hunts.cost import SHARED_CACHES
 from regressbisect.probe.runner import ProbeSpec, run_probe
@@ -99,8 +100,8 @@ def main() -> int:
                 return 1
             rows.append(probe_row(arm, i, outcome))
     if args.json:
-        args.json.write_text(json.dumps({"tool_version": __version__, "preset": args.preset,
-                                         "cmd": spec.command, "tokens": spec.tokens, "rows": rows}, indent=1))
+        write_results(args.json, {"preset": args.preset,
+                                         "cmd": spec.command, "tokens": spec.tokens, "rows": rows})
     print(f"\nregressbisect {__version__}, demo preset {args.preset}, {spec.tokens} tokens, "
           f"{args.pairs} probes per arm, {time.time() - started:.0f} s")
     print("| arm | probes | wall s | start-up s | measured s | tok/s | tok/s CV |")

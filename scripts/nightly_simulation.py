@@ -14,10 +14,10 @@ import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+import _common  # noqa: E402,F401  (puts the repository on sys.path)
 
-from tests.benchrepo import make_bench_repo  # noqa: E402
-from tests.test_nightly import FakeMachine, nightly_for  # noqa: E402
+from regressbisect.testing.benchrepo import make_bench_repo  # noqa: E402
+from regressbisect.testing.nightly import FakeMachine, nightly_for  # noqa: E402
 
 
 def main() -> None:

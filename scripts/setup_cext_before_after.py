@@ -29,12 +29,12 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+import _common  # noqa: E402,F401  (puts the repository on sys.path)
 
 from tabulate import tabulate  # noqa: E402
 
 from regressbisect.cli import main  # noqa: E402
-from tests.cextrepo import make_cext_repo  # noqa: E402
+from regressbisect.testing.cextrepo import make_cext_repo  # noqa: E402
 
 SPEEDS = [1000.0] * 4 + [700.0] * 3
 WAYS = {

@@ -40,6 +40,8 @@ LAYERS: dict[str, int] = {
     # 6: the command line
     "regressbisect.cli": 6,
     "regressbisect.__main__": 6,
+    # 7: throw-away repositories and fake machines for the tests and scripts/
+    "regressbisect.testing": 7,
 }
 
 
@@ -170,3 +172,28 @@ def test_the_store_imports_no_renderer():
     """The store keeps what the renderers show; both write strict JSON through regressbisect.jsonio."""
     imported = {resolve(m, package_modules()) for m in imported_modules(package_modules()["regressbisect.store"])}
     assert sorted(m for m in imported if m and room(m) == "regressbisect.render") == []
+
+
+SCRIPTS_DIR = PACKAGE_DIR.parent / "scripts"
+
+
+def _top_level_imports(path: Path) -> set[str]:
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), filename=str(path))):
+        if isinstance(node, ast.Import):
+            found.update(alias.name.split(".")[0] for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+            found.add(node.module.split(".")[0])
+    return found
+
+
+def test_scripts_import_the_package_and_their_shared_module_never_tests():
+    """scripts/ sits above the package: it may import regressbisect and scripts/_common.py
+    (which puts the repository on sys.path once), never tests/, and sets up no path of its own."""
+    wrong = []
+    for path in sorted(SCRIPTS_DIR.glob("*.py")):
+        if "tests" in _top_level_imports(path):
+            wrong.append(f"{path.name} imports tests")
+        if path.name != "_common.py" and "sys.path.insert" in path.read_text(encoding="utf-8"):
+            wrong.append(f"{path.name} puts a path on sys.path itself (import _common)")
+    assert wrong == []

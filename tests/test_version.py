@@ -58,3 +58,21 @@ def test_every_report_header_carries_version_and_commit():
     header = report_header("commits", "tok/s")
     assert header["tool_version"] == regressbisect.__version__
     assert header["tool_commit"] == version.tool_commit() != ""
+
+
+def test_a_results_file_carries_tool_version_commit_date_machine_and_command(tmp_path):
+    import json
+    import sys
+    sys.path.insert(0, str(version.SOURCE_ROOT / "scripts"))
+    try:
+        from _common import write_results
+    finally:
+        sys.path.remove(str(version.SOURCE_ROOT / "scripts"))
+    path = write_results(tmp_path / "out.json", {"rows": [1.0, float("nan")]},
+                         argv=["scripts/bench_x.py", "--pairs", "3"])
+    data = json.loads(path.read_text())
+    assert data["tool"] == "regressbisect"
+    assert data["tool_version"] == regressbisect.__version__ and data["tool_commit"] == version.tool_commit()
+    assert data["command"] == "python scripts/bench_x.py --pairs 3"
+    assert data["date"].endswith("Z") and data["machine"]["host"]
+    assert data["results"] == {"rows": [1.0, None]}          # strict JSON, as the reports
