@@ -3,7 +3,7 @@
 bench_accuracy.py (same histories and seeds): control arm, bisection, paired confirmation, side
 checks. The phase is the first word of each Measure's reason.
 
-    python scripts/search_phases.py --trials 200 --jobs 2
+    python scripts/sim_search_phases.py --trials 200 --jobs 2
 """
 from __future__ import annotations
 

@@ -13,7 +13,7 @@ Prints, per way: exit code, verdict, whether the culprit is the right commit, pr
 seconds, setup runs and setup seconds (apart from probe time). Runs with --no-busy-check (the
 busy-machine guard is not what this shows; pass --busy-check to keep it).
 
-    python scripts/setup_cext_before_after.py [--busy-check]
+    python scripts/bench_setup_cext.py [--busy-check]
 """
 from __future__ import annotations
 

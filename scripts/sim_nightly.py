@@ -5,7 +5,7 @@ A real git repository of 30 commits whose tok/s steps down 5% at night 18 (2% lo
 the nightly measures each night's tip, detects the change point, hunts it, and writes the report
 (JSON, Markdown, HTML with PNG plots) into OUT_DIR. README's series plot comes from here.
 
-    python scripts/nightly_simulation.py OUT_DIR
+    python scripts/sim_nightly.py OUT_DIR
 """
 from __future__ import annotations
 
