@@ -21,6 +21,7 @@ LAYERS: dict[str, int] = {
     "regressbisect.samples": 0,
     "regressbisect.probe.protocol": 0,
     "regressbisect.jsonio": 0,
+    "regressbisect.metric": 0,
     "regressbisect.version": 0,
     # 1: every setting's default and validation (the search's settings take their defaults here)
     "regressbisect.config": 1,
@@ -168,10 +169,15 @@ def test_an_upward_import_is_caught(source, target):
     assert LAYERS[room(target)] > LAYERS[room(source)]
 
 
-def test_the_store_imports_no_renderer():
-    """The store keeps what the renderers show; both write strict JSON through regressbisect.jsonio."""
-    imported = {resolve(m, package_modules()) for m in imported_modules(package_modules()["regressbisect.store"])}
-    assert sorted(m for m in imported if m and room(m) == "regressbisect.render") == []
+@pytest.mark.parametrize("module, below", [
+    ("regressbisect.store", "regressbisect.render"),      # the store keeps what renderers show
+    ("regressbisect.config", "regressbisect.probe"),      # settings are checked before any probe
+])
+def test_a_lower_room_imports_nothing_of_a_room_it_feeds(module, below):
+    """Rooms of layer 0 to 2 that feed another: strict JSON (jsonio) and the metric regex (metric)
+    live below both."""
+    imported = {resolve(m, package_modules()) for m in imported_modules(package_modules()[module])}
+    assert sorted(m for m in imported if m and room(m).startswith(below)) == []
 
 
 SCRIPTS_DIR = PACKAGE_DIR.parent / "scripts"
