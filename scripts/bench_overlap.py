@@ -25,7 +25,6 @@ probes) and the paired ratio of the overlap arm's tok/s to the alone arm's in th
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import statistics
 import subprocess
@@ -129,10 +128,10 @@ def main() -> int:
         servers.close()
     if args.json:
         write_results(args.json, {"preset": args.preset, "cmd": spec.command,
-                                         "tokens": spec.tokens, "lanes": args.lanes, "ref": args.ref,
-                                         "arms": {n: {"mode": m, "env": e} for n, (m, e) in arms.items()},
-                                         "gpus": gpus, "gate": gate_stats, "preload": preload_stats,
-                                         "batches": batches, "rows": rows})
+                                  "tokens": spec.tokens, "lanes": args.lanes, "ref": args.ref,
+                                  "arms": {n: {"mode": m, "env": e} for n, (m, e) in arms.items()},
+                                  "gpus": gpus, "gate": gate_stats, "preload": preload_stats,
+                                  "batches": batches, "rows": rows})
     print(f"\nregressbisect {__version__}, demo preset {args.preset} at {args.ref}, {spec.tokens} tokens, "
           f"{args.lanes} probes per batch, {args.rounds} batches per arm, arms interleaved, preload "
           f"{args.preload}, {gpus} GPU(s), {time.time() - started:.0f} s")

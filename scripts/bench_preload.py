@@ -20,7 +20,6 @@ tok/s must not move.
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import statistics
 import sys
@@ -86,8 +85,8 @@ def main() -> int:
             s.close()
     if args.json:
         write_results(args.json, {"preset": args.preset, "cmd": spec.command,
-                                         "tokens": spec.tokens, "server_start_s": server_start,
-                                         "refused": refused, "rows": rows})
+                                  "tokens": spec.tokens, "server_start_s": server_start,
+                                  "refused": refused, "rows": rows})
     print(f"\nregressbisect {__version__}, demo preset {args.preset}, {spec.tokens} tokens, "
           f"{args.rounds} probes per arm, arms interleaved, {time.time() - started:.0f} s")
     print("| arm | probes | wall s | start-up s | tok/s | tok/s CV | tok/s vs fresh, paired (se) | server start s |")

@@ -13,7 +13,6 @@ This process never imports torch; runs go through the same runner as the hunt's 
 from __future__ import annotations
 
 import argparse
-import json
 import shlex
 import statistics
 import sys

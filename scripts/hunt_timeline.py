@@ -14,7 +14,6 @@ A round whose longest probe is far above its shortest waited for that one.
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import sys
 from pathlib import Path
