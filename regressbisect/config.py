@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from regressbisect.errors import UserError
-from regressbisect.probe.protocol import DEFAULT_METRIC_REGEX, compile_metric_regex, metric_unit
+from regressbisect.metric import DEFAULT_METRIC_REGEX, compile_metric_regex, metric_unit
 
 
 # -- the defaults of every setting that more than one module reads: the config's dataclasses,

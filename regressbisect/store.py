@@ -18,8 +18,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable
 
 from regressbisect.errors import DiskFull, UserError, is_disk_full
-from regressbisect.render.report_json import dumps
+from regressbisect.jsonio import dumps
 from regressbisect.samples import Candidate, ProbeOutcome, Sample, SampleKey
+from regressbisect.version import tool_identity
 
 if TYPE_CHECKING:
     import pandas
@@ -524,10 +525,12 @@ class Store:
             return int(cursor.lastrowid)
 
     def finish_hunt(self, hunt_id: int, report: dict) -> None:
-        """Mark the hunt finished and keep its JSON report."""
+        """Mark the hunt finished and keep its JSON report, stamped with the code that wrote it
+        (`tool_version`, `tool_commit`) when the report does not carry them (an error report)."""
+        stamped = {**tool_identity(), **report}
         with self._transaction() as conn:
             cursor = conn.execute("UPDATE hunts SET finished_at = ?, report = ? WHERE id = ?",
-                                  (time.time(), dumps(report), hunt_id))
+                                  (time.time(), dumps(stamped), hunt_id))
             if cursor.rowcount != 1:
                 raise KeyError(f"no hunt {hunt_id} in store {self.path}")
 

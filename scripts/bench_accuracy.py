@@ -42,7 +42,7 @@ from pathlib import Path  # noqa: E402
 
 import numpy as np  # noqa: E402
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import _common  # noqa: E402,F401  (puts the repository on sys.path)
 
 from regressbisect.search.bisect import SearchSettings  # noqa: E402
 from regressbisect.search.simulate import FakeExecutor, FakeHistory, simulate, step_levels  # noqa: E402

@@ -27,7 +27,7 @@ from pathlib import Path
 import numpy as np
 from tabulate import tabulate
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+import _common  # noqa: E402,F401  (puts the repository on sys.path)
 from regressbisect.search.bisect import SearchSettings  # noqa: E402
 from regressbisect.search.ddmin import DdminResult  # noqa: E402
 from regressbisect.search.hunkdecide import decide_hunks  # noqa: E402

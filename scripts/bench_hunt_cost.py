@@ -67,7 +67,7 @@ def tool_command(python: str) -> list[str]:
 
 
 def build_demo(where: Path, preset: str) -> tuple[Path, list[str]]:
-    sys.path.insert(0, str(ROOT))
+    import _common  # noqa: F401  (puts the repository on sys.path)
     from regressbisect.workload.demo import build_demo_repo
     repo = where / f"demo-{preset}"
     record = where / f"demo-{preset}-culprits.json"
@@ -82,8 +82,8 @@ def build_demo(where: Path, preset: str) -> tuple[Path, list[str]]:
 def build_bench_repo(where: Path, spec: str) -> tuple[Path, list[str], tuple[int, int, float, float]]:
     n, index, step, cv = spec.split(",")
     n, index, step, cv = int(n), int(index), float(step), float(cv)
-    sys.path.insert(0, str(ROOT))
-    from tests.benchrepo import make_bench_repo
+    import _common  # noqa: F401  (puts the repository on sys.path)
+    from regressbisect.testing.benchrepo import make_bench_repo
     speeds = [1000.0] * index + [round(1000.0 * (1 + step), 3)] * (n - index)
     repo = where / "bench-repo"
     if repo.exists():  # the same --work again: hunts resume or are read back, against this repo
@@ -95,7 +95,7 @@ def build_bench_repo(where: Path, spec: str) -> tuple[Path, list[str], tuple[int
 
 
 def simulated_cost(n: int, index: int, step: float, cv: float, min_effect: float, seeds: int) -> float:
-    sys.path.insert(0, str(ROOT))
+    import _common  # noqa: F401  (puts the repository on sys.path)
     from regressbisect.search.bisect import SearchSettings
     from regressbisect.search.simulate import FakeHistory, simulate, step_levels
     history = FakeHistory(levels=step_levels(n, {index: step}), cv=cv)

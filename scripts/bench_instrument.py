@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO_ROOT))
+import _common  # noqa: E402,F401  (puts the repository on sys.path)
 
 from regressbisect.workload.dflash import workload_command  # noqa: E402  (stdlib-only import)
 

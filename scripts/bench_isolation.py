@@ -27,7 +27,7 @@ import time
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO_ROOT))
+import _common  # noqa: E402,F401  (puts the repository on sys.path)
 
 from tabulate import tabulate  # noqa: E402
 
@@ -37,7 +37,7 @@ from regressbisect.git.history import History  # noqa: E402
 from regressbisect.hunts.commits import CommitHunt, VERDICT_EXIT  # noqa: E402
 from regressbisect.probe import isolation  # noqa: E402
 from regressbisect.probe.runner import SHIM_DIR, ProbeSpec, run_probe  # noqa: E402
-from tests.isorepo import make_installed_repo, make_venv, pip_install  # noqa: E402
+from regressbisect.testing.isorepo import make_installed_repo, make_venv, pip_install  # noqa: E402
 
 PROBES = {
     "python bench.py": f"{sys.executable} bench.py",

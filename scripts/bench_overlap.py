@@ -25,7 +25,6 @@ probes) and the paired ratio of the overlap arm's tok/s to the alone arm's in th
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import statistics
 import subprocess
@@ -34,7 +33,7 @@ import threading
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import write_results  # noqa: E402  (also puts the repository on sys.path)
 
 from bench_probe_caches import demo_at  # noqa: E402
 
@@ -128,11 +127,11 @@ def main() -> int:
         gate.close()
         servers.close()
     if args.json:
-        args.json.write_text(json.dumps({"tool_version": __version__, "preset": args.preset, "cmd": spec.command,
-                                         "tokens": spec.tokens, "lanes": args.lanes, "ref": args.ref,
-                                         "arms": {n: {"mode": m, "env": e} for n, (m, e) in arms.items()},
-                                         "gpus": gpus, "gate": gate_stats, "preload": preload_stats,
-                                         "batches": batches, "rows": rows}, indent=1))
+        write_results(args.json, {"preset": args.preset, "cmd": spec.command,
+                                  "tokens": spec.tokens, "lanes": args.lanes, "ref": args.ref,
+                                  "arms": {n: {"mode": m, "env": e} for n, (m, e) in arms.items()},
+                                  "gpus": gpus, "gate": gate_stats, "preload": preload_stats,
+                                  "batches": batches, "rows": rows})
     print(f"\nregressbisect {__version__}, demo preset {args.preset} at {args.ref}, {spec.tokens} tokens, "
           f"{args.lanes} probes per batch, {args.rounds} batches per arm, arms interleaved, preload "
           f"{args.preload}, {gpus} GPU(s), {time.time() - started:.0f} s")

@@ -20,14 +20,13 @@ tok/s must not move.
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import statistics
 import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import write_results  # noqa: E402  (also puts the repository on sys.path)
 
 from bench_probe_caches import demo_at, probe_row  # noqa: E402
 
@@ -85,9 +84,9 @@ def main() -> int:
         for s in servers.values():
             s.close()
     if args.json:
-        args.json.write_text(json.dumps({"tool_version": __version__, "preset": args.preset, "cmd": spec.command,
-                                         "tokens": spec.tokens, "server_start_s": server_start,
-                                         "refused": refused, "rows": rows}, indent=1))
+        write_results(args.json, {"preset": args.preset, "cmd": spec.command,
+                                  "tokens": spec.tokens, "server_start_s": server_start,
+                                  "refused": refused, "rows": rows})
     print(f"\nregressbisect {__version__}, demo preset {args.preset}, {spec.tokens} tokens, "
           f"{args.rounds} probes per arm, arms interleaved, {time.time() - started:.0f} s")
     print("| arm | probes | wall s | start-up s | tok/s | tok/s CV | tok/s vs fresh, paired (se) | server start s |")

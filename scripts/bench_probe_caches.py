@@ -19,7 +19,6 @@ Per arm: probe wall, start-up (wall - the probe's measured seconds), measured se
 from __future__ import annotations
 
 import argparse
-import json
 import shlex
 import statistics
 import subprocess
@@ -29,6 +28,7 @@ import time
 import tomllib
 from pathlib import Path
 
+from _common import print_table, write_results  # noqa: E402  (also puts the repository on sys.path)
 from regressbisect import __version__
 from regressbisect.hunts.cost import SHARED_CACHES
 from regressbisect.probe.runner import ProbeSpec, run_probe
@@ -99,12 +99,11 @@ def main() -> int:
                 return 1
             rows.append(probe_row(arm, i, outcome))
     if args.json:
-        args.json.write_text(json.dumps({"tool_version": __version__, "preset": args.preset,
-                                         "cmd": spec.command, "tokens": spec.tokens, "rows": rows}, indent=1))
+        write_results(args.json, {"preset": args.preset,
+                                  "cmd": spec.command, "tokens": spec.tokens, "rows": rows})
     print(f"\nregressbisect {__version__}, demo preset {args.preset}, {spec.tokens} tokens, "
           f"{args.pairs} probes per arm, {time.time() - started:.0f} s")
-    print("| arm | probes | wall s | start-up s | measured s | tok/s | tok/s CV |")
-    print("|---|---|---|---|---|---|---|")
+    table = []
     for arm in ("cold", "shared"):
         mine = [r for r in rows if r["arm"] == arm]
         # The first shared probe fills the cache: the warm figures are the rest.
@@ -112,10 +111,11 @@ def main() -> int:
         tok = [r["tok_s"] for r in warm]
         cv = statistics.stdev(tok) / statistics.mean(tok) if len(tok) > 1 else float("nan")
         label = arm + (" (after the first)" if warm is not mine else "")
-        print(f"| {label} | {len(warm)} | {statistics.median(r['wall_s'] for r in warm):.1f} | "
-              f"{statistics.median(r['startup_s'] for r in warm):.1f} | "
-              f"{statistics.median(r['measured_s'] for r in warm):.2f} | {statistics.median(tok):,.0f} | "
-              f"{cv:.2%} |")
+        table.append([label, len(warm), f"{statistics.median(r['wall_s'] for r in warm):.1f}",
+                      f"{statistics.median(r['startup_s'] for r in warm):.1f}",
+                      f"{statistics.median(r['measured_s'] for r in warm):.2f}", f"{statistics.median(tok):,.0f}",
+                      f"{cv:.2%}"])
+    print_table(["arm", "probes", "wall s", "start-up s", "measured s", "tok/s", "tok/s CV"], table)
     return 0
 
 

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import _common  # noqa: E402,F401  (puts the repository on sys.path)
 
 from regressbisect.search.bisect import CommitSearch  # noqa: E402
 

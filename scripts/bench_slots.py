@@ -18,12 +18,12 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+import _common  # noqa: E402,F401  (puts the repository on sys.path)
 
 from tabulate import tabulate  # noqa: E402
 
 from regressbisect.cli import main  # noqa: E402
-from tests.benchrepo import make_bench_repo  # noqa: E402
+from regressbisect.testing.benchrepo import make_bench_repo  # noqa: E402
 
 
 def hunt(repo: Path, slots: int, state: Path, store: Path, sleep: float, out: Path) -> float:

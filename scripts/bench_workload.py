@@ -13,14 +13,13 @@ This process never imports torch; runs go through the same runner as the hunt's 
 from __future__ import annotations
 
 import argparse
-import json
 import shlex
 import statistics
 import sys
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO_ROOT))
+from _common import write_results  # noqa: E402  (also puts the repository on sys.path)
 
 from tabulate import tabulate  # noqa: E402
 
@@ -68,7 +67,7 @@ def main() -> None:
               f"over {len(values)} runs; measured share of wall time "
               f"{100 * sum(measured) / sum(walls):.0f}%")
     if args.json:
-        args.json.write_text(json.dumps({"preset": args.preset, "nproc": args.nproc, "runs": runs}, indent=1))
+        write_results(args.json, {"preset": args.preset, "nproc": args.nproc, "runs": runs})
 
 
 if __name__ == "__main__":

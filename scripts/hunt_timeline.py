@@ -14,12 +14,11 @@ A round whose longest probe is far above its shortest waited for that one.
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from _common import write_results  # noqa: E402  (also puts the repository on sys.path)
 
 from regressbisect.store import Store  # noqa: E402
 
@@ -79,7 +78,7 @@ def main() -> int:
         print(f"rounds of {size}: {len(seconds)}, median {statistics.median(seconds):.1f} s, "
               f"{sum(seconds):.0f} s in all")
     if args.json:
-        args.json.write_text(json.dumps({"hunt_id": hunt_id, "rounds": rounds}, indent=1))
+        write_results(args.json, {"hunt_id": hunt_id, "rounds": rounds})
     return 0
 
 

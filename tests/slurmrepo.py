@@ -11,7 +11,7 @@ import os
 from pathlib import Path
 from typing import Sequence
 
-from tests.gitrepo import make_repo
+from regressbisect.testing.gitrepo import make_repo
 
 PROBE = '''\
 import os, random, sys, time, uuid

@@ -13,9 +13,9 @@ import pytest
 from tests.cli import run_cli
 from regressbisect.git.history import History
 from regressbisect.git.worktrees import WorktreePool
-from tests.benchrepo import make_bench_repo
+from regressbisect.testing.benchrepo import make_bench_repo
 from tests.diskfs import read_only  # noqa: F401 (fixture)
-from tests.gitrepo import make_dirty, snapshot_checkout
+from regressbisect.testing.gitrepo import make_dirty, snapshot_checkout
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -292,7 +292,7 @@ def scoped_machine(monkeypatch):
 
 
 def _bench(tmp_path):
-    from tests.benchrepo import make_bench_repo
+    from regressbisect.testing.benchrepo import make_bench_repo
 
     shas = make_bench_repo(tmp_path / "repo", [1000.0, 1000.0, 700.0])
     args = ["run", "-C", str(tmp_path / "repo"), "--cmd", f"{sys.executable} bench.py",

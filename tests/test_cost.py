@@ -22,7 +22,7 @@ from regressbisect.git.history import History
 from regressbisect.hunts.commits import NO_COUNTERS_NOTE, CommitHunt
 from regressbisect.samples import ProbeOutcome, Sample, SampleKey
 from regressbisect.store import Store
-from tests.benchrepo import make_bench_repo
+from regressbisect.testing.benchrepo import make_bench_repo
 
 
 # -- the anytime-valid interval ------------------------------------------------------------------

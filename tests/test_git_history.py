@@ -8,7 +8,7 @@ import pytest
 
 from regressbisect.errors import ExitCode, UserError
 from regressbisect.git.history import CommitInfo, History
-from tests.gitrepo import commit, git, make_repo, merge, snapshot_checkout
+from regressbisect.testing.gitrepo import commit, git, make_repo, merge, snapshot_checkout
 
 
 @pytest.fixture

@@ -7,7 +7,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from regressbisect.git.history import History
-from tests.gitrepo import git, make_repo, snapshot_checkout
+from regressbisect.testing.gitrepo import git, make_repo, snapshot_checkout
 
 
 def _git_log(repo: Path, rev: str) -> list[tuple[str, str, str, str, str]]:

@@ -14,7 +14,7 @@ from regressbisect.errors import ExitCode
 from regressbisect.git.history import History
 from regressbisect.git.worktrees import (PatchDoesNotApply, PoolLocked, SubmoduleUnavailable, WorktreePool,
                                         clean)
-from tests.gitrepo import commit, git, make_dirty, make_repo, snapshot_checkout
+from regressbisect.testing.gitrepo import commit, git, make_dirty, make_repo, snapshot_checkout
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -21,7 +21,7 @@ from regressbisect.config import build_config
 from regressbisect.git.history import History
 from regressbisect.hunts.hunks import HunkHunt
 from regressbisect.samples import ProbeOutcome, Sample
-from tests.gitrepo import make_repo, snapshot_checkout, write_files
+from regressbisect.testing.gitrepo import make_repo, snapshot_checkout, write_files
 
 FILES = 10
 

@@ -12,7 +12,7 @@ import pytest
 from regressbisect.errors import ExitCode, UserError
 from regressbisect.git.hunks import (APPLY_ARGS, Hunk, build_patch, collect_hunks,
                                      encode_patch, group_hunks)
-from tests.gitrepo import git, git_env, make_repo, snapshot_checkout, write_files
+from regressbisect.testing.gitrepo import git, git_env, make_repo, snapshot_checkout, write_files
 
 SAMPLE_PY = '''import os
 

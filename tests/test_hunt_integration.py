@@ -23,9 +23,9 @@ from regressbisect.hunts.commits import CommitHunt
 from regressbisect.render import render_summary
 from regressbisect.search.bisect import CommitSearch
 from tests.cli import run_cli
-from tests.benchrepo import SpeedProbe, make_bench_repo
-from tests.gitrepo import commit, git, make_dirty, make_repo, merge, snapshot_checkout
-from tests.procs import daemons, gone
+from regressbisect.testing.benchrepo import SpeedProbe, make_bench_repo
+from regressbisect.testing.gitrepo import commit, git, make_dirty, make_repo, merge, snapshot_checkout
+from regressbisect.testing.procs import daemons, gone
 
 pytestmark = pytest.mark.slow
 

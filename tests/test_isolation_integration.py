@@ -16,8 +16,8 @@ import pytest
 from regressbisect.errors import ExitCode
 from regressbisect.probe import isolation
 from tests.cli import run_cli
-from tests.gitrepo import write_files
-from tests.isorepo import checkout_state, export_commit, make_installed_repo, make_venv, pip_install
+from regressbisect.testing.gitrepo import write_files
+from regressbisect.testing.isorepo import checkout_state, export_commit, make_installed_repo, make_venv, pip_install
 
 pytestmark = pytest.mark.slow
 

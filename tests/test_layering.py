@@ -20,6 +20,9 @@ LAYERS: dict[str, int] = {
     "regressbisect.errors": 0,
     "regressbisect.samples": 0,
     "regressbisect.probe.protocol": 0,
+    "regressbisect.jsonio": 0,
+    "regressbisect.metric": 0,
+    "regressbisect.version": 0,
     # 1: every setting's default and validation (the search's settings take their defaults here)
     "regressbisect.config": 1,
     # 2: parts that know nothing of running a probe: pure search and statistics, rendering of
@@ -38,6 +41,8 @@ LAYERS: dict[str, int] = {
     # 6: the command line
     "regressbisect.cli": 6,
     "regressbisect.__main__": 6,
+    # 7: throw-away repositories and fake machines for the tests and scripts/
+    "regressbisect.testing": 7,
 }
 
 
@@ -162,3 +167,39 @@ def _is_package(module: str) -> bool:
 def test_an_upward_import_is_caught(source, target):
     """The check itself can fail: these imports would break the layering."""
     assert LAYERS[room(target)] > LAYERS[room(source)]
+
+
+@pytest.mark.parametrize("module, below", [
+    ("regressbisect.store", "regressbisect.render"),      # the store keeps what renderers show
+    ("regressbisect.config", "regressbisect.probe"),      # settings are checked before any probe
+])
+def test_a_lower_room_imports_nothing_of_a_room_it_feeds(module, below):
+    """Rooms of layer 0 to 2 that feed another: strict JSON (jsonio) and the metric regex (metric)
+    live below both."""
+    imported = {resolve(m, package_modules()) for m in imported_modules(package_modules()[module])}
+    assert sorted(m for m in imported if m and room(m).startswith(below)) == []
+
+
+SCRIPTS_DIR = PACKAGE_DIR.parent / "scripts"
+
+
+def _top_level_imports(path: Path) -> set[str]:
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), filename=str(path))):
+        if isinstance(node, ast.Import):
+            found.update(alias.name.split(".")[0] for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+            found.add(node.module.split(".")[0])
+    return found
+
+
+def test_scripts_import_the_package_and_their_shared_module_never_tests():
+    """scripts/ sits above the package: it may import regressbisect and scripts/_common.py
+    (which puts the repository on sys.path once), never tests/, and sets up no path of its own."""
+    wrong = []
+    for path in sorted(SCRIPTS_DIR.glob("*.py")):
+        if "tests" in _top_level_imports(path):
+            wrong.append(f"{path.name} imports tests")
+        if path.name != "_common.py" and "sys.path.insert" in path.read_text(encoding="utf-8"):
+            wrong.append(f"{path.name} puts a path on sys.path itself (import _common)")
+    assert wrong == []

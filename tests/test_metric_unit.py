@@ -14,10 +14,11 @@ from regressbisect.config import build_config
 from regressbisect.git.history import History
 from regressbisect.hunts.commits import CommitHunt
 from regressbisect.samples import ProbeOutcome
-from regressbisect.probe.protocol import DEFAULT_METRIC_REGEX, metric_unit, parse_output
+from regressbisect.metric import DEFAULT_METRIC_REGEX, metric_unit
+from regressbisect.probe.protocol import parse_output
 from regressbisect.render.progress import HuntProgress
 from regressbisect.render import render_html, render_markdown, render_summary
-from tests.benchrepo import make_bench_repo
+from regressbisect.testing.benchrepo import make_bench_repo
 
 REQ_REGEX = r"([0-9.]+) req/s"
 

@@ -1,56 +1,14 @@
 """Nightly over a simulated history: a fake executor (no processes) on a real git repo.
 
-The fake probe reads SPEED from the candidate's worktree (tests/benchrepo.py layout) and
+The fake probe reads SPEED from the candidate's worktree (regressbisect/testing/benchrepo.py layout) and
 multiplies it by seeded lognormal noise and by the machine's current slowdown factor.
 """
 from __future__ import annotations
 
-import math
-import random
-from pathlib import Path
-
-
 from regressbisect.search.changepoints import ChangePointSettings
-from regressbisect.config import build_config
-from regressbisect.machine.doctor import MachineCheck
 from regressbisect.errors import ExitCode
-from regressbisect.git.history import History
-from regressbisect.samples import ProbeOutcome, Sample
-from regressbisect.hunts.nightly import Nightly, NightlySettings
-from tests.benchrepo import make_bench_repo
-
-
-class FakeMachine:
-    """Fake executor + fake hardware check sharing one 'how slow is the machine tonight'."""
-
-    def __init__(self, noise: float = 0.02, seed: int = 0):
-        self.rng = random.Random(seed)
-        self.noise = noise
-        self.slowdown = 1.0
-        self.runs = 0
-        self.envs: list[dict] = []
-
-    def probe(self, spec, worktree: Path, extra_env=None) -> ProbeOutcome:
-        self.runs += 1
-        self.envs.append(dict(extra_env or {}))
-        speed = float((worktree / "speed.py").read_text().split("=")[1])
-        value = speed * self.slowdown * math.exp(self.rng.gauss(0.0, self.noise))
-        return ProbeOutcome(sample=Sample(tok_s=value, tokens=1000, seconds=1000 / value),
-                            skip_reason=None, exit_code=0, wall_seconds=0.01)
-
-    def check(self) -> MachineCheck:
-        return MachineCheck(device="fake-cpu", matmul_tflops=2.0 * self.slowdown,
-                            copy_gbps=20.0 * self.slowdown, other_processes=0)
-
-
-def nightly_for(repo: Path, machine: FakeMachine, tmp_path: Path, **settings) -> Nightly:
-    history = History.open(repo)
-    config = build_config({}, {"cmd": "python bench.py", "tokens": 1000, "instrument": "off"})
-    defaults = dict(samples_per_commit=5, max_new=1, changepoints=ChangePointSettings())
-    defaults.update(settings)
-    return Nightly(history, config, NightlySettings(**defaults), store_path=tmp_path / "store.sqlite",
-                   report_dir=tmp_path / "reports", probe_runner=machine.probe,
-                   machine_check=machine.check)
+from regressbisect.testing.benchrepo import make_bench_repo
+from regressbisect.testing.nightly import FakeMachine, nightly_for
 
 
 def test_a_5pct_step_at_night_18_raises_one_alarm_and_hunts_the_culprit(tmp_path):

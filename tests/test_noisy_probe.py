@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from tests.cli import run_cli
-from tests.gitrepo import make_repo, write_files
+from regressbisect.testing.gitrepo import make_repo, write_files
 
 pytestmark = pytest.mark.slow
 

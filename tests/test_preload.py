@@ -17,9 +17,9 @@ from regressbisect.errors import UserError
 from regressbisect.probe.isolation import Isolation, IsolationError
 from regressbisect.probe.preload import PreloadServers, parse_python_command
 from regressbisect.probe.runner import ProbeSpec, run_probe
-from tests.benchrepo import make_bench_repo
+from regressbisect.testing.benchrepo import make_bench_repo
 from tests.cli import run_cli
-from tests.procs import DAEMONIZE, daemons, gone
+from regressbisect.testing.procs import DAEMONIZE, daemons, gone
 
 PY = sys.executable
 

@@ -251,6 +251,9 @@ def test_renderers_do_not_modify_the_report(tmp_path):
 
 
 def _load_script():
+    # as `python scripts/screenshot_report.py` runs it: scripts/ on sys.path, for its _common import
+    if str(SCRIPT.parent) not in sys.path:
+        sys.path.insert(0, str(SCRIPT.parent))
     spec = importlib.util.spec_from_file_location("screenshot_report", SCRIPT)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)

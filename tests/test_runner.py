@@ -14,7 +14,7 @@ import pytest
 from regressbisect.machine.fingerprint import environment_fingerprint
 from regressbisect.probe.runner import (NO_METRIC_REASON, SHIM_DIR, ProbeSpec,
                                         run_probe, run_probe_all)
-from tests.procs import DAEMONIZE, daemons, gone
+from regressbisect.testing.procs import DAEMONIZE, daemons, gone
 
 PY = sys.executable
 

@@ -25,8 +25,8 @@ from regressbisect.probe.setup_step import SetupStep
 from regressbisect.probe.venvs import SlotVenvs
 from regressbisect.store import Store
 from tests.cli import run_cli
-from tests.cextrepo import make_cext_repo
-from tests.gitrepo import make_repo
+from regressbisect.testing.cextrepo import make_cext_repo
+from regressbisect.testing.gitrepo import make_repo
 
 
 class BuiltProbe:

@@ -12,9 +12,12 @@ from pathlib import Path
 
 import pytest
 
+import regressbisect
+
 from regressbisect.errors import ExitCode, UserError
 from regressbisect.samples import Candidate, ProbeOutcome, Sample, SampleKey
 from regressbisect.store import SCHEMA_VERSION, Store
+from regressbisect.version import tool_commit, tool_identity
 from tests.diskfs import read_only  # noqa: F401 (fixture)
 
 REPO = Path(__file__).resolve().parents[1]
@@ -72,7 +75,7 @@ def test_round_trip_keys_arms_and_iterations(tmp_path):
         assert list(hunts["skips"]) == [1]
         assert store.hunt_report(hunt) is None
         store.finish_hunt(hunt, {"schema": 1, "verdict": "none"})
-        assert store.hunt_report(hunt) == {"schema": 1, "verdict": "none"}
+        assert store.hunt_report(hunt) == {"schema": 1, "verdict": "none", **tool_identity()}
         assert store.hunts()["verdict"].tolist() == ["none"]
         assert store.last_hunt_id() == hunt
 
@@ -320,7 +323,7 @@ def test_a_store_on_a_read_only_file_system_is_read(read_only):
     read_only.freeze()
     before = sorted(p.name for p in read_only.path.iterdir())
     with Store(path, read_only=True) as store:
-        assert store.hunt_report(store.last_hunt_id()) == {"verdict": "culprits"}
+        assert store.hunt_report(store.last_hunt_id()) == {"verdict": "culprits", **tool_identity()}
         assert [s.tok_s for s in store.samples(KEY_A)] == [1000.0]
         assert list(store.hunts()["verdict"]) == ["culprits"]
     assert sorted(p.name for p in read_only.path.iterdir()) == before
@@ -406,3 +409,16 @@ def test_spread_groups_are_other_candidates_samples_of_the_same_probe_config_and
         assert [sorted(g) for g in groups] == [[1980.0, 2000.0, 2020.0]]
         assert len(store.spread_groups("cfg", "env", instrumented=False, exclude_trees=set())) == 2
         assert [sorted(g) for g in store.spread_groups("cfg", "env", instrumented=True, exclude_trees=set())] == [[990.0, 1000.0, 1010.0]]
+
+
+def test_a_stored_report_names_the_version_and_commit_of_the_code_that_wrote_it(tmp_path):
+    """An error report is built without the header: the store stamps it, so every stored
+    report can be traced to code."""
+    with Store(tmp_path / "store.sqlite") as store:
+        hunt = store.start_hunt(kind="commits", good=SHA_A, bad=SHA_B, config_hash="c", env_fingerprint="e",
+                                settings={})
+        store.finish_hunt(hunt, {"verdict": "error", "error": "no GPU"})
+        report = store.hunt_report(hunt)
+    assert report["tool_version"] == regressbisect.__version__
+    assert report["tool_commit"] == tool_commit() and report["tool_commit"]
+    assert report["error"] == "no GPU"

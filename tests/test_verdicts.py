@@ -21,8 +21,8 @@ from regressbisect.hunts.common import interruptible
 from regressbisect.samples import ProbeOutcome, Sample
 from regressbisect.search.bisect import CommitSearch, SearchSettings
 from regressbisect.search.simulate import FakeHistory, simulate, step_levels
-from tests.benchrepo import SpeedProbe, make_bench_repo
-from tests.gitrepo import make_repo, write_files
+from regressbisect.testing.benchrepo import SpeedProbe, make_bench_repo
+from regressbisect.testing.gitrepo import make_repo, write_files
 
 
 def control_arm(diffs: list[float], settings: SearchSettings = SearchSettings()) -> CommitSearch:

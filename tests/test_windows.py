@@ -18,9 +18,9 @@ from regressbisect.errors import UserError
 from regressbisect.hunts import cost as costs
 from regressbisect.probe.runner import ProbeSpec, run_probe
 from regressbisect.probe.windows import WindowGate
-from tests.benchrepo import make_bench_repo
+from regressbisect.testing.benchrepo import make_bench_repo
 from tests.cli import run_cli
-from tests.procs import gone
+from regressbisect.testing.procs import gone
 
 PY = sys.executable
 

@@ -34,7 +34,7 @@ def demo(
     from regressbisect.hunts.hunks import HunkHunt
     from regressbisect.render import render_summary
     from regressbisect.render.progress import HuntProgress
-    from regressbisect.render.report_json import dumps
+    from regressbisect.jsonio import dumps
     from regressbisect.workload.demo import build_demo_repo, history_lines
 
     info = build_demo_repo(directory, preset=preset, tokens=o.parse_demo_tokens(tokens))

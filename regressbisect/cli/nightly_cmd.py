@@ -41,7 +41,7 @@ def nightly(
     from regressbisect.hunts.nightly import NIGHT_KEPT, Nightly, NightlySettings
     from regressbisect.render.progress import HuntProgress
     from regressbisect.render.outputs import check_file, check_folder, write_text, written_after_work
-    from regressbisect.render.report_json import dumps
+    from regressbisect.jsonio import dumps
     from regressbisect.search.changepoints import ChangePointSettings
 
     history = History.open(repo)

@@ -36,7 +36,7 @@ def finish(outcome: "HuntOutcome", json_out: Path | None, history: "History", st
 
     from regressbisect.render import render_summary
     from regressbisect.render.outputs import write_text, written_after_work
-    from regressbisect.render.report_json import dumps
+    from regressbisect.jsonio import dumps
 
     print(render_summary(outcome.report))
     sys.stdout.flush()

@@ -27,7 +27,7 @@ def report(
     from regressbisect.git.history import History
     from regressbisect.render import facts, render_html, render_markdown, render_summary
     from regressbisect.render.outputs import check_file, check_folder, write_text, written
-    from regressbisect.render.report_json import dumps
+    from regressbisect.jsonio import dumps
     from regressbisect.store import Store
 
     check_folder(html, "--html")

@@ -27,12 +27,13 @@ from regressbisect.hunts import cost as costs
 from regressbisect.hunts.commits import CommitHunt
 from regressbisect.hunts.common import hunting, key_for, measurement_parts, slot_environments
 from regressbisect.hunts.sampling import Request, SampleSource
+from regressbisect.jsonio import dumps
 from regressbisect.machine.fingerprint import count_gpus
 from regressbisect.probe.executors import ProbeExecutor, make_executor, work_root
 from regressbisect.probe.isolation import Isolation, isolation_for_hunt
 from regressbisect.probe.runner import probe_spec, run_probe
 from regressbisect.render.progress import HuntProgress
-from regressbisect.render.report_json import dumps, isolation_json, report_header
+from regressbisect.render.report_json import isolation_json, report_header
 from regressbisect.samples import Candidate, ProbeOutcome, SampleKey
 from regressbisect.search import stats
 from regressbisect.search.changepoints import ChangePointSettings, detect

@@ -8,7 +8,7 @@ import math
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from regressbisect.probe.protocol import DEFAULT_UNIT  # also the unit of reports that name none
+from regressbisect.metric import DEFAULT_UNIT  # also the unit of reports that name none
 
 _HUNTED_CHANGE = {"slower": "slowdown", "faster": "speed-up"}
 

@@ -15,7 +15,7 @@ from rich.console import Console
 from rich.live import Live
 from rich.text import Text
 
-from regressbisect.probe.protocol import DEFAULT_UNIT
+from regressbisect.metric import DEFAULT_UNIT
 
 
 @dataclass

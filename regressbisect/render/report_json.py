@@ -4,12 +4,10 @@ Not named report.py: `regressbisect.report` is the one-line helper user scripts 
 """
 from __future__ import annotations
 
-import json
-import math
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from regressbisect import __version__
+from regressbisect.version import tool_identity
 
 SCHEMA = 2
 """2: `verdict` 'none' became 'not-localised' (exit 5) or 'undecided' (exit 6); `exit_code`,
@@ -19,7 +17,7 @@ SCHEMA = 2
 def report_header(kind: str, unit: str) -> dict[str, Any]:
     """The fields every JSON report starts with, whichever command wrote it. `unit` is the
     metric's unit for display; the fields keep their `tok_s` names whatever it is."""
-    return {"schema": SCHEMA, "kind": kind, "tool_version": __version__, "unit": unit}
+    return {"schema": SCHEMA, "kind": kind, **tool_identity(), "unit": unit}
 
 
 def _summary_json(summary) -> dict[str, Any] | None:
@@ -167,19 +165,3 @@ def isolation_json(isolation) -> dict[str, Any] | None:
     """The report's `isolation` entry, the same for run, hunks and nightly (probe/isolation.py):
     whether the check was on, and where the project's modules were imported from (worktree-relative)."""
     return None if isolation is None else isolation.report()
-
-
-def strict_json(value: Any) -> Any:
-    """The report with NaN/inf replaced by None: strict JSON that every parser (and SQLite's
-    json_extract) reads; an interval with no finite bound is 'unknown', not a number."""
-    if isinstance(value, float):
-        return value if math.isfinite(value) else None
-    if isinstance(value, dict):
-        return {k: strict_json(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [strict_json(v) for v in value]
-    return value
-
-
-def dumps(report: Mapping[str, Any]) -> str:
-    return json.dumps(strict_json(report), indent=2, allow_nan=False, default=str) + "\n"

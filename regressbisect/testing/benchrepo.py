@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import Sequence
 
 from regressbisect.samples import ProbeOutcome, Sample
-from tests.gitrepo import make_repo
-from tests.procs import DAEMONIZE
+from regressbisect.testing.gitrepo import make_repo
+from regressbisect.testing.procs import DAEMONIZE
 
 BENCH = '''\
 import json, math, os, random, sys, time

@@ -3,7 +3,7 @@
 bench_accuracy.py (same histories and seeds): control arm, bisection, paired confirmation, side
 checks. The phase is the first word of each Measure's reason.
 
-    python scripts/search_phases.py --trials 200 --jobs 2
+    python scripts/sim_search_phases.py --trials 200 --jobs 2
 """
 from __future__ import annotations
 
@@ -15,8 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+import _common  # noqa: E402,F401  (puts the repository on sys.path)
 
 from bench_accuracy import Cell, _history  # noqa: E402
 from regressbisect.search.bisect import SearchSettings  # noqa: E402

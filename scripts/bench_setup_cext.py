@@ -13,7 +13,7 @@ Prints, per way: exit code, verdict, whether the culprit is the right commit, pr
 seconds, setup runs and setup seconds (apart from probe time). Runs with --no-busy-check (the
 busy-machine guard is not what this shows; pass --busy-check to keep it).
 
-    python scripts/setup_cext_before_after.py [--busy-check]
+    python scripts/bench_setup_cext.py [--busy-check]
 """
 from __future__ import annotations
 
@@ -29,12 +29,12 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+import _common  # noqa: E402,F401  (puts the repository on sys.path)
 
 from tabulate import tabulate  # noqa: E402
 
 from regressbisect.cli import main  # noqa: E402
-from tests.cextrepo import make_cext_repo  # noqa: E402
+from regressbisect.testing.cextrepo import make_cext_repo  # noqa: E402
 
 SPEEDS = [1000.0] * 4 + [700.0] * 3
 WAYS = {

@@ -5,7 +5,7 @@ A real git repository of 30 commits whose tok/s steps down 5% at night 18 (2% lo
 the nightly measures each night's tip, detects the change point, hunts it, and writes the report
 (JSON, Markdown, HTML with PNG plots) into OUT_DIR. README's series plot comes from here.
 
-    python scripts/nightly_simulation.py OUT_DIR
+    python scripts/sim_nightly.py OUT_DIR
 """
 from __future__ import annotations
 
@@ -14,10 +14,10 @@ import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+import _common  # noqa: E402,F401  (puts the repository on sys.path)
 
-from tests.benchrepo import make_bench_repo  # noqa: E402
-from tests.test_nightly import FakeMachine, nightly_for  # noqa: E402
+from regressbisect.testing.benchrepo import make_bench_repo  # noqa: E402
+from regressbisect.testing.nightly import FakeMachine, nightly_for  # noqa: E402
 
 
 def main() -> None:

@@ -7,7 +7,7 @@ separate ranks (world size 1 runs both roles in one process and never calls it),
 appears only under torchrun: the sync makes the host wait for the previous step before it starts
 the next step's host-side work (create_block_mask), and the GPU idles meanwhile.
 
-    python scripts/multirank_hunt.py /tmp/multirank --nproc 2 -- --json multirank.json
+    python scripts/bench_multirank_hunt.py /tmp/multirank --nproc 2 -- --json multirank.json
 
 runs `regressbisect run HEAD~4 HEAD` there with the h200 preset on `--nproc` ranks (pass
 `--preset tiny` for a CPU/gloo run; extra arguments after `--` go to `regressbisect run`).

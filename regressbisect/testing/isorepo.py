@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 from typing import Mapping, Sequence
 
-from tests.gitrepo import git, make_repo
+from regressbisect.testing.gitrepo import git, make_repo
 
 PYPROJECT = '''\
 [build-system]

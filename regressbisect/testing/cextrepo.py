@@ -2,7 +2,7 @@
 
 `fastmod.c` returns SPEED from C; one commit of the history changes it (the slowdown is in
 the C source). `bench.py` imports the compiled `fastmod` and prints SPEED times seeded
-lognormal noise (the scheme of tests/benchrepo.py), so the hunt's answer depends only on which
+lognormal noise (the scheme of benchrepo.py), so the hunt's answer depends only on which
 build of `fastmod` the probe imported. Nothing is compiled at commit time: a worktree holds
 only sources until a setup step builds it.
 """
@@ -11,8 +11,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Sequence
 
-from tests.benchrepo import BENCH
-from tests.gitrepo import make_repo
+from regressbisect.testing.benchrepo import BENCH
+from regressbisect.testing.gitrepo import make_repo
 
 C_SOURCE = '''\
 #define PY_SSIZE_T_CLEAN

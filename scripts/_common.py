@@ -1,0 +1,47 @@
+"""What the scripts share: the repository on sys.path (once, here), the one envelope of every
+results file, and table printing. Scripts import regressbisect and this module, never tests/
+(tests/test_layering.py checks it); see scripts/README.md."""
+from __future__ import annotations
+
+import platform
+import shlex
+import sys
+import time
+from pathlib import Path
+from typing import Any, Iterable, Mapping, Sequence
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+if str(REPO_ROOT) not in sys.path:
+    sys.path.insert(0, str(REPO_ROOT))
+
+from regressbisect.jsonio import dumps  # noqa: E402
+from regressbisect.version import tool_identity  # noqa: E402
+
+RESULTS_SCHEMA = 1
+"""1: the envelope (tool, tool_version, tool_commit, date, machine, command) around `results`."""
+
+
+def results_envelope(results: Mapping[str, Any], argv: Sequence[str] | None = None) -> dict[str, Any]:
+    """`results` with what traces it: the code (version and commit), when, where and the command."""
+    argv = sys.argv if argv is None else argv
+    return {"tool": "regressbisect", "results_schema": RESULTS_SCHEMA, **tool_identity(),
+            "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "machine": {"host": platform.node(), "platform": platform.platform(),
+                        "python": platform.python_version()},
+            "command": shlex.join(["python", *argv]),
+            "results": dict(results)}
+
+
+def write_results(path: Path, results: Mapping[str, Any], argv: Sequence[str] | None = None) -> Path:
+    """Write one results file (strict JSON, in the envelope) and say where it went."""
+    path.write_text(dumps(results_envelope(results, argv)))
+    print(f"wrote {path}")
+    return path
+
+
+def print_table(headers: Sequence[str], rows: Iterable[Sequence[Any]]) -> None:
+    """A GitHub-markdown table on stdout: the form docs/results/*.md keep."""
+    print("| " + " | ".join(str(h) for h in headers) + " |")
+    print("|" + "---|" * len(headers))
+    for row in rows:
+        print("| " + " | ".join(str(c) for c in row) + " |")
