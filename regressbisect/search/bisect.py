@@ -8,8 +8,8 @@ replaying the same values in the same order gives the same requests (resume afte
 The method (docs/search.md has the details and the references):
 
 1. Control arm. GOOD (index 0) and BAD (index n-1) are measured interleaved, in ABBA order when
-   one sample runs at a time, and compared with a paired t test on log tok/s (stats.compare,
-   paired=True) at looks of min_samples, 2x, 4x ... pairs up to max_samples. No regression in the
+   one sample runs at a time, and compared after every pair with an anytime-valid e-value on log
+   tok/s (stats.pooled_t_log_bf), up to max_samples pairs. No regression in the
    hunted direction (or one provably below min_effect) -> 'not-reproduced'.
 2. Localisation. Within an interval [lo, hi] whose ends differ, the first bad commit is a change
    point. Its posterior uses every numeric sample (not pass/fail): log tok/s = level + step *
