@@ -161,13 +161,8 @@ def pooled_log_sigma(groups: Iterable[Sequence[float]]) -> tuple[float, int]:
     'Pure error' of a one-way layout: it does not depend on any model of how the groups differ;
     a drift of the machine inflates it, which only makes the tests that use it more cautious.
     """
-    ss, df = 0.0, 0
-    for g in groups:
-        x = np.log(np.asarray(list(g), dtype=float))
-        if x.size > 1:
-            ss += float(np.sum((x - x.mean()) ** 2))
-            df += x.size - 1
-    return (math.sqrt(ss / df) if df else math.nan), df
+    pool = NoisePool.of(groups)
+    return pool.sigma, pool.df
 
 
 def sprt(diffs: Sequence[float], *, sigma: float, delta: float, alpha: float, beta: float) -> str:
