@@ -41,7 +41,7 @@ EXECUTORS = ("local", "slurm")
 
 # -- one definition per setting: the config field's `knob(...)` holds its default, its pyproject
 # key and type, its flag, help and help panel; the key tables below, the hunt commands' flags
-# (cli/options.py) and the README's key list (tests/test_config.py) are generated from it -------
+# (cli/options.py) and docs/configuration.md's key table (tests/test_config.py) are generated from it -------
 PANELS = ("What to measure", "How it decides", "Setup and isolation", "Busy machine", "Cost", "Slurm")
 MEASURE, DECIDE, SETUP, BUSY, COST, SLURM = PANELS
 HUNT_COMMANDS = ("run", "hunks", "nightly")
@@ -63,7 +63,7 @@ class Knob:
     commands: tuple[str, ...] = HUNT_COMMANDS
     """Hunt commands that have the flag."""
     shown_default: str | None = None
-    """The default as the README's key table writes it, when the field's default is not it."""
+    """The default as the key table (docs/configuration.md) writes it, when the field's default is not it."""
     # -- validation of the value alone (rules between settings stay in the dataclass) --
     choices: tuple[str, ...] | None = None
     minimum: float | None = None

@@ -153,9 +153,9 @@ def test_readme_key_table_is_the_generated_one():
 
     from regressbisect.config import settings_markdown
 
-    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    readme = (Path(__file__).resolve().parents[1] / "docs" / "configuration.md").read_text()
     assert settings_markdown() in readme, (
-        "README.md's settings table is stale: replace it with the output of "
+        "docs/configuration.md's settings table is stale: replace it with the output of "
         "python -c 'from regressbisect.config import settings_markdown; print(settings_markdown())'")
 
 
