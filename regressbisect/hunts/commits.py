@@ -74,6 +74,8 @@ class CommitHunt:
         self.env_fingerprint, self.env_facts = self.executor.fingerprint()
         self._config_hash = config.probe.config_hash()
         self._trees = {c.sha: c.tree for c in self.commits}
+        self._noise_prior_facts: dict[str, Any] = {}
+        """The remembered noise scale the search got and whether it used it (report: noise_prior)."""
 
     def key_for(self, candidate: Candidate) -> SampleKey:
         return key_for(self.history, candidate, config_hash=self._config_hash,
@@ -133,7 +135,7 @@ class CommitHunt:
                 config=self.config, env_facts=self.env_facts, store_path=self.store_path,
                 hunt_id=hunt_id, cached_by_index=self._cached_by_index, isolation=source.isolation)
             report["measurement"] = source.measurement_json()
-            report["noise_prior"] = {**self._noise_prior_facts, **(self._search_state.noise_prior_report() or {})}
+            report["noise_prior"] = self._noise_prior_facts
             report["exit_code"] = int(VERDICT_EXIT[result.verdict])
             report["cost"] = cost.report(store, hunt_id, tokens=self.config.probe.tokens, budget=budget)
             report["instrumentation"].update(overhead_pairs=plan.overhead_pairs,
@@ -255,7 +257,6 @@ class CommitHunt:
                                   max_samples=cfg.max_samples)
         prior, self._noise_prior_facts = self._noise_prior(source, plan)
         search = CommitSearch(len(self.candidates), settings, noise_prior=prior)
-        self._search_state = search
         self._cached_by_index: dict[int, int] = {}
         self.progress.phase("control arm: GOOD and BAD interleaved, then the search")
         while True:
@@ -272,6 +273,7 @@ class CommitHunt:
                 self._progress_sample(source, draw, note=f"#{measure.index} {measure.reason}",
                                       interval=search.live_interval(),
                                       remaining=search.estimated_remaining())
+        self._noise_prior_facts.update(search.noise_prior_report() or {})
         return search.result()
 
     def _noise_prior(self, source: SampleSource, plan: InstrumentationPlan) -> tuple[stats.NoisePool | None, dict]:

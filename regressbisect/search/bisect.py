@@ -370,7 +370,6 @@ class CommitSearch:
         self._reproduced = False                         # the control arm said 'go'
         self._targets: dict[tuple[int, int], _Target] = {}   # steps that reached confirmation
         self._noise_prior = noise_prior.capped(NOISE_PRIOR_DF) if noise_prior and noise_prior.df else None
-        self._prior_used = False                         # the last noise estimate included the prior
 
     # ------------------------------------------------------------------ public API
 
@@ -787,8 +786,7 @@ class CommitSearch:
             self._end_verdict = "reproduced"
             self._phase = "done"
             return
-        d = self.settings.direction
-        self._sign = -1 if d == "slower" else 1 if d == "faster" else 0
+        self._sign = self._hunted_sign()
         self._tau = max(abs(math.log1p(gap)), log_threshold(self.settings.min_effect))
         self._queue = [_Interval(0, self.n - 1, checked=True, probes_at_start=self._probes)]
         self._phase = "search"
@@ -1018,9 +1016,12 @@ class CommitSearch:
         return pooled_t_log_bf(est, 2 / len(diffs), noise, sign=self._sign, priors=priors) >= math.log(1 / alpha_k)
 
     def _noise(self, split: dict[int, int] | None = None) -> NoisePool:
-        """The hunt's pure-error noise: every measurable candidate's spread about its own mean,
-        with the remembered prior (`_with_prior`). `split` {index: round} makes the samples of a
-        candidate up to that round and after it two groups of their own."""
+        """The hunt's pure-error noise with the remembered prior (`_with_prior`)."""
+        return self._with_prior(self._own_noise(split))
+
+    def _own_noise(self, split: dict[int, int] | None = None) -> NoisePool:
+        """Every measurable candidate's spread about its own mean. `split` {index: round} makes the
+        samples of a candidate up to that round and after it two groups of their own."""
         groups: list[list[float]] = []
         for i, vals in self._raw.items():
             if len(vals) < 2 or self._unmeasurable(i):
@@ -1031,27 +1032,27 @@ class CommitSearch:
                 groups.append([v for v, t in zip(vals, times) if t > split[i]])
             else:
                 groups.append(vals)
-        return self._with_prior(NoisePool.of(groups))
+        return NoisePool.of(groups)
 
     def _with_prior(self, own: NoisePool) -> NoisePool:
         """`own` joined by the remembered noise prior, unless this hunt's own spread is larger than
         the prior's at 95% (an F test, once it has 3 degrees of freedom): a machine noisier today
         must not borrow yesterday's quiet. The prior's weight is capped (NOISE_PRIOR_DF), so the
         hunt's own spread dominates once it has a few samples."""
+        return own.plus(self._noise_prior) if self._prior_fits(own) else own
+
+    def _prior_fits(self, own: NoisePool) -> bool:
         prior = self._noise_prior
-        self._prior_used = False
         if prior is None:
-            return own
-        if own.df >= 3 and own.sigma ** 2 > prior.sigma ** 2 * float(f_dist.ppf(0.95, own.df, prior.df)):
-            return own
-        self._prior_used = True
-        return own.plus(prior)
+            return False
+        return own.df < 3 or own.sigma ** 2 <= prior.sigma ** 2 * float(f_dist.ppf(0.95, own.df, prior.df))
 
     def noise_prior_report(self) -> dict | None:
-        """The remembered noise scale and whether the last estimate used it (None: no prior)."""
+        """The remembered noise scale and whether the hunt's noise now uses it (None: no prior)."""
         if self._noise_prior is None:
             return None
-        return {"sigma": self._noise_prior.sigma, "df": self._noise_prior.df, "used": self._prior_used}
+        return {"sigma": self._noise_prior.sigma, "df": self._noise_prior.df,
+                "used": self._prior_fits(self._own_noise())}
 
     def _paired_diffs(self, a: int, b: int, since: int = -1) -> list[float]:
         """log(b) - log(a) of the samples of a and b taken at most pair_window rounds apart (and

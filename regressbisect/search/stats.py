@@ -326,7 +326,7 @@ def pooled_t_log_bf(estimate: float, c: float, noise: NoisePool, *, sign: int = 
     sign, the integral over sigma is numeric.
     """
     if not (c > 0) or noise.df < 1 or not noise.ss > 0:
-        return -math.inf if noise.ss <= 0 and noise.df >= 1 and estimate == 0 else 0.0
+        return 0.0   # no noise estimate yet: no evidence
     nu = noise.df
     z2 = estimate * estimate / c
     out = []
