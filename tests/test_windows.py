@@ -41,6 +41,10 @@ PROBE = textwrap.dedent("""
         write({"beat": time.time()})
         sum(range(20000))
     gated = os.environ.get("GATED", "1") == "1"
+    once = os.environ.get("NO_GATE_ONCE")   # this marker's first run measures without the gate
+    if once and not Path(once).exists():
+        Path(once).touch()
+        gated = False
     with (measured_window() if gated else contextlib.nullcontext()):
         start = time.time()
         write({"open": start})
@@ -146,6 +150,23 @@ def test_a_slot_whose_probes_measure_without_the_gate_runs_them_one_at_a_time(tm
     assert len(_records(logs)) == 5
 
 
+def test_a_run_beside_others_without_a_window_does_not_make_the_slot_run_alone(tmp_path):
+    """Gated probes whose first runs, side by side, measured without a window (their `open` did
+    not reach the gate): each is run again alone, opens its window there, and the slot's later
+    probes still run side by side."""
+    work = _probe_dir(tmp_path)
+    logs = tmp_path / "logs"
+    gate = WindowGate(2, settle_s=0.05)
+    try:
+        first = _at_once(gate, work, logs, {k: {"STARTUP": "0.5", "NO_GATE_ONCE": str(tmp_path / k)} for k in "ab"})
+        later = _at_once(gate, work, logs, {k: {"STARTUP": "0.5"} for k in "cd"})
+    finally:
+        gate.close()
+    assert all(o.sample is not None for o in [*first.values(), *later.values()])
+    stats = gate.stats
+    assert (stats.probes, stats.reruns, stats.alone, stats.windows, stats.without_window) == (4, 2, 2, 4, 2)
+
+
 def test_a_probe_that_fails_with_no_other_probe_beside_it_is_not_run_again(tmp_path):
     """Alone, a failure is the candidate's: running it again would only pay for it twice."""
     work = _probe_dir(tmp_path)
@@ -231,11 +252,13 @@ def test_a_hunt_with_overlapped_probes_finds_the_step(tmp_path):
     report = json.loads(out.read_text())
     assert code == 0 and [c["commit"] for c in report["culprits"]] == [shas[4]]
     overlap = report["measurement"]["overlap"]
-    assert overlap["lanes_per_slot"] == 2 and overlap["windows"] == overlap["probes"] == report["probes"]
-    # alone: only re-runs (the first probes run side by side too). In two full
-    # CI runs two probes were re-run alone (never in isolation or in the fast loop here); the
-    # culprit was right and every sample measured in a window either way (docs/cost.md, section 5)
-    assert overlap["probes_alone"] == overlap["reruns"] and overlap["unregistered"] == 0, overlap
+    assert overlap["lanes_per_slot"] == 2 and overlap["probes"] == report["probes"]
+    # Every run accounted for: a window, or none (then re-run alone if it had company). On a
+    # loaded 2-core CI machine a run beside another has now and then ended without a window; its
+    # re-run alone must not make the rest of the hunt run one probe at a time.
+    assert overlap["windows"] + overlap["without_window"] == overlap["probes"] + overlap["reruns"], overlap
+    assert overlap["without_window"] <= 2 * overlap["reruns"] and overlap["unregistered"] == 0, overlap
+    assert overlap["probes_alone"] == overlap["reruns"], overlap   # alone: only re-runs
     assert overlap["reruns"] == 0 or overlap["notes"], overlap   # a re-run always says why
     assert report["settings"]["overlap"] == 2
 

@@ -93,6 +93,8 @@ class WindowStats:
     """Windows open past WINDOW_PATIENCE_S, after which the other probes continued."""
     unregistered: int = 0
     """`open`s from a process of no registered probe (answered `go` without a window)."""
+    without_window: int = 0
+    """Probe runs (re-runs included) that ended without opening a window."""
     notes: list[str] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
@@ -100,6 +102,7 @@ class WindowStats:
                 "probes_alone": self.alone, "reruns": self.reruns, "stops": self.stops,
                 "stopped_s": round(self.stopped_s, 2), "gate_wait_s": round(self.gate_wait_s, 2),
                 "overrun": self.overrun, "unregistered": self.unregistered,
+                "without_window": self.without_window,
                 "notes": list(dict.fromkeys(self.notes))}
 
 
@@ -170,12 +173,8 @@ class WindowGate:
         with self._lane(group) as side_by_side:
             outcome, opened, company = self._run_registered(group, run_probe, stoppable=side_by_side)
         failed = outcome.sample is None
-        with self._cond:
-            if opened:
-                self._gated.add(group)
-            elif not failed and group not in self._gated:
-                self._ungated.add(group)   # its probe measures without the gate (a failure says nothing)
-                self._cond.notify_all()
+        if not company:
+            self._learn(group, opened, failed)
         if company and (failed or not opened):
             # Beside others it measured with no window of its own (their start-ups may have
             # disturbed it), or it failed (the GPU memory the stopped probes hold may be what it
@@ -187,8 +186,24 @@ class WindowGate:
                                         "a probe measured without opening a window while other probes ran; it was "
                                         "run again alone")
             with self._lane(group, alone=True):
-                outcome, _, _ = self._run_registered(group, run_probe, stoppable=False)
+                outcome, opened, _ = self._run_registered(group, run_probe, stoppable=False)
+            self._learn(group, opened, outcome.sample is None)
+        elif company:
+            self._learn(group, opened, failed)
         return outcome
+
+    def _learn(self, group: str, opened: bool, failed: bool) -> None:
+        """What a probe run tells of its slot's probe: one that opened a window uses the gate;
+        one that measured without a window, alone, does not (its slot's probes then run one at a
+        time). A run beside others without a window teaches nothing until it is run again alone
+        (a start-up beside it may have kept its `open` from reaching the gate), nor does a failure."""
+        with self._cond:
+            if opened:
+                self._gated.add(group)
+                self._ungated.discard(group)
+            elif not failed and group not in self._gated:
+                self._ungated.add(group)
+            self._cond.notify_all()
 
     def close(self) -> None:
         with self._cond:
@@ -267,6 +282,9 @@ class WindowGate:
                         probe.stopped_at = None
                     if self._holders.get(group) == pgid:
                         self._release(group)
+            if pgids and not opened:
+                with self._cond:
+                    self.stats.without_window += 1
         return outcome, opened, company
 
     def _tell_watchdog(self, line: str) -> None:
@@ -339,6 +357,7 @@ class WindowGate:
             while self._holders.get(group) not in (None, sid):
                 self._cond.wait()
             if sid not in self._probes:
+                self.stats.notes.append(f"probe {sid} ended while it waited for its window")
                 return None
             self._holders[group] = sid
             probe.opened = True
