@@ -17,7 +17,7 @@ import numpy as np
 
 import _common  # noqa: E402,F401  (puts the repository on sys.path)
 
-from bench_accuracy import Cell, _history  # noqa: E402
+from bench_accuracy import FLOOR_CELLS, Cell, _history  # noqa: E402
 from regressbisect.search.bisect import SearchSettings  # noqa: E402
 from regressbisect.search.simulate import simulate  # noqa: E402
 
@@ -38,8 +38,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--trials", type=int, default=200)
     p.add_argument("--jobs", type=int, default=2)
     p.add_argument("--seed", type=int, default=20240601)
+    p.add_argument("--floor", action="store_true", help="the cost goals' cells (bench_accuracy.py --floor)")
+    p.add_argument("--only", default="", help="only the cells whose name contains this text")
     args = p.parse_args(argv)
-    cells = [Cell(128, (-s,), cv) for cv in (0.02, 0.05) for s in (0.03, 0.05, 0.10)] + [Cell(128, (), 0.02)]
+    cells = list(FLOOR_CELLS) if args.floor else (
+        [Cell(128, (-s,), cv) for cv in (0.02, 0.05) for s in (0.03, 0.05, 0.10)] + [Cell(128, (), 0.02)])
+    cells = [c for c in cells if args.only in c.name]
     print("| cell | exact | false culprit | executions | " + " | ".join(PHASES) + " |")
     print("|---|---|---|---|" + "---|" * len(PHASES))
     with mp.Pool(args.jobs) as pool:
