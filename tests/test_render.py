@@ -138,21 +138,24 @@ def test_markdown_has_counters_before_after_and_the_remainder():
     assert "Probes run: 37, cached samples reused: 4." in md
 
 
-def test_a_remainder_beyond_what_the_sides_ruled_out_says_how_to_look_again():
+def test_a_remainder_beyond_what_the_sides_ruled_out_says_where_the_hunt_looked():
     report = commits_report(culprits=1)
-    report["sides"] = [{"from": sha(5), "to": sha(9), "outcome": "cleared", "ruled_out_pct": 3.7}]
+    report["sides"] = [{"from": sha(5), "to": sha(9), "outcome": "cleared", "ruled_out_pct": 3.7},
+                       {"from": sha(1), "to": sha(4), "outcome": "remainder", "ruled_out_pct": None}]
     report.update(unexplained_pct=-9.1, unexplained_share=0.24, settings={"direction": "slower"})
     text = render_summary(report)
     # what a side rules out (one step in it) and the remainder (possibly several) say one thing
     assert "in any one side, a further slowdown of 3.7% or more has under 10% probability" in text
     assert "no further slowdown" not in text and "The remainder is larger than that" not in text
     assert "The remainder (-9.1%) is more than that, so it is unlikely to be one slowdown in one side" in text
-    assert f"hunt it alone: regressbisect run {sha(5)[:10]} {sha(9)[:10]}." in text
+    # the hunt searched a side itself: the user is handed no command to do it
+    assert f"so the hunt searched the side {sha(1)[:10]}..{sha(4)[:10]}, whose ends differed most, for it." in text
+    assert "regressbisect run" not in text and "hunt it alone" not in text
     report.update(unexplained_pct=-1.9, unexplained_share=0.06)   # within what was ruled out
-    assert "look again" not in render_summary(report)
+    assert "unlikely to be one slowdown" not in render_summary(report)
     # culprits that explain more than the gap leave no slowdown to look for, however large
     report.update(unexplained_pct=+4.5, unexplained_share=-0.12)
-    assert "look again" not in render_summary(report)
+    assert "unlikely to be one slowdown" not in render_summary(report)
 
 
 def test_minimal_not_reproduced_report_renders_everywhere(tmp_path):

@@ -480,3 +480,24 @@ def test_a_culprits_step_comes_from_its_own_pairs_not_from_its_segment():
         assert culprit.first_bad == 20
         covered += culprit.step_ci95[0] <= -0.10 <= culprit.step_ci95[1] < 0
     assert covered >= 9
+
+
+def test_a_remainder_larger_than_the_cleared_sides_ruled_out_is_searched_in_the_hunt():
+    """The culprit read 8% fast in its gate pairs, so its own step leaves about a third of the
+    gap unexplained beside two cleared sides: the hunt searches the side whose ends differ most
+    (it holds nothing here) instead of handing the user a command, and names nothing else."""
+    outcomes = []
+    for seed in range(6):
+        executor = FakeExecutor(FakeHistory(step_levels(32, {20: -0.20}), cv=0.01), seed)
+        search = CommitSearch(32)
+        rounds = 0
+        while batch := search.next_batch(1):
+            rounds += 1
+            for m in batch:
+                value = executor.measure(m.index, rounds)
+                search.record(m.index, value * 1.08 if m.reason.startswith("confirm") and m.index == 20 else value)
+        result = search.result()
+        assert [c.first_bad for c in result.culprits] == [20]
+        outcomes.append({(sd.lo, sd.hi): sd.outcome for sd in result.sides})
+        assert sum(o == "remainder" for o in outcomes[-1].values()) <= 1   # once per hunt
+    assert any("remainder" in o.values() for o in outcomes), outcomes

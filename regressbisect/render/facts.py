@@ -224,12 +224,13 @@ def remainder_line(report: Mapping[str, Any]) -> str | None:
             # ones, the culprits' own sizes being estimates, or a side whose ends read alike by
             # chance. A negative share (the culprits' steps add up to more than the gap) leaves
             # nothing to look for.
-            looks = "; ".join(f"regressbisect run {s['from'][:10]} {s['to'][:10]}"
-                              for s in cleared[:2] if s.get("from") and s.get("to"))
             text += (f" The remainder ({pct(amount)}) is more than that, so it is unlikely to be one {change} in "
                      f"one side: rather several smaller ones, the culprits' estimated sizes, or a side whose "
-                     f"ends read alike by chance"
-                     + (f"; to look again, hunt it alone: {looks}." if looks else "."))
+                     f"ends read alike by chance.")
+    searched = [s for s in report.get("sides") or () if s.get("outcome") == "remainder" and s.get("from") and s.get("to")]
+    for side in searched:   # the search looked there itself (search/bisect.py, _search_remainder)
+        text += (f" The remainder was surely more than the cleared sides ruled out, so the hunt searched the side "
+                 f"{side['from'][:10]}..{side['to'][:10]}, whose ends differed most, for it.")
     return text
 
 

@@ -198,8 +198,10 @@ class SideCheck:
     hi: int
     """Last index of the side."""
     outcome: str
-    """'searched' (its ends differed: searched again), 'cleared' (a further step is implausible)
-    or 'unresolved' (its ends could not be told apart or alike within the sample cap)."""
+    """'searched' (its ends differed: searched again), 'cleared' (a further step is implausible),
+    'unresolved' (its ends could not be told apart or alike within the sample cap) or 'remainder'
+    (cleared, then searched all the same: the unexplained remainder was larger than what the
+    cleared sides ruled out, and this side's ends differed most)."""
     ruled_out: float
     """With 'cleared': a further step in the hunted direction of this size or more (relative,
     at least min_effect) has probability below side_drop; nan otherwise."""
@@ -373,6 +375,7 @@ class CommitSearch:
         self._control_only = control_only
         self._reproduced = False                         # the control arm said 'go'
         self._targets: dict[tuple[int, int], _Target] = {}   # steps that reached confirmation
+        self._remainder_searched = False                 # a cleared side was searched for the remainder
         self._noise_prior = noise_prior.capped(NOISE_PRIOR_DF) if noise_prior and noise_prior.df else None
 
     # ------------------------------------------------------------------ public API
@@ -820,7 +823,7 @@ class CommitSearch:
     # localisation and confirmation ----------------------------------------------------
 
     def _plan_search(self, slots: int) -> list[tuple[Measure, str | None]] | None:
-        if not self._queue:
+        if not self._queue and not self._search_remainder():
             self._phase = "done"
             return None
         iv = self._queue[0]
@@ -918,6 +921,44 @@ class CommitSearch:
             self._give_up(iv)
             return None
         return picks
+
+    def _search_remainder(self) -> bool:
+        """Once per hunt, when every bracket is settled: if the culprits, each sized by its own
+        pairs, leave a remainder of the gap in the hunted direction surely (one-sided 95%) larger
+        than min_effect and than what every cleared side ruled out, one of those sides holds more than its check saw (its
+        ends read alike by chance, or a shift of the machine hid the step). Search the cleared side
+        whose ends differ most our way, as a side (with its 'no step here' hypothesis and its own
+        budget), instead of leaving it to the user; True when a search was queued."""
+        cleared = [k for k, sd in enumerate(self._sides) if sd.outcome == "cleared"]
+        if self._remainder_searched or not cleared or not self._culprits:
+            return False
+        self._remainder_searched = True
+        named, _ = self._named_culprits()
+        gap, gap_se = self._end_difference()
+        sigma, _ = self._pooled_sigma()
+        if not named or not (math.isfinite(gap) and math.isfinite(gap_se) and sigma > 0):
+            return False
+        steps = [self._own_step(c) for c in named]
+        remainder = gap - sum(math.log1p(c.step) for c in steps)
+        # its spread: the gap's and each step's (its fresh pairs'); one-sided 95%
+        pairs = [len(self._paired_diffs(c.last_good, c.first_bad, since=self._targets[(c.last_good, c.first_bad)].since))
+                 for c in steps if (c.last_good, c.first_bad) in self._targets]
+        se = math.sqrt(gap_se ** 2 + sum(2 * sigma ** 2 / n for n in pairs if n))
+        ruled_out = max(math.log1p(self._sides[k].ruled_out) for k in cleared)
+        if self._toward(remainder) - 1.645 * se <= max(ruled_out, log_threshold(self.settings.min_effect)) or (
+                self._sign == 0 and remainder * gap < 0):
+            return False
+
+        def ends_differ(k: int) -> float:
+            sd = self._sides[k]
+            return self._toward(float(np.mean(np.log(self._raw[sd.hi])) - np.mean(np.log(self._raw[sd.lo]))))
+
+        k = max(cleared, key=ends_differ)
+        side = self._sides[k]
+        self._sides[k] = replace(side, outcome="remainder", ruled_out=math.nan)
+        self._queue.append(_Interval(side.lo, side.hi, checked=True, is_side=True, probes_at_start=self._probes,
+                                     opened=self._round))
+        return True
 
     def _plan_side_check(self, iv: _Interval, slots: int) -> list[tuple[Measure, str | None]] | None:
         """Does a side of a culprit hold another step? Pinpoint's rule: only if its ends differ.
