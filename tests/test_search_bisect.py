@@ -399,11 +399,9 @@ def test_the_naming_gate_reads_only_pairs_taken_after_the_step_was_picked():
     times = {3: [1, 4, 6, 9], 4: [2, 5, 7, 10]}
     for i, rounds in times.items():
         for k, r in enumerate(rounds):
-            search._raw.setdefault(i, []).append(1000.0 * (0.9 if i == 4 and r < 6 else 1.0) + k)
-            search._time.setdefault(i, []).append(r)
-            search._tag.setdefault(i, []).append(None)
-    assert len(search._paired_diffs(3, 4)) == 4
-    fresh = search._paired_diffs(3, 4, since=5)
+            search.book.add(i, 1000.0 * (0.9 if i == 4 and r < 6 else 1.0) + k, tag=None, when=r)
+    assert len(search.book.paired_diffs(3, 4)) == 4
+    fresh = search.book.paired_diffs(3, 4, since=5)
     assert len(fresh) == 2 and all(abs(d) < 0.01 for d in fresh)     # the 10% drop came before round 6
 
 

@@ -102,9 +102,7 @@ def test_culprits_whose_shares_do_not_add_up_are_not_named():
         if i == 7:
             level = 950.0
         for _ in range(12):
-            search._raw.setdefault(i, []).append(level * math.exp(rng.gauss(0, 0.01)))
-            search._time.setdefault(i, []).append(len(search._time.get(i, [])))
-            search._tag.setdefault(i, []).append(None)
+            search.book.add(i, level * math.exp(rng.gauss(0, 0.01)), tag=None, when=len(search.book.time.get(i, [])))
     search._culprits.append(Culprit(first_bad=4, last_good=3, step=math.nan, step_ci95=(math.nan, math.nan),
                                     step_tok_s=math.nan, share_of_gap=math.nan))
     search._phase = "done"

@@ -48,6 +48,7 @@ from scipy.stats import f as f_dist
 from scipy.stats import t as student_t
 
 from regressbisect.config import DIRECTION, DIRECTIONS, MAX_SAMPLES, MIN_EFFECT
+from regressbisect.search.book import SampleBook
 from regressbisect.search.stats import (Comparison, NoisePool, Summary, compare, log_threshold, mixture_log_lr,
                                         pooled_t_log_bf, sprt, summarize, EFFECT_PRIORS)
 
@@ -330,10 +331,6 @@ def _drift_log_bf(t: np.ndarray, r: np.ndarray, ut: np.ndarray, uu: np.ndarray, 
     return log_bf, _coef_log_bf(tt, tr, s2[0], tau2)
 
 
-NOISE_PRIOR_DF = 10
-"""Most degrees of freedom a remembered noise scale counts for: it starts the estimate (two pairs
-can then decide a 10% step at 0.5% noise), and ten samples of the hunt's own outweigh it."""
-
 _EMPTY = Summary(n=0, median=math.nan, ci95=(math.nan, math.nan), cv=math.nan)
 
 
@@ -347,15 +344,12 @@ class CommitSearch:
         subset against BASE, held to the same rule as the commit hunt's control arm).
         noise_prior: a remembered noise scale (the spread of earlier hunts' samples on this machine
         and probe config, at most NOISE_PRIOR_DF degrees of freedom), joined to the hunt's own
-        pooled spread while that is not larger (`_with_prior`)."""
+        pooled spread while that is not larger (`SampleBook.with_prior`)."""
         if n < 2:
             raise ValueError("a commit search needs at least GOOD and BAD (n >= 2)")
         self.n = n
         self.settings = settings
-        self._raw: dict[int, list[float]] = {}          # tok/s per candidate, in recording order
-        self._time: dict[int, list[int]] = {}           # round of each sample
-        self._tag: dict[int, list[str | None]] = {}     # pairing tag of each sample
-        self._skips: dict[int, int] = {}
+        self.book = SampleBook(settings.pair_window, noise_prior)   # every sample, its round and tag
         self._pending: list[tuple[int, str | None, int]] = []
         self._round = 0
         self._probes = 0
@@ -376,7 +370,6 @@ class CommitSearch:
         self._reproduced = False                         # the control arm said 'go'
         self._targets: dict[tuple[int, int], _Target] = {}   # steps that reached confirmation
         self._remainder_searched = False                 # a cleared side was searched for the remainder
-        self._noise_prior = noise_prior.capped(NOISE_PRIOR_DF) if noise_prior and noise_prior.df else None
 
     # ------------------------------------------------------------------ public API
 
@@ -405,14 +398,7 @@ class CommitSearch:
                 del self._pending[k]
                 break
         self._probes += 1
-        if value is None:
-            self._skips[index] = self._skips.get(index, 0) + 1
-            return
-        if not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):
-            raise ValueError(f"tok/s must be finite and positive, got {value!r}")
-        self._raw.setdefault(index, []).append(float(value))
-        self._time.setdefault(index, []).append(when)
-        self._tag.setdefault(index, []).append(tag)
+        self.book.add(index, value, tag=tag, when=when)
 
     @property
     def done(self) -> bool:
@@ -423,7 +409,7 @@ class CommitSearch:
 
     def samples(self, index: int) -> tuple[float, ...]:
         """The tok/s recorded for a candidate, in recording order."""
-        return tuple(self._raw.get(index, ()))
+        return tuple(self.book.raw.get(index, ()))
 
     def live_interval(self) -> tuple[int, int]:
         """Narrowest bracket (last_good, first_bad) currently searched, for the progress display."""
@@ -435,7 +421,7 @@ class CommitSearch:
             return 0
         per = self._samples_per_decision()
         if self._phase == "control":
-            pairs = min(len(self._values(0, self._control_tag)), len(self._values(self.n - 1, self._control_tag)))
+            pairs = min(len(self.book.values(0, self._control_tag)), len(self.book.values(self.n - 1, self._control_tag)))
             return 2 * max(0, max(2, per) - pairs) + int(math.log2(max(2, self.n)) * per) + 2 * per
         lo, hi = self._live
         width = max(1, hi - lo)
@@ -489,7 +475,7 @@ class CommitSearch:
                       f"search proposed ({len(self._refuted)}): a gradual slowdown, or several small steps")
         explained = sum(c.share_of_gap for c in culprits + ambiguous)
         unexplained = (1.0 - explained) if verdict in ("culprits", "ambiguous", "not-localised", "undecided") else math.nan
-        ends = tuple(summarize(self._raw[i]) if self._raw.get(i) else _EMPTY for i in (0, self.n - 1))
+        ends = tuple(summarize(self.book.raw[i]) if self.book.raw.get(i) else _EMPTY for i in (0, self.n - 1))
         return SearchResult(verdict=verdict, culprits=culprits, endpoints=ends, gap=gap,  # type: ignore[arg-type]
                             unexplained=unexplained, candidates=self._candidate_verdicts(steps),
                             probes=self._probes, sides=tuple(self._sides), refuted=tuple(self._refuted),
@@ -519,8 +505,8 @@ class CommitSearch:
         """The culprit sized from its own fresh pairs (see `Culprit.step`); as the segment fit
         sized it when it has none."""
         target = self._targets.get((c.last_good, c.first_bad))
-        diffs = self._paired_diffs(c.last_good, c.first_bad, since=target.since) if target else []
-        sigma, _ = self._pooled_sigma()
+        diffs = self.book.paired_diffs(c.last_good, c.first_bad, since=target.since) if target else []
+        sigma, _ = self.book.pooled_sigma()
         if not diffs or not (sigma > 0 and target.scale > 0):
             return c
         est = float(np.mean(diffs))
@@ -533,7 +519,7 @@ class CommitSearch:
         half = math.sqrt(s2 * (n + r) / (n * n) * (2 * math.log(1 / 0.05) + math.log((n + r) / r)))
         gap_log = self._total_log_gap()
         step = math.expm1(est)
-        base = math.exp(float(np.mean(np.log(self._raw[c.last_good]))))
+        base = math.exp(float(np.mean(np.log(self.book.raw[c.last_good]))))
         return replace(c, step=step, step_ci95=(math.expm1(est - half), math.expm1(est + half)),
                        step_tok_s=step * base, share_of_gap=est / gap_log if gap_log else math.nan)
 
@@ -568,10 +554,10 @@ class CommitSearch:
         commit off: on a noisy machine the commit beside the true step, measured at the wrong
         level by chance, became the culprit (1-1.5% of the hunts at 8-15% CV)."""
         def corrected(i: int) -> list[float]:
-            return [math.log(v) - drift_per_round * t for v, t in zip(self._raw.get(i, []), self._time.get(i, []))]
+            return [math.log(v) - drift_per_round * t for v, t in zip(self.book.raw.get(i, []), self.book.time.get(i, []))]
 
         a, b = corrected(c.last_good), corrected(c.first_bad)
-        sigma, df = self._pooled_sigma()
+        sigma, df = self.book.pooled_sigma()
         if not (a and b and sigma > 0 and df > 0):
             return False
         est = float(np.mean(b) - np.mean(a))
@@ -605,7 +591,7 @@ class CommitSearch:
         assert cmp is not None
         s = self.settings
         lo, hi = cmp.ci95
-        pairs = min(len(self._values(0, self._control_tag)), len(self._values(self.n - 1, self._control_tag)))
+        pairs = min(len(self.book.values(0, self._control_tag)), len(self.book.values(self.n - 1, self._control_tag)))
         text = f"GOOD->BAD {cmp.change:+.1%} (95% CI {lo:+.1%}..{hi:+.1%}, {pairs} pairs)"
         sign = self._hunted_sign()
         hunted = "slowdown" if sign < 0 else "speed-up" if sign > 0 else "change"
@@ -638,19 +624,6 @@ class CommitSearch:
 
     # ------------------------------------------------------------------ data helpers
 
-    def _values(self, i: int, tag: str | None = None) -> list[float]:
-        raw = self._raw.get(i, [])
-        if tag is None:
-            return raw
-        return [v for v, t in zip(raw, self._tag.get(i, [])) if t == tag]
-
-    def _unmeasurable(self, i: int) -> bool:
-        skips = self._skips.get(i, 0)
-        return skips >= 2 and skips > len(self._raw.get(i, []))
-
-    def _retry_wanted(self, i: int) -> bool:
-        return 0 < self._skips.get(i, 0) and not self._unmeasurable(i)
-
     def _capped(self, i: int) -> bool:
         """At max_samples, not counting the control arm's pairs, which have a cap of their own: a
         control arm that needed them all would otherwise leave GOOD or BAD no sample for the search,
@@ -659,20 +632,10 @@ class CommitSearch:
 
     def _room(self, i: int) -> int:
         """Samples `i` may still take before max_samples (as _capped counts them)."""
-        n = len(self._raw.get(i, []))
+        n = len(self.book.raw.get(i, []))
         if i in (0, self.n - 1):
-            n -= len(self._values(i, self._control_tag))
+            n -= len(self.book.values(i, self._control_tag))
         return self.settings.max_samples - n
-
-    def _pooled_sigma(self) -> tuple[float, int]:
-        """Noise sigma (log scale) pooled over candidates (`_noise`, the prior included); below 10
-        degrees of freedom, its 90% upper confidence bound, so that a lucky small spread early on
-        does not fake certainty."""
-        noise = self._noise()
-        sigma, df = noise.sigma, noise.df
-        if df == 0 or not sigma > 0:
-            return math.nan, 0
-        return (sigma * math.sqrt(df / chi2.ppf(0.10, df)) if df < 10 else sigma), df
 
     def _samples_per_decision(self) -> int:
         """Samples that tell a step's two levels apart at 100:1 odds: n tau^2 / (2 sigma^2) = log 100.
@@ -681,7 +644,7 @@ class CommitSearch:
         rests on as few as 3 pairs and is often twice the truth, and the budgets built on it must not
         be short.
         """
-        sigma, _ = self._pooled_sigma()
+        sigma, _ = self.book.pooled_sigma()
         tau = max(self._gap_scale() / 2, log_threshold(self.settings.min_effect))
         if not sigma > 0:
             return 3
@@ -718,11 +681,11 @@ class CommitSearch:
     def _plan_control(self, slots: int) -> list[tuple[Measure, str | None]] | None:
         good, bad = 0, self.n - 1
         tag = self._control_tag
-        if self._unmeasurable(good) or self._unmeasurable(bad):
+        if self.book.unmeasurable(good) or self.book.unmeasurable(bad):
             self._end_verdict = "all-skipped"
             self._phase = "done"
             return None
-        a, b = self._values(good, tag), self._values(bad, tag)
+        a, b = self.book.values(good, tag), self.book.values(bad, tag)
         pairs = min(len(a), len(b))
         s = self.settings
         if pairs >= 2 and len(a) == len(b):
@@ -777,7 +740,7 @@ class CommitSearch:
         x, y = np.log(np.asarray(a)), np.log(np.asarray(b))
         est = float(y.mean() - x.mean())
         c = 1 / len(x) + 1 / len(y)
-        noise = self._with_prior(NoisePool.of([a, b]))
+        noise = self.book.with_prior(NoisePool.of([a, b]))
         sign = self._hunted_sign()
         margin = log_threshold(s.min_effect)
         toward = (sign == 0 and est != 0) or est * sign > 0
@@ -828,7 +791,7 @@ class CommitSearch:
             return None
         iv = self._queue[0]
         s = self.settings
-        if self._unmeasurable(iv.lo) or self._unmeasurable(iv.hi):
+        if self.book.unmeasurable(iv.lo) or self.book.unmeasurable(iv.hi):
             # an end of a side became unmeasurable: that side is left unresolved
             self._queue.pop(0)
             self._give_up(iv)
@@ -850,12 +813,12 @@ class CommitSearch:
         mass = float(post.probs[best])
         self._live = self._central_bracket(post)
         if mass >= s.confirm_enter:
-            diffs = self._paired_diffs(a, b)
-            sigma, _ = self._pooled_sigma()
+            diffs = self.book.paired_diffs(a, b)
+            sigma, _ = self.book.pooled_sigma()
             delta = self._step_for_sprt(post.step_hat[best])
             if (a, b) not in self._targets:
                 self._targets[(a, b)] = _Target(len(self._targets) + 1, self._round, abs(delta),
-                                                abs(delta) / self._noise().sigma)
+                                                abs(delta) / self.book.noise().sigma)
             decision = "continue"
             if sigma > 0 and diffs:
                 decision = sprt(diffs, sigma=sigma * math.sqrt(2), delta=delta, alpha=s.confirm_alpha, beta=s.beta)
@@ -935,13 +898,13 @@ class CommitSearch:
         self._remainder_searched = True
         named, _ = self._named_culprits()
         gap, gap_se = self._end_difference()
-        sigma, _ = self._pooled_sigma()
+        sigma, _ = self.book.pooled_sigma()
         if not named or not (math.isfinite(gap) and math.isfinite(gap_se) and sigma > 0):
             return False
         steps = [self._own_step(c) for c in named]
         remainder = gap - sum(math.log1p(c.step) for c in steps)
         # its spread: the gap's and each step's (its fresh pairs'); one-sided 95%
-        pairs = [len(self._paired_diffs(c.last_good, c.first_bad, since=self._targets[(c.last_good, c.first_bad)].since))
+        pairs = [len(self.book.paired_diffs(c.last_good, c.first_bad, since=self._targets[(c.last_good, c.first_bad)].since))
                  for c in steps if (c.last_good, c.first_bad) in self._targets]
         se = math.sqrt(gap_se ** 2 + sum(2 * sigma ** 2 / n for n in pairs if n))
         ruled_out = max(math.log1p(self._sides[k].ruled_out) for k in cleared)
@@ -951,7 +914,7 @@ class CommitSearch:
 
         def ends_differ(k: int) -> float:
             sd = self._sides[k]
-            return self._toward(float(np.mean(np.log(self._raw[sd.hi])) - np.mean(np.log(self._raw[sd.lo]))))
+            return self._toward(float(np.mean(np.log(self.book.raw[sd.hi])) - np.mean(np.log(self.book.raw[sd.lo]))))
 
         k = max(cleared, key=ends_differ)
         side = self._sides[k]
@@ -1018,7 +981,7 @@ class CommitSearch:
         if len(picks) == 2 and slots > 2:
             picks = [(Measure(i, f"check side {iv.lo}..{iv.hi}"), None) for i in self._pairs_next(iv.lo, iv.hi, slots)]
         elif len(picks) >= 2:
-            room = min(self.settings.max_samples - len(self._raw.get(m.index, [])) for m, _ in picks)
+            room = min(self.settings.max_samples - len(self.book.raw.get(m.index, [])) for m, _ in picks)
             repeats = min(slots // len(picks), room)
             picks = [p for p in picks for _ in range(repeats)] if repeats > 1 else picks
         return picks
@@ -1028,8 +991,8 @@ class CommitSearch:
         ruled-out size) when a further step is implausible there, None while neither (the rules:
         `_plan_side_check`; fresh pairs: those of the ends taken after round `since`)."""
         s = self.settings
-        lo_v, hi_v = self._raw.get(lo, []), self._raw.get(hi, [])
-        sigma, df = self._pooled_sigma()
+        lo_v, hi_v = self.book.raw.get(lo, []), self.book.raw.get(hi, [])
+        sigma, df = self.book.pooled_sigma()
         if not (lo_v and hi_v and sigma > 0):
             return None
         est = float(np.mean(np.log(hi_v)) - np.mean(np.log(lo_v)))
@@ -1039,7 +1002,7 @@ class CommitSearch:
         toward = self._toward(est)
         if abs(est) >= margin and toward > 0 and mixture_log_lr(est, se, drop_margin) >= math.log(5 / s.alpha):
             return "searched", math.nan
-        fresh = self._paired_diffs(lo, hi, since=since)
+        fresh = self.book.paired_diffs(lo, hi, since=since)
         if fresh and self._implausible(toward, se, drop_margin, df):
             # all samples rule the step out; the pairs taken since the side opened must too
             toward, se = self._toward(float(np.mean(fresh))), sigma * math.sqrt(2 / len(fresh))
@@ -1069,8 +1032,8 @@ class CommitSearch:
         picks = []
         for lo, hi in self._sides_of(iv, a, b):
             outer, partner = (lo, a) if hi == a else (hi, b)
-            last = (self._time.get(partner) or [-1])[-1]
-            unpaired = last > since and now - last <= self.settings.pair_window and last > (self._time.get(outer) or [-1])[-1]
+            last = (self.book.time.get(partner) or [-1])[-1]
+            unpaired = last > since and now - last <= self.settings.pair_window and last > (self.book.time.get(outer) or [-1])[-1]
             if unpaired and not self._capped(outer) and self._side_decision(lo, hi, since) is None:
                 picks.append(outer)
         return picks[: max(1, slots)] if slots < 4 else picks
@@ -1110,7 +1073,7 @@ class CommitSearch:
         pair shows a 10% step.
         """
         target = self._targets[(a, b)]
-        diffs = self._paired_diffs(a, b, since=target.since)
+        diffs = self.book.paired_diffs(a, b, since=target.since)
         if not diffs:
             return False
         est = float(np.mean(diffs))
@@ -1119,72 +1082,12 @@ class CommitSearch:
             return False
         alpha_k = self.settings.name_alpha / (target.order * (target.order + 1))
         priors = (target.effect ** 2,) if math.isfinite(target.effect) and target.effect > 0 else EFFECT_PRIORS
-        noise = self._noise(split={a: target.since, b: target.since})
+        noise = self.book.noise(split={a: target.since, b: target.since})
         return pooled_t_log_bf(est, 2 / len(diffs), noise, sign=self._sign, priors=priors) >= math.log(1 / alpha_k)
-
-    def _noise(self, split: dict[int, int] | None = None) -> NoisePool:
-        """The hunt's pure-error noise with the remembered prior (`_with_prior`)."""
-        return self._with_prior(self._own_noise(split))
-
-    def _own_noise(self, split: dict[int, int] | None = None) -> NoisePool:
-        """Every measurable candidate's spread about its own mean. `split` {index: round} makes the
-        samples of a candidate up to that round and after it two groups of their own."""
-        groups: list[list[float]] = []
-        for i, vals in self._raw.items():
-            if len(vals) < 2 or self._unmeasurable(i):
-                continue
-            if split and i in split:
-                times = self._time.get(i, [])
-                groups.append([v for v, t in zip(vals, times) if t <= split[i]])
-                groups.append([v for v, t in zip(vals, times) if t > split[i]])
-            else:
-                groups.append(vals)
-        return NoisePool.of(groups)
-
-    def _with_prior(self, own: NoisePool) -> NoisePool:
-        """`own` joined by the remembered noise prior, unless this hunt's own spread is larger than
-        the prior's at 95% (an F test, once it has 3 degrees of freedom): a machine noisier today
-        must not borrow yesterday's quiet. The prior's weight is capped (NOISE_PRIOR_DF), so the
-        hunt's own spread dominates once it has a few samples."""
-        return own.plus(self._noise_prior) if self._prior_fits(own) else own
-
-    def _prior_fits(self, own: NoisePool) -> bool:
-        prior = self._noise_prior
-        if prior is None:
-            return False
-        return own.df < 3 or own.sigma ** 2 <= prior.sigma ** 2 * float(f_dist.ppf(0.95, own.df, prior.df))
 
     def noise_prior_report(self) -> dict | None:
         """The remembered noise scale and whether the hunt's noise now uses it (None: no prior)."""
-        if self._noise_prior is None:
-            return None
-        return {"sigma": self._noise_prior.sigma, "df": self._noise_prior.df,
-                "used": self._prior_fits(self._own_noise())}
-
-    def _paired_diffs(self, a: int, b: int, since: int = -1) -> list[float]:
-        """log(b) - log(a) of the samples of a and b taken at most pair_window rounds apart (and
-        after round `since`).
-
-        Two pointers over both time-ordered sample lists; each sample is used in one pair at most.
-        """
-        ta, tb = self._time.get(a, []), self._time.get(b, [])
-        ya, yb = self._raw.get(a, []), self._raw.get(b, [])
-        if since >= 0:
-            ka, kb = int(np.searchsorted(ta, since, side="right")), int(np.searchsorted(tb, since, side="right"))
-            ta, ya, tb, yb = ta[ka:], ya[ka:], tb[kb:], yb[kb:]
-        i = j = 0
-        out = []
-        w = self.settings.pair_window
-        while i < len(ta) and j < len(tb):
-            if abs(ta[i] - tb[j]) <= w:
-                out.append(math.log(yb[j]) - math.log(ya[i]))
-                i += 1
-                j += 1
-            elif ta[i] < tb[j]:
-                i += 1
-            else:
-                j += 1
-        return out
+        return self.book.noise_prior_report()
 
     def _pair_next(self, a: int, b: int, slots: int) -> list[int]:
         """The next sample(s) of a pair: both when slots allow, else the partner of a fresh unpaired
@@ -1193,9 +1096,9 @@ class CommitSearch:
             return [a, b]
         now = self._round + 1
         w = self.settings.pair_window
-        la = self._time.get(a, [])
-        lb = self._time.get(b, [])
-        n_pairs = len(self._paired_diffs(a, b))
+        la = self.book.time.get(a, [])
+        lb = self.book.time.get(b, [])
+        n_pairs = len(self.book.paired_diffs(a, b))
         fresh_a = bool(la) and now - la[-1] <= w and (not lb or la[-1] > lb[-1])
         fresh_b = bool(lb) and now - lb[-1] <= w and (not la or lb[-1] > la[-1])
         if fresh_a and len(la) > n_pairs:
@@ -1208,11 +1111,11 @@ class CommitSearch:
         """A round of nothing but the pair: `slots` samples alternating between a and b, starting
         with the one _pair_next would take alone. With an odd number of slots the last sample's
         partner opens the next round, within pair_window, so every slot serves a pair
-        (_paired_diffs pairs samples across adjacent rounds)."""
+        (SampleBook.paired_diffs pairs samples across adjacent rounds)."""
         if slots < 2:
             return self._pair_next(a, b, 1)
-        last_a = self._time.get(a, []).count(self._round)
-        last_b = self._time.get(b, []).count(self._round)
+        last_a = self.book.time.get(a, []).count(self._round)
+        last_b = self.book.time.get(b, []).count(self._round)
         # the last round's odd sample waits for its partner, which opens this round
         first = b if last_a > last_b else a if last_b > last_a else self._pair_next(a, b, 1)[0]
         second = b if first == a else a
@@ -1227,9 +1130,9 @@ class CommitSearch:
 
     def _anchor_needed(self, iv: _Interval, picks: list[int]) -> int | None:
         """The end of the bracket to re-measure, if an interior pick has about as many samples."""
-        ends = sorted((len(self._raw.get(e, [])), e) for e in (iv.lo, iv.hi))
+        ends = sorted((len(self.book.raw.get(e, [])), e) for e in (iv.lo, iv.hi))
         fewest, end = ends[0]
-        densest = max((len(self._raw.get(i, [])) for i in picks), default=0)
+        densest = max((len(self.book.raw.get(i, [])) for i in picks), default=0)
         return end if densest + 1 >= fewest and end not in picks and not self._capped(end) else None
 
     def _over_budget(self, iv: _Interval) -> bool:
@@ -1280,11 +1183,11 @@ class CommitSearch:
         the t quantile for 95%, the drift per round or 0), or None when there are too few samples. Every measurable
         candidate's samples are used unless `indices` is given."""
         rows, ys, ts = [], [], []
-        for i, vals in self._raw.items():
-            if self._unmeasurable(i) or (indices is not None and i not in indices):
+        for i, vals in self.book.raw.items():
+            if self.book.unmeasurable(i) or (indices is not None and i not in indices):
                 continue
             seg = segment_of(i)
-            for v, t in zip(vals, self._time.get(i, [])):
+            for v, t in zip(vals, self.book.time.get(i, [])):
                 rows.append(seg)
                 ys.append(math.log(v))
                 ts.append(t)
@@ -1319,7 +1222,7 @@ class CommitSearch:
     def _gap_scale(self) -> float:
         """|log GOOD->BAD gap| from every sample of the two ends so far, at least min_effect (for
         the budgets and the side margin; the posterior's prior scale stays the control arm's look)."""
-        if self._phase == "control" or not (self._raw.get(0) and self._raw.get(self.n - 1)):
+        if self._phase == "control" or not (self.book.raw.get(0) and self.book.raw.get(self.n - 1)):
             return self._tau
         return max(abs(self._total_log_gap()), log_threshold(self.settings.min_effect))
 
@@ -1332,7 +1235,7 @@ class CommitSearch:
 
     def _end_difference(self) -> tuple[float, float]:
         """(BAD - GOOD in log tok/s, its standard error); se is nan when unknown."""
-        good, bad = self._raw.get(0), self._raw.get(self.n - 1)
+        good, bad = self.book.raw.get(0), self.book.raw.get(self.n - 1)
         if not (good and bad):
             return math.nan, math.nan
         plain = float(np.mean(np.log(bad)) - np.mean(np.log(good)))
@@ -1367,7 +1270,7 @@ class CommitSearch:
         return [a, b] if na % 2 == 0 else [b, a]
 
     def _measurable_in(self, lo: int, hi: int) -> list[int]:
-        return [i for i in range(lo, hi + 1) if not self._unmeasurable(i)]
+        return [i for i in range(lo, hi + 1) if not self.book.unmeasurable(i)]
 
     def _quantile_picks(self, iv: _Interval, post: _Posterior, k: int, exclude: set[int]) -> list[int]:
         """Up to k distinct interior commits whose 'first bad <= x' mass is nearest j/(k+1)."""
@@ -1395,7 +1298,7 @@ class CommitSearch:
                     chosen.append(x)
                     break
         # a retry is owed to a candidate skipped once: it comes first if it is among the useful
-        return sorted(chosen, key=lambda x: (not self._retry_wanted(x), chosen.index(x)))
+        return sorted(chosen, key=lambda x: (not self.book.retry_wanted(x), chosen.index(x)))
 
     def _central_bracket(self, post: _Posterior) -> tuple[int, int]:
         cum = np.cumsum(post.probs) / max(float(np.sum(post.probs)), 1e-300)
@@ -1421,7 +1324,7 @@ class CommitSearch:
             return _Posterior([], np.zeros(0), np.zeros(0))
         idx, y, tm = [], [], []
         for i in points:
-            for v, t in zip(self._raw.get(i, []), self._time.get(i, [])):
+            for v, t in zip(self.book.raw.get(i, []), self.book.time.get(i, [])):
                 idx.append(i)
                 y.append(math.log(v))
                 tm.append(t)
@@ -1483,10 +1386,10 @@ class CommitSearch:
     def _candidate_verdicts(self, culprits: Sequence[Culprit]) -> tuple[CandidateVerdict, ...]:
         out = []
         bounds = sorted(c.first_bad for c in culprits)
-        for i in sorted(set(self._raw) | set(self._skips)):
-            vals = self._raw.get(i, [])
+        for i in sorted(set(self.book.raw) | set(self.book.skips)):
+            vals = self.book.raw.get(i, [])
             summ = summarize(vals) if vals else None
-            if self._unmeasurable(i) or not vals:
+            if self.book.unmeasurable(i) or not vals:
                 verdict = "skip"
             elif any(lo < i < hi for lo, hi in self._unresolved) or (self._end_verdict in ("not-reproduced", "undecided") and i != 0):
                 verdict = "unsure"

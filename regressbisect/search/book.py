@@ -1,0 +1,141 @@
+"""The samples of one search and what every decision reads from them: pairs and the pooled noise.
+
+Pure (numpy/scipy only). Each sample of a candidate keeps the round it was taken in and its
+pairing tag (the control arm's pairs carry one), so that every rule of the search (bisect.py)
+reads the same two facts: which samples pair (taken at most `pair_window` rounds apart, drift
+cancels in each), and how noisy the machine is (the pure-error spread of every candidate, with a
+remembered scale from earlier hunts joined while it fits).
+"""
+from __future__ import annotations
+
+import math
+from typing import Sequence
+
+import numpy as np
+from scipy.stats import chi2
+from scipy.stats import f as f_dist
+
+from regressbisect.search.stats import NoisePool
+
+__all__ = ["NOISE_PRIOR_DF", "SampleBook"]
+
+NOISE_PRIOR_DF = 10
+"""Most degrees of freedom a remembered noise scale counts for: it starts the estimate (two pairs
+can then decide a 10% step at 0.5% noise), and ten samples of the hunt's own outweigh it."""
+
+
+class SampleBook:
+    """tok/s per candidate in recording order, the round and pairing tag of each, and the skips."""
+
+    def __init__(self, pair_window: int, noise_prior: NoisePool | None = None):
+        """noise_prior: a remembered noise scale (the spread of earlier hunts' samples on this
+        machine and probe config), counted for at most NOISE_PRIOR_DF degrees of freedom."""
+        self.pair_window = pair_window
+        self.raw: dict[int, list[float]] = {}
+        self.time: dict[int, list[int]] = {}
+        self.tags: dict[int, list[str | None]] = {}
+        self.skips: dict[int, int] = {}
+        self.noise_prior = noise_prior.capped(NOISE_PRIOR_DF) if noise_prior and noise_prior.df else None
+
+    def add(self, index: int, value: float | None, *, tag: str | None, when: int) -> None:
+        """One sample of `index` taken in round `when` (None: its run was skipped)."""
+        if value is None:
+            self.skips[index] = self.skips.get(index, 0) + 1
+            return
+        if not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):
+            raise ValueError(f"tok/s must be finite and positive, got {value!r}")
+        self.raw.setdefault(index, []).append(float(value))
+        self.time.setdefault(index, []).append(when)
+        self.tags.setdefault(index, []).append(tag)
+
+    def values(self, i: int, tag: str | None = None) -> list[float]:
+        """Every sample of `i`, or only those with pairing tag `tag`."""
+        raw = self.raw.get(i, [])
+        if tag is None:
+            return raw
+        return [v for v, t in zip(raw, self.tags.get(i, [])) if t == tag]
+
+    def unmeasurable(self, i: int) -> bool:
+        """Skipped twice, and more often than measured (a crash is usually deterministic, one skip
+        may be a flake)."""
+        skips = self.skips.get(i, 0)
+        return skips >= 2 and skips > len(self.raw.get(i, []))
+
+    def retry_wanted(self, i: int) -> bool:
+        return 0 < self.skips.get(i, 0) and not self.unmeasurable(i)
+
+    def paired_diffs(self, a: int, b: int, since: int = -1) -> list[float]:
+        """log(b) - log(a) of the samples of a and b taken at most pair_window rounds apart (and
+        after round `since`).
+
+        Two pointers over both time-ordered sample lists; each sample is used in one pair at most.
+        """
+        ta, tb = self.time.get(a, []), self.time.get(b, [])
+        ya, yb = self.raw.get(a, []), self.raw.get(b, [])
+        if since >= 0:
+            ka, kb = int(np.searchsorted(ta, since, side="right")), int(np.searchsorted(tb, since, side="right"))
+            ta, ya, tb, yb = ta[ka:], ya[ka:], tb[kb:], yb[kb:]
+        i = j = 0
+        out = []
+        w = self.pair_window
+        while i < len(ta) and j < len(tb):
+            if abs(ta[i] - tb[j]) <= w:
+                out.append(math.log(yb[j]) - math.log(ya[i]))
+                i += 1
+                j += 1
+            elif ta[i] < tb[j]:
+                i += 1
+            else:
+                j += 1
+        return out
+
+    # -- the noise ------------------------------------------------------------------------------
+
+    def noise(self, split: dict[int, int] | None = None) -> NoisePool:
+        """The hunt's pure-error noise with the remembered prior (`with_prior`)."""
+        return self.with_prior(self.own_noise(split))
+
+    def own_noise(self, split: dict[int, int] | None = None) -> NoisePool:
+        """Every measurable candidate's spread about its own mean. `split` {index: round} makes the
+        samples of a candidate up to that round and after it two groups of their own."""
+        groups: list[Sequence[float]] = []
+        for i, vals in self.raw.items():
+            if len(vals) < 2 or self.unmeasurable(i):
+                continue
+            if split and i in split:
+                times = self.time.get(i, [])
+                groups.append([v for v, t in zip(vals, times) if t <= split[i]])
+                groups.append([v for v, t in zip(vals, times) if t > split[i]])
+            else:
+                groups.append(vals)
+        return NoisePool.of(groups)
+
+    def with_prior(self, own: NoisePool) -> NoisePool:
+        """`own` joined by the remembered noise prior, unless this hunt's own spread is larger than
+        the prior's at 95% (an F test, once it has 3 degrees of freedom): a machine noisier today
+        must not borrow yesterday's quiet. The prior's weight is capped (NOISE_PRIOR_DF), so the
+        hunt's own spread dominates once it has a few samples."""
+        return own.plus(self.noise_prior) if self.prior_fits(own) else own
+
+    def prior_fits(self, own: NoisePool) -> bool:
+        prior = self.noise_prior
+        if prior is None:
+            return False
+        return own.df < 3 or own.sigma ** 2 <= prior.sigma ** 2 * float(f_dist.ppf(0.95, own.df, prior.df))
+
+    def noise_prior_report(self) -> dict | None:
+        """The remembered noise scale and whether the hunt's noise now uses it (None: no prior)."""
+        if self.noise_prior is None:
+            return None
+        return {"sigma": self.noise_prior.sigma, "df": self.noise_prior.df,
+                "used": self.prior_fits(self.own_noise())}
+
+    def pooled_sigma(self) -> tuple[float, int]:
+        """Noise sigma (log scale) pooled over candidates (`noise`, the prior included); below 10
+        degrees of freedom, its 90% upper confidence bound, so that a lucky small spread early on
+        does not fake certainty."""
+        noise = self.noise()
+        sigma, df = noise.sigma, noise.df
+        if df == 0 or not sigma > 0:
+            return math.nan, 0
+        return (sigma * math.sqrt(df / chi2.ppf(0.10, df)) if df < 10 else sigma), df
