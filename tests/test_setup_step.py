@@ -6,11 +6,14 @@ built per candidate by `--setup`, against the same hunt without it.
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import signal
 import sqlite3
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -27,6 +30,8 @@ from regressbisect.probe.setup_step import SetupStep
 from regressbisect.probe.venvs import SlotVenvs
 from regressbisect.store import Store
 from tests.cli import run_cli
+
+ROOT = Path(__file__).resolve().parents[1]
 from regressbisect.testing.benchrepo import SpeedProbe, make_bench_repo
 from regressbisect.testing.cextrepo import make_cext_repo
 from regressbisect.testing.gitrepo import make_repo
@@ -198,6 +203,47 @@ def test_a_hunt_builds_each_candidate_it_probes_once_and_counts_builds_in_its_co
     assert f"{len(probed)} builds" in render_summary(report)
     assert len(probe.worktrees) > 1   # GOOD and BAD each kept their own built worktree
     assert not any(w.exists() for w in probe.worktrees if w.name != "slot-0")   # removed at the end
+
+
+@pytest.mark.slow
+def test_a_hunt_killed_during_a_setup_builds_that_candidate_again_when_resumed(tmp_path):
+    repo = tmp_path / "repo"
+    make_bench_repo(repo, [1000.0] * 3 + [900.0] * 3)
+    log, building = tmp_path / "builds.log", tmp_path / "building"
+    # The third build is killed half-way (kill -9 of the hunt while it runs); the probe refuses a
+    # tree without the build's last output.
+    setup = (f"git rev-parse HEAD >> {log}; cp speed.py half_built.py; "
+             f"if [ $(wc -l < {log}) -eq 3 ]; then echo $$ > {building}; sleep 60; fi; cp speed.py built_speed.py")
+    args = [sys.executable, "-m", "regressbisect", "run", "-C", str(repo), "--cmd",
+            f"test -e built_speed.py && {sys.executable} bench.py", "--tokens", "1000", "--instrument", "off",
+            "--env", f"BENCH_STATE={tmp_path / 'state'}", "--quiet", "--no-busy-check", "--setup", setup,
+            "--store", str(tmp_path / "store.sqlite"), "--json", str(tmp_path / "hunt.json"), "HEAD~5", "HEAD"]
+    hunt = subprocess.Popen(args, env={**os.environ, "PYTHONPATH": str(ROOT)}, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    try:
+        for _ in range(600):
+            if building.exists() and building.read_text().strip():
+                break
+            assert hunt.poll() is None, "the hunt ended before its third build"
+            time.sleep(0.1)
+        hunt.kill()
+        hunt.wait(timeout=30)
+    finally:
+        if hunt.poll() is None:
+            hunt.kill()
+        with contextlib.suppress(ProcessLookupError, ValueError):
+            os.killpg(int(building.read_text().strip()), signal.SIGKILL)
+    half_built = _builds(log)[2]
+    assert subprocess.run(args, env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True).returncode == 0
+    report = json.loads((tmp_path / "hunt.json").read_text())
+    assert report["verdict"] == "culprits"
+    with sqlite3.connect(tmp_path / "store.sqlite") as conn:
+        assert conn.execute("SELECT COUNT(*) FROM skips").fetchone() == (0,)   # no probe on a half build
+    builds = _builds(log)
+    assert builds.count(half_built) == 2   # killed, then built again: never taken for a build
+    assert report["cost"]["builds"] == len(builds) - 3   # the resumed process built what it probed anew
+    pool = repo / ".git" / "regressbisect" / "worktrees"
+    assert sorted(p.name for p in pool.iterdir()) == ["slot-0"]   # the killed hunt's spares too
 
 
 def test_failed_setup_skips_with_its_reason_and_a_resumed_hunt_does_not_rerun_it(repo, tmp_path):
