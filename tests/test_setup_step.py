@@ -26,7 +26,7 @@ from regressbisect.git.worktrees import WorktreePool, pool_root
 from regressbisect.samples import Candidate, ProbeOutcome, Sample, SampleKey
 from regressbisect.hunts.sampling import Request, SampleSource
 from regressbisect.probe.runner import ProbeSpec
-from regressbisect.probe.setup_step import SetupStep
+from regressbisect.probe.setup_step import SPARE_TREES, BuiltTrees, SetupStep
 from regressbisect.probe.venvs import SlotVenvs
 from regressbisect.store import Store
 from tests.cli import run_cli
@@ -113,6 +113,28 @@ def test_each_candidate_is_built_once_while_good_and_bad_alternate_in_one_slot(r
     assert source.probe_seconds == pytest.approx(0.01 * len(order))  # setup time is not probe time
     # The worktrees kept beside the slot's own are removed when the pool is closed.
     assert spares and not any(p.exists() for p in spares) and pool.path(0).exists()
+
+
+def test_built_worktrees_are_bounded_and_the_least_recently_used_one_is_given_to_a_new_build():
+    trees = BuiltTrees()
+    assert trees.fit(1) == 1 + SPARE_TREES == 8
+
+    def probe(build):   # a probe of one lane: take, build if needed, give back
+        tree, built = trees.take(build)
+        if not built:
+            trees.mark_built(tree, build)
+        trees.give_back(tree)
+        return tree, built
+
+    first = {b: probe(b)[0] for b in range(8)}
+    assert sorted(first.values()) == list(range(8))       # one worktree each, none evicted yet
+    assert probe(0) == (first[0], True)                    # 0 is now the most recently used
+    assert probe(8) == (first[1], False)                   # 1 was the least recently used
+    assert probe(1) == (first[2], False) and probe(0) == (first[0], True)
+    # Two lanes probing one build at once: the second cannot share the first's worktree.
+    held, built = trees.take(0)
+    other, other_built = trees.take(0)
+    assert (held, built) == (first[0], True) and other != held and not other_built
 
 
 def test_a_candidate_with_an_edited_tree_is_built_apart_from_its_commit(repo, tmp_path):
