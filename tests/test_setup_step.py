@@ -6,25 +6,33 @@ built per candidate by `--setup`, against the same hunt without it.
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import signal
 import sqlite3
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
 from regressbisect.config import build_config
 from regressbisect.git.history import History
+from regressbisect.hunts.commits import CommitHunt
+from regressbisect.render import render_summary
 from regressbisect.git.worktrees import WorktreePool, pool_root
 from regressbisect.samples import Candidate, ProbeOutcome, Sample, SampleKey
 from regressbisect.hunts.sampling import Request, SampleSource
 from regressbisect.probe.runner import ProbeSpec
-from regressbisect.probe.setup_step import SetupStep
+from regressbisect.probe.setup_step import SPARE_TREES, BuiltTrees, SetupStep
 from regressbisect.probe.venvs import SlotVenvs
 from regressbisect.store import Store
 from tests.cli import run_cli
+
+ROOT = Path(__file__).resolve().parents[1]
+from regressbisect.testing.benchrepo import SpeedProbe, make_bench_repo
 from regressbisect.testing.cextrepo import make_cext_repo
 from regressbisect.testing.gitrepo import make_repo
 
@@ -43,17 +51,17 @@ class BuiltProbe:
         return ProbeOutcome(sample=Sample(tok_s=100.0), skip_reason=None, exit_code=0, wall_seconds=0.01)
 
 
-def _source(repo: Path, store: Store, pool: WorktreePool, setup_cmd: str, hunt_id: int,
-            probe=None, venvs=None) -> tuple[SampleSource, SetupStep]:
+def _source(repo: Path, store: Store, pool: WorktreePool, setup_cmd: str, hunt_id: int | None,
+            probe=None, venvs=None, patch_for=lambda c: None, config: str = "c") -> tuple[SampleSource, SetupStep]:
     history = pool.history
     setup = SetupStep(command=setup_cmd, store=store, hunt_id=hunt_id, timeout_s=60,
                       log_dir=pool_root(history) / "setup-logs")
     source = SampleSource(
         store=store, pool=pool, spec=ProbeSpec(command="true", tokens=10, timeout_s=30),
         env_fingerprint="fp", hunt_id=hunt_id,
-        key_for=lambda c: SampleKey(tree=history.tree_of(c.commit), patch_hash=None, config_hash="c",
+        key_for=lambda c: SampleKey(tree=history.tree_of(c.commit), patch_hash=c.patch_hash, config_hash=config,
                                     env_fingerprint="fp"),
-        probe_runner=probe or BuiltProbe(), setup=setup, venvs=venvs)
+        patch_for=patch_for, probe_runner=probe or BuiltProbe(), setup=setup, venvs=venvs)
     return source, setup
 
 
@@ -69,23 +77,195 @@ def repo(tmp_path):
     return tmp_path / "repo", shas
 
 
-def test_setup_runs_after_each_switch_and_not_while_the_slot_holds_the_build(repo, tmp_path):
+class OwnBuildProbe:
+    """Fake executor: tok/s = 100 + X from the build output `built.txt` (a copy of `a.py`,
+    `x = X`, made by the setup step), so a sample shows whose build it ran on."""
+
+    def __call__(self, spec, worktree: Path, extra_env=None) -> ProbeOutcome:
+        if not (worktree / "built.txt").exists():
+            return ProbeOutcome(sample=None, skip_reason="exit 1: ImportError: not built", exit_code=1,
+                                wall_seconds=0.01)
+        x = int((worktree / "built.txt").read_text().split("=")[1])
+        return ProbeOutcome(sample=Sample(tok_s=100.0 + x), skip_reason=None, exit_code=0, wall_seconds=0.01)
+
+
+def _builds(log: Path) -> list[str]:
+    return log.read_text().split() if log.exists() else []
+
+
+def test_each_candidate_is_built_once_while_good_and_bad_alternate_in_one_slot(repo, tmp_path):
     path, shas = repo
-    log = tmp_path / "setup.log"
+    log = tmp_path / "builds.log"   # outside the repository: one line per setup run
     history = History.open(path)
     with Store(tmp_path / "s.sqlite") as store, WorktreePool(history, 1) as pool:
-        source, setup = _source(path, store, pool, f"git rev-parse HEAD >> {log}; echo ok > built.txt",
-                                _hunt(store))
-        order = [shas[0], shas[0], shas[2], shas[0]]
-        draws = [source.draw_many([Request(Candidate(sha))])[0] for sha in order]
-    assert all(d.sample is not None for d in draws)  # the build was there at every probe
-    # Built at the first checkout, reused for the second sample, built again after the slot
-    # moved to another commit and back (git clean -ffdx removed built.txt).
-    assert log.read_text().split() == [shas[0], shas[2], shas[0]]
+        source, setup = _source(path, store, pool, f"git rev-parse HEAD >> {log}; cp a.py built.txt",
+                                _hunt(store), probe=OwnBuildProbe())
+        order = [0, 2] * 4 + [1, 0, 2, 1, 1]
+        draws = [source.draw_many([Request(Candidate(shas[i]))])[0] for i in order]
+        spares = [pool.path(t) for t in range(1, setup.trees.count)]
+    # Every sample ran on its own candidate's build (x = i + 1 at commit i) ...
+    assert [d.value for d in draws] == [101.0 + i for i in order]
+    # ... and each candidate was built once: GOOD and BAD alternating kept their worktrees.
+    assert sorted(_builds(log)) == sorted(shas[i] for i in set(order))
     report = setup.to_json()
     assert report["runs"] == 3 and report["failures"] == 0
-    assert report["per_candidate"][shas[0][:10]]["reuses"] == 1
-    assert source.probe_seconds == pytest.approx(0.04)  # setup time is not probe time
+    assert sum(c["reuses"] for c in report["per_candidate"].values()) == len(order) - 3
+    assert source.probe_seconds == pytest.approx(0.01 * len(order))  # setup time is not probe time
+    # The worktrees kept beside the slot's own are removed when the pool is closed.
+    assert spares and not any(p.exists() for p in spares) and pool.path(0).exists()
+
+
+def test_built_worktrees_are_bounded_and_the_least_recently_used_one_is_given_to_a_new_build():
+    trees = BuiltTrees()
+    assert trees.fit(1) == 1 + SPARE_TREES == 8
+
+    def probe(build):   # a probe of one lane: take, build if needed, give back
+        tree, built = trees.take(build)
+        if not built:
+            trees.mark_built(tree, build)
+        trees.give_back(tree)
+        return tree, built
+
+    first = {b: probe(b)[0] for b in range(8)}
+    assert sorted(first.values()) == list(range(8))       # one worktree each, none evicted yet
+    assert probe(0) == (first[0], True)                    # 0 is now the most recently used
+    assert probe(8) == (first[1], False)                   # 1 was the least recently used
+    assert probe(1) == (first[2], False) and probe(0) == (first[0], True)
+    # Two lanes probing one build at once: the second cannot share the first's worktree.
+    held, built = trees.take(0)
+    other, other_built = trees.take(0)
+    assert (held, built) == (first[0], True) and other != held and not other_built
+
+
+def test_a_candidate_with_an_edited_tree_is_built_apart_from_its_commit(repo, tmp_path):
+    path, shas = repo
+    log = tmp_path / "builds.log"
+    history = History.open(path)
+    edit = "diff --git a/a.py b/a.py\n--- a/a.py\n+++ b/a.py\n@@ -1 +1 @@\n-x = 1\n+x = 9\n"
+    with Store(tmp_path / "s.sqlite") as store, WorktreePool(history, 1) as pool:
+        source, setup = _source(path, store, pool, f"git rev-parse HEAD >> {log}; cp a.py built.txt",
+                                _hunt(store), probe=OwnBuildProbe(),
+                                patch_for=lambda c: edit if c.patch else None)
+        order = [Candidate(shas[0]), Candidate(shas[0], ("h1",))] * 3
+        draws = [source.draw_many([Request(c)])[0] for c in order]
+    assert [d.value for d in draws] == [101.0, 109.0] * 3
+    assert _builds(log) == [shas[0], shas[0]]   # the commit, and the commit with the edit
+
+
+def test_a_new_setup_step_or_an_edited_setup_command_builds_again(repo, tmp_path):
+    path, shas = repo
+    log = tmp_path / "builds.log"
+    history = History.open(path)
+    with Store(tmp_path / "s.sqlite") as store, WorktreePool(history, 1) as pool:
+        hunt = _hunt(store)
+        first, _ = _source(path, store, pool, f"echo one >> {log}; cp a.py built.txt", hunt, probe=OwnBuildProbe())
+        first.draw_many([Request(Candidate(shas[0]))])
+        # The same hunt resumed by a new process (after kill -9 too): it cannot know what was
+        # done in the worktrees since, so it builds again before the first probe.
+        resumed, _ = _source(path, store, pool, f"echo one >> {log}; cp a.py built.txt", hunt,
+                             probe=OwnBuildProbe())
+        stored, fresh = [resumed.draw_many([Request(Candidate(shas[0]))])[0] for _ in range(2)]
+        assert stored.cached and _builds(log) == ["one", "one"]
+        # An edited setup command (a new config hash, so no stored sample) builds again too.
+        edited, _ = _source(path, store, pool, f"echo two >> {log}; cp a.py built.txt", hunt,
+                            probe=OwnBuildProbe(), config="c2")
+        (draw,) = edited.draw_many([Request(Candidate(shas[0]))])
+    assert _builds(log) == ["one", "one", "two"] and draw.value == fresh.value == 101.0
+
+
+def test_a_failed_setup_is_not_taken_for_a_built_tree(repo, tmp_path):
+    path, shas = repo
+    log = tmp_path / "builds.log"
+    failed_once = tmp_path / "failed-once"
+    history = History.open(path)
+    # Leaves its output in the tree, then fails the first time: a half-built tree.
+    command = (f"echo run >> {log}; cp a.py built.txt; "
+               f"if [ ! -e {failed_once} ]; then touch {failed_once}; exit 1; fi")
+    with Store(tmp_path / "s.sqlite") as store, WorktreePool(history, 1) as pool:
+        source, setup = _source(path, store, pool, command, None, probe=OwnBuildProbe())  # no hunt: retried
+        draws = [source.draw_many([Request(Candidate(shas[0]))])[0] for _ in range(3)]
+    assert draws[0].sample is None and draws[0].skip_reason.startswith("setup failed: exit 1")
+    assert [d.value for d in draws[1:]] == [101.0, 101.0]
+    assert _builds(log) == ["run", "run"]   # built again after the failure, then reused
+    assert setup.to_json()["per_candidate"][shas[0][:10]] == {
+        "runs": 1, "failures": 1, "reuses": 1, "remembered": 0, "seconds": pytest.approx(setup.seconds, abs=0.01)}
+
+
+class BuiltSpeedProbe(SpeedProbe):
+    """SpeedProbe of a bench repo whose speed is only known once the setup built it (speed.py
+    copied to built_speed.py); also the worktree of each probe."""
+
+    def __init__(self):
+        super().__init__(noise=0.01)
+        self.worktrees: set[Path] = set()
+
+    def __call__(self, spec, worktree: Path, extra_env=None) -> ProbeOutcome:
+        built = worktree / "built_speed.py"
+        if not built.exists() or built.read_text() != (worktree / "speed.py").read_text():
+            return ProbeOutcome(sample=None, skip_reason="exit 1: not built", exit_code=1, wall_seconds=0.01)
+        self.worktrees.add(worktree)
+        return super().__call__(spec, worktree, extra_env)
+
+
+def test_a_hunt_builds_each_candidate_it_probes_once_and_counts_builds_in_its_cost(tmp_path):
+    repo = tmp_path / "repo"
+    make_bench_repo(repo, [1000.0] * 3 + [900.0] * 3)
+    log = tmp_path / "builds.log"
+    config = build_config({}, {"cmd": "fake", "tokens": 1000, "instrument": "off", "busy_check": False,
+                               "setup": f"git rev-parse HEAD >> {log}; cp speed.py built_speed.py"})
+    probe = BuiltSpeedProbe()
+    report = CommitHunt(History.open(repo), "HEAD~5", "HEAD", config, store_path=tmp_path / "store.sqlite",
+                        probe_runner=probe).run().report
+    assert report["verdict"] == "culprits"
+    probed = set(probe.count)
+    assert sorted(_builds(log)) == sorted(probed)   # one build per candidate probed
+    assert report["measurement"]["setup"]["runs"] == len(probed) < probe.runs
+    cost = report["cost"]
+    assert cost["builds"] == len(probed) and cost["build_reuses"] == probe.runs - len(probed)
+    assert f"{len(probed)} builds" in render_summary(report)
+    assert len(probe.worktrees) > 1   # GOOD and BAD each kept their own built worktree
+    assert not any(w.exists() for w in probe.worktrees if w.name != "slot-0")   # removed at the end
+
+
+@pytest.mark.slow
+def test_a_hunt_killed_during_a_setup_builds_that_candidate_again_when_resumed(tmp_path):
+    repo = tmp_path / "repo"
+    make_bench_repo(repo, [1000.0] * 3 + [900.0] * 3)
+    log, building = tmp_path / "builds.log", tmp_path / "building"
+    # The third build is killed half-way (kill -9 of the hunt while it runs); the probe refuses a
+    # tree without the build's last output.
+    setup = (f"git rev-parse HEAD >> {log}; cp speed.py half_built.py; "
+             f"if [ $(wc -l < {log}) -eq 3 ]; then echo $$ > {building}; sleep 60; fi; cp speed.py built_speed.py")
+    args = [sys.executable, "-m", "regressbisect", "run", "-C", str(repo), "--cmd",
+            f"test -e built_speed.py && {sys.executable} bench.py", "--tokens", "1000", "--instrument", "off",
+            "--env", f"BENCH_STATE={tmp_path / 'state'}", "--quiet", "--no-busy-check", "--setup", setup,
+            "--store", str(tmp_path / "store.sqlite"), "--json", str(tmp_path / "hunt.json"), "HEAD~5", "HEAD"]
+    hunt = subprocess.Popen(args, env={**os.environ, "PYTHONPATH": str(ROOT)}, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    try:
+        for _ in range(600):
+            if building.exists() and building.read_text().strip():
+                break
+            assert hunt.poll() is None, "the hunt ended before its third build"
+            time.sleep(0.1)
+        hunt.kill()
+        hunt.wait(timeout=30)
+    finally:
+        if hunt.poll() is None:
+            hunt.kill()
+        with contextlib.suppress(ProcessLookupError, ValueError):
+            os.killpg(int(building.read_text().strip()), signal.SIGKILL)
+    half_built = _builds(log)[2]
+    assert subprocess.run(args, env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True).returncode == 0
+    report = json.loads((tmp_path / "hunt.json").read_text())
+    assert report["verdict"] == "culprits"
+    with sqlite3.connect(tmp_path / "store.sqlite") as conn:
+        assert conn.execute("SELECT COUNT(*) FROM skips").fetchone() == (0,)   # no probe on a half build
+    builds = _builds(log)
+    assert builds.count(half_built) == 2   # killed, then built again: never taken for a build
+    assert report["cost"]["builds"] == len(builds) - 3   # the resumed process built what it probed anew
+    pool = repo / ".git" / "regressbisect" / "worktrees"
+    assert sorted(p.name for p in pool.iterdir()) == ["slot-0"]   # the killed hunt's spares too
 
 
 def test_failed_setup_skips_with_its_reason_and_a_resumed_hunt_does_not_rerun_it(repo, tmp_path):

@@ -5,6 +5,9 @@ Layout, all inside the user's git common dir (never in their work tree):
     <common_dir>/regressbisect/lock                     flock'ed by the running hunt (pid, time)
     <common_dir>/regressbisect/worktrees/slot-<k>/      detached worktree k
 
+A hunt with a setup step widens the pool beyond its slots (`widen`: worktrees kept built per
+candidate, docs/setup.md); the worktrees beyond the slots are removed when the pool is closed.
+
 A slot is created once (`git worktree add --detach`, through GitPython's `repo.git`) and then
 switched in place (`git checkout --detach --force` + `git clean -ffdx`), which costs tens of
 milliseconds instead of the hundreds a fresh worktree costs; the switch and `git apply` run
@@ -37,7 +40,7 @@ import time
 from pathlib import Path
 from types import TracebackType
 
-from regressbisect.errors import UserError
+from regressbisect.errors import UserError, warn
 from regressbisect.git.hunks import APPLY_ARGS, encode_patch
 from regressbisect.git.history import GitFailed, History, run_git
 
@@ -147,6 +150,8 @@ class WorktreePool:
             raise ValueError("a pool needs at least one slot")
         self.history = history
         self.slots = slots
+        self.trees = slots
+        """Worktrees slot-0..slot-<trees-1>: the slots, then those `widen` added."""
         # `root`: somewhere else than the git dir, e.g. a filesystem Slurm nodes share. The lock
         # stays in the git dir: it guards the repository, wherever its slots live.
         self.root = (root or pool_root(history)) / "worktrees"
@@ -162,14 +167,35 @@ class WorktreePool:
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> None:
-        self._lock.release()
+        try:
+            self._remove_spares()
+        finally:
+            self._lock.release()
+
+    def _remove_spares(self) -> None:
+        """The worktrees beyond the slots (`widen`) go with the hunt; one that cannot be removed
+        stays for `regressbisect clean`, which a warning names: the hunt's result is not lost."""
+        from git import GitCommandError
+
+        for spare in range(self.slots, self.trees):
+            where = self.path(spare)
+            if not (where.exists() or where.is_symlink()):
+                continue
+            try:
+                self._remove(where)
+            except (OSError, GitCommandError) as exc:
+                warn(f"cannot remove the worktree {where} ({exc}); `regressbisect clean` removes it")
 
     # -- slots ------------------------------------------------------------------------------
 
+    def widen(self, trees: int) -> None:
+        """Allow `trees` worktrees (more than the slots); those beyond the slots go at `__exit__`."""
+        self.trees = max(self.trees, trees)
+
     def path(self, slot: int) -> Path:
-        """Where slot `slot` lives (it may not exist before its first checkout)."""
-        if not 0 <= slot < self.slots:
-            raise IndexError(f"slot {slot} out of range 0..{self.slots - 1}")
+        """Where worktree `slot` lives (it may not exist before its first checkout)."""
+        if not 0 <= slot < self.trees:
+            raise IndexError(f"slot {slot} out of range 0..{self.trees - 1}")
         return self.root / f"slot-{slot}"
 
     def checkout(self, slot: int, commit: str, patch: str | None = None) -> Path:
@@ -256,15 +282,23 @@ class WorktreePool:
     def _recreate(self, where: Path, commit: str) -> None:
         """Remove whatever is at `where`, prune its stale metadata, and add a fresh worktree."""
         with self._admin_lock:
-            if where.exists() or where.is_symlink():
-                shutil.rmtree(where, ignore_errors=True)
-                if where.exists():
-                    where.unlink()
+            self._remove_locked(where)
             where.parent.mkdir(parents=True, exist_ok=True)
             worktree = self.history.repo.git.worktree
-            worktree("prune")
             # --force: the path may still be registered by metadata that prune kept (locked).
             worktree("add", "--quiet", "--detach", "--force", str(where), commit)
+
+    def _remove(self, where: Path) -> None:
+        with self._admin_lock:
+            self._remove_locked(where)
+
+    def _remove_locked(self, where: Path) -> None:
+        """Remove whatever is at `where` and prune the worktree metadata git no longer needs."""
+        if where.exists() or where.is_symlink():
+            shutil.rmtree(where, ignore_errors=True)
+            if where.exists():
+                where.unlink()
+        self.history.repo.git.worktree("prune")
 
 
 def _check_out_submodules(work: Path, user_git_dir: Path, base_url: str) -> None:

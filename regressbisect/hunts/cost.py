@@ -147,6 +147,11 @@ class CostTotals:
     gpu_s: float = 0.0
     """GPUs held x the time any probe ran (hunt_gpu_seconds): probe wall x GPUs per probe when
     probes run one after another."""
+    builds: int | None = None
+    """Setup step runs paid (failed ones too); None: none run and no probe on a built tree (no
+    setup step, or every sample came from the store)."""
+    build_reuses: int = 0
+    """Probes run on a worktree that already held their candidate built (docs/setup.md)."""
 
     @property
     def measured_share(self) -> float | None:
@@ -163,8 +168,10 @@ class CostTotals:
     def line(self) -> str:
         share = self.measured_share
         share_text = f" ({share:.0%} measured)" if share is not None else ""
+        builds = (f", {self.builds} builds ({self.build_reuses} probes on a built tree)"
+                  if self.builds is not None else "")
         return (f"{self.probes} probes, {self.wall_s:,.0f}s probe wall{share_text}, "
-                f"{self.gpu_s:,.0f} GPU-s")
+                f"{self.gpu_s:,.0f} GPU-s{builds}")
 
 
 class CostMeter:
@@ -213,6 +220,12 @@ class CostMeter:
             t.gpu_s = hunt_gpu_seconds(self._spans, self._held_gpus, jobs=self._jobs)
         return executed
 
+    def count_build(self, *, reused: bool) -> None:
+        """A setup step run, or a probe on a tree already built (hunts/sampling.py)."""
+        with self._lock:
+            self.totals.builds = (self.totals.builds or 0) + (not reused)
+            self.totals.build_reuses += reused
+
 
 GIVEN_BUDGET = "given by the user (never changed)"
 """The report's budget reason when no budget was chosen by --tokens auto."""
@@ -245,7 +258,9 @@ class HuntCost:
         its first runs too)."""
         probes, wall, measured = store.hunt_probe_totals(hunt_id)
         gpu_s = hunt_gpu_seconds(store.hunt_probe_spans(hunt_id), **self._holding)
-        return {**self.meter.totals.to_json(), "gpus_visible": self.gpus,
+        totals = self.meter.totals
+        return {**totals.to_json(), "builds": totals.builds, "build_reuses": totals.build_reuses,
+                "gpus_visible": self.gpus,
                 "budget": budget.to_json() if budget is not None else {"tokens": tokens, "reason": GIVEN_BUDGET},
                 "caches": self.plan.to_json(), "compile": self.plan.compile_json(),
                 "hunt": CostTotals(probes=probes, wall_s=wall, measured_s=measured, gpu_s=gpu_s).to_json()}

@@ -107,8 +107,8 @@ class SampleSource:
         self._guard = guard
         self._build_check = build_check
         """Raises when a checked-out candidate declares compiled modules no setup builds."""
-        self._slot_holds: dict[int, tuple[str, str | None]] = {}
-        """Per slot: the candidate its worktree holds, built by the setup step."""
+        if setup is not None:   # candidates kept built in worktrees of their own (docs/setup.md)
+            pool.widen(setup.trees.fit(self.slots))
         self._counts_lock = threading.Lock()
         self.retakes: list[dict[str, Any]] = []
         """Samples taken under contention (stored in the 'flagged' arm) and re-taken."""
@@ -216,21 +216,18 @@ class SampleSource:
         def run(slot: int, request: Request) -> tuple[ExecutedProbe, dict | None, ProbeImports | None]:
             if on_start is not None:
                 on_start(slot, request)
-            extra_env = self._slot_extra_env(slot)
-            prepared = self._prepare(slot, request.candidate, extra_env)
-            if isinstance(prepared, ProbeOutcome):
-                return ExecutedProbe(prepared), None, None
-            spec = ProbeSpec(command=self._spec.command, tokens=self._spec.tokens,
-                             timeout_s=self._spec.timeout_s, env=self._spec.env,
-                             instrument=request.instrumented, metric_regex=self._spec.metric_regex)
-            imports = self.isolation.prepare(prepared) if self.isolation is not None else None
-            probe_env = {**extra_env, **(imports.env if imports is not None else {})}
+            if self._setup is None:
+                return self._probe_in(slot, slot, False, request)   # each slot its own worktree
+            remembered = self._setup.remembered_failure(self._key_for(request.candidate),
+                                                        request.candidate.short)
+            if remembered is not None:
+                return ExecutedProbe(_skipped(remembered.reason)), None, None
+            # A worktree per candidate built, taken by one slot at a time (docs/setup.md).
+            tree, built = self._setup.trees.take(self._build_of(request.candidate))
             try:
-                return (*self._measure(request, spec, prepared, probe_env), imports)
-            except BaseException:  # interrupted: no record to read, none left behind
-                if imports is not None:
-                    imports.discard()
-                raise
+                return self._probe_in(slot, tree, built, request)
+            finally:
+                self._setup.trees.give_back(tree)
 
         failure: BaseException | None = None
         if len(fresh) == 1:
@@ -266,55 +263,78 @@ class SampleSource:
                 self.isolation.verify(imports)
         return [(executed, load) for executed, load, _ in done], failure
 
+    def _probe_in(self, slot: int, tree: int, built: bool, request: Request
+                  ) -> tuple[ExecutedProbe, dict | None, ProbeImports | None]:
+        """One probe of `request` by slot `slot` in worktree `tree` (`built`: it holds the
+        candidate built by the setup step), or the skip that came before it."""
+        extra_env = self._slot_extra_env(slot, tree)
+        prepared = self._prepare(tree, built, request.candidate, extra_env)
+        if isinstance(prepared, ProbeOutcome):
+            return ExecutedProbe(prepared), None, None
+        spec = ProbeSpec(command=self._spec.command, tokens=self._spec.tokens,
+                         timeout_s=self._spec.timeout_s, env=self._spec.env,
+                         instrument=request.instrumented, metric_regex=self._spec.metric_regex)
+        imports = self.isolation.prepare(prepared) if self.isolation is not None else None
+        probe_env = {**extra_env, **(imports.env if imports is not None else {})}
+        try:
+            return (*self._measure(request, spec, prepared, probe_env), imports)
+        except BaseException:  # interrupted: no record to read, none left behind
+            if imports is not None:
+                imports.discard()
+            raise
+
     def _cancel_slots(self) -> None:
         """Stop the other slots' probes and their waits for a quiet machine."""
         self._executor.cancel_all()
         if self._guard is not None:
             self._guard.cancel()
 
-    def _slot_extra_env(self, slot: int) -> dict[str, str]:
-        """The slot's devices, and its virtualenv activated (PATH, VIRTUAL_ENV) with --venv."""
+    def _slot_extra_env(self, slot: int, tree: int) -> dict[str, str]:
+        """The slot's devices, and with --venv the virtualenv of worktree `tree` activated (PATH,
+        VIRTUAL_ENV): an install belongs to the worktree's build."""
         env = dict(self._slot_env[slot])
         if self._venvs is not None:
             from regressbisect.probe.venvs import activation_env
 
             base_path = env.get("PATH", self._spec.env.get("PATH", os.environ.get("PATH", "")))
-            env.update(activation_env(self._venvs.ensure(slot), base_path))
+            env.update(activation_env(self._venvs.ensure(tree), base_path))
         return env
 
-    def _prepare(self, slot: int, candidate: Candidate, extra_env: Mapping[str, str]) -> Path | ProbeOutcome:
-        """Check the candidate out in the slot and run the setup step; a skip outcome if either fails.
-
-        With a setup step, a slot that still holds this candidate built is used as it is (a
-        checkout would `git clean` the build away); see docs/setup.md."""
-        holds = (candidate.commit, candidate.patch_hash)
-        if self._setup is not None and self._slot_holds.get(slot) == holds:
-            self._setup.reused(candidate.short)
-            return self._pool.path(slot)
-        self._slot_holds.pop(slot, None)
+    def _build_of(self, candidate: Candidate) -> tuple[str, str | None]:
+        """What a build depends on besides the setup step's command: the candidate's tree and patch."""
         key = self._key_for(candidate)
-        if self._setup is not None:
-            remembered = self._setup.remembered_failure(key, candidate.short)
-            if remembered is not None:
-                return ProbeOutcome(sample=None, skip_reason=remembered.reason, exit_code=None,
-                                    wall_seconds=0.0)
+        return key.tree, key.patch_hash
+
+    def _count_build(self, *, reused: bool) -> None:
+        """A setup run paid, or a probe on a tree already built: in the hunt's cost (hunts/cost.py)."""
+        count = getattr(self._executor, "count_build", None)
+        if count is not None:
+            count(reused=reused)
+
+    def _prepare(self, tree: int, built: bool, candidate: Candidate,
+                 extra_env: Mapping[str, str]) -> Path | ProbeOutcome:
+        """Check the candidate out in worktree `tree` and run the setup step; a skip outcome if
+        either fails. A worktree that holds the candidate `built` is used as it is (a checkout
+        would `git clean` the build away); see docs/setup.md."""
+        if built:
+            self._setup.reused(candidate.short)
+            self._count_build(reused=True)
+            return self._pool.path(tree)
         try:
-            worktree = self._pool.checkout(slot, candidate.commit, self._patch_for(candidate))
+            worktree = self._pool.checkout(tree, candidate.commit, self._patch_for(candidate))
         except PatchDoesNotApply as exc:
-            return ProbeOutcome(sample=None, skip_reason=f"patch does not apply: {exc}",
-                                exit_code=None, wall_seconds=0.0)
+            return _skipped(f"patch does not apply: {exc}")
         except SubmoduleUnavailable as exc:
-            return ProbeOutcome(sample=None, skip_reason=str(exc), exit_code=None, wall_seconds=0.0)
+            return _skipped(str(exc))
         if self._build_check is not None:
             self._build_check(worktree)
         if self._setup is not None:
-            result = self._setup.run(key, worktree, probe_environment(self._spec, extra_env),
-                                     candidate.short)
+            result = self._setup.run(self._key_for(candidate), worktree,
+                                     probe_environment(self._spec, extra_env), candidate.short)
+            self._count_build(reused=False)
             if not result.ok:
-                # Setup time is not probe time: wall_seconds 0 keeps it out of every tok/s figure.
-                return ProbeOutcome(sample=None, skip_reason=result.reason, exit_code=None,
-                                    wall_seconds=0.0)
-            self._slot_holds[slot] = holds
+                return _skipped(result.reason)
+            self._setup.trees.mark_built(tree, self._build_of(candidate))   # only once it succeeded
         return worktree
 
     def _measure(self, request: Request, spec: ProbeSpec, worktree: Path,
@@ -374,8 +394,9 @@ class SampleSource:
                                "setup": self._setup.to_json() if self._setup is not None else None,
                                "venvs": None, "contention": None, "leftovers": dict(self.leftovers)}
         if self._venvs is not None:
+            trees = self._setup.trees.used if self._setup is not None else range(self.slots)
             out["venvs"] = {"base_python": self._venvs.python,
-                            "paths": [str(self._venvs.path(s)) for s in range(self.slots)]}
+                            "paths": [str(self._venvs.path(t)) for t in trees]}
         if self._guard is not None:
             rule = self._guard.rule
             out["contention"] = {"retaken": len(self.retakes), "retakes": list(self.retakes),
@@ -383,6 +404,11 @@ class SampleSource:
                                  "rule": {"busy_cpus": rule.cpus, "busy_share": rule.share,
                                           "busy_gpu": rule.gpu, "max_wait_s": self._guard.max_wait_s}}
         return out
+
+
+def _skipped(reason: str | None) -> ProbeOutcome:
+    """A candidate skipped before its probe; wall_seconds 0 keeps setup time out of every tok/s."""
+    return ProbeOutcome(sample=None, skip_reason=reason, exit_code=None, wall_seconds=0.0)
 
 
 def median_counters(samples: Sequence[Sample]) -> dict[str, float]:

@@ -1,14 +1,16 @@
 """The per-candidate setup step (`--setup`): build or install the candidate before it is measured.
 
-The rule (docs/setup.md): a slot runs the setup command after every checkout that changed what
-the slot holds, before the first probe there; the next sample of the same candidate in the same
-slot reuses the built tree (no checkout, no setup). A pooled slot is switched with
-`git clean -ffdx`, which removes in-place build outputs, so a slot that moved to another
-candidate and back builds again. Every run is stored (result, output tail, seconds, full log
-under <common_dir>/regressbisect/setup-logs/). A failed setup skips the candidate with its
-reason (git bisect's 125, never "slow"), and within one hunt (also a resumed one) the stored
-failure is reused instead of building again; a new hunt retries. Setup time is counted apart
-from probe time and never enters tok/s.
+The rule (docs/setup.md): a candidate is built once per hunt process. A build lives in its
+worktree's files (and, with `--venv`, in that worktree's virtualenv), so the worktree that holds
+it is kept for that candidate (`BuiltTrees`): up to one worktree per lane plus SPARE_TREES more,
+the least recently used free one given to a candidate no worktree holds built. A worktree is
+marked built only after its setup succeeded and forgotten before it is checked out again (a
+checkout's `git clean -ffdx` removes in-place build outputs); the marks live in this process
+only, so a new process (a resumed hunt, also after kill -9) builds again. Every run is stored
+(result, output tail, seconds, full log under <common_dir>/regressbisect/setup-logs/). A failed
+setup skips the candidate with its reason (git bisect's 125, never "slow"), and within one hunt
+(also a resumed one) the stored failure is reused instead of building again; a new hunt
+retries. Setup time is counted apart from probe time and never enters tok/s.
 """
 from __future__ import annotations
 
@@ -16,10 +18,11 @@ import hashlib
 import json
 import re
 import subprocess
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Mapping
+from typing import Hashable, Mapping
 
 from regressbisect.samples import SampleKey
 from regressbisect.probe.runner import _kill_group, _last_nonempty_line, _signal_group, start_reaped
@@ -27,6 +30,11 @@ from regressbisect.store import Store
 
 TAIL_LINES = 30
 """Trailing lines of the setup's output kept in the store and shown in a failure's report."""
+SPARE_TREES = 7
+"""Worktrees a hunt with a setup step keeps beyond one per lane, each holding a candidate built:
+with one slot, 8 worktrees, enough for GOOD, BAD, each culprit and its parent and the latest
+bisection points. The disk they take is at most this many checkouts with their build outputs;
+they are removed when the hunt ends."""
 
 
 def setup_hash(command: str, venv_key: str | None) -> str:
@@ -42,6 +50,61 @@ class SetupResult:
     seconds: float
     ran: bool
     """False: a failure stored earlier in this hunt was reused (nothing was run)."""
+
+
+class BuiltTrees:
+    """Which worktree holds which candidate built, so that a candidate is built once per hunt
+    rather than at every visit (docs/setup.md). Thread-safe: lanes take worktrees from worker
+    threads; a worktree is used by one lane at a time."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        """Worktrees in use: indices 0..count-1 of the pool."""
+        self._built: dict[int, Hashable] = {}
+        self._last_used: dict[int, int] = {}
+        self._busy: set[int] = set()
+        self._clock = 0
+        self._lock = threading.Lock()
+
+    def fit(self, lanes: int) -> int:
+        """Room for `lanes` probes at once and SPARE_TREES candidates kept built besides; returns
+        the number of worktrees."""
+        with self._lock:
+            self.count = max(self.count, lanes + SPARE_TREES)
+            return self.count
+
+    def take(self, build: Hashable) -> tuple[int, bool]:
+        """A free worktree for `build` and whether it holds it built: one that does, else one not
+        used yet, else the least recently used; a worktree taken for another build is forgotten
+        as built at once (it is checked out next)."""
+        with self._lock:
+            free = [t for t in range(self.count) if t not in self._busy]
+            if not free:
+                raise RuntimeError("more lanes than worktrees: BuiltTrees.fit was not called")
+            holding = [t for t in free if self._built.get(t) == build]
+            unused = [t for t in free if t not in self._last_used]
+            tree = (holding or unused or [min(free, key=self._last_used.__getitem__)])[0]
+            if not holding:
+                self._built.pop(tree, None)
+            self._busy.add(tree)
+            self._clock += 1
+            self._last_used[tree] = self._clock
+            return tree, bool(holding)
+
+    def mark_built(self, tree: int, build: Hashable) -> None:
+        """Its setup succeeded: later probes of `build` may run in `tree` as it is."""
+        with self._lock:
+            self._built[tree] = build
+
+    def give_back(self, tree: int) -> None:
+        with self._lock:
+            self._busy.discard(tree)
+
+    @property
+    def used(self) -> list[int]:
+        """The worktrees taken at least once, in index order."""
+        with self._lock:
+            return sorted(self._last_used)
 
 
 class SetupStep:
@@ -63,6 +126,8 @@ class SetupStep:
         """Per candidate label: runs, reuses, failures, seconds (report)."""
         self.failed: list[dict[str, str]] = []
         """Per failed run: candidate, reason and the output's tail (report)."""
+        self.trees = BuiltTrees()
+        """The worktrees holding candidates built by this command (every sample source of the hunt)."""
 
     def remembered_failure(self, key: SampleKey, label: str) -> SetupResult | None:
         """A failure stored by this hunt for this tree: reused, not re-run (docs/setup.md)."""
@@ -125,7 +190,7 @@ class SetupStep:
         return SetupResult(ok=ok, reason=reason, seconds=seconds, ran=True)
 
     def reused(self, label: str) -> None:
-        """The slot still holds this candidate built: no setup (a cache hit)."""
+        """A worktree still holds this candidate built: no setup (a cache hit)."""
         self._count(label, "reuses", 0.0)
 
     def _count(self, label: str, what: str, seconds: float) -> None:
@@ -137,7 +202,8 @@ class SetupStep:
     def to_json(self) -> dict:
         return {"command": self.command, "runs": self.runs, "failures": self.failures,
                 "remembered_failures": self.remembered_failures, "seconds": round(self.seconds, 3),
-                "log_dir": str(self._log_dir), "per_candidate": self.by_tree, "failed": self.failed}
+                "log_dir": str(self._log_dir), "worktrees": self.trees.count,
+                "per_candidate": self.by_tree, "failed": self.failed}
 
 
 def _strip_log_header(output: str) -> str:

@@ -285,6 +285,9 @@ def cost_detail(cost: Mapping[str, Any], torch_used: bool = True) -> str:
     share_text = f" ({share:.0%} of it in measured windows)" if _finite(share) else ""
     parts = [f"Probe wall {cost.get('probe_wall_s', 0):,.0f}s{share_text}, "
              f"{cost.get('gpu_s', 0):,.0f} GPU-seconds."]
+    if cost.get("builds") is not None:   # the setup step (docs/setup.md)
+        parts.append(f"{cost['builds']} builds, {cost.get('build_reuses', 0)} probes on a tree "
+                     f"already built.")
     budget = cost.get("budget")
     if isinstance(budget, Mapping):
         parts.append(f"Token budget {budget.get('tokens')}: {budget.get('reason')}.")
@@ -345,7 +348,7 @@ def measurement_lines(report: Mapping[str, Any]) -> list[str]:
     if setup:
         reuses = sum(c.get("reuses", 0) for c in (setup.get("per_candidate") or {}).values())
         lines.append(f"Setup `{setup['command']}`: {setup['runs']} run(s) in {setup['seconds']:.1f} s "
-                     f"(not in tok/s), {reuses} sample(s) on an already built slot, "
+                     f"(not in tok/s), {reuses} sample(s) on an already built tree, "
                      f"{setup['failures']} failed, {setup['remembered_failures']} stored failure(s) reused.")
         for failure in setup.get("failed") or ():
             lines.append(f"  {failure['candidate']}: {failure['reason']}")
