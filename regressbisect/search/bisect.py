@@ -25,7 +25,7 @@ The method (docs/search.md has the details and the references):
    the machine cancels in each pair, so it cannot make a culprit; an SPRT that accepts 'no step'
    vetoes that pair and the search moves on. Those read the samples that picked the step, so it is
    named only once pairs taken after the pick show it too (an always-valid test whose error is
-   spent over every step the hunt picks: `_named_by_fresh_pairs`).
+   spent over every step the hunt picks: `search/naming.py`, `NamingGate`).
 4. Every change point. After a culprit, the two sides [lo, last_good] and [first_bad, hi] are
    checked (Pinpoint-style: do their ends differ?) and searched the same way, with a 'no step
    here' hypothesis added to the posterior.
@@ -49,8 +49,9 @@ from scipy.stats import t as student_t
 
 from regressbisect.config import DIRECTION, DIRECTIONS, MAX_SAMPLES, MIN_EFFECT
 from regressbisect.search.book import SampleBook
+from regressbisect.search.naming import NamingGate
 from regressbisect.search.stats import (Comparison, NoisePool, Summary, compare, log_threshold, mixture_log_lr,
-                                        pooled_t_log_bf, sprt, summarize, EFFECT_PRIORS)
+                                        pooled_t_log_bf, sprt, summarize)
 
 __all__ = ["SearchSettings", "Measure", "Culprit", "CandidateVerdict", "SideCheck", "SearchResult", "CommitSearch"]
 
@@ -114,7 +115,7 @@ class SearchSettings:
     """Family-wise rate of naming a commit that is no step, over every step the hunt confirms (every
     bracket and side): the k-th distinct step that reaches confirmation gets name_alpha / (k (k + 1))
     of it (the shares add up to name_alpha), spent by an always-valid test on pairs of its two
-    commits taken after it was picked (`CommitSearch._named_by_fresh_pairs`)."""
+    commits taken after it was picked (`search/naming.py`, `NamingGate.named`)."""
     share_limit: float = 1.25
     """A culprit that surely owns more than this share of the GOOD->BAD gap (the end of its interval
     nearest zero does), or culprits that surely leave a remainder below -100% of it, mean the step
@@ -269,19 +270,6 @@ class _Interval:
 
 
 @dataclass(frozen=True)
-class _Target:
-    """A step (last_good, first_bad) that reached confirmation: its rank among the steps picked in
-    the hunt (its share of name_alpha), the round it was picked in (only pairs taken after it name
-    it) and the naming test's effect prior: the step the model expected then, in units of the
-    noise then (both fixed at the pick, so the test's prior does not look at its own data)."""
-
-    order: int
-    since: int
-    scale: float
-    effect: float = math.nan
-
-
-@dataclass(frozen=True)
 class _Posterior:
     gaps: list[tuple[int, int]]
     probs: np.ndarray          # mass of each gap
@@ -368,7 +356,7 @@ class CommitSearch:
         self._control_tag = f"pair 0 {n - 1}"            # pairing tag of the control arm's samples
         self._control_only = control_only
         self._reproduced = False                         # the control arm said 'go'
-        self._targets: dict[tuple[int, int], _Target] = {}   # steps that reached confirmation
+        self.gate = NamingGate(self.book, settings.name_alpha)   # steps that reached confirmation
         self._remainder_searched = False                 # a cleared side was searched for the remainder
 
     # ------------------------------------------------------------------ public API
@@ -502,21 +490,12 @@ class CommitSearch:
         return (), tuple(sorted(dropped, key=lambda c: c.first_bad))
 
     def _own_step(self, c: Culprit) -> Culprit:
-        """The culprit sized from its own fresh pairs (see `Culprit.step`); as the segment fit
+        """The culprit sized from its own fresh pairs (`NamingGate.own_size`); as the segment fit
         sized it when it has none."""
-        target = self._targets.get((c.last_good, c.first_bad))
-        diffs = self.book.paired_diffs(c.last_good, c.first_bad, since=target.since) if target else []
-        sigma, _ = self.book.pooled_sigma()
-        if not diffs or not (sigma > 0 and target.scale > 0):
+        size = self.gate.own_size(c.last_good, c.first_bad, self.book.pooled_sigma()[0])
+        if size is None:
             return c
-        est = float(np.mean(diffs))
-        # The gate stopped these pairs when they looked convincing, so a fixed-n interval would
-        # cover too rarely (27 of 30 at 2% noise): Robbins' normal-mixture confidence sequence
-        # (Howard et al. 2021, "Time-uniform, nonparametric, nonasymptotic confidence sequences",
-        # two-sided), its prior scale the step expected at the pick, covers at any stopping time
-        n, s2 = len(diffs), 2 * sigma * sigma
-        r = s2 / (target.scale * target.scale)
-        half = math.sqrt(s2 * (n + r) / (n * n) * (2 * math.log(1 / 0.05) + math.log((n + r) / r)))
+        est, half = size
         gap_log = self._total_log_gap()
         step = math.expm1(est)
         base = math.exp(float(np.mean(np.log(self.book.raw[c.last_good]))))
@@ -816,14 +795,12 @@ class CommitSearch:
             diffs = self.book.paired_diffs(a, b)
             sigma, _ = self.book.pooled_sigma()
             delta = self._step_for_sprt(post.step_hat[best])
-            if (a, b) not in self._targets:
-                self._targets[(a, b)] = _Target(len(self._targets) + 1, self._round, abs(delta),
-                                                abs(delta) / self.book.noise().sigma)
+            self.gate.pick(a, b, self._round, delta)
             decision = "continue"
             if sigma > 0 and diffs:
                 decision = sprt(diffs, sigma=sigma * math.sqrt(2), delta=delta, alpha=s.confirm_alpha, beta=s.beta)
             if decision == "H1" and mass >= s.confidence:
-                if self._named_by_fresh_pairs(a, b):
+                if self.gate.named(a, b, self._sign):
                     self._accept(iv, a, b, diffs)
                     return None
                 # the posterior and the SPRT read samples that picked this step; naming it needs
@@ -904,8 +881,7 @@ class CommitSearch:
         steps = [self._own_step(c) for c in named]
         remainder = gap - sum(math.log1p(c.step) for c in steps)
         # its spread: the gap's and each step's (its fresh pairs'); one-sided 95%
-        pairs = [len(self.book.paired_diffs(c.last_good, c.first_bad, since=self._targets[(c.last_good, c.first_bad)].since))
-                 for c in steps if (c.last_good, c.first_bad) in self._targets]
+        pairs = [len(self.gate.fresh_pairs(c.last_good, c.first_bad)) for c in steps]
         se = math.sqrt(gap_se ** 2 + sum(2 * sigma ** 2 / n for n in pairs if n))
         ruled_out = max(math.log1p(self._sides[k].ruled_out) for k in cleared)
         if self._toward(remainder) - 1.645 * se <= max(ruled_out, log_threshold(self.settings.min_effect)) or (
@@ -943,7 +919,7 @@ class CommitSearch:
         two steps at 8% noise missed one so when the machine's speed switched by 15% every ~20
         rounds (scripts/sim_sides.py; docs/search.md, section 4). A pair taken side by side
         cancels the machine's state, and pairs taken after the pick are independent of it (as
-        the naming gate's, `_named_by_fresh_pairs`). Their price is one pair per side at low
+        the naming gate's, `search/naming.py`, `NamingGate`). Their price is one pair per side at low
         noise, a few at high noise.
         """
         decision = self._side_decision(iv.lo, iv.hi, iv.opened)
@@ -1027,7 +1003,7 @@ class CommitSearch:
         the sides are then opened at the pick (`_accept`) and need no rounds of their own for the
         end the gate measured (at 3% noise the checks took 30 of 225 executions, about half of
         them for that end)."""
-        since = self._targets[(a, b)].since
+        since = self.gate.since(a, b)
         now = self._round + 1
         picks = []
         for lo, hi in self._sides_of(iv, a, b):
@@ -1053,37 +1029,6 @@ class CommitSearch:
         self._unresolved.append((iv.lo, iv.hi))
         if not refuted:
             self._out_of_budget = True
-
-    def _named_by_fresh_pairs(self, a: int, b: int) -> bool:
-        """The naming gate: pairs of a and b taken after (a, b) first reached confirmation show a
-        step in the hunted direction, by an e-value at this step's share of name_alpha.
-
-        Why fresh pairs: the posterior picks (a, b) because their samples so far look like a step,
-        and the SPRT and the own-commits interval then read those same samples; on a noisy machine
-        the commit beside the true step, measured at the wrong level by chance, got picked, kept
-        being sampled until the 0.99 mass came (optional stopping), and was named in 0.5-1% of the
-        hunts at 8-15% CV. Pairs taken after the pick are independent of it, and under 'no step'
-        the e-value of their mean (`stats.pooled_t_log_bf`, its effect prior fixed at the pick)
-        is a nonnegative martingale, so it ever reaches 1/alpha_k with probability at most
-        alpha_k, however often it is looked at; alpha_k = name_alpha / (k (k + 1)) for the k-th
-        step picked sums to name_alpha over the whole hunt (a union bound over every bracket and
-        side). The noise is the hunt's pooled spread, with a and b each split at the pick (so that
-        it is independent of the fresh pairs' mean): the e-value needs no bound on sigma (an
-        upper confidence bound cost ~1.2-1.4x the pairs) and no floor of pairs: at 0.5% noise one
-        pair shows a 10% step.
-        """
-        target = self._targets[(a, b)]
-        diffs = self.book.paired_diffs(a, b, since=target.since)
-        if not diffs:
-            return False
-        est = float(np.mean(diffs))
-        toward = est < 0 if self._sign < 0 else est > 0 if self._sign > 0 else est != 0
-        if not toward:
-            return False
-        alpha_k = self.settings.name_alpha / (target.order * (target.order + 1))
-        priors = (target.effect ** 2,) if math.isfinite(target.effect) and target.effect > 0 else EFFECT_PRIORS
-        noise = self.book.noise(split={a: target.since, b: target.since})
-        return pooled_t_log_bf(est, 2 / len(diffs), noise, sign=self._sign, priors=priors) >= math.log(1 / alpha_k)
 
     def noise_prior_report(self) -> dict | None:
         """The remembered noise scale and whether the hunt's noise now uses it (None: no prior)."""
@@ -1255,7 +1200,7 @@ class CommitSearch:
         # the two sides may hold further steps (Pinpoint explores every differing pair)
         # opened at the pick: the pairs of their ends taken since then are as fresh as the gate's
         # (`_side_ends_beside_gate`)
-        since = self._targets[(a, b)].since
+        since = self.gate.since(a, b)
         self._queue[0:0] = [_Interval(lo, hi, checked=False, is_side=True, opened=since)
                             for lo, hi in self._sides_of(iv, a, b)]
 

@@ -1,0 +1,85 @@
+"""The search's parts on their own: the sample book (pairs, pooled noise, remembered prior) and the
+naming gate (fresh pairs only, alpha spent over the steps picked, a culprit's own size)."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from regressbisect.search.book import NOISE_PRIOR_DF, SampleBook
+from regressbisect.search.naming import NamingGate
+from regressbisect.search.stats import NoisePool
+
+
+def _book(series: dict[int, list[tuple[int, float]]], prior: NoisePool | None = None) -> SampleBook:
+    book = SampleBook(pair_window=2, noise_prior=prior)
+    for i, samples in series.items():
+        for when, value in samples:
+            book.add(i, value, tag=None, when=when)
+    return book
+
+
+def test_pairs_are_samples_at_most_the_window_apart_each_used_once():
+    book = _book({0: [(1, 100.0), (2, 100.0), (9, 100.0)], 1: [(1, 90.0), (5, 90.0), (10, 81.0)]})
+    diffs = book.paired_diffs(0, 1)
+    assert len(diffs) == 2 and diffs[0] == pytest.approx(math.log(0.9)) and diffs[1] == pytest.approx(math.log(0.81))
+    assert book.paired_diffs(0, 1, since=2) == pytest.approx([math.log(0.81)])
+
+
+def test_a_skip_is_counted_and_two_skips_over_the_successes_make_a_candidate_unmeasurable():
+    book = _book({0: [(1, 100.0)]})
+    book.add(3, None, tag=None, when=1)
+    assert book.retry_wanted(3) and not book.unmeasurable(3)
+    book.add(3, None, tag=None, when=2)
+    assert book.unmeasurable(3) and not book.retry_wanted(3)
+    with pytest.raises(ValueError, match="finite and positive"):
+        book.add(0, -1.0, tag=None, when=3)
+
+
+def test_the_remembered_noise_counts_for_a_few_samples_and_is_dropped_when_today_is_noisier():
+    prior = NoisePool.of([np.exp(np.random.default_rng(0).normal(0, 0.01, 40))])
+    quiet = _book({0: [(1, 100.0), (2, 101.0)], 1: [(1, 90.0), (2, 90.5)]}, prior)
+    assert quiet.noise_prior.df == NOISE_PRIOR_DF
+    assert quiet.noise().df == 2 + NOISE_PRIOR_DF and quiet.noise_prior_report()["used"]
+    rng = np.random.default_rng(1)
+    noisy = _book({0: [(k, float(100 * math.exp(rng.normal(0, 0.1)))) for k in range(8)]}, prior)
+    assert noisy.noise().df == 7 and not noisy.noise_prior_report()["used"]   # F test: 10x the spread
+
+
+def _gate_with_pairs(drop: float, pairs: int, noise: float = 0.01, since: int = 0) -> NamingGate:
+    rng = np.random.default_rng(7)
+    book = SampleBook(pair_window=2)
+    for k in range(pairs):
+        when = since + 1 + 2 * k
+        book.add(3, float(1000 * math.exp(rng.normal(0, noise))), tag=None, when=when)
+        book.add(4, float(1000 * (1 - drop) * math.exp(rng.normal(0, noise))), tag=None, when=when + 1)
+    return NamingGate(book, name_alpha=0.001)
+
+
+def test_the_gate_names_a_step_its_fresh_pairs_show_and_not_one_they_do_not():
+    gate = _gate_with_pairs(0.10, 4)   # the noise from these pairs alone (6 df)
+    gate.pick(3, 4, when=0, step=math.log(0.9))
+    assert gate.named(3, 4, sign=-1)
+    assert not gate.named(3, 4, sign=1)            # not in the hunted direction
+    flat = _gate_with_pairs(0.0, 12)
+    flat.pick(3, 4, when=0, step=math.log(0.9))
+    assert not flat.named(3, 4, sign=-1)
+
+
+def test_pairs_before_the_pick_do_not_count_and_a_later_pick_gets_a_smaller_share():
+    gate = _gate_with_pairs(0.10, 3)
+    target = gate.pick(3, 4, when=100, step=math.log(0.9))   # picked after every pair
+    assert gate.fresh_pairs(3, 4) == [] and not gate.named(3, 4, sign=-1)
+    assert gate.pick(3, 4, when=200, step=0.5) is target      # the first pick stands
+    second = gate.pick(5, 6, when=1, step=0.1)
+    assert (target.order, second.order) == (1, 2)
+
+
+def test_a_culprits_own_interval_is_valid_at_any_stop_and_wider_than_a_fixed_n_one():
+    gate = _gate_with_pairs(0.10, 6)
+    gate.pick(3, 4, when=0, step=math.log(0.9))
+    est, half = gate.own_size(3, 4, sigma=0.01)
+    assert est - half < est < est + half < 0 and est == pytest.approx(math.log(0.9), abs=0.02)
+    assert half > 1.96 * 0.01 * math.sqrt(2 / 6)   # the fixed-n t interval's half width
+    assert gate.own_size(3, 4, sigma=math.nan) is None and gate.own_size(5, 6, sigma=0.01) is None
