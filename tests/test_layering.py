@@ -15,11 +15,13 @@ import pytest
 PACKAGE_DIR = Path(__file__).resolve().parents[1] / "regressbisect"
 
 LAYERS: dict[str, int] = {
-    # 0: what everything may use; the protocol is what a probe imports as regressbisect.report
+    # 0: what everything may use; the protocol is what a probe imports as regressbisect.report,
+    # the contract what the tool and a probe agree on (the shim loads it by path)
     "regressbisect": 0,
     "regressbisect.errors": 0,
     "regressbisect.samples": 0,
     "regressbisect.probe.protocol": 0,
+    "regressbisect.probe.contract": 0,
     "regressbisect.jsonio": 0,
     "regressbisect.metric": 0,
     "regressbisect.version": 0,

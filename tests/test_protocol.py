@@ -155,3 +155,34 @@ def test_importing_the_package_stays_cheap():
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                             cwd=Path(__file__).resolve().parents[1])
     assert result.returncode == 0, result.stderr
+
+
+# -- the metrics line's version ---------------------------------------------------------------------
+
+def test_report_writes_the_version_it_reads():
+    text = _reported(tokens=10, seconds=1.0)
+    assert json.loads(text[len(PREFIX):])["v"] == 1
+    with pytest.raises(ValueError, match="set by report"):
+        report(tokens=10, seconds=1.0, file=io.StringIO(), v=2)
+
+
+@pytest.mark.parametrize("line", ['{"v": 1, "tokens": 10, "seconds": 2}', '{"tokens": 10, "seconds": 2}'],
+                         ids=["v1", "versionless"])
+def test_a_version_1_line_and_a_line_without_a_version_read_alike(line):
+    [sample] = parse_output(PREFIX + line)
+    assert sample.tok_s == 5.0 and sample.tokens == 10
+
+
+def test_a_line_of_a_newer_version_stops_with_one_line_naming_the_upgrade():
+    from regressbisect.errors import UserError
+
+    with pytest.raises(UserError) as raised:
+        parse_output(PREFIX + '{"v": 2, "tokens": 10, "seconds": 2}')
+    message = raised.value.message
+    assert "\n" not in message and "version 2" in message and "pip install -U regressbisect" in message
+
+
+@pytest.mark.parametrize("version", ['"1"', "0", "1.5", "true"])
+def test_a_version_that_is_not_a_positive_integer_is_an_invalid_line(version):
+    with pytest.raises(ProtocolError, match="invalid version"):
+        parse_output(PREFIX + f'{{"v": {version}, "tokens": 10, "seconds": 2}}')

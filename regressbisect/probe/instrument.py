@@ -15,6 +15,8 @@ At exit each process that saw any counts prints ONE line on stdout:
 `@regressbisect-counters {"rank": r, "pid": p, "iters": [{...}, ...]}`.
 
 This module imports nothing heavy at import time; torch arrives as the argument of the hooks.
+The shim loads it by path, after probe/contract.py (regressbisect need not be importable in the
+probe), both under their package names.
 """
 from __future__ import annotations
 
@@ -27,17 +29,13 @@ import time
 from types import ModuleType
 from typing import Any, Callable
 
-COUNTERS_PREFIX = "@regressbisect-counters "
-LMHEAD_ENV = "REGRESSBISECT_LMHEAD_MIN_OUT"
-ENABLE_ENV = "REGRESSBISECT_INSTRUMENT"
-DEFAULT_LMHEAD_MIN_OUT = 32768
-COUNTER_KEYS = ("lm_head_calls", "create_block_mask_calls", "create_block_mask_ms", "host_syncs")
+from regressbisect.probe.contract import COUNTER_NAMES, COUNTERS_PREFIX, DEFAULT_LMHEAD_MIN_OUT, INSTRUMENT_ENV, LMHEAD_ENV
 
 
 class _Counts:
     """Mutable counters (a plain object: the patched functions add to it on the hot path)."""
 
-    __slots__ = COUNTER_KEYS
+    __slots__ = COUNTER_NAMES
 
     def __init__(self) -> None:
         self.lm_head_calls = 0
@@ -65,7 +63,7 @@ _printed = False
 
 def enabled() -> bool:
     """The runner sets REGRESSBISECT_INSTRUMENT=1; '0' turns the shim off without a path change."""
-    return os.environ.get(ENABLE_ENV, "1") != "0"
+    return os.environ.get(INSTRUMENT_ENV, "1") != "0"
 
 
 def active() -> bool:

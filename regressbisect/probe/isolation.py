@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from regressbisect.errors import ExitCode, UserError
+from regressbisect.probe.contract import IMPORT_RECORD_SUFFIX, IMPORTS_DIR_ENV, PROJECT_MODULES_ENV
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -43,12 +44,6 @@ else:  # pragma: no cover - Python 3.10 reads TOML with the tomli backport
     except ImportError:
         tomllib = None
 
-IMPORTS_DIR_ENV = "REGRESSBISECT_IMPORTS_DIR"
-"""Directory where each probe process writes `<pid>.rec`: {module: file} of project modules."""
-PROJECT_MODULES_ENV = "REGRESSBISECT_PROJECT_MODULES"
-"""Comma-separated names (top-level or dotted) whose modules the recorder reports."""
-WATCH_ENV = "REGRESSBISECT_WATCH_MODULES"
-"""Third-party modules the recorder also reports as imported or not (probe/preload.py learns from it)."""
 FIX_FLAG = "--no-isolation-check"
 MAIN_MODULE = "__main__"
 """The recorder also reports the script a process ran: a `cd` to another checkout shows there."""
@@ -338,7 +333,7 @@ class ProbeImports:
         if self.records_dir is None:
             return merged
         try:
-            for path in sorted(self.records_dir.glob("*.rec")):
+            for path in sorted(self.records_dir.glob("*" + IMPORT_RECORD_SUFFIX)):
                 try:
                     record = ast.literal_eval(path.read_text(encoding="utf-8"))
                 except (OSError, ValueError, SyntaxError, MemoryError):
@@ -478,7 +473,7 @@ def watched_imports(records_dir: Path) -> dict[str, list[str]]:
     process counts); the records stay for the check (Isolation.verify reads and removes them)."""
     common: set[str] | None = None
     changed: dict[str, set[str]] = {}
-    for path in sorted(Path(records_dir).glob("*.rec")):
+    for path in sorted(Path(records_dir).glob("*" + IMPORT_RECORD_SUFFIX)):
         try:
             record = ast.literal_eval(path.read_text(encoding="utf-8"))
         except (OSError, ValueError, SyntaxError, MemoryError):

@@ -1,9 +1,10 @@
-"""The metrics line protocol a probe speaks, and reading a probe's output (the regex fallback for
-probes that do not speak it is defined in regressbisect/metric.py).
+"""Writing and reading the lines of the probe contract (probe/contract.py defines them, and
+every other part of the contract), and reading a probe's output (the regex fallback for probes
+that print no metrics line is defined in regressbisect/metric.py).
 
 A probe prints one line per measured run on stdout::
 
-    @regressbisect {"tokens": 65536, "seconds": 2.1, "tok_s": 31207.6, "iters": [{"ms": 41.0, ...}]}
+    @regressbisect {"v": 1, "tokens": 65536, "seconds": 2.1, "tok_s": 31207.6, "iters": [{"ms": 41.0, ...}]}
 
 The counters shim (loaded into every process of an instrumented probe) prints one line per
 process at exit::
@@ -23,17 +24,13 @@ import sys
 from typing import TYPE_CHECKING, Any, Iterable, Mapping, TextIO
 
 from regressbisect.metric import DEFAULT_METRIC_REGEX, compile_metric_regex
+from regressbisect.probe.contract import COUNTERS_PREFIX, METRICS_VERSION, PREFIX, ROW_FIELDS, VERSION_KEY
 
 if TYPE_CHECKING:
     from regressbisect.samples import Sample
 
-PREFIX = "@regressbisect "
-"""Start of a metrics line (one per measured run)."""
-COUNTERS_PREFIX = "@regressbisect-counters "
-"""Start of a counters line (one per process, printed by the counters shim)."""
-
-ROW_FIELDS = frozenset({"ms", "tokens", "iter", "step", "seconds", "tok_s"})
-"""Keys of a per-iteration row that are measurements or indices, not counters."""
+__all__ = ["COUNTERS_PREFIX", "DEFAULT_METRIC_REGEX", "PREFIX", "ProtocolError", "aggregate_counters",
+           "parse_number", "parse_output", "report"]
 
 # Launchers may tag each line of a child's output ("[default0]:", "[rank1]: "); accept one tag.
 _LINE_TAG = r"^\s*(?:\[[^\]]*\]:?\s*)?"
@@ -60,10 +57,11 @@ def report(tokens: float, seconds: float, iters: list[dict] | None = None,
     if iters is not None and (not isinstance(iters, (list, tuple))
                               or not all(isinstance(r, Mapping) for r in iters)):
         raise ValueError("report(): iters must be a list of dicts (one per iteration)")
-    clash = {"tokens", "seconds", "tok_s", "iters"} & extra.keys()
+    clash = {VERSION_KEY, "tokens", "seconds", "tok_s", "iters"} & extra.keys()
     if clash:
         raise ValueError(f"report(): {sorted(clash)} are set by report() itself")
-    record: dict[str, Any] = {"tokens": tokens, "seconds": seconds, "tok_s": tokens / seconds}
+    record: dict[str, Any] = {VERSION_KEY: METRICS_VERSION, "tokens": tokens, "seconds": seconds,
+                              "tok_s": tokens / seconds}
     if iters is not None:
         record["iters"] = [dict(r) for r in iters]
     record.update(extra)
@@ -82,7 +80,9 @@ def parse_output(text: str, metric_regex: str | None = DEFAULT_METRIC_REGEX,
     (sum over processes of each process's median per-iteration value) of every sample; a
     protocol line's own `iters` rows stay its per-iteration rows, and their median counters
     fill `Sample.counters` for names the shim did not report.
-    Raises ProtocolError for a malformed protocol or counters line.
+    Raises ProtocolError for a malformed protocol or counters line; UserError for a metrics line
+    of a version this tool does not read (a line without a version is version 1): no candidate's
+    line could be read, so the hunt stops with one line instead of skipping every candidate.
     """
     from regressbisect.samples import Sample  # lazy: keeps `import regressbisect` minimal
 
@@ -186,6 +186,17 @@ def _is_number(value: Any) -> bool:
 
 def _load_record(payload: str, line: str) -> dict[str, Any]:
     record = _load_json(payload, line, "metrics")
+    version = record.get(VERSION_KEY, METRICS_VERSION)   # lines from before the field are version 1
+    if not _is_number(version) or version != int(version) or version < 1:
+        raise ProtocolError(f"metrics line has an invalid version {VERSION_KEY!r} (a positive integer): "
+                            f"{_clip(line)}")
+    if version > METRICS_VERSION:
+        from regressbisect.errors import UserError  # lazy: errors imports sqlite3
+
+        raise UserError(f"the probe printed a version {int(version)} metrics line, newer than this "
+                        f"regressbisect reads (version {METRICS_VERSION}): upgrade regressbisect where "
+                        f"the hunt runs to the one the probe uses (pip install -U regressbisect): "
+                        f"{_clip(line, 80)}")
     for name in ("tokens", "seconds"):
         if not _is_number(record.get(name)):
             raise ProtocolError(f"metrics line needs a number {name!r}: {_clip(line)}")

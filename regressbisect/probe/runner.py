@@ -29,7 +29,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Mapping
 
 from regressbisect.samples import ProbeOutcome, Sample
-from regressbisect.probe.isolation import IMPORTS_DIR_ENV
+from regressbisect.probe.contract import (IMPORTS_DIR_ENV, INSTRUMENT_ENV, INSTRUMENT_ON, LMHEAD_ENV, MARKER_ENV,
+                                          PREFIX, TOKENS_ENV)
 from regressbisect.probe.protocol import DEFAULT_METRIC_REGEX, ProtocolError, parse_output
 
 if TYPE_CHECKING:
@@ -45,8 +46,7 @@ KILL_GRACE_S = 5.0
 """Seconds between SIGTERM and SIGKILL to the probe's process group (time to flush, free the GPU)."""
 SKIP_EXIT_CODE = 125
 """The exit code by which a probe asks to skip a candidate (as `git bisect run`)."""
-NO_METRIC_REASON = ('no metric line in output (print "@regressbisect {...}" '
-                    'or pass --metric-regex)')
+NO_METRIC_REASON = f'no metric line in output (print "{PREFIX}{{...}}" or pass --metric-regex)'
 
 
 @dataclass(frozen=True)
@@ -85,7 +85,7 @@ def probe_spec(config: HuntConfig) -> ProbeSpec:
     import check share it)."""
     env = dict(config.probe.env)
     if config.probe.lm_head_min_out is not None:
-        env["REGRESSBISECT_LMHEAD_MIN_OUT"] = str(config.probe.lm_head_min_out)
+        env[LMHEAD_ENV] = str(config.probe.lm_head_min_out)
     return ProbeSpec(command=config.probe.cmd, tokens=config.probe.tokens,
                      timeout_s=config.probe.timeout_s, env=env, metric_regex=config.probe.metric_regex)
 
@@ -303,16 +303,17 @@ def _parse_streams(stdout: str, stderr: str, spec: ProbeSpec) -> list[Sample]:
 
 
 def probe_environment(spec: ProbeSpec, extra_env: Mapping[str, str] | None = None) -> dict[str, str]:
-    """The probe's environment: the parent's, the protocol variables, spec.env, then extra_env."""
+    """The probe's environment: the parent's, the contract's variables (probe/contract.py),
+    spec.env, then extra_env."""
     env = dict(os.environ)
-    env.update({"REGRESSBISECT": "1", "REGRESSBISECT_TOKENS": str(spec.tokens),
+    env.update({MARKER_ENV: "1", TOKENS_ENV: str(spec.tokens),
                 "PYTHONUNBUFFERED": "1"})  # protocol lines must not sit in a buffer at a kill
     env.update(spec.env)
     env.update({str(k): str(v) for k, v in (extra_env or {}).items()})
     if spec.instrument:
-        env["REGRESSBISECT_INSTRUMENT"] = "1"
+        env[INSTRUMENT_ENV] = INSTRUMENT_ON
     else:
-        env.pop("REGRESSBISECT_INSTRUMENT", None)  # an instrumented parent must not leak it
+        env.pop(INSTRUMENT_ENV, None)  # an instrumented parent must not leak it
     if spec.instrument or env.get(IMPORTS_DIR_ENV):
         # One sitecustomize does both jobs: counters when instrumented, the import record for
         # the isolation check whenever the caller asked for one (probe/isolation.py).

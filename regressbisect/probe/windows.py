@@ -40,11 +40,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterator
 
+from regressbisect.probe.contract import WINDOW_ENV, WINDOW_GO, WINDOW_OPEN
+
 if TYPE_CHECKING:
     from regressbisect.samples import ProbeOutcome
 
-WINDOW_ENV = "REGRESSBISECT_WINDOW"
-"""The probe's environment variable naming the gate's socket (set only when probes overlap)."""
 WINDOW_SETTLE_S = 0.25
 """Seconds between stopping the other probes and answering `go`: a stopped process's kernels
 already queued on the GPU still run; a training step of the probes this tool was built on queues
@@ -316,13 +316,13 @@ class WindowGate:
                 with self._cond:
                     self.stats.notes.append(f"a connection to the gate failed before its window: {error}")
                 return
-            if word != "open":
+            if word != WINDOW_OPEN:
                 with self._cond:
-                    self.stats.notes.append(f"the gate was sent {word!r} where it expects 'open'")
+                    self.stats.notes.append(f"the gate was sent {word!r} where it expects {WINDOW_OPEN!r}")
                 return
             group = self._open(sid, pid)
             try:
-                conn.sendall(b"go\n")
+                conn.sendall(WINDOW_GO.encode() + b"\n")
                 conn.settimeout(self._patience_s)
                 try:
                     _read_word(conn)   # "close", or "" when the probe exits with the window open

@@ -1,6 +1,7 @@
 """regressbisect probe start-up hook: loaded at interpreter start-up through PYTHONPATH.
 
-Two independent jobs, each switched on by the runner through the environment:
+Two independent jobs, each switched on by the runner through the environment (the variables
+of the probe contract, probe/contract.py, loaded here by path):
 - the import recorder (REGRESSBISECT_IMPORTS_DIR set): at exit, writes where the project's
   modules came from, for the isolation check (regressbisect/probe/isolation.py);
 - the counters (REGRESSBISECT_INSTRUMENT=1), described below.
@@ -18,23 +19,30 @@ import os
 import sys
 
 _SHIM_DIR = os.path.dirname(os.path.abspath(__file__))
-_INSTRUMENT_NAME = "regressbisect.probe.instrument"
+
+
+def _probe_module(name):
+    """Load ../<name>.py by path (regressbisect need not be importable in the probe) and register
+    it under its package name, so `import regressbisect.probe.<name>` in the program (and in
+    instrument.py) finds this one instance (and the counters their one state)."""
+    full_name = "regressbisect.probe." + name
+    module = sys.modules.get(full_name)
+    if module is not None:
+        return module
+    path = os.path.join(os.path.dirname(_SHIM_DIR), name + ".py")
+    spec = importlib.util.spec_from_file_location(full_name, path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[full_name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+_contract = _probe_module("contract")
 
 
 def _instrument():
-    """Load ../instrument.py by path (regressbisect need not be importable in the probe) and
-    register it under its package name, so `import regressbisect.probe.instrument` in the
-    program finds this one instance and its counters."""
-    module = sys.modules.get(_INSTRUMENT_NAME)
-    if module is not None:
-        return module
-    path = os.path.join(os.path.dirname(_SHIM_DIR), "instrument.py")
-    spec = importlib.util.spec_from_file_location(_INSTRUMENT_NAME, path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[_INSTRUMENT_NAME] = module
-    spec.loader.exec_module(module)
-    return module
+    return _probe_module("instrument")
 
 
 def _on_torch(module) -> None:
@@ -98,7 +106,7 @@ def _record_imports(directory, names, watched=(), at_import=None) -> None:
             if isinstance(file, str):
                 modules[name] = os.path.abspath(file)
     try:
-        path = os.path.join(directory, "%d.rec" % os.getpid())
+        path = os.path.join(directory, "%d%s" % (os.getpid(), _contract.IMPORT_RECORD_SUFFIX))
         with open(path + ".tmp", "w") as f:
             f.write(repr({"pid": os.getpid(), "rank": os.environ.get("RANK"), "modules": modules,
                           "watched": [n for n in watched if n in sys.modules],
@@ -113,7 +121,8 @@ class _EnvAtImport:
     notes the environment variables the program changed since start-up. A preload server imports
     that module before the program runs, so a program that configures it through the
     environment first (OMP_NUM_THREADS, TORCH_LOGS ... set before `import torch`) must not be
-    forked (probe/preload.py). REGRESSBISECT_* are read by this shim when used, not at import."""
+    forked (probe/preload.py). The contract's variables are read by this shim when used, not at
+    import."""
 
     def __init__(self, watched) -> None:
         self.pending = set(watched)
@@ -126,20 +135,20 @@ class _EnvAtImport:
             now = os.environ
             self.changed[fullname] = sorted(k for k in set(self.start) | set(now)
                                             if self.start.get(k) != now.get(k)
-                                            and not k.startswith("REGRESSBISECT_"))
+                                            and not k.startswith(_contract.ENV_PREFIX))
             if not self.pending and self in sys.meta_path:
                 sys.meta_path.remove(self)
         return None
 
 
 def _install_recorder() -> None:
-    directory = os.environ.get("REGRESSBISECT_IMPORTS_DIR")
+    directory = os.environ.get(_contract.IMPORTS_DIR_ENV)
     if not directory:
         return
     import atexit
 
-    names = [n for n in os.environ.get("REGRESSBISECT_PROJECT_MODULES", "").split(",") if n]
-    watched = [n for n in os.environ.get("REGRESSBISECT_WATCH_MODULES", "").split(",") if n]
+    names = [n for n in os.environ.get(_contract.PROJECT_MODULES_ENV, "").split(",") if n]
+    watched = [n for n in os.environ.get(_contract.WATCH_ENV, "").split(",") if n]
     at_import = None
     if watched:
         at_import = _EnvAtImport(n for n in watched if n not in sys.modules)
@@ -148,7 +157,7 @@ def _install_recorder() -> None:
 
 
 def _install() -> None:
-    if os.environ.get("REGRESSBISECT_INSTRUMENT") != "1":
+    if os.environ.get(_contract.INSTRUMENT_ENV) != _contract.INSTRUMENT_ON:
         return
     hooks = {"torch": _on_torch, "torch.nn.attention.flex_attention": _on_flex_attention}
     for name in list(hooks):

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import sys
 
+# A copy of the probe contract's COUNTER_NAMES (tests/test_contract.py)
 COUNTER_KEYS = ("lm_head_calls", "create_block_mask_calls", "create_block_mask_ms", "host_syncs")
 
 

@@ -8,6 +8,7 @@ import sys
 
 from .presets import PRESETS, get_preset
 
+# Copies of the probe contract's (the trainer runs without the package; tests/test_contract.py)
 TOKENS_ENV = "REGRESSBISECT_TOKENS"
 LMHEAD_ENV = "REGRESSBISECT_LMHEAD_MIN_OUT"
 _PACKAGE = __package__ or "regressbisect.workload.dflash"

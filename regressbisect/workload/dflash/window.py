@@ -13,7 +13,7 @@ import os
 import socket
 from typing import Iterator
 
-WINDOW_ENV = "REGRESSBISECT_WINDOW"
+WINDOW_ENV = "REGRESSBISECT_WINDOW"   # a copy of the probe contract's (tests/test_contract.py)
 
 
 @contextlib.contextmanager
