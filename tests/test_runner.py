@@ -231,13 +231,12 @@ def test_metrics_and_counters_are_read_from_both_streams(tmp_path):
 def test_after_a_stopped_hunt_the_process_may_run_probes_again(tmp_path):
     """A stop refuses every probe while its hunt unwinds (ProbeCancelled), and only then: the
     same process (the demo runs `run`, then `hunks`; a test suite runs many hunts) probes again."""
-    from regressbisect.hunts.common import interruptible
-    from regressbisect.probe.runner import ProbeCancelled, stop_running_probes
+    from regressbisect.probe.interrupts import INTERRUPTS, ProbeCancelled
 
     probe = _spec(f'{PY} -c "print(\'@regressbisect {{\\"tokens\\": 1, \\"seconds\\": 1}}\')"')
     with pytest.raises(KeyboardInterrupt):
-        with interruptible():
-            stop_running_probes()
+        with INTERRUPTS.hunt():
+            INTERRUPTS.stop()
             with pytest.raises(ProbeCancelled):
                 run_probe(probe, tmp_path)
             raise KeyboardInterrupt

@@ -237,3 +237,20 @@ def test_slurm_settings_merge_pyproject_and_flags_and_are_validated():
         build_config({"cmd": "x"}, {"executor": "ray"})
     with pytest.raises(UserError, match="--slot-devices does not go with --executor slurm"):
         build_config({"cmd": "x"}, {"executor": "slurm", "slots": 2, "slot_devices": ["0", "1"]})
+
+
+def test_once_the_hunt_is_stopping_no_job_is_submitted(tmp_path):
+    """The executor consults the hunt's stop (probe/interrupts.py) before it submits: between the
+    signal and the unwinding that cancels the round, a slot thread must not queue a new job."""
+    from regressbisect.probe.interrupts import INTERRUPTS
+
+    scheduler = FakeScheduler([[DONE]])
+    ex = executor(tmp_path, scheduler)
+    with pytest.raises(KeyboardInterrupt):
+        with INTERRUPTS.hunt():
+            INTERRUPTS.stop()
+            with pytest.raises(ProbeCancelled):
+                ex.run(SPEC, tmp_path, {}, label="abc")
+            raise KeyboardInterrupt
+    assert scheduler.submitted == []
+    assert ex.run(SPEC, tmp_path, {}, label="abc").outcome.sample is not None   # the next hunt's

@@ -17,7 +17,7 @@ from regressbisect.config import build_config
 from regressbisect.errors import ExitCode
 from regressbisect.git.history import History
 from regressbisect.hunts.commits import VERDICT_EXIT, CommitHunt
-from regressbisect.hunts.common import interruptible
+from regressbisect.probe.interrupts import INTERRUPTS
 from regressbisect.samples import ProbeOutcome, Sample
 from regressbisect.search.bisect import CommitSearch, SearchSettings
 from regressbisect.search.simulate import FakeHistory, simulate, step_levels
@@ -152,7 +152,7 @@ def test_sigint_stops_a_hunt_even_when_it_was_inherited_ignored():
     previous = signal.signal(signal.SIGINT, signal.SIG_IGN)   # a background job of a script
     try:
         with pytest.raises(KeyboardInterrupt):
-            with interruptible():
+            with INTERRUPTS.hunt():
                 os.kill(os.getpid(), signal.SIGINT)
                 for _ in range(1000):      # the handler runs between bytecodes
                     pass

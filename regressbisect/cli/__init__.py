@@ -4,11 +4,13 @@ Importing this package must stay cheap and never import torch (`regressbisect --
 """
 from __future__ import annotations
 
+import signal
 import sys
 
 import typer
 
 from regressbisect.errors import ExitCode, UserError, disk_full_message, is_disk_full, print_error
+from regressbisect.probe.interrupts import INTERRUPTS
 
 app = typer.Typer(
     name="regressbisect",
@@ -30,31 +32,20 @@ INTERRUPTED = ("regressbisect: interrupted; every finished sample is stored: re-
                "command to resume")
 
 
-def _interrupt_on_sigterm() -> None:
-    """`kill` of a hunt ends it like Ctrl-C: probes stopped, Slurm jobs cancelled, samples kept."""
-    import signal
-    import threading
-
-    if threading.current_thread() is not threading.main_thread():
-        return
-
-    def interrupt(signum, frame):
-        raise KeyboardInterrupt
-
-    signal.signal(signal.SIGTERM, interrupt)
-
-
 def main(argv: list[str] | None = None) -> None:
-    """Console-script entry: user errors become one line on stderr and a documented exit code."""
-    _interrupt_on_sigterm()
+    """Console-script entry: user errors become one line on stderr and a documented exit code.
+
+    `kill` of any command ends it like Ctrl-C (probe/interrupts.py: probes stopped, Slurm jobs
+    cancelled, samples kept); a hunt adds SIGINT for its run, even where it was inherited ignored."""
     try:
-        # Non-standalone click returns the code of a typer.Exit instead of exiting.
-        code = app(args=argv, standalone_mode=False)
+        with INTERRUPTS.signals((signal.SIGTERM,)):
+            # Non-standalone click returns the code of a typer.Exit instead of exiting.
+            code = app(args=argv, standalone_mode=False)
     except UserError as exc:
         print_error(exc.message)
         sys.exit(int(exc.exit_code))
     except (KeyboardInterrupt, typer.Abort):
-        code = 130
+        code = int(ExitCode.INTERRUPTED)
     except typer.Exit as exc:
         sys.exit(exc.exit_code)
     except USAGE_ERROR as exc:  # a bad flag or a missing argument, in non-standalone mode
@@ -67,6 +58,6 @@ def main(argv: list[str] | None = None) -> None:
             raise
         print_error(disk_full_message(exc))
         sys.exit(int(ExitCode.USER_ERROR))
-    if code == 130:  # typer turns Ctrl-C into Exit(130)
+    if code == ExitCode.INTERRUPTED:  # typer turns Ctrl-C into Exit(130)
         print(INTERRUPTED, file=sys.stderr)
     sys.exit(code if isinstance(code, int) else 0)

@@ -1,12 +1,10 @@
 """What the commit, hunk and nightly hunts share: the cache key of a sample, the slots'
-environments, the measurement parts (setup step, slot virtualenvs, busy-machine guard), the
-signal handler that stops a hunt, and the exit code of each verdict."""
+environments, the measurement parts (setup step, slot virtualenvs, busy-machine guard), a hunt's
+run (stopped by SIGINT/SIGTERM: probe/interrupts.py), and the exit code of each verdict."""
 from __future__ import annotations
 
 import contextlib
 import os
-import signal
-import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
@@ -14,7 +12,7 @@ from typing import Any, Mapping
 from regressbisect.config import HuntConfig
 from regressbisect.errors import ExitCode, UserError, warn
 from regressbisect.git.history import History
-from regressbisect.probe.runner import allow_probes, stop_running_probes
+from regressbisect.probe.interrupts import INTERRUPTS
 from regressbisect.render.progress import HuntProgress
 from regressbisect.samples import Candidate, SampleKey
 from regressbisect.store import Store
@@ -31,35 +29,11 @@ VERDICT_EXIT = {
 
 
 @contextlib.contextmanager
-def interruptible():
-    """SIGINT and SIGTERM stop the hunt while it runs: the running probes' process groups are
-    killed and KeyboardInterrupt unwinds it (every finished sample is already stored; the CLI
-    prints the resume line and exits 130). Installed for the hunt's duration, the previous
-    handlers restored after: a hunt started from a background script inherits SIGINT as
-    ignored, and Python then never raises KeyboardInterrupt on its own."""
-    allow_probes()
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def stop(signum, frame):
-        stop_running_probes()
-        raise KeyboardInterrupt(signal.Signals(signum).name)
-
-    previous = {signum: signal.signal(signum, stop) for signum in (signal.SIGINT, signal.SIGTERM)}
-    try:
-        yield
-    finally:
-        for signum, handler in previous.items():
-            signal.signal(signum, handler)
-        allow_probes()   # the hunt's threads are done: the caller may run probes again
-
-
-@contextlib.contextmanager
 def hunting(executor):
-    """A hunt's run: stoppable by SIGINT/SIGTERM (`interruptible`), and its executor closed at
-    the end however it ends (the local one stops its preload servers)."""
-    with interruptible():
+    """A hunt's run: stopped by SIGINT/SIGTERM (`Interrupts.hunt`: every running probe killed,
+    none started, KeyboardInterrupt; the CLI prints the resume line and exits 130), and its
+    executor closed at the end however it ends (the local one stops its preload servers)."""
+    with INTERRUPTS.hunt():
         try:
             yield
         finally:
@@ -120,7 +94,6 @@ def measurement_parts(config: HuntConfig, history: History, store: Store, hunt_i
     config (shared by commit, hunk and nightly hunts; docs/setup.md, docs/contention.md)."""
     from regressbisect.machine.contention import BusyRule, ContentionGuard
     from regressbisect.probe.executors import work_root
-    from regressbisect.probe.runner import running_probe_groups
     from regressbisect.probe.setup_step import SetupStep
     from regressbisect.probe.venvs import SlotVenvs
 
@@ -139,7 +112,7 @@ def measurement_parts(config: HuntConfig, history: History, store: Store, hunt_i
         guard = ContentionGuard(BusyRule(cpus=config.busy_cpus, share=config.busy_share,
                                          gpu=config.busy_gpu),
                                 max_wait_s=config.max_wait_s, on_wait=progress.message,
-                                probe_groups=running_probe_groups)
+                                probe_groups=INTERRUPTS.running_groups)
     # Without a setup step a compiled module is never built in a slot: the probe would measure
     # a fallback. Checked on each checkout, before the candidate's first probe.
     build_check = check_built if setup is None and config.build_check else None

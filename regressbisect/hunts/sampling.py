@@ -21,6 +21,7 @@ from regressbisect.git.worktrees import PatchDoesNotApply, SubmoduleUnavailable,
 from regressbisect.machine.contention import HuntOversubscribed, WaitCancelled
 from regressbisect.probe.executors.base import ExecutedProbe, ProbeExecutor
 from regressbisect.probe.executors.local import LocalExecutor
+from regressbisect.probe.interrupts import INTERRUPTS
 from regressbisect.probe.isolation import Isolation, ProbeImports
 from regressbisect.probe.runner import ProbeSpec, probe_environment, run_probe
 from regressbisect.samples import Candidate, ProbeOutcome, Sample, SampleKey
@@ -144,7 +145,10 @@ class SampleSource:
             else:
                 fresh.append((i, request))
         if fresh:
-            results, failure = self._run_fresh(fresh, on_start)
+            # A stop of the hunt (Ctrl-C, SIGTERM: probe/interrupts.py) kills every running probe
+            # and, while the slots run, ends their jobs (Slurm's) and their waits for a quiet machine.
+            with INTERRUPTS.on_stop(self._cancel_slots):
+                results, failure = self._run_fresh(fresh, on_start)
             foreign: list[ExecutedProbe] = []
             for (i, request), (executed, load) in zip(fresh, results):
                 if executed is None:
@@ -233,6 +237,9 @@ class SampleSource:
         if len(fresh) == 1:
             try:
                 done = [run(0, fresh[0][1])]
+            except (KeyboardInterrupt, SystemExit):
+                INTERRUPTS.stop()
+                raise
             except BaseException:
                 self._executor.cancel_all()
                 raise
@@ -246,7 +253,7 @@ class SampleSource:
                 if any(f.done() and f.exception() is not None for f in futures):
                     self._cancel_slots()  # one slot failed: stop the others' jobs too
             except BaseException as interrupt:  # Ctrl-C / SIGTERM while the slots run
-                self._cancel_slots()
+                INTERRUPTS.stop()
                 failure = interrupt
             finally:
                 pool.shutdown(wait=True)

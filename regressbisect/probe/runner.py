@@ -22,7 +22,6 @@ import socket
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -31,6 +30,8 @@ from typing import TYPE_CHECKING, Mapping
 from regressbisect.samples import ProbeOutcome, Sample
 from regressbisect.probe.contract import (IMPORTS_DIR_ENV, INSTRUMENT_ENV, INSTRUMENT_ON, LMHEAD_ENV, MARKER_ENV,
                                           PREFIX, TOKENS_ENV)
+from regressbisect.probe.interrupts import INTERRUPTS, ProbeCancelled
+from regressbisect.probe.interrupts import signal_group as _signal_group  # setup_step uses it too
 from regressbisect.probe.protocol import DEFAULT_METRIC_REGEX, ProtocolError, parse_output
 
 if TYPE_CHECKING:
@@ -107,7 +108,8 @@ def run_probe_all(spec: ProbeSpec, cwd: Path, extra_env: Mapping[str, str] | Non
     The outcome carries the first sample (or the skip reason); the list is empty on a skip.
     `extra_env` is layered over `spec.env` (e.g. CUDA_VISIBLE_DEVICES of a GPU slot).
     A KeyboardInterrupt kills the probe's whole process group and is re-raised; once the hunt
-    is stopping (`stop_running_probes`) no probe starts, and one it killed raises ProbeCancelled.
+    is stopping (probe/interrupts.py) no probe starts, and one the stop killed raises
+    ProbeCancelled.
     `start(out_file, err_file)` starts the probe some other way than `bash -c` (a fork of a
     preload server, probe/preload.py) and returns what Popen would: pid (its process group),
     poll(), wait(timeout) and returncode. `on_start(pgid)` is called once the probe's process
@@ -116,8 +118,7 @@ def run_probe_all(spec: ProbeSpec, cwd: Path, extra_env: Mapping[str, str] | Non
     do not count against the timeout.
     """
     env = probe_environment(spec, extra_env)
-    if _STOPPING.is_set():
-        raise ProbeCancelled("the hunt is stopping")
+    INTERRUPTS.refuse_if_stopping()
     with tempfile.TemporaryFile() as out_file, tempfile.TemporaryFile() as err_file:
         started_at = time.time()
         started = time.perf_counter()
@@ -126,11 +127,7 @@ def run_probe_all(spec: ProbeSpec, cwd: Path, extra_env: Mapping[str, str] | Non
         else:
             process = start_reaped(spec.render_command(), cwd, env, out_file, err_file)
         running = time.perf_counter()   # the timeout is the probe's: its starter's start-up is not in it
-        with _RUNNING_LOCK:
-            _RUNNING[process.pid] = threading.get_ident()
-            if _STOPPING.is_set():   # the stop came while it started, and did not see it
-                _KILLED_BY_STOP.add(process.pid)
-                _signal_group(process.pid, signal.SIGKILL)
+        INTERRUPTS.started(process.pid)
         timed_out = False
         try:
             held = on_start(process.pid) if on_start is not None else None
@@ -143,10 +140,7 @@ def run_probe_all(spec: ProbeSpec, cwd: Path, extra_env: Mapping[str, str] | Non
             _kill_group(process, min(kill_grace_s, 2.0))
             raise
         finally:
-            with _RUNNING_LOCK:
-                _RUNNING.pop(process.pid, None)
-        with _RUNNING_LOCK:
-            killed_by_stop = process.pid in _KILLED_BY_STOP
+            killed_by_stop = INTERRUPTS.ended(process.pid)
         if killed_by_stop:   # a probe that ended before the stop keeps its outcome
             raise ProbeCancelled(f"probe {process.pid} was killed because the hunt is stopping")
         wall_seconds = time.perf_counter() - started
@@ -341,48 +335,6 @@ def _failure_reason(code: int, stderr: str, command: str) -> str:
     return f"exit {code}: {last}" if last else f"exit {code}"
 
 
-_RUNNING: dict[int, int] = {}
-"""Process groups of the probes running now (one per slot thread): group -> the thread waiting
-for it."""
-_RUNNING_LOCK = threading.Lock()
-_STOPPING = threading.Event()
-"""Set by stop_running_probes (the hunt is stopping), cleared by allow_probes."""
-_KILLED_BY_STOP: set[int] = set()
-"""Process groups stop_running_probes killed."""
-
-
-class ProbeCancelled(Exception):
-    """The probe was cancelled by us (Ctrl-C, SIGTERM of the hunt): no outcome, nothing to store."""
-
-
-def running_probe_groups() -> dict[int, int]:
-    """{process group: thread ident} of the probes running now: the busy-machine guard tells a
-    probe's own processes from the hunt's other probes by them (machine/contention.py)."""
-    with _RUNNING_LOCK:
-        return dict(_RUNNING)
-
-
-def stop_running_probes() -> None:
-    """SIGKILL the process group of every probe running now, and start none from now on: on
-    SIGINT/SIGTERM the probes of the other slots' threads must end too, or the hunt waits for
-    them before it can stop. A probe killed so is the stop's doing, not its candidate's: its
-    thread gets ProbeCancelled, and nothing of it is stored (a stored skip would be reused by
-    the resumed hunt as the candidate's own failure)."""
-    with _RUNNING_LOCK:
-        _STOPPING.set()
-        groups = list(_RUNNING)
-        _KILLED_BY_STOP.update(groups)
-    for pgid in groups:
-        _signal_group(pgid, signal.SIGKILL)
-
-
-def allow_probes() -> None:
-    """A hunt starts, or a stopped one has unwound: probes may run again in this process."""
-    with _RUNNING_LOCK:
-        _STOPPING.clear()
-        _KILLED_BY_STOP.clear()
-
-
 def _kill_group(process: subprocess.Popen, grace_s: float) -> None:
     """SIGTERM the probe's process group, then SIGKILL whatever is left after `grace_s`."""
     _signal_group(process.pid, signal.SIGTERM)
@@ -394,13 +346,6 @@ def _kill_group(process: subprocess.Popen, grace_s: float) -> None:
         time.sleep(0.05)
     _signal_group(process.pid, signal.SIGKILL)
     process.wait()
-
-
-def _signal_group(pgid: int, signum: int) -> None:
-    try:
-        os.killpg(pgid, signum)
-    except (ProcessLookupError, PermissionError):
-        pass
 
 
 def _group_alive(pgid: int) -> bool:

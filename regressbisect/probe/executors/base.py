@@ -12,7 +12,8 @@ from pathlib import Path
 from typing import Callable, Mapping, Protocol
 
 from regressbisect.samples import ProbeOutcome
-from regressbisect.probe.runner import ProbeCancelled, ProbeSpec
+from regressbisect.probe.interrupts import ProbeCancelled
+from regressbisect.probe.runner import ProbeSpec
 
 __all__ = ["ExecutedProbe", "JobListener", "ProbeCancelled", "ProbeExecutor"]
 

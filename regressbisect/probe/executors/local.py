@@ -19,8 +19,9 @@ from regressbisect.probe.windows import WindowGate
 class LocalExecutor:
     """The probe is a process group of this machine.
 
-    Cancelling is the runner's own business: a KeyboardInterrupt in the waiting thread kills the
-    probe's process group, so `cancel_all` has nothing to do.
+    Cancelling is the runner's own business: a stop of the hunt (probe/interrupts.py) kills every
+    running probe's process group, and a KeyboardInterrupt in the waiting thread kills its own, so
+    `cancel_all` has nothing to do.
     """
 
     name = "local"

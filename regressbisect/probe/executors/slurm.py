@@ -36,6 +36,7 @@ from regressbisect.config import SlurmConfig
 from regressbisect.errors import UserError
 from regressbisect.samples import ProbeOutcome
 from regressbisect.probe.executors.base import ExecutedProbe, ProbeCancelled
+from regressbisect.probe.interrupts import INTERRUPTS
 from regressbisect.machine.fingerprint import environment_fingerprint
 from regressbisect.probe.runner import ProbeSpec, run_probe
 
@@ -372,7 +373,7 @@ class SlurmExecutor:
     # -- internals ---------------------------------------------------------------------------------
 
     def _submit_and_wait(self, function, args, label: str, time_min: int) -> tuple[Any, JobState]:
-        if self._cancelled.is_set():
+        if self._stopped():
             raise ProbeCancelled(label)
         job = self.scheduler.submit(function, args, name=JOB_NAME_PREFIX + label, time_min=time_min)
         job_id = str(job.job_id)
@@ -381,7 +382,7 @@ class SlurmExecutor:
             self._labels[job_id] = label
             self.jobs_submitted.append(job_id)
         self._event(job, label, "queued", "(submitted)")
-        if self._cancelled.is_set():  # cancel_all ran while sbatch was running
+        if self._stopped():  # cancel_all, or the hunt's stop, came while sbatch was running
             self._cancel(job)
             raise ProbeCancelled(label)
         try:
@@ -397,12 +398,17 @@ class SlurmExecutor:
                 if self._status.get(job_id) != status:
                     self._event(job, label, status, f"on {state.node}" if state.running and state.node
                                 else f"(reason: {state.reason})" if state.reason else "")
-                if self._cancelled.wait(self.config.poll_s):
+                if self._cancelled.wait(self.config.poll_s) or INTERRUPTS.stopping:
                     raise ProbeCancelled(label)
         except BaseException:
             # Ctrl-C in this thread, or cancel_all: never leave the job behind in the queue.
             self._cancel(job)
             raise
+
+    def _stopped(self) -> bool:
+        """cancel_all ran, or the hunt is stopping (whose unwinding calls cancel_all, which ends
+        the waits at once: probe/interrupts.py)."""
+        return self._cancelled.is_set() or INTERRUPTS.stopping
 
     def _preflight(self) -> tuple[str, dict]:
         self.work_dir.mkdir(parents=True, exist_ok=True)
