@@ -201,11 +201,12 @@ def table(rows: list[dict], expected: list[str]) -> str:
     for arm in dict.fromkeys(r["arm"] for r in rows):
         mine = [r for r in rows if r["arm"] == arm]
 
-        def med(key):
+        def med(key, mine=mine):
             vals = [r[key] for r in mine if r[key] is not None]
             return statistics.median(vals) if vals else None
         complete = sum(set(expected) <= set(r["culprits"]) for r in mine)
-        def mean(key):
+
+        def mean(key, mine=mine):
             vals = [r[key] for r in mine if r.get(key) is not None]
             return statistics.mean(vals) if vals else None
         lines.append(f"| {arm} | {len(mine)} | {fmt(mean('probes'), '.1f')} | {fmt(med('probes'))} | "

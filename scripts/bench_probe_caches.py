@@ -19,7 +19,6 @@ Per arm: probe wall, start-up (wall - the probe's measured seconds), measured se
 from __future__ import annotations
 
 import argparse
-import shlex
 import statistics
 import subprocess
 import sys

@@ -20,8 +20,6 @@ from __future__ import annotations
 import argparse
 import math
 import multiprocessing as mp
-import sys
-from pathlib import Path
 
 import numpy as np
 

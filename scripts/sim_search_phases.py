@@ -10,8 +10,6 @@ from __future__ import annotations
 import argparse
 import collections
 import multiprocessing as mp
-import sys
-from pathlib import Path
 
 import numpy as np
 

@@ -417,7 +417,7 @@ def build_patch(hunks: Sequence[Hunk]) -> str:
     for hunk in sorted(hunks, key=_file_order):
         by_file.setdefault(hunk.file, []).append(hunk)
     out: list[str] = []
-    for path, file_hunks in by_file.items():
+    for file_hunks in by_file.values():
         mode = [h for h in file_hunks if h.kind == "mode"]
         content = [h for h in file_hunks if h.kind == "modify"]
         for whole in (h for h in file_hunks if h.kind not in ("mode", "modify")):

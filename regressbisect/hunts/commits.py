@@ -28,7 +28,7 @@ from regressbisect.probe.isolation import isolation_for_hunt
 from regressbisect.probe.runner import probe_spec, run_probe
 from regressbisect.render import report_json
 from regressbisect.render.progress import HuntProgress
-from regressbisect.samples import Candidate, ProbeOutcome
+from regressbisect.samples import Candidate, ProbeOutcome, SampleKey
 from regressbisect.search import stats
 from regressbisect.search.bisect import CommitSearch, SearchSettings
 from regressbisect.store import Store
@@ -76,6 +76,10 @@ class CommitHunt:
         self._trees = {c.sha: c.tree for c in self.commits}
         self._noise_prior_facts: dict[str, Any] = {}
         """The remembered noise scale the search got and whether it used it (report: noise_prior)."""
+        self.meter: costs.CostMeter | None = None
+        """What every fresh probe of the hunt cost (set when the hunt starts: it wraps the executor)."""
+        self._cached_by_index: dict[int, int] = {}
+        """Samples the search took from the store rather than a probe, per candidate index."""
 
     def key_for(self, candidate: Candidate) -> SampleKey:
         return key_for(self.history, candidate, config_hash=self._config_hash,
@@ -257,7 +261,7 @@ class CommitHunt:
                                   max_samples=cfg.max_samples)
         prior, self._noise_prior_facts = self._noise_prior(source, plan)
         search = CommitSearch(len(self.candidates), settings, noise_prior=prior)
-        self._cached_by_index: dict[int, int] = {}
+        self._cached_by_index = {}
         self.progress.phase("control arm: GOOD and BAD interleaved, then the search")
         while True:
             batch = search.next_batch(cfg.lanes)
@@ -310,7 +314,7 @@ class CommitHunt:
         return counters
 
     def _progress_sample(self, source: SampleSource, draw, note: str, **kw) -> None:
-        meter = getattr(self, "meter", None)
+        meter = self.meter
         if meter is not None:
             self.progress.cost(meter.totals.line())
         self.progress.sample(draw.candidate.short, draw.value, draw.skip_reason, draw.cached,

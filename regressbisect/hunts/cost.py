@@ -17,9 +17,9 @@ import statistics
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
-from regressbisect.samples import ProbeOutcome, Sample
+from regressbisect.samples import Sample
 from regressbisect.search import stats
 
 if TYPE_CHECKING:

@@ -43,8 +43,6 @@ from typing import Sequence
 
 import numpy as np
 from scipy.special import log_ndtr, logsumexp
-from scipy.stats import chi2
-from scipy.stats import f as f_dist
 from scipy.stats import t as student_t
 
 from regressbisect.config import DIRECTION, DIRECTIONS, MAX_SAMPLES, MIN_EFFECT
@@ -479,7 +477,7 @@ class CommitSearch:
         while kept:
             steps = self._segment_steps(kept)
             bounds = [c.first_bad for c in kept]
-            fit = self._level_fit(lambda i: int(np.searchsorted(bounds, i, side="right")), len(bounds) + 1)
+            fit = self._level_fit(lambda i, bounds=bounds: int(np.searchsorted(bounds, i, side="right")), len(bounds) + 1)
             drift = fit[3] if fit is not None else 0.0
             failing = [c for c in steps if not self._nameable(c, drift)]
             if not failing:

@@ -80,7 +80,7 @@ def main(argv: list[str] | None = None) -> None:
 def _strip_nproc(argv: list[str]) -> list[str]:
     out: list[str] = []
     skip = False
-    for i, a in enumerate(argv):
+    for a in argv:
         if skip:
             skip = False
             continue
