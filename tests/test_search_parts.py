@@ -9,6 +9,7 @@ import pytest
 
 from regressbisect.search.book import NOISE_PRIOR_DF, SampleBook
 from regressbisect.search.naming import NamingGate
+from regressbisect.search.sides import SideRule
 from regressbisect.search.stats import NoisePool
 
 
@@ -83,3 +84,39 @@ def test_a_culprits_own_interval_is_valid_at_any_stop_and_wider_than_a_fixed_n_o
     assert est - half < est < est + half < 0 and est == pytest.approx(math.log(0.9), abs=0.02)
     assert half > 1.96 * 0.01 * math.sqrt(2 / 6)   # the fixed-n t interval's half width
     assert gate.own_size(3, 4, sigma=math.nan) is None and gate.own_size(5, 6, sigma=0.01) is None
+
+
+def _side_book(lo_level: float, hi_level: float, fresh_hi: float, n: int = 8, noise: float = 0.01) -> SampleBook:
+    """Ends 0 and 5 of a side: n samples each before round 100 at their levels, then n fresh pairs
+    with the far end at `fresh_hi`; a third candidate adds noise degrees of freedom."""
+    rng = np.random.default_rng(3)
+    book = SampleBook(pair_window=2)
+    for k in range(n):
+        book.add(0, float(lo_level * math.exp(rng.normal(0, noise))), tag=None, when=k)
+        book.add(5, float(hi_level * math.exp(rng.normal(0, noise))), tag=None, when=k)
+        book.add(9, float(500 * math.exp(rng.normal(0, noise))), tag=None, when=k)
+    for k in range(n):
+        book.add(0, float(lo_level * math.exp(rng.normal(0, noise))), tag=None, when=101 + 2 * k)
+        book.add(5, float(fresh_hi * math.exp(rng.normal(0, noise))), tag=None, when=102 + 2 * k)
+    return book
+
+
+def _rule(book: SampleBook) -> SideRule:
+    return SideRule(book, min_effect=0.02, alpha=0.05, side_share=0.2, side_drop=0.1)
+
+
+def test_a_side_whose_ends_differ_our_way_is_searched_and_a_flat_one_cleared():
+    searched = _rule(_side_book(1000.0, 900.0, 900.0)).decide(0, 5, since=100, sign=-1, gap_scale=0.1)
+    assert searched[0] == "searched"
+    outcome, ruled_out = _rule(_side_book(1000.0, 1000.0, 1000.0)).decide(0, 5, since=100, sign=-1, gap_scale=0.1)
+    assert outcome == "cleared" and 0.0196 <= ruled_out < 0.03   # never less than min_effect (as a drop)
+    # a speed-up between the ends is no further slowdown: not searched when hunting slowdowns
+    assert _rule(_side_book(1000.0, 1100.0, 1100.0)).decide(0, 5, since=100, sign=-1, gap_scale=0.1)[0] == "cleared"
+
+
+def test_a_side_is_cleared_only_if_its_fresh_pairs_agree():
+    """All samples alike, but the pairs taken after the pick show the far end 5% slower: not
+    cleared (the early samples may come from another state of the machine)."""
+    book = _side_book(1000.0, 1050.0, 950.0)
+    assert _rule(book).decide(0, 5, since=100, sign=-1, gap_scale=0.1) is None
+    assert _rule(book).decide(0, 5, since=1000, sign=-1, gap_scale=0.1) is None   # no fresh pairs yet

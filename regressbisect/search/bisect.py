@@ -48,8 +48,8 @@ from scipy.stats import t as student_t
 from regressbisect.config import DIRECTION, DIRECTIONS, MAX_SAMPLES, MIN_EFFECT
 from regressbisect.search.book import SampleBook
 from regressbisect.search.naming import NamingGate
-from regressbisect.search.stats import (Comparison, NoisePool, Summary, compare, log_threshold, mixture_log_lr,
-                                        pooled_t_log_bf, sprt, summarize)
+from regressbisect.search.sides import SideRule, toward
+from regressbisect.search.stats import (Comparison, NoisePool, Summary, compare, log_threshold, pooled_t_log_bf, sprt, summarize)
 
 __all__ = ["SearchSettings", "Measure", "Culprit", "CandidateVerdict", "SideCheck", "SearchResult", "CommitSearch"]
 
@@ -355,6 +355,8 @@ class CommitSearch:
         self._control_only = control_only
         self._reproduced = False                         # the control arm said 'go'
         self.gate = NamingGate(self.book, settings.name_alpha)   # steps that reached confirmation
+        self.sides = SideRule(self.book, min_effect=settings.min_effect, alpha=settings.alpha,
+                              side_share=settings.side_share, side_drop=settings.side_drop)
         self._remainder_searched = False                 # a cleared side was searched for the remainder
 
     # ------------------------------------------------------------------ public API
@@ -898,29 +900,9 @@ class CommitSearch:
         return True
 
     def _plan_side_check(self, iv: _Interval, slots: int) -> list[tuple[Measure, str | None]] | None:
-        """Does a side of a culprit hold another step? Pinpoint's rule: only if its ends differ.
-
-        The two ends' mean log tok/s, compared with the pooled sigma. Search the side when a
-        normal-mixture SPRT (scale: the side margin) rejects 'no difference' at alpha/5, the
-        difference is at least min_effect and in the hunted direction: the check is repeated at
-        every new pair, and that test's false starts stay below alpha/5 however many looks it
-        takes (a t test per look let 4-7% of hunts with one step search a flat side at 5% noise,
-        ~700 executions each). Clear the side when a step of the side margin (`side_share`) in the
-        hunted direction has become implausible (probability below `side_drop`, t distribution),
-        both on all samples of its ends and on the pairs of them taken since the side was opened;
-        otherwise measure both ends again, in pairs.
-
-        Why the fresh pairs: an end of a side is a culprit's commit, picked because its samples
-        read at the far level, and those samples may come from another state of the machine than
-        the other end's. On the means alone, a first_bad that read low by chance or while the
-        machine was slower cleared the side that held the next step: 16 of 200 simulated hunts of
-        two steps at 8% noise missed one so when the machine's speed switched by 15% every ~20
-        rounds (scripts/sim_sides.py; docs/search.md, section 4). A pair taken side by side
-        cancels the machine's state, and pairs taken after the pick are independent of it (as
-        the naming gate's, `search/naming.py`, `NamingGate`). Their price is one pair per side at low
-        noise, a few at high noise.
-        """
-        decision = self._side_decision(iv.lo, iv.hi, iv.opened)
+        """Does a side of a culprit hold another step? `SideRule.decide` (search/sides.py) says;
+        until it does, both ends are measured again, in pairs (spare slots: the next side's too)."""
+        decision = self.sides.decide(iv.lo, iv.hi, iv.opened, sign=self._sign, gap_scale=self._gap_scale())
         if decision is not None:
             outcome, bound = decision
             if outcome == "searched":
@@ -960,35 +942,6 @@ class CommitSearch:
             picks = [p for p in picks for _ in range(repeats)] if repeats > 1 else picks
         return picks
 
-    def _side_decision(self, lo: int, hi: int, since: int) -> tuple[str, float] | None:
-        """('searched', nan) when the ends of the side lo..hi differ (search it), ('cleared', the
-        ruled-out size) when a further step is implausible there, None while neither (the rules:
-        `_plan_side_check`; fresh pairs: those of the ends taken after round `since`)."""
-        s = self.settings
-        lo_v, hi_v = self.book.raw.get(lo, []), self.book.raw.get(hi, [])
-        sigma, df = self.book.pooled_sigma()
-        if not (lo_v and hi_v and sigma > 0):
-            return None
-        est = float(np.mean(np.log(hi_v)) - np.mean(np.log(lo_v)))
-        se = sigma * math.sqrt(1 / len(lo_v) + 1 / len(hi_v))
-        margin = log_threshold(s.min_effect)
-        drop_margin = max(margin, s.side_share * self._gap_scale())
-        toward = self._toward(est)
-        if abs(est) >= margin and toward > 0 and mixture_log_lr(est, se, drop_margin) >= math.log(5 / s.alpha):
-            return "searched", math.nan
-        fresh = self.book.paired_diffs(lo, hi, since=since)
-        if fresh and self._implausible(toward, se, drop_margin, df):
-            # all samples rule the step out; the pairs taken since the side opened must too
-            toward, se = self._toward(float(np.mean(fresh))), sigma * math.sqrt(2 / len(fresh))
-            if self._implausible(toward, se, drop_margin, df):
-                bound = toward + float(student_t.ppf(1 - s.side_drop, df)) * se
-                # The bound is of the net change between the ends (from the fresh pairs); it is
-                # below zero when they moved the other way (an improvement in the side). Steps
-                # under min_effect are never culprits, so a cleared side rules out min_effect at
-                # the least.
-                return "cleared", -math.expm1(-max(bound, margin))
-        return None
-
     def _sides_of(self, iv: _Interval, a: int, b: int) -> list[tuple[int, int]]:
         """The sides a culprit (a, b) of bracket iv leaves: lo..a and b..hi, where not empty."""
         return [side for side in ((iv.lo, a), (b, iv.hi)) if side[1] > side[0]]
@@ -1008,18 +961,12 @@ class CommitSearch:
             outer, partner = (lo, a) if hi == a else (hi, b)
             last = (self.book.time.get(partner) or [-1])[-1]
             unpaired = last > since and now - last <= self.settings.pair_window and last > (self.book.time.get(outer) or [-1])[-1]
-            if unpaired and not self._capped(outer) and self._side_decision(lo, hi, since) is None:
+            if unpaired and not self._capped(outer) and self.sides.decide(lo, hi, since, sign=self._sign, gap_scale=self._gap_scale()) is None:
                 picks.append(outer)
         return picks[: max(1, slots)] if slots < 4 else picks
 
     def _toward(self, change: float) -> float:
-        """A log change measured in the hunted direction (its size when both are hunted)."""
-        return abs(change) if self._sign == 0 else change * self._sign
-
-    def _implausible(self, toward: float, se: float, margin: float, df: int) -> bool:
-        """A step of `margin` in the hunted direction has less than side_drop probability, given an
-        estimate `toward` it (t distribution)."""
-        return float(student_t.cdf((toward - margin) / se, df)) < self.settings.side_drop
+        return toward(change, self._sign)
 
     def _give_up(self, iv: _Interval, refuted: bool = False) -> None:
         """Leave a bracket unresolved; unless every step it proposed was refuted, the search ran

@@ -1,0 +1,85 @@
+"""The side rule: does a side of a culprit hold another step (search it), none (clear it), or is it
+too early to say? Pinpoint's rule, only if its ends differ (docs/search.md, section 4).
+
+Pure (numpy/scipy only). It reads the sample book and decides; which samples to take next, and
+when, is the search's (bisect.py).
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from scipy.stats import t as student_t
+
+from regressbisect.search.book import SampleBook
+from regressbisect.search.stats import log_threshold, mixture_log_lr
+
+__all__ = ["SideRule", "toward"]
+
+
+def toward(change: float, sign: int) -> float:
+    """A log change measured in the hunted direction `sign` (-1, +1; its size when 0: both)."""
+    return abs(change) if sign == 0 else change * sign
+
+
+class SideRule:
+    """The thresholds of the side checks, over one search's samples."""
+
+    def __init__(self, book: SampleBook, *, min_effect: float, alpha: float, side_share: float,
+                 side_drop: float):
+        self.book = book
+        self.min_effect = min_effect
+        self.alpha = alpha
+        self.side_share = side_share
+        self.side_drop = side_drop
+
+    def decide(self, lo: int, hi: int, since: int, *, sign: int, gap_scale: float) -> tuple[str, float] | None:
+        """('searched', nan) when the ends of the side lo..hi differ, ('cleared', the ruled-out
+        relative size) when a further step is implausible there, None while neither.
+
+        The two ends' mean log tok/s, compared with the pooled sigma. 'searched' when a
+        normal-mixture SPRT (scale: the side margin) rejects 'no difference' at alpha/5, the
+        difference is at least min_effect and in the hunted direction: the check is repeated at
+        every new pair, and that test's false starts stay below alpha/5 however many looks it
+        takes. 'cleared' when a step of the side margin, max(min_effect, side_share x the gap
+        `gap_scale`), in the hunted direction has become implausible (probability below
+        side_drop, t distribution), both on all samples of its ends and on the pairs of them
+        taken after round `since` (the fresh pairs: docs/search.md, section 4).
+
+        Why the fresh pairs: an end of a side is a culprit's commit, picked because its samples
+        read at the far level, and those samples may come from another state of the machine than
+        the other end's. On the means alone, a first_bad that read low by chance or while the
+        machine was slower cleared the side that held the next step: 16 of 200 simulated hunts of
+        two steps at 8% noise missed one so when the machine's speed switched by 15% every ~20
+        rounds (scripts/sim_sides.py). A pair taken side by side cancels the machine's state, and
+        pairs taken after the pick are independent of it (as the naming gate's, search/naming.py).
+        Their price is one pair per side at low noise, a few at high noise.
+        """
+        lo_v, hi_v = self.book.raw.get(lo, []), self.book.raw.get(hi, [])
+        sigma, df = self.book.pooled_sigma()
+        if not (lo_v and hi_v and sigma > 0):
+            return None
+        est = float(np.mean(np.log(hi_v)) - np.mean(np.log(lo_v)))
+        se = sigma * math.sqrt(1 / len(lo_v) + 1 / len(hi_v))
+        margin = log_threshold(self.min_effect)
+        drop_margin = max(margin, self.side_share * gap_scale)
+        ours = toward(est, sign)
+        if abs(est) >= margin and ours > 0 and mixture_log_lr(est, se, drop_margin) >= math.log(5 / self.alpha):
+            return "searched", math.nan
+        fresh = self.book.paired_diffs(lo, hi, since=since)
+        if fresh and self.implausible(ours, se, drop_margin, df):
+            # all samples rule the step out; the pairs taken since the side opened must too
+            ours, se = toward(float(np.mean(fresh)), sign), sigma * math.sqrt(2 / len(fresh))
+            if self.implausible(ours, se, drop_margin, df):
+                bound = ours + float(student_t.ppf(1 - self.side_drop, df)) * se
+                # The bound is of the net change between the ends (from the fresh pairs); it is
+                # below zero when they moved the other way (an improvement in the side). Steps
+                # under min_effect are never culprits, so a cleared side rules out min_effect at
+                # the least.
+                return "cleared", -math.expm1(-max(bound, margin))
+        return None
+
+    def implausible(self, ours: float, se: float, margin: float, df: int) -> bool:
+        """A step of `margin` in the hunted direction has less than side_drop probability, given an
+        estimate `ours` of it (t distribution)."""
+        return float(student_t.cdf((ours - margin) / se, df)) < self.side_drop
