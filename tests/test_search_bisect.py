@@ -158,7 +158,7 @@ def test_a_step_on_a_drifting_machine_is_found_by_averaging_over_a_drift_model()
 
 def test_the_drift_bayes_factor_matches_numeric_integration():
     # the closed form of _drift_log_bf against a brute-force integral over (step, drift) on a grid
-    from regressbisect.search.bisect import _drift_log_bf
+    from regressbisect.search.localise import _drift_log_bf
     rng = np.random.default_rng(3)
     idx = np.repeat(np.arange(6), 3)
     t = np.arange(idx.size, dtype=float)
