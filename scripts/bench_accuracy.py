@@ -18,8 +18,8 @@ hit (at least one true step), both-found (two-step cells), false-culprit rate (a
 that is no step), mean benchmark executions, and for ours the mean rounds at each slot count.
 
     python scripts/bench_accuracy.py --quick                       # CI smoke, a minute
-    python scripts/bench_accuracy.py --trials 200 --out docs/accuracy.md --out results.json
-    python scripts/bench_accuracy.py --resume results.json --trials-other 30 --out docs/accuracy.md
+    python scripts/bench_accuracy.py --trials 200 --out docs/results/accuracy-runs.md --out results.json
+    python scripts/bench_accuracy.py --resume results.json --trials-other 30 --out docs/results/accuracy-runs.md
 
 The full grid takes over an hour on 2 cores; cells are written to the outputs as they complete,
 and --resume keeps the cells of an earlier results .json instead of running them again.

@@ -2,7 +2,7 @@
 # The demo hunt with the h200 preset on one GPU (docs/results.md, "The demo hunt on one H200"):
 # HEAD~20..HEAD of the demo repository, two planted culprits. The hunt is stopped after LIMIT
 # seconds and resumes from the stored samples when run again (STORE_IN=a copied store).
-# GRID=1 first runs the accuracy grid (docs/accuracy.md) on the machine's CPU cores.
+# GRID=1 first runs the accuracy grid (docs/results/accuracy-runs.md) on the machine's CPU cores.
 # TOKENS (default 76800) is the demo's budget, HUNT_FLAGS (default "--instrument separate") the
 # run's flags: TOKENS=38400 HUNT_FLAGS="" is the demo as built, every cost lever on (docs/cost.md):
 # its pyproject sets overlap = 3 (three probes at once, windows alone; three fit on an H200), and
