@@ -276,7 +276,7 @@ def test_report_reads_a_store_on_a_read_only_file_system(tmp_path, capsys, read_
     assert sorted(p.name for p in read_only.path.iterdir()) == before
 
 
-def test_a_disk_that_fills_during_a_hunt_is_one_line_and_the_same_command_resumes(tmp_path, capsys):
+def test_a_disk_that_fills_during_a_hunt_is_one_line_and_the_same_command_resumes(tmp_path, capsys, fake_probes):
     from tests.diskfs import fill, small_disk
     from regressbisect.store import Store
 

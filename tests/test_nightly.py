@@ -101,7 +101,7 @@ def test_the_nightly_report_carries_the_schema_and_tool_version(tmp_path):
     assert (report["schema"], report["kind"], report["tool_version"]) == (SCHEMA, "nightly", __version__)
 
 
-def test_nightly_cli_writes_the_json_report(tmp_path, monkeypatch, capsys):
+def test_nightly_cli_writes_the_json_report(tmp_path, monkeypatch, capsys, fake_probes):
     import json
     import sys
 
