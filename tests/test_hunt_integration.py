@@ -414,22 +414,30 @@ def test_sigterm_stores_no_killed_probe_and_starts_none(tmp_path, concurrency):
     repo = tmp_path / "repo"
     shas = make_bench_repo(repo, [1000.0] * 6 + [900.0] * 6)
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
-    args = hunt_args(repo, tmp_path / "state", "--instrument", "off", "--env", "BENCH_SLEEP=4",
+    state = tmp_path / "state"
+    args = hunt_args(repo, state, "--instrument", "off", "--env", "BENCH_SLEEP=2",
                      "--no-busy-check", *concurrency, shas[0], shas[-1])
     proc = subprocess.Popen([sys.executable, "-c", "from regressbisect.cli import main; main()", *args],
                             env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     _wait_for_samples(repo, proc, 2)
-    time.sleep(1.5)   # the next round's probes are running (each sleeps 4 s)
+    # the stop comes while a round's probes run: they have started (bench.py's marker, written
+    # first) beyond those stored, and each has about 2 s to go
+    deadline = time.monotonic() + 60
+    while len(list(state.glob("n-*"))) <= (stored := _count_samples(repo / ".git")):
+        assert time.monotonic() < deadline and proc.poll() is None, "no probe was running to be stopped"
+        time.sleep(0.02)
     signalled = time.time()
     proc.send_signal(signal.SIGTERM)
     _, err = proc.communicate(timeout=120)
     assert proc.returncode == 130, err
     with sqlite3.connect(repo / ".git" / "regressbisect" / "store.sqlite") as db:
         skips = db.execute("SELECT commit_sha, reason FROM skips").fetchall()
-        last = db.execute("SELECT max(created_at) FROM samples").fetchone()[0]
+        started = db.execute("SELECT max(started_at) FROM samples").fetchone()[0]
+        count = db.execute("SELECT count(*) FROM samples").fetchone()[0]
     assert skips == []
-    # a probe started after the signal would have been stored 4 s or more after it
-    assert last < signalled + 3.0, f"a sample was stored {last - signalled:.1f}s after the stop"
+    assert count == stored, "a probe running at the stop was not killed: its sample was stored"
+    # the probes running at the stop are killed and not stored, and none starts after it
+    assert started < signalled, f"a probe that started {started - signalled:.2f}s after the stop was stored"
 
 
 def test_sigkill_mid_hunt_then_resume_reuses_every_stored_sample(dirty_repo, tmp_path):
