@@ -34,6 +34,10 @@ from regressbisect.testing.procs import daemons, gone
 pytestmark = pytest.mark.slow
 
 
+QUIET = ("--env", "BENCH_NOISE=0.005")
+"""For real-probe tests whose subject is not the statistics: half the probes of the default 2% noise."""
+
+
 def hunt_args(repo: Path, state: Path, *extra: str) -> list[str]:
     return ["run", "-C", str(repo), "--cmd", f"{sys.executable} bench.py", "--tokens", "1000",
             "--env", f"BENCH_STATE={state}", "--quiet", *extra]
@@ -253,7 +257,7 @@ def test_a_probe_without_torch_gets_no_overhead_arm_and_no_counters_runs(tmp_pat
     speeds = [1000.0] * 5 + [900.0] * 5
     shas = make_bench_repo(tmp_path / "repo", speeds)
     out = tmp_path / "hunt.json"
-    code = run_cli(hunt_args(tmp_path / "repo", tmp_path / "state", "--json", str(out),
+    code = run_cli(hunt_args(tmp_path / "repo", tmp_path / "state", *QUIET, "--json", str(out),
                              "--instrument", "auto", shas[0], shas[-1]))
     assert code == 0
     report = json.loads(out.read_text())
@@ -275,7 +279,7 @@ def test_a_hunt_whose_probe_leaves_a_daemon_leaves_no_process(tmp_path, capsys, 
     pid_dir = tmp_path / "daemons"
     pid_dir.mkdir()
     out = tmp_path / "hunt.json"
-    code = run_cli(hunt_args(tmp_path / "repo", tmp_path / "state", "--instrument", "off", "--preload", preload,
+    code = run_cli(hunt_args(tmp_path / "repo", tmp_path / "state", *QUIET, "--instrument", "off", "--preload", preload,
                              "--env", f"BENCH_DAEMONS={pid_dir}", "--json", str(out), shas[0], shas[-1]))
     report = json.loads(out.read_text())
     assert code == 0 and [c["commit"] for c in report["culprits"]] == [shas[2]]
@@ -352,7 +356,7 @@ def _start_hunt(repo: Path, state: Path, shas: list[str], json_out: Path,
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
     # A hunt in its own process: tests/conftest.py cannot turn contention verdicts off there,
     # and other jobs on a shared test machine would make it wait (docs/contention.md).
-    args = hunt_args(repo, state, "--instrument", "off", "--env", "BENCH_SLEEP=0.15",
+    args = hunt_args(repo, state, *QUIET, "--instrument", "off", "--env", "BENCH_SLEEP=0.15",
                      "--no-busy-check", "--json", str(json_out), shas[0], shas[-1])
 
     def inherit_ignored_sigint():

@@ -158,7 +158,8 @@ class BenchProbe:
         elif env.get("BENCH_FAIL_AT") == str(speed):
             code = int(env.get("BENCH_FAIL_CODE", "1"))
         else:
-            stdout = "@regressbisect " + json.dumps({"tokens": tokens, "seconds": tokens / value, "tok_s": value}) + "\n"
+            metrics = {"tokens": tokens, "seconds": tokens / value, "tok_s": value}
+            stdout = "@regressbisect " + json.dumps(metrics) + "\n"
         if not timed_out:   # the recorder writes at exit: a killed process leaves no record
             self._record_imports(env, worktree, run)
         wall_seconds = spec.timeout_s if timed_out else tokens / value
