@@ -118,8 +118,9 @@ class BenchProbe:
 
     The same value sequence as the script (its counter files in BENCH_STATE, BENCH_NOISE,
     BENCH_SEED), its failures (BENCH_FAIL_AT and BENCH_FAIL_CODE, BENCH_STATE/broken-environment)
-    and a hang at BENCH_HANG_AT read as the runner reads a timeout. What needs a process
-    (BENCH_DAEMONS, BENCH_GATED) is refused, and any other command or script runs as a real probe."""
+    and a hang at BENCH_HANG_AT read as the runner reads a timeout; BENCH_STARTUP and BENCH_SLEEP
+    take no time. What needs a process (BENCH_DAEMONS, BENCH_GATED) is refused, and any other
+    command or script runs as a real probe."""
 
     def __init__(self):
         self.lock = threading.Lock()   # slots run probes in threads; the counter files are shared
@@ -131,7 +132,8 @@ class BenchProbe:
     def __call__(self, spec, worktree: Path, extra_env=None, **runner_options) -> ProbeOutcome:
         words = shlex.split(spec.render_command())
         if len(words) != 2 or words[1] != "bench.py" or (Path(worktree) / "bench.py").read_text() != BENCH:
-            self.processes += 1
+            with self.lock:
+                self.processes += 1
             return run_probe(spec, worktree, extra_env, **runner_options)
         env = probe_environment(spec, extra_env)
         for needs_a_process in ("BENCH_DAEMONS", "BENCH_GATED"):
