@@ -27,12 +27,16 @@ PY = sys.executable
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the gate is Linux only")
 
 # Start-up writes heartbeats (time.time()) to its log; the window is busy work, logged as
-# {"window": [start, end]} once it is over. GATED=0 measures without the gate.
+# {"window": [start, end]} once it is over. GATED=0 measures without the gate. STARTED: a file
+# touched at the start; START_UP_UNTIL: the start-up lasts until that file exists (two probes
+# side by side whatever the machine's load).
 PROBE = textwrap.dedent("""
     import contextlib, json, os, sys, time
     from pathlib import Path
     from regressbisect.workload.dflash.window import measured_window
     log = Path(os.environ["LOG_DIR"]) / f"{os.getpid()}.jsonl"
+    if os.environ.get("STARTED"):
+        Path(os.environ["STARTED"]).touch()
     def write(record):
         with log.open("a") as f:
             f.write(json.dumps(record) + "\\n")
@@ -103,6 +107,14 @@ def _side_by_side(gate: WindowGate, work: Path, logs: Path, runs: dict[str, dict
         gate.close()
 
 
+def _beside_each_other(tmp_path: Path, env: dict[str, str], names: str = "ab") -> dict[str, dict[str, str]]:
+    """Two probes' environments whose start-ups each last until the other has started."""
+    first, second = names
+    started = {name: str(tmp_path / f"started-{name}") for name in names}
+    return {first: {**env, "STARTED": started[first], "START_UP_UNTIL": started[second]},
+            second: {**env, "STARTED": started[second], "START_UP_UNTIL": started[first]}}
+
+
 def _records(logs: Path) -> dict[int, list[dict]]:
     return {int(p.stem): [json.loads(line) for line in p.read_text().splitlines()] for p in logs.glob("*.jsonl")}
 
@@ -148,8 +160,7 @@ def test_a_slot_whose_probes_measure_without_the_gate_runs_them_one_at_a_time(tm
     logs = tmp_path / "logs"
     gate = WindowGate(2, settle_s=0.05)
     try:
-        outcomes = _at_once(gate, work, logs, {"a": {"STARTUP": "0.5", "GATED": "0"},
-                                               "b": {"STARTUP": "0.5", "GATED": "0"}})
+        outcomes = _at_once(gate, work, logs, _beside_each_other(tmp_path, {"STARTUP": "0.5", "GATED": "0"}))
         later = _run(gate, work, logs, STARTUP="0.1", GATED="0")
     finally:
         gate.close()
@@ -166,8 +177,9 @@ def test_a_run_beside_others_without_a_window_does_not_make_the_slot_run_alone(t
     logs = tmp_path / "logs"
     gate = WindowGate(2, settle_s=0.05)
     try:
-        first = _at_once(gate, work, logs, {k: {"STARTUP": "0.5", "NO_GATE_ONCE": str(tmp_path / k)} for k in "ab"})
-        later = _at_once(gate, work, logs, {k: {"STARTUP": "0.5"} for k in "cd"})
+        first = _at_once(gate, work, logs, {k: {**env, "NO_GATE_ONCE": str(tmp_path / k)} for k, env in
+                                            _beside_each_other(tmp_path, {"STARTUP": "0.5"}, "ab").items()})
+        later = _at_once(gate, work, logs, _beside_each_other(tmp_path, {"STARTUP": "0.5"}, "cd"))
     finally:
         gate.close()
     assert all(o.sample is not None for o in [*first.values(), *later.values()])
