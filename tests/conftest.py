@@ -16,3 +16,17 @@ def _no_contention_verdicts_unless_asked(request, monkeypatch):
         from regressbisect.machine.contention import BusyRule
 
         monkeypatch.setattr(BusyRule, "reason", lambda self, load: None)
+
+
+@pytest.fixture
+def fake_probes(monkeypatch):
+    """The CLI's hunts answer `python bench.py` in-process (regressbisect/testing/benchrepo.py
+    BenchProbe: the script's values, failures and output, no process): for end-to-end tests whose
+    subject is the verdict, the report or the exit code. Tests of what needs a process (isolation,
+    setup steps, preload, the window gate, timeouts and kills, signals) run real probes."""
+    from regressbisect.probe import executors
+    from regressbisect.testing.benchrepo import BenchProbe
+
+    probe = BenchProbe()
+    monkeypatch.setattr(executors, "LOCAL_RUNNER", probe)
+    return probe

@@ -206,20 +206,31 @@ def test_an_output_path_in_a_read_only_directory_stops_before_the_first_probe(re
     assert not marker.exists()
 
 
-def test_a_json_report_that_cannot_be_written_at_the_end_keeps_the_summary_and_the_verdict(tmp_path, capsys):
+def test_a_json_report_that_cannot_be_written_at_the_end_keeps_the_summary_and_the_verdict(tmp_path, capsys,
+                                                                                           fake_probes, monkeypatch):
     # The folder of --json is there when the hunt starts; a probe replaces it with a file (as if it
     # was removed, or its disk filled): the hunt's answer is printed, its exit code kept, and
     # `report --json` writes the stored report afterwards.
+    from regressbisect.probe import executors
+
     path = tmp_path / "repo"
     shas = make_bench_repo(path, [1000.0] * 3 + [900.0] * 3)
     out_dir = tmp_path / "out"
     out_dir.mkdir()
     out = out_dir / "hunt.json"
-    sabotage = f"rm -rf {out_dir} && touch {out_dir}"
-    code = run_cli(["run", "-C", str(path), "--cmd", f"{sabotage}; {sys.executable} bench.py", "--tokens", "1000",
+
+    def sabotaging_probe(*args, **kwargs):   # what `rm -rf out && touch out` in the probe would do
+        if out_dir.is_dir():
+            out_dir.rmdir()
+            out_dir.touch()
+        return fake_probes(*args, **kwargs)
+
+    monkeypatch.setattr(executors, "LOCAL_RUNNER", sabotaging_probe)
+    code = run_cli(["run", "-C", str(path), "--cmd", f"{sys.executable} bench.py", "--tokens", "1000",
                     "--env", f"BENCH_STATE={tmp_path / 'state'}", "--quiet", "--instrument", "off",
                     "--json", str(out), shas[0], shas[-1]])
     captured = capsys.readouterr()
+    assert out_dir.is_file() and fake_probes.runs > 0
     assert code == 0, captured.err
     assert "1 culprit commit(s) found" in captured.out
     err = captured.err.strip().splitlines()
@@ -276,7 +287,7 @@ def test_report_reads_a_store_on_a_read_only_file_system(tmp_path, capsys, read_
     assert sorted(p.name for p in read_only.path.iterdir()) == before
 
 
-def test_a_disk_that_fills_during_a_hunt_is_one_line_and_the_same_command_resumes(tmp_path, capsys):
+def test_a_disk_that_fills_during_a_hunt_is_one_line_and_the_same_command_resumes(tmp_path, capsys, fake_probes):
     from tests.diskfs import fill, small_disk
     from regressbisect.store import Store
 

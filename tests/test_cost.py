@@ -4,6 +4,7 @@ budget and overhead logic only needs outcomes); the real-process hunt of a no-to
 is in tests/test_hunt_integration.py."""
 from __future__ import annotations
 
+import functools
 import math
 import random
 import subprocess
@@ -27,20 +28,23 @@ from regressbisect.testing.benchrepo import make_bench_repo
 
 # -- the anytime-valid interval ------------------------------------------------------------------
 
-def test_confidence_sequence_covers_the_mean_at_every_look():
+def test_confidence_sequence_covers_the_mean_at_every_look(monkeypatch):
     """Looked at after every value, it misses the true mean at SOME time in at most ~alpha of
     sequences; a t interval looked at as often misses far more (the reason it is not used)."""
     rng = np.random.default_rng(7)
     misses_cs = misses_t = 0
     trials, n = 300, 30
     from scipy import stats as st
+    # c(n) depends on n alone, and its bisection is the slow part: computed once per n
+    monkeypatch.setattr(stats, "t_cs_multiplier", functools.lru_cache(stats.t_cs_multiplier))
+    t_quantile = {m: st.t.ppf(0.975, m - 1) for m in range(2, n + 1)}
     for _ in range(trials):
         x = rng.standard_normal(n) * 0.01 + 0.003
         cs_missed = t_missed = False
         for m in range(2, n + 1):
             lo, hi = stats.t_confidence_sequence(x[:m])
             cs_missed |= not lo <= 0.003 <= hi
-            half = st.t.ppf(0.975, m - 1) * x[:m].std(ddof=1) / math.sqrt(m)
+            half = t_quantile[m] * x[:m].std(ddof=1) / math.sqrt(m)
             t_missed |= abs(x[:m].mean() - 0.003) > half
         misses_cs += cs_missed
         misses_t += t_missed

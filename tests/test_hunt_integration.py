@@ -1,8 +1,10 @@
-"""End to end: real git repos, real probe processes, the real CLI (one test runs the hunt with
-tests/benchrepo.py's fake executor, to record the search's batches).
+"""End to end: real git repos and the real CLI. Tests of verdicts, reports and exit codes answer
+the bench script in-process (`fake_probes`: regressbisect/testing/benchrepo.py BenchProbe, checked
+here against the script itself); tests of what needs processes (daemons, signals, the shim) run
+real probes.
 
 The bench script's tok/s follows `speed.py` at each commit, times seeded lognormal noise
-(tests/benchrepo.py), so these tests are deterministic.
+(regressbisect/testing/benchrepo.py), so these tests are deterministic.
 """
 from __future__ import annotations
 
@@ -23,11 +25,17 @@ from regressbisect.hunts.commits import CommitHunt
 from regressbisect.render import render_summary
 from regressbisect.search.bisect import CommitSearch
 from tests.cli import run_cli
-from regressbisect.testing.benchrepo import SpeedProbe, make_bench_repo
+from regressbisect.probe.isolation import isolation_for_hunt
+from regressbisect.probe.runner import ProbeSpec, run_probe
+from regressbisect.testing.benchrepo import BenchProbe, SpeedProbe, make_bench_repo
 from regressbisect.testing.gitrepo import commit, git, make_dirty, make_repo, merge, snapshot_checkout
 from regressbisect.testing.procs import daemons, gone
 
 pytestmark = pytest.mark.slow
+
+
+QUIET = ("--env", "BENCH_NOISE=0.005")
+"""For real-probe tests whose subject is not the statistics: half the probes of the default 2% noise."""
 
 
 def hunt_args(repo: Path, state: Path, *extra: str) -> list[str]:
@@ -35,7 +43,51 @@ def hunt_args(repo: Path, state: Path, *extra: str) -> list[str]:
             "--env", f"BENCH_STATE={state}", "--quiet", *extra]
 
 
-def test_finds_a_5pct_step_at_2pct_noise_in_24_commits(tmp_path, capsys):
+@pytest.mark.parametrize("env, timeout_s", [
+    ({}, 60.0),
+    ({"BENCH_NOISE": "0.1", "BENCH_SEED": "3"}, 60.0),
+    ({"BENCH_FAIL_AT": "900.0", "BENCH_FAIL_CODE": "3"}, 60.0),
+    ({"BENCH_FAIL_AT": "900.0"}, 60.0),
+    ({"BENCH_HANG_AT": "900.0"}, 0.5),
+    ({"broken": "1"}, 60.0),
+], ids=["measured", "noise-seed", "exit-3", "exit-1", "hang", "broken-environment"])
+def test_bench_probe_answers_as_the_bench_script_does(tmp_path, env, timeout_s):
+    """The in-process fake of the end-to-end tests against bench.py in a process: the same
+    sample sequence, the same skips and reasons, the same import record."""
+    make_bench_repo(tmp_path / "repo", [900.0])
+    worktree = tmp_path / "repo"
+    isolation = isolation_for_hunt(History.open(worktree), True, {})
+    outcomes = {}
+    for how, runner in (("process", run_probe), ("in-process", BenchProbe())):
+        state = tmp_path / how
+        state.mkdir()
+        if env.get("broken"):
+            (state / "broken-environment").touch()
+        spec = ProbeSpec(command=f"{sys.executable} bench.py", tokens=1000, timeout_s=timeout_s,
+                         env={**env, "BENCH_STATE": str(state)})
+        runs = []
+        for _ in range(3):
+            imports = isolation.prepare(worktree)
+            outcome = runner(spec, worktree, imports.env)
+            runs.append((outcome.sample, outcome.skip_reason, outcome.exit_code if outcome.skip_reason is None
+                         or env.get("BENCH_HANG_AT") is None else "killed", isolation.verify(imports)))
+        outcomes[how] = runs
+    assert outcomes["in-process"] == outcomes["process"]
+    values = {sample.tok_s for sample, *_ in outcomes["process"] if sample is not None}
+    assert len(values) == (0 if set(env) - {"BENCH_NOISE", "BENCH_SEED"} else 3)   # a sequence, not one value
+
+
+def test_the_clis_hunt_answers_every_probe_with_the_fake(tmp_path, fake_probes):
+    shas = make_bench_repo(tmp_path / "repo", [1000.0] * 3 + [900.0] * 3)
+    out = tmp_path / "hunt.json"
+    assert run_cli(hunt_args(tmp_path / "repo", tmp_path / "state", "--instrument", "off",
+                             "--json", str(out), shas[0], shas[-1])) == 0
+    report = json.loads(out.read_text())
+    assert fake_probes.runs == report["probes"] > 0 and fake_probes.processes == 0
+    assert report["isolation"]["imported_from"] == {"__main__": "bench.py", "speed": "speed.py"}
+
+
+def test_finds_a_5pct_step_at_2pct_noise_in_24_commits(tmp_path, capsys, fake_probes):
     speeds = [1000.0] * 13 + [950.0] * 11          # culprit: index 13
     shas = make_bench_repo(tmp_path / "repo", speeds)
     out = tmp_path / "hunt.json"
@@ -57,7 +109,7 @@ def test_finds_a_5pct_step_at_2pct_noise_in_24_commits(tmp_path, capsys):
     assert shas[13][:10] in printed
 
 
-def test_two_culprits_are_both_found_with_their_shares(tmp_path):
+def test_two_culprits_are_both_found_with_their_shares(tmp_path, fake_probes):
     speeds = [1000.0] * 5 + [920.0] * 6 + [828.0] * 5     # -8% at index 5, -10% at index 11
     shas = make_bench_repo(tmp_path / "repo", speeds)
     out = tmp_path / "hunt.json"
@@ -127,7 +179,7 @@ def test_a_merge_culprit_is_said_to_be_one_with_the_hunt_of_its_branch(tmp_path)
     assert follow_up["culprits"][0]["merge"] is None
 
 
-def test_a_a_range_is_not_reproduced_exit_2(tmp_path, capsys):
+def test_a_a_range_is_not_reproduced_exit_2(tmp_path, capsys, fake_probes):
     shas = make_bench_repo(tmp_path / "repo", [1000.0] * 12)
     out = tmp_path / "hunt.json"
     code = run_cli(hunt_args(tmp_path / "repo", tmp_path / "state", "--instrument", "off",
@@ -143,7 +195,7 @@ def test_a_a_range_is_not_reproduced_exit_2(tmp_path, capsys):
     assert "no regression reproduced" in printed.lower()
 
 
-def test_rerun_measures_nothing_already_stored(tmp_path):
+def test_rerun_measures_nothing_already_stored(tmp_path, fake_probes):
     speeds = [1000.0] * 6 + [900.0] * 6
     shas = make_bench_repo(tmp_path / "repo", speeds)
     first, second = tmp_path / "a.json", tmp_path / "b.json"
@@ -185,7 +237,7 @@ def test_a_changed_metric_regex_measures_again_instead_of_reusing_the_old_values
         assert 950 < b["endpoints"][side]["median_tok_s"] < 1050
 
 
-def test_a_one_slot_hunt_reuses_no_sample_taken_beside_other_slots(tmp_path):
+def test_a_one_slot_hunt_reuses_no_sample_taken_beside_other_slots(tmp_path, fake_probes):
     speeds = [1000.0] * 3 + [900.0] * 3
     shas = make_bench_repo(tmp_path / "repo", speeds)
     crowded, alone, again = tmp_path / "slots3.json", tmp_path / "slots1.json", tmp_path / "again.json"
@@ -205,7 +257,7 @@ def test_a_probe_without_torch_gets_no_overhead_arm_and_no_counters_runs(tmp_pat
     speeds = [1000.0] * 5 + [900.0] * 5
     shas = make_bench_repo(tmp_path / "repo", speeds)
     out = tmp_path / "hunt.json"
-    code = run_cli(hunt_args(tmp_path / "repo", tmp_path / "state", "--json", str(out),
+    code = run_cli(hunt_args(tmp_path / "repo", tmp_path / "state", *QUIET, "--json", str(out),
                              "--instrument", "auto", shas[0], shas[-1]))
     assert code == 0
     report = json.loads(out.read_text())
@@ -215,6 +267,9 @@ def test_a_probe_without_torch_gets_no_overhead_arm_and_no_counters_runs(tmp_pat
     assert report["instrumentation"]["overhead_pairs"] == 1
     assert report["probes"] == sum(c["n"] for c in report["candidates"]) + 1  # + the shimmed one
     assert report["cost"]["probe_wall_s"] > 0 and report["cost"]["gpu_s"] >= 0
+    # the preload server's learning probe saw no torch import: no torch settings in the summary
+    text = render_summary(report)
+    assert "TORCHINDUCTOR" not in text and "torch.compile" not in text
 
 
 @pytest.mark.parametrize("preload", ["off", "json"])
@@ -224,7 +279,7 @@ def test_a_hunt_whose_probe_leaves_a_daemon_leaves_no_process(tmp_path, capsys, 
     pid_dir = tmp_path / "daemons"
     pid_dir.mkdir()
     out = tmp_path / "hunt.json"
-    code = run_cli(hunt_args(tmp_path / "repo", tmp_path / "state", "--instrument", "off", "--preload", preload,
+    code = run_cli(hunt_args(tmp_path / "repo", tmp_path / "state", *QUIET, "--instrument", "off", "--preload", preload,
                              "--env", f"BENCH_DAEMONS={pid_dir}", "--json", str(out), shas[0], shas[-1]))
     report = json.loads(out.read_text())
     assert code == 0 and [c["commit"] for c in report["culprits"]] == [shas[2]]
@@ -247,7 +302,7 @@ def test_probe_failing_at_an_endpoint_is_one_line_exit_1(tmp_path, capsys):
     assert len(err) == 1 and "GOOD" in err[0] and "command not found" in err[0]
 
 
-def test_a_new_hunt_retries_what_failed_in_an_earlier_one(tmp_path, capsys):
+def test_a_new_hunt_retries_what_failed_in_an_earlier_one(tmp_path, capsys, fake_probes):
     shas = make_bench_repo(tmp_path / "repo", [1000.0] * 4 + [900.0] * 4)
     state = tmp_path / "state"
     state.mkdir()
@@ -260,7 +315,8 @@ def test_a_new_hunt_retries_what_failed_in_an_earlier_one(tmp_path, capsys):
 
 
 @pytest.mark.parametrize("failure", [("BENCH_FAIL_CODE=3", "exit 3"), ("BENCH_HANG_AT=333.0", "timeout after")])
-def test_a_slow_commit_that_crashes_or_hangs_is_an_ambiguous_step_not_its_neutral_child(tmp_path, capsys, failure):
+def test_a_slow_commit_that_crashes_or_hangs_is_an_ambiguous_step_not_its_neutral_child(
+        tmp_path, capsys, failure, fake_probes):
     speeds = [1000.0] * 6 + [333.0] + [900.0] * 6   # commit 6 is the slow one, and cannot be measured
     shas = make_bench_repo(tmp_path / "repo", speeds)
     out = tmp_path / "hunt.json"
@@ -280,7 +336,6 @@ def test_a_slow_commit_that_crashes_or_hangs_is_an_ambiguous_step_not_its_neutra
     text = capsys.readouterr().out
     assert "culprit 1:" not in text and "(culprit)" not in text
     assert "ambiguous step 1:" in text and why in text
-    assert "TORCHINDUCTOR" not in text and "torch.compile" not in text   # bench.py never imports torch
 
 
 # -- the user's checkout is never touched: after a hunt, SIGINT, and SIGKILL + resume ---------
@@ -301,7 +356,7 @@ def _start_hunt(repo: Path, state: Path, shas: list[str], json_out: Path,
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
     # A hunt in its own process: tests/conftest.py cannot turn contention verdicts off there,
     # and other jobs on a shared test machine would make it wait (docs/contention.md).
-    args = hunt_args(repo, state, "--instrument", "off", "--env", "BENCH_SLEEP=0.15",
+    args = hunt_args(repo, state, *QUIET, "--instrument", "off", "--env", "BENCH_SLEEP=0.15",
                      "--no-busy-check", "--json", str(json_out), shas[0], shas[-1])
 
     def inherit_ignored_sigint():
@@ -332,7 +387,7 @@ def dirty_repo(tmp_path):
     return repo, shas
 
 
-def test_dirty_checkout_is_byte_identical_after_a_hunt(dirty_repo, tmp_path):
+def test_dirty_checkout_is_byte_identical_after_a_hunt(dirty_repo, tmp_path, fake_probes):
     repo, shas = dirty_repo
     before = snapshot_checkout(repo)
     assert run_cli(hunt_args(repo, tmp_path / "state", "--instrument", "off", shas[0], shas[-1])) == 0
@@ -363,22 +418,30 @@ def test_sigterm_stores_no_killed_probe_and_starts_none(tmp_path, concurrency):
     repo = tmp_path / "repo"
     shas = make_bench_repo(repo, [1000.0] * 6 + [900.0] * 6)
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
-    args = hunt_args(repo, tmp_path / "state", "--instrument", "off", "--env", "BENCH_SLEEP=4",
+    state = tmp_path / "state"
+    args = hunt_args(repo, state, "--instrument", "off", "--env", "BENCH_SLEEP=2",
                      "--no-busy-check", *concurrency, shas[0], shas[-1])
     proc = subprocess.Popen([sys.executable, "-c", "from regressbisect.cli import main; main()", *args],
                             env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     _wait_for_samples(repo, proc, 2)
-    time.sleep(1.5)   # the next round's probes are running (each sleeps 4 s)
+    # the stop comes while a round's probes run: they have started (bench.py's marker, written
+    # first) beyond those stored, and each has about 2 s to go
+    deadline = time.monotonic() + 60
+    while len(list(state.glob("n-*"))) <= (stored := _count_samples(repo / ".git")):
+        assert time.monotonic() < deadline and proc.poll() is None, "no probe was running to be stopped"
+        time.sleep(0.02)
     signalled = time.time()
     proc.send_signal(signal.SIGTERM)
     _, err = proc.communicate(timeout=120)
     assert proc.returncode == 130, err
     with sqlite3.connect(repo / ".git" / "regressbisect" / "store.sqlite") as db:
         skips = db.execute("SELECT commit_sha, reason FROM skips").fetchall()
-        last = db.execute("SELECT max(created_at) FROM samples").fetchone()[0]
+        started = db.execute("SELECT max(started_at) FROM samples").fetchone()[0]
+        count = db.execute("SELECT count(*) FROM samples").fetchone()[0]
     assert skips == []
-    # a probe started after the signal would have been stored 4 s or more after it
-    assert last < signalled + 3.0, f"a sample was stored {last - signalled:.1f}s after the stop"
+    assert count == stored, "a probe running at the stop was not killed: its sample was stored"
+    # the probes running at the stop are killed and not stored, and none starts after it
+    assert started < signalled, f"a probe that started {started - signalled:.2f}s after the stop was stored"
 
 
 def test_sigkill_mid_hunt_then_resume_reuses_every_stored_sample(dirty_repo, tmp_path):

@@ -36,7 +36,7 @@ def test_a_5pct_step_at_night_18_raises_one_alarm_and_hunts_the_culprit(tmp_path
 def test_a_flat_noisy_series_raises_no_alarm_on_any_night(tmp_path):
     make_bench_repo(tmp_path / "repo", [1000.0] * 30)
     machine = FakeMachine(seed=7)
-    nights = nightly_for(tmp_path / "repo", machine, tmp_path).replay(30)
+    nights = nightly_for(tmp_path / "repo", machine, tmp_path, reports=False).replay(30)
     assert all(n.exit_code == ExitCode.OK for n in nights)
     assert all(n.report["change_points"] == [] for n in nights)
 
@@ -55,7 +55,7 @@ def test_rerunning_a_night_measures_nothing_twice(tmp_path):
 def test_a_slow_machine_night_is_flagged_and_not_used_as_evidence(tmp_path):
     shas = make_bench_repo(tmp_path / "repo", [1000.0] * 16)
     machine = FakeMachine(seed=3)
-    nightly = nightly_for(tmp_path / "repo", machine, tmp_path, max_new=3)
+    nightly = nightly_for(tmp_path / "repo", machine, tmp_path, max_new=3, reports=False)
     outcomes = []
     for i, sha in enumerate(shas):
         machine.slowdown = 0.7 if i in (10, 11, 12, 13) else 1.0   # four bad nights in a row
@@ -101,7 +101,7 @@ def test_the_nightly_report_carries_the_schema_and_tool_version(tmp_path):
     assert (report["schema"], report["kind"], report["tool_version"]) == (SCHEMA, "nightly", __version__)
 
 
-def test_nightly_cli_writes_the_json_report(tmp_path, monkeypatch, capsys):
+def test_nightly_cli_writes_the_json_report(tmp_path, monkeypatch, capsys, fake_probes):
     import json
     import sys
 

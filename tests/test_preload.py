@@ -391,7 +391,8 @@ def test_a_hunt_forks_its_probes_and_finds_the_step(tmp_path):
     shas = make_bench_repo(tmp_path / "repo", speeds)
     out = tmp_path / "hunt.json"
     code = run_cli(["run", "-C", str(tmp_path / "repo"), "--cmd", f"{PY} bench.py", "--tokens", "1000",
-                    "--env", f"BENCH_STATE={tmp_path / 'state'}", "--instrument", "off", "--preload", "json",
+                    "--env", f"BENCH_STATE={tmp_path / 'state'}", "--env", "BENCH_NOISE=0.005",   # few probes
+                    "--instrument", "off", "--preload", "json",
                     "--quiet", "--json", str(out), shas[0], shas[-1]])
     report = json.loads(out.read_text())
     assert code == 0 and [c["commit"] for c in report["culprits"]] == [shas[4]]

@@ -27,17 +27,22 @@ PY = sys.executable
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the gate is Linux only")
 
 # Start-up writes heartbeats (time.time()) to its log; the window is busy work, logged as
-# {"window": [start, end]} once it is over. GATED=0 measures without the gate.
+# {"window": [start, end]} once it is over. GATED=0 measures without the gate. STARTED: a file
+# touched at the start; START_UP_UNTIL: the start-up lasts until that file exists (two probes
+# side by side whatever the machine's load).
 PROBE = textwrap.dedent("""
     import contextlib, json, os, sys, time
     from pathlib import Path
     from regressbisect.workload.dflash.window import measured_window
     log = Path(os.environ["LOG_DIR"]) / f"{os.getpid()}.jsonl"
+    if os.environ.get("STARTED"):
+        Path(os.environ["STARTED"]).touch()
     def write(record):
         with log.open("a") as f:
             f.write(json.dumps(record) + "\\n")
     end = time.process_time() + float(os.environ.get("STARTUP", "1"))   # CPU seconds: a stop delays it
-    while time.process_time() < end:
+    after = os.environ.get("START_UP_UNTIL")   # and, if set, until that file exists
+    while time.process_time() < end or (after and not Path(after).exists()):
         write({"beat": time.time()})
         sum(range(20000))
     gated = os.environ.get("GATED", "1") == "1"
@@ -48,6 +53,8 @@ PROBE = textwrap.dedent("""
     with (measured_window() if gated else contextlib.nullcontext()):
         start = time.time()
         write({"open": start})
+        if os.environ.get("OPENED"):
+            Path(os.environ["OPENED"]).touch()
         stop = start + float(os.environ.get("WINDOW", "0.5"))
         while time.time() < stop:
             sum(range(20000))
@@ -72,11 +79,16 @@ def _run(gate: WindowGate, work: Path, logs: Path, timeout_s: float = 60.0, **en
 
 
 def _at_once(gate: WindowGate, work: Path, logs: Path, runs: dict[str, dict[str, str]],
-             timeout_s: float = 60.0) -> dict:
-    """`runs` (name -> probe environment) started at once; their outcomes by name."""
+             timeouts: dict[str, float] | None = None) -> dict:
+    """`runs` (name -> probe environment) started at once, each with its timeout (`timeouts`,
+    else 60 s); their outcomes by name."""
     outcomes = {}
-    threads = [threading.Thread(target=lambda k=k, env=env: outcomes.__setitem__(k, _run(gate, work, logs, timeout_s, **env)))
-               for k, env in runs.items()]
+    timeouts = timeouts or {}
+
+    def run(name: str, env: dict[str, str]) -> None:
+        outcomes[name] = _run(gate, work, logs, timeouts.get(name, 60.0), **env)
+
+    threads = [threading.Thread(target=run, args=(name, env)) for name, env in runs.items()]
     for t in threads:
         t.start()
     for t in threads:
@@ -85,14 +97,22 @@ def _at_once(gate: WindowGate, work: Path, logs: Path, runs: dict[str, dict[str,
 
 
 def _side_by_side(gate: WindowGate, work: Path, logs: Path, runs: dict[str, dict[str, str]],
-                  timeout_s: float = 60.0) -> dict:
+                  timeouts: dict[str, float] | None = None) -> dict:
     """One gated probe alone first (the gate learns that this slot gates), then `runs` at once;
     their outcomes by name. Closes the gate."""
     try:
         _run(gate, work, logs, STARTUP="0.1", WINDOW="0.1")
-        return _at_once(gate, work, logs, runs, timeout_s)
+        return _at_once(gate, work, logs, runs, timeouts)
     finally:
         gate.close()
+
+
+def _beside_each_other(tmp_path: Path, env: dict[str, str], names: str = "ab") -> dict[str, dict[str, str]]:
+    """Two probes' environments whose start-ups each last until the other has started."""
+    first, second = names
+    started = {name: str(tmp_path / f"started-{name}") for name in names}
+    return {first: {**env, "STARTED": started[first], "START_UP_UNTIL": started[second]},
+            second: {**env, "STARTED": started[second], "START_UP_UNTIL": started[first]}}
 
 
 def _records(logs: Path) -> dict[int, list[dict]]:
@@ -140,8 +160,7 @@ def test_a_slot_whose_probes_measure_without_the_gate_runs_them_one_at_a_time(tm
     logs = tmp_path / "logs"
     gate = WindowGate(2, settle_s=0.05)
     try:
-        outcomes = _at_once(gate, work, logs, {"a": {"STARTUP": "0.5", "GATED": "0"},
-                                               "b": {"STARTUP": "0.5", "GATED": "0"}})
+        outcomes = _at_once(gate, work, logs, _beside_each_other(tmp_path, {"STARTUP": "0.5", "GATED": "0"}))
         later = _run(gate, work, logs, STARTUP="0.1", GATED="0")
     finally:
         gate.close()
@@ -158,8 +177,9 @@ def test_a_run_beside_others_without_a_window_does_not_make_the_slot_run_alone(t
     logs = tmp_path / "logs"
     gate = WindowGate(2, settle_s=0.05)
     try:
-        first = _at_once(gate, work, logs, {k: {"STARTUP": "0.5", "NO_GATE_ONCE": str(tmp_path / k)} for k in "ab"})
-        later = _at_once(gate, work, logs, {k: {"STARTUP": "0.5"} for k in "cd"})
+        first = _at_once(gate, work, logs, {k: {**env, "NO_GATE_ONCE": str(tmp_path / k)} for k, env in
+                                            _beside_each_other(tmp_path, {"STARTUP": "0.5"}, "ab").items()})
+        later = _at_once(gate, work, logs, _beside_each_other(tmp_path, {"STARTUP": "0.5"}, "cd"))
     finally:
         gate.close()
     assert all(o.sample is not None for o in [*first.values(), *later.values()])
@@ -206,13 +226,13 @@ def test_a_killed_hunt_leaves_no_stopped_probe_behind(tmp_path):
     hunt = subprocess.Popen([PY, str(driver)], stdout=subprocess.PIPE, text=True)
     try:
         pgids = [int(hunt.stdout.readline()) for _ in range(3)][1:]
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline and not any("open" in line for p in logs.glob("*.jsonl")
-                                                      for line in p.read_text().splitlines()):
+        deadline = time.monotonic() + 30   # the window is 300 s long: a stop comes within it
+        while True:
+            states = [Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()[0] for p in pgids]
+            if "T" in states:
+                break
+            assert time.monotonic() < deadline, "the probe in start-up was not stopped during the other's window"
             time.sleep(0.05)
-        time.sleep(0.5)
-        states = [Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()[0] for p in pgids]
-        assert "T" in states, "the probe in start-up was not stopped during the other's window"
     finally:
         hunt.send_signal(signal.SIGKILL)   # kill -9: no cleanup code of the hunt runs
         hunt.wait()
@@ -247,7 +267,8 @@ def test_a_hunt_with_overlapped_probes_finds_the_step(tmp_path):
     out = tmp_path / "hunt.json"
     code = run_cli(["run", "-C", str(tmp_path / "repo"), "--cmd", f"{PY} bench.py", "--tokens", "1000",
                     "--env", f"BENCH_STATE={tmp_path / 'state'}", "--env", "BENCH_GATED=1",
-                    "--env", "BENCH_STARTUP=0.2", "--instrument", "off", "--overlap", "2",
+                    "--env", "BENCH_STARTUP=0.2", "--env", "BENCH_NOISE=0.005",   # half the probes of 2% noise
+                    "--instrument", "off", "--overlap", "2",
                     "--quiet", "--json", str(out), shas[0], shas[-1]])
     report = json.loads(out.read_text())
     assert code == 0 and [c["commit"] for c in report["culprits"]] == [shas[4]]
@@ -286,13 +307,20 @@ def test_a_probe_that_failed_beside_others_is_run_again_alone(tmp_path):
 
 
 def test_time_held_by_the_gate_does_not_count_against_the_timeout(tmp_path):
-    """Stopped through another probe's 2.5 s window, a probe with a 4 s timeout that computes for
-    2.5 s still finishes: only the seconds it ran count."""
+    """Held through another probe's 6 s window, a probe with a 4 s timeout that itself runs for
+    well under a second still finishes: only the seconds it ran count. Its start-up lasts until
+    the other's window has opened, so it is held whatever the order the two start in; its own
+    run may take several times as long on a loaded machine, and counted with the time held it
+    would pass the timeout."""
     work = _probe_dir(tmp_path)
     logs = tmp_path / "logs"
+    opened = tmp_path / "opened"
     gate = WindowGate(2, settle_s=0.05)
-    outcomes = _side_by_side(gate, work, logs, {"long window": {"STARTUP": "0.3", "WINDOW": "2.5"},
-                                                "held": {"STARTUP": "2.2", "WINDOW": "0.3"}}, timeout_s=4.0)
+    outcomes = _side_by_side(gate, work, logs, {
+        "long window": {"STARTUP": "0.1", "WINDOW": "6.0", "OPENED": str(opened)},
+        "held": {"STARTUP": "0.1", "WINDOW": "0.1", "START_UP_UNTIL": str(opened)}}, timeouts={"held": 4.0})
     held = outcomes["held"]
+    assert outcomes["long window"].sample is not None
     assert held.sample is not None, held.skip_reason
-    assert held.wall_seconds > 4.0   # it was stopped for the other's window, and not timed out
+    assert held.wall_seconds > 6.0   # it was held for the other's window, and not timed out
+    assert gate.stats.reruns == 0, gate.stats.notes   # (a timed-out run beside another is run again alone)

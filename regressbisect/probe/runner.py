@@ -150,9 +150,17 @@ def run_probe_all(spec: ProbeSpec, cwd: Path, extra_env: Mapping[str, str] | Non
         leftovers = tuple(getattr(process, "leftovers", ()))
         stdout = _read(out_file)
         stderr = _read(err_file)
+    return finished_probe(spec, process.returncode, stdout, stderr, timed_out=timed_out,
+                          wall_seconds=wall_seconds, started_at=started_at, leftovers=leftovers)
 
+
+def finished_probe(spec: ProbeSpec, code: int | None, stdout: str, stderr: str, *, timed_out: bool = False,
+                   wall_seconds: float, started_at: float | None = None,
+                   leftovers: tuple[str, ...] = ()) -> tuple[ProbeOutcome, list[Sample]]:
+    """What a finished probe's exit status and output say: (outcome, every sample it printed).
+    One reading for the runner and for the in-process fake of the CLI's end-to-end tests
+    (regressbisect/testing/benchrepo.py), so the fake's skips and samples are the runner's."""
     tail = _tail(stdout, stderr)
-    code = process.returncode
 
     def skip(reason: str) -> tuple[ProbeOutcome, list[Sample]]:
         return ProbeOutcome(sample=None, skip_reason=reason, exit_code=code, wall_seconds=wall_seconds,

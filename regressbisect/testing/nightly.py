@@ -38,11 +38,13 @@ class FakeMachine:
                             copy_gbps=20.0 * self.slowdown, other_processes=0)
 
 
-def nightly_for(repo: Path, machine: FakeMachine, tmp_path: Path, **settings) -> Nightly:
+def nightly_for(repo: Path, machine: FakeMachine, tmp_path: Path, *, reports: bool = True, **settings) -> Nightly:
+    """A Nightly on `machine`; `reports=False` writes no report files (the HTML's plots are most
+    of a replayed night's time)."""
     history = History.open(repo)
     config = build_config({}, {"cmd": "python bench.py", "tokens": 1000, "instrument": "off"})
     defaults = dict(samples_per_commit=5, max_new=1, changepoints=ChangePointSettings())
     defaults.update(settings)
     return Nightly(history, config, NightlySettings(**defaults), store_path=tmp_path / "store.sqlite",
-                   report_dir=tmp_path / "reports", probe_runner=machine.probe,
+                   report_dir=tmp_path / "reports" if reports else None, probe_runner=machine.probe,
                    machine_check=machine.check)

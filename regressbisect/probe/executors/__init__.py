@@ -36,13 +36,20 @@ def shared_work_root(shared_dir: str, history: History) -> Path:
     return Path(shared_dir).expanduser().resolve() / f"{history.root.name}-{repo_id}"
 
 
+LOCAL_RUNNER: Callable[..., ProbeOutcome] = run_probe
+"""The local executor's runner when the hunt names none: `run_probe`, one process per probe.
+The CLI's end-to-end tests of verdicts, reports and exit codes put an in-process fake here
+(hyperfine's mock executor: tests/conftest.py `fake_probes`, regressbisect/testing/benchrepo.py)."""
+
+
 def make_executor(config: HuntConfig, history: History, *, progress=None,
                   probe_runner: Callable[..., ProbeOutcome] = run_probe) -> ProbeExecutor:
     """The executor a hunt's config asks for; `probe_runner` is the local executor's runner."""
     if config.executor == "local":
         # A setup step may reinstall the very stack a preload server would hold (docs/setup.md).
         preload = "off" if config.probe.setup is not None else config.preload
-        return LocalExecutor(probe_runner, preload=preload, overlap=config.overlap)
+        runner = LOCAL_RUNNER if probe_runner is run_probe else probe_runner
+        return LocalExecutor(runner, preload=preload, overlap=config.overlap)
     from regressbisect.probe.executors.slurm import SlurmExecutor
     return SlurmExecutor(config.slurm, work_root(config, history), probe_timeout_s=config.probe.timeout_s,
                          on_event=None if progress is None else progress.job_event)
