@@ -3,6 +3,7 @@ results file, and table printing. Scripts import regressbisect and this module, 
 (tests/test_layering.py checks it); see scripts/README.md."""
 from __future__ import annotations
 
+import json
 import platform
 import shlex
 import sys
@@ -30,6 +31,19 @@ def results_envelope(results: Mapping[str, Any], argv: Sequence[str] | None = No
                         "python": platform.python_version()},
             "command": shlex.join(["python", *argv]),
             "results": dict(results)}
+
+
+def read_results(path: Path) -> dict[str, Any]:
+    """The `results` of a results file; a file written before the envelope is its own results."""
+    data = json.loads(path.read_text())
+    return data["results"] if isinstance(data, dict) and "results_schema" in data else data
+
+
+def provenance_line(argv: Sequence[str] | None = None) -> str:
+    """One line for a markdown results file: the code, the date, the machine and the command."""
+    env = results_envelope({}, argv)
+    return (f"regressbisect {env['tool_version']} at {env['tool_commit']}, {env['date']}, {env['machine']['host']} "
+            f"({env['machine']['platform']}, Python {env['machine']['python']}); `{env['command']}`")
 
 
 def write_results(path: Path, results: Mapping[str, Any], argv: Sequence[str] | None = None) -> Path:

@@ -32,7 +32,6 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")       # one BLAS thread per worker
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 import argparse  # noqa: E402
-import json  # noqa: E402
 import math  # noqa: E402
 import multiprocessing as mp  # noqa: E402
 import sys  # noqa: E402
@@ -429,10 +428,10 @@ def _write(args: argparse.Namespace, cells: list[Cell], table: dict, seconds: fl
         path = Path(out)
         path.parent.mkdir(parents=True, exist_ok=True)
         if path.suffix == ".json":
-            path.write_text(json.dumps({"bayes_impl": BAYES_IMPL, "seed": args.seed, "cells": table,
-                                        "goals": [{"ok": ok, "text": t} for ok, t in goals(cells, table)]}, indent=1))
+            _common.write_results(path, {"bayes_impl": BAYES_IMPL, "seed": args.seed, "cells": table,
+                                         "goals": [{"ok": ok, "text": t} for ok, t in goals(cells, table)]})
         else:
-            path.write_text("# Accuracy benchmark (scripts/bench_accuracy.py)\n\n" + text)
+            path.write_text("# Accuracy benchmark (scripts/bench_accuracy.py)\n\n" + _common.provenance_line() + "\n\n" + text)
     return text
 
 
@@ -471,7 +470,7 @@ def main(argv: list[str] | None = None) -> int:
     chosen = list(FLOOR_CELLS) if args.floor else high_noise_grid() if args.high_noise else grid(args.quick)
     cells = [c for c in chosen
              if args.only in c.name and (c.key or not args.key_only)]
-    kept: dict = json.loads(Path(args.resume).read_text())["cells"] if args.resume else {}
+    kept: dict = _common.read_results(Path(args.resume))["cells"] if args.resume else {}
     tasks = []
     for cell in sorted(cells, key=lambda c: not c.key):    # the cells the goals rest on first
         if cell.name in kept:

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import pytest
 
+from tests.diskfs import read_only  # noqa: F401 (a fixture: every test module may ask for it)
+
 
 @pytest.fixture(autouse=True)
 def _no_contention_verdicts_unless_asked(request, monkeypatch):

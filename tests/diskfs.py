@@ -63,7 +63,7 @@ class ReadOnly:
             proc = _mount("-o", "remount,ro", str(self.path))
             assert proc.returncode == 0, proc.stderr
             return
-        for root, dirs, files in os.walk(self.path):
+        for root, _, files in os.walk(self.path):
             for name in files:
                 os.chmod(Path(root) / name, stat.S_IRUSR | stat.S_IRGRP)
             os.chmod(root, stat.S_IRUSR | stat.S_IXUSR)
@@ -72,7 +72,7 @@ class ReadOnly:
         if self.mounted:
             subprocess.run(["umount", "-l", str(self.path)], capture_output=True)
             return
-        for root, dirs, files in os.walk(self.path):
+        for root, _, _ in os.walk(self.path):
             os.chmod(root, stat.S_IRWXU)
 
 

@@ -7,7 +7,6 @@ each claim one token (mkdir is atomic), write $PROBE_STATE/hanging-<job id> and 
 """
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Sequence
 

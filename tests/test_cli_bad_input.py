@@ -14,7 +14,6 @@ from tests.cli import run_cli
 from regressbisect.git.history import History
 from regressbisect.git.worktrees import WorktreePool
 from regressbisect.testing.benchrepo import make_bench_repo
-from tests.diskfs import read_only  # noqa: F401 (fixture)
 from regressbisect.testing.gitrepo import make_dirty, snapshot_checkout
 
 ROOT = Path(__file__).resolve().parents[1]

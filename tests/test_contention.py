@@ -365,7 +365,6 @@ def test_load_that_stops_during_the_wait_gives_a_re_taken_sample_and_the_answer(
     assert report["measurement"]["contention"]["retaken"] == len(retakes) >= 1
     assert all(r["reason"].startswith("other load") for r in retakes)
     assert "machine busy: other processes use" in err
-    out = capsys.readouterr().out
     store = tmp_path / "repo" / ".git" / "regressbisect" / "store.sqlite"
     with sqlite3.connect(store) as conn:
         flagged = conn.execute("SELECT COUNT(*) FROM samples WHERE arm = 'flagged'").fetchone()[0]
@@ -415,7 +414,7 @@ def test_busy_settings_come_from_pyproject_and_flags_and_bad_values_are_one_line
 
 
 def test_known_orphans_are_re_read_cheaply_and_a_reused_pid_is_not_mistaken_for_one(tmp_path, monkeypatch):
-    me, my_sid = os.getpid(), os.getsid(0)
+    me = os.getpid()
     procs = [_Proc(pid=501, ppid=me, session=501, start=5, cpu=0.0),
              _Proc(pid=503, ppid=1, session=501, start=7, cpu=0.5)]
     cpu = HuntCpu(scan=lambda: list(procs))

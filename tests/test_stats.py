@@ -171,7 +171,7 @@ def test_pooled_t_e_value_under_no_difference_rarely_ever_crosses_with_a_look_at
     from regressbisect.search.stats import NoisePool, pooled_t_log_bf
     rng = np.random.default_rng(7)
     alpha, crossed, t_crossed = 0.05, 0, 0
-    for run in range(200):
+    for _ in range(200):
         sigma = float(rng.choice([0.005, 0.03, 0.15]))
         a, b, others = [], [], [[], []]
         hit = t_hit = False

@@ -18,7 +18,6 @@ from regressbisect.errors import ExitCode, UserError
 from regressbisect.samples import Candidate, ProbeOutcome, Sample, SampleKey
 from regressbisect.store import SCHEMA_VERSION, Store
 from regressbisect.version import tool_commit, tool_identity
-from tests.diskfs import read_only  # noqa: F401 (fixture)
 
 REPO = Path(__file__).resolve().parents[1]
 SHA_A, SHA_B = "a" * 40, "b" * 40
