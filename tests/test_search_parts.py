@@ -8,6 +8,8 @@ import numpy as np
 import pytest
 
 from regressbisect.search.book import NOISE_PRIOR_DF, SampleBook
+from regressbisect.search.bisect import SearchSettings
+from regressbisect.search.control import ControlArm
 from regressbisect.search.naming import NamingGate
 from regressbisect.search.sides import SideRule
 from regressbisect.search.stats import NoisePool
@@ -120,3 +122,38 @@ def test_a_side_is_cleared_only_if_its_fresh_pairs_agree():
     book = _side_book(1000.0, 1050.0, 950.0)
     assert _rule(book).decide(0, 5, since=100, sign=-1, gap_scale=0.1) is None
     assert _rule(book).decide(0, 5, since=1000, sign=-1, gap_scale=0.1) is None   # no fresh pairs yet
+
+
+def _arm(pairs: list[tuple[float, float]], direction: str = "slower", max_samples: int = 96) -> ControlArm:
+    book = SampleBook(pair_window=2)
+    arm = ControlArm(book, SearchSettings(direction=direction, max_samples=max_samples), 0, 7)
+    for k, (good, bad) in enumerate(pairs):
+        book.add(0, good, tag=arm.tag, when=2 * k + 1)
+        book.add(7, bad, tag=arm.tag, when=2 * k + 2)
+    return arm
+
+
+def test_the_control_arm_reproduces_a_clear_slowdown_in_three_pairs_and_stops_on_none():
+    rng = np.random.default_rng(5)
+    noisy = lambda level: float(level * math.exp(rng.normal(0, 0.005)))  # noqa: E731
+    assert _arm([(noisy(1000), noisy(900)) for _ in range(3)]).decide() == "reproduced"   # 10% at 0.5% noise
+    flat = [(noisy(1000), noisy(1000)) for _ in range(40)]
+    verdicts = [_arm(flat[:k]).decide() for k in range(1, 41)]
+    assert verdicts[0] is None and "not-reproduced" in verdicts and "reproduced" not in verdicts
+    # a speed-up is not the slowdown this arm hunts, and the reason names the flag that hunts it
+    faster = _arm([(noisy(1000), noisy(1200)) for _ in range(6)])
+    assert faster.decide() == "not-reproduced"
+    assert "--direction faster" in faster.not_reproduced_reason("not-reproduced", out_of_probes=False)
+
+
+def test_the_control_arm_asks_for_pairs_in_abba_order_and_gives_up_on_an_unmeasurable_end():
+    arm = _arm([])
+    assert arm.next_samples(1) == [0] and arm.next_samples(2) == [0, 7]
+    arm.book.add(0, 1000.0, tag=arm.tag, when=1)
+    assert arm.next_samples(2) == [7]                       # the lagging end first
+    arm.book.add(7, 990.0, tag=arm.tag, when=2)
+    assert arm.next_samples(2) == [7, 0]                    # then B A
+    arm.book.add(7, None, tag=arm.tag, when=3)
+    arm.book.add(7, None, tag=arm.tag, when=4)
+    arm.book.add(7, None, tag=arm.tag, when=5)
+    assert arm.decide() == "all-skipped"

@@ -46,10 +46,11 @@ from scipy.stats import t as student_t
 
 from regressbisect.config import DIRECTION, DIRECTIONS, MAX_SAMPLES, MIN_EFFECT
 from regressbisect.search.book import SampleBook
+from regressbisect.search.control import ControlArm, hunted_sign
 from regressbisect.search.localise import Posterior, step_posterior
 from regressbisect.search.naming import NamingGate
 from regressbisect.search.sides import SideRule, toward
-from regressbisect.search.stats import (Comparison, NoisePool, Summary, compare, log_threshold, pooled_t_log_bf, sprt, summarize)
+from regressbisect.search.stats import (Comparison, NoisePool, Summary, log_threshold, sprt, summarize)
 
 __all__ = ["SearchSettings", "Measure", "Culprit", "CandidateVerdict", "SideCheck", "SearchResult", "CommitSearch"]
 
@@ -290,7 +291,6 @@ class CommitSearch:
         self._round = 0
         self._probes = 0
         self._phase = "control"                         # 'control' | 'search' | 'done'
-        self._control: Comparison | None = None         # last look of the control arm
         self._end_verdict: str | None = None
         self._queue: list[_Interval] = []
         self._culprits: list[Culprit] = []
@@ -301,7 +301,8 @@ class CommitSearch:
         self._sign = 0
         self._tau = log_threshold(settings.min_effect)
         self._live = (0, n - 1)
-        self._control_tag = f"pair 0 {n - 1}"            # pairing tag of the control arm's samples
+        self.control = ControlArm(self.book, settings, 0, n - 1)   # GOOD and BAD in pairs, first
+        self._control_tag = self.control.tag
         self._control_only = control_only
         self._reproduced = False                         # the control arm said 'go'
         self.gate = NamingGate(self.book, settings.name_alpha)   # steps that reached confirmation
@@ -359,7 +360,7 @@ class CommitSearch:
             return 0
         per = self._samples_per_decision()
         if self._phase == "control":
-            pairs = min(len(self.book.values(0, self._control_tag)), len(self.book.values(self.n - 1, self._control_tag)))
+            pairs = self.control.pairs()
             return 2 * max(0, max(2, per) - pairs) + int(math.log2(max(2, self.n)) * per) + 2 * per
         lo, hi = self._live
         width = max(1, hi - lo)
@@ -388,8 +389,8 @@ class CommitSearch:
         culprits = tuple(c for c in steps if c not in ambiguous)
         if self._end_verdict in ("not-reproduced", "all-skipped", "undecided", "reproduced"):
             verdict = self._end_verdict
-            if verdict in ("not-reproduced", "undecided") and self._control is not None:
-                reason = self._not_reproduced_reason()
+            if verdict in ("not-reproduced", "undecided") and self.control.comparison is not None:
+                reason = self.control.not_reproduced_reason(verdict, out_of_probes=self._probes >= self.settings.max_probes)
         elif whole:
             verdict = "all-skipped"
         elif culprits:
@@ -419,7 +420,7 @@ class CommitSearch:
                             probes=self._probes, sides=tuple(self._sides), refuted=tuple(self._refuted),
                             unresolved=tuple(self._unresolved), suspects=tuple(suspects), reason=reason,
                             reproduced=self._reproduced and verdict not in ("not-reproduced", "all-skipped"),
-                            control=self._control, ambiguous=ambiguous)
+                            control=self.control.comparison, ambiguous=ambiguous)
 
     def _named_culprits(self) -> tuple[tuple[Culprit, ...], tuple[Culprit, ...]]:
         """(named, suspects): drop the confirmed step with the weakest evidence while any fails the
@@ -512,45 +513,6 @@ class CommitSearch:
         toward = (d != "faster" and est < 0) or (d != "slower" and est > 0)
         return toward and abs(est) >= log_threshold(self.settings.min_effect)
 
-    def _not_reproduced_reason(self) -> str:
-        """Why the control arm did not say 'reproduced', naming the rule it failed: a clear change
-        the other way (with the --direction that hunts it), the e-value that ruled a change of
-        min_effect out, the last look's t test at the pair cap, or the probe budget."""
-        cmp = self._control
-        assert cmp is not None
-        s = self.settings
-        lo, hi = cmp.ci95
-        pairs = min(len(self.book.values(0, self._control_tag)), len(self.book.values(self.n - 1, self._control_tag)))
-        text = f"GOOD->BAD {cmp.change:+.1%} (95% CI {lo:+.1%}..{hi:+.1%}, {pairs} pairs)"
-        sign = self._hunted_sign()
-        hunted = "slowdown" if sign < 0 else "speed-up" if sign > 0 else "change"
-        big = abs(math.log1p(cmp.change)) >= log_threshold(s.min_effect)
-        if sign and big and (lo > 0 if sign < 0 else hi < 0):
-            other = "faster" if sign < 0 else "slower"
-            return (f"{text} is a clear {'speed-up' if sign < 0 else 'slowdown'}, and this hunt looks for a "
-                    f"{hunted} (--direction {s.direction}): to hunt it, --direction {other} (or both)")
-        p_text = f"p={cmp.p_value:.2g}" if math.isfinite(cmp.p_value) else "no p value"
-        toward = (sign == 0 and cmp.change != 0) or cmp.change * sign > 0
-        larger = (lo < -s.min_effect) if sign < 0 else (hi > s.min_effect) if sign > 0 else (
-            lo < -s.min_effect or hi > s.min_effect)
-        if self._end_verdict == "undecided":
-            return (f"{text}: at the pair cap (--max-samples {s.max_samples}) 'reproduced' needs p below "
-                    f"{s.reproduce_alpha:g} and this came close ({p_text}); more --max-samples would tell")
-        if pairs >= s.max_samples:
-            if not toward:
-                why = f"is not a {hunted}"
-            elif not big:
-                why = f"is a {hunted} smaller than --min-effect {s.min_effect:.1%}"
-            else:
-                why = (f"did not reach the level 'reproduced' needs at the pair cap (--max-samples "
-                       f"{s.max_samples}): {p_text}, not below {s.reproduce_alpha:g}")
-            tail = "; a larger one is not ruled out (more --max-samples would tell)" if larger else ""
-            return f"{text} {why}{tail}"
-        if self._probes >= s.max_probes:
-            return f"{text}: the probe budget ran out before a {hunted} could be shown or ruled out"
-        return (f"{text}: a {hunted} of {s.min_effect:.1%} or more is ruled out (anytime-valid test at "
-                f"the {s.alpha / 5:.0%} level)")
-
     # ------------------------------------------------------------------ data helpers
 
     def _capped(self, i: int) -> bool:
@@ -608,98 +570,26 @@ class CommitSearch:
     # control arm -----------------------------------------------------------------
 
     def _plan_control(self, slots: int) -> list[tuple[Measure, str | None]] | None:
-        good, bad = 0, self.n - 1
-        tag = self._control_tag
-        if self.book.unmeasurable(good) or self.book.unmeasurable(bad):
-            self._end_verdict = "all-skipped"
+        verdict = self.control.decide()
+        if verdict == "reproduced":
+            self._start_search(self.control.comparison.change)
+            return None
+        if verdict is not None:
+            self._end_verdict = verdict
             self._phase = "done"
             return None
-        a, b = self.book.values(good, tag), self.book.values(bad, tag)
-        pairs = min(len(a), len(b))
-        s = self.settings
-        if pairs >= 2 and len(a) == len(b):
-            cmp = compare(a[:pairs], b[:pairs], min_effect=s.min_effect, alpha=s.alpha, paired=True)
-            self._control = cmp
-            outcome = self._control_outcome(a[:pairs], b[:pairs], cmp)
-            if outcome == "go":
-                self._start_search(cmp.change)
-                return None
-            if outcome == "stop":
-                self._end_verdict = "not-reproduced"
-                self._phase = "done"
-                return None
-            if pairs >= s.max_samples:
-                # out of pairs: one fixed-sample look, the t test at reproduce_alpha (the e-value
-                # pays for looking at every pair; a last look at a known size does not, and with
-                # it the chance of 'reproduced' on an A/A range is at most twice reproduce_alpha).
-                # A difference of at least min_effect our way that came close (p below alpha/5) is
-                # a question left open ('undecided'); anything weaker is not reproduced: on a noisy
-                # machine an A/A range's estimate is as often beyond min_effect as not
-                if self._reproduces(cmp, s.reproduce_alpha):
-                    self._start_search(cmp.change)
-                    return None
-                self._end_verdict = "undecided" if self._reproduces(cmp, s.alpha / 5) else "not-reproduced"
-                self._phase = "done"
-                return None
-        reason = "control arm"
-        order = self._pair_order(good, bad, len(a), len(b))
-        picks = [(Measure(i, reason), tag) for i in order[: max(1, min(2, slots))]]
+        picks = [(Measure(i, "control arm"), self.control.tag) for i in self.control.next_samples(slots)]
         if slots > 2:
             # spare slots: start the search in the interior (its samples serve the localisation)
-            iv = _Interval(0, self.n - 1, True)
-            post = self._posterior(iv, sign=-1 if s.direction != "faster" else 1)
+            good, bad = 0, self.n - 1
+            iv = _Interval(good, bad, True)
+            post = self._posterior(iv, sign=-1 if self.settings.direction != "faster" else 1)
             for i in self._quantile_picks(iv, post, slots - 2, exclude={good, bad}):
                 picks.append((Measure(i, f"bisect {good}..{bad}"), None))
         return picks
 
-    def _control_outcome(self, a: Sequence[float], b: Sequence[float], cmp: Comparison) -> str:
-        """'go' (regression in the hunted direction), 'stop' (none of min_effect), or 'more'.
-
-        Looked at after every pair, so both answers come from e-values (`stats.pooled_t_log_bf`):
-        the difference of the pairs' mean log tok/s, the noise from the two arms' own spread.
-        'go' needs the e-value against 'no difference' (its effect prior halved to the hunted
-        sign) to reach 1/reproduce_alpha and the point estimate to reach min_effect; 'stop' needs
-        the e-value against 'a step of exactly min_effect our way' to reach 5/alpha with the
-        estimate on the near side of it (for 'both', against either step). Under either null the
-        chance of ever crossing, at any number of pairs, is at most that alpha (Ville), so there
-        is no floor of pairs and no look schedule: two pairs decide a 10% step at 0.5% noise,
-        where the t test at looks of 3, 6, 12, ... pairs (never before 6) took 6.
-        """
-        s = self.settings
-        x, y = np.log(np.asarray(a)), np.log(np.asarray(b))
-        est = float(y.mean() - x.mean())
-        c = 1 / len(x) + 1 / len(y)
-        noise = self.book.with_prior(NoisePool.of([a, b]))
-        sign = self._hunted_sign()
-        margin = log_threshold(s.min_effect)
-        toward = (sign == 0 and est != 0) or est * sign > 0
-        if toward and abs(est) >= margin and pooled_t_log_bf(est, c, noise, sign=sign) >= math.log(1 / s.reproduce_alpha):
-            return "go"
-        stop_at = math.log(5 / s.alpha)
-        nulls = [-margin, margin] if sign == 0 else [sign * margin]
-        if all(self._beyond_null(est, c, noise, null, stop_at) for null in nulls):
-            return "stop"
-        return "more"
-
-    @staticmethod
-    def _beyond_null(est: float, c: float, noise: NoisePool, null: float, threshold: float) -> bool:
-        """The estimate is on the near-zero side of `null` (a step of min_effect) with an e-value
-        against that step of at least exp(threshold)."""
-        inward = -1 if null > 0 else 1
-        shifted = est - null
-        return shifted * inward > 0 and pooled_t_log_bf(shifted, c, noise, sign=inward) >= threshold
-
     def _hunted_sign(self) -> int:
-        d = self.settings.direction
-        return -1 if d == "slower" else 1 if d == "faster" else 0
-
-    def _reproduces(self, cmp: Comparison, alpha: float) -> bool:
-        """A difference our way whose point estimate reaches min_effect and whose two-sided
-        p value is below alpha (so the matching interval excludes zero)."""
-        d = self.settings.direction
-        toward = (d != "faster" and cmp.change < 0) or (d != "slower" and cmp.change > 0)
-        big = abs(math.log1p(cmp.change)) >= log_threshold(self.settings.min_effect)
-        return toward and big and cmp.p_value < alpha
+        return hunted_sign(self.settings.direction)
 
     def _start_search(self, gap: float) -> None:
         self._reproduced = True
@@ -1100,14 +990,6 @@ class CommitSearch:
                             for lo, hi in self._sides_of(iv, a, b)]
 
     # helpers --------------------------------------------------------------------------
-
-    def _pair_order(self, a: int, b: int, na: int, nb: int) -> list[int]:
-        """Which of a pair to measure next: the lagging one, else ABBA order (cancels linear drift)."""
-        if na < nb:
-            return [a]
-        if nb < na:
-            return [b]
-        return [a, b] if na % 2 == 0 else [b, a]
 
     def _measurable_in(self, lo: int, hi: int) -> list[int]:
         return [i for i in range(lo, hi + 1) if not self.book.unmeasurable(i)]

@@ -1,0 +1,171 @@
+"""The control arm: does GOOD -> BAD hold a regression in the hunted direction at all?
+
+Pure (numpy/scipy only). GOOD and BAD are measured in interleaved pairs (ABBA order when one
+sample runs at a time) and looked at after every pair with anytime-valid e-values on log tok/s
+(docs/search.md, section 1). The commit search runs it first (bisect.py); the hunk hunt holds a
+subset against BASE to the same rule.
+"""
+from __future__ import annotations
+
+import math
+from typing import Protocol, Sequence
+
+import numpy as np
+
+from regressbisect.search.book import SampleBook
+from regressbisect.search.stats import Comparison, NoisePool, compare, log_threshold, pooled_t_log_bf
+
+__all__ = ["ControlArm", "hunted_sign"]
+
+
+def hunted_sign(direction: str) -> int:
+    """-1 for 'slower', +1 for 'faster', 0 for 'both'."""
+    return -1 if direction == "slower" else 1 if direction == "faster" else 0
+
+
+class ControlSettings(Protocol):
+    min_effect: float
+    direction: str
+    alpha: float
+    reproduce_alpha: float
+    max_samples: int
+
+
+class ControlArm:
+    """The pairs of `good` and `bad` (tagged `tag` in the book) and the verdict they reach."""
+
+    def __init__(self, book: SampleBook, settings: ControlSettings, good: int, bad: int):
+        self.book = book
+        self.settings = settings
+        self.good, self.bad = good, bad
+        self.tag = f"pair {good} {bad}"
+        """Pairing tag of the arm's samples: other samples of GOOD and BAD are not its pairs."""
+        self.comparison: Comparison | None = None
+        """The last look (paired t on log tok/s), for the report and the reasons."""
+
+    def pairs(self) -> int:
+        return min(len(self.book.values(self.good, self.tag)), len(self.book.values(self.bad, self.tag)))
+
+    def decide(self) -> str | None:
+        """'reproduced', 'not-reproduced', 'undecided' (out of pairs, close), 'all-skipped' (an end
+        cannot be measured), or None: take another pair (`next_samples`)."""
+        if self.book.unmeasurable(self.good) or self.book.unmeasurable(self.bad):
+            return "all-skipped"
+        a, b = self.book.values(self.good, self.tag), self.book.values(self.bad, self.tag)
+        pairs = min(len(a), len(b))
+        s = self.settings
+        if pairs < 2 or len(a) != len(b):
+            return None
+        cmp = compare(a[:pairs], b[:pairs], min_effect=s.min_effect, alpha=s.alpha, paired=True)
+        self.comparison = cmp
+        outcome = self._look(a[:pairs], b[:pairs])
+        if outcome == "go":
+            return "reproduced"
+        if outcome == "stop":
+            return "not-reproduced"
+        if pairs >= s.max_samples:
+            # out of pairs: one fixed-sample look, the t test at reproduce_alpha (the e-value
+            # pays for looking at every pair; a last look at a known size does not, and with
+            # it the chance of 'reproduced' on an A/A range is at most twice reproduce_alpha).
+            # A difference of at least min_effect our way that came close (p below alpha/5) is
+            # a question left open ('undecided'); anything weaker is not reproduced: on a noisy
+            # machine an A/A range's estimate is as often beyond min_effect as not
+            if self._reproduces(cmp, s.reproduce_alpha):
+                return "reproduced"
+            return "undecided" if self._reproduces(cmp, s.alpha / 5) else "not-reproduced"
+        return None
+
+    def next_samples(self, slots: int) -> list[int]:
+        """The lagging end, else both in ABBA order (cancels a linear drift across pairs)."""
+        na, nb = len(self.book.values(self.good, self.tag)), len(self.book.values(self.bad, self.tag))
+        if na < nb:
+            order = [self.good]
+        elif nb < na:
+            order = [self.bad]
+        else:
+            order = [self.good, self.bad] if na % 2 == 0 else [self.bad, self.good]
+        return order[: max(1, min(2, slots))]
+
+    def _look(self, a: Sequence[float], b: Sequence[float]) -> str:
+        """'go' (regression in the hunted direction), 'stop' (none of min_effect), or 'more'.
+
+        Looked at after every pair, so both answers come from e-values (`stats.pooled_t_log_bf`):
+        the difference of the pairs' mean log tok/s, the noise from the two arms' own spread.
+        'go' needs the e-value against 'no difference' (its effect prior halved to the hunted
+        sign) to reach 1/reproduce_alpha and the point estimate to reach min_effect; 'stop' needs
+        the e-value against 'a step of exactly min_effect our way' to reach 5/alpha with the
+        estimate on the near side of it (for 'both', against either step). Under either null the
+        chance of ever crossing, at any number of pairs, is at most that alpha (Ville), so there
+        is no floor of pairs and no look schedule: two pairs decide a 10% step at 0.5% noise,
+        where the t test at looks of 3, 6, 12, ... pairs (never before 6) took 6.
+        """
+        s = self.settings
+        x, y = np.log(np.asarray(a)), np.log(np.asarray(b))
+        est = float(y.mean() - x.mean())
+        c = 1 / len(x) + 1 / len(y)
+        noise = self.book.with_prior(NoisePool.of([a, b]))
+        sign = hunted_sign(s.direction)
+        margin = log_threshold(s.min_effect)
+        toward = (sign == 0 and est != 0) or est * sign > 0
+        if toward and abs(est) >= margin and pooled_t_log_bf(est, c, noise, sign=sign) >= math.log(1 / s.reproduce_alpha):
+            return "go"
+        stop_at = math.log(5 / s.alpha)
+        nulls = [-margin, margin] if sign == 0 else [sign * margin]
+        if all(self._beyond_null(est, c, noise, null, stop_at) for null in nulls):
+            return "stop"
+        return "more"
+
+    @staticmethod
+    def _beyond_null(est: float, c: float, noise: NoisePool, null: float, threshold: float) -> bool:
+        """The estimate is on the near-zero side of `null` (a step of min_effect) with an e-value
+        against that step of at least exp(threshold)."""
+        inward = -1 if null > 0 else 1
+        shifted = est - null
+        return shifted * inward > 0 and pooled_t_log_bf(shifted, c, noise, sign=inward) >= threshold
+
+    def _reproduces(self, cmp: Comparison, alpha: float) -> bool:
+        """A difference our way whose point estimate reaches min_effect and whose two-sided
+        p value is below alpha (so the matching interval excludes zero)."""
+        d = self.settings.direction
+        toward = (d != "faster" and cmp.change < 0) or (d != "slower" and cmp.change > 0)
+        big = abs(math.log1p(cmp.change)) >= log_threshold(self.settings.min_effect)
+        return toward and big and cmp.p_value < alpha
+
+    def not_reproduced_reason(self, verdict: str, *, out_of_probes: bool) -> str:
+        """Why the arm did not say 'reproduced' (its verdict `verdict`), naming the rule it failed:
+        a clear change the other way (with the --direction that hunts it), the e-value that ruled
+        a change of min_effect out, the last look's t test at the pair cap, or the probe budget."""
+        cmp = self.comparison
+        assert cmp is not None
+        s = self.settings
+        lo, hi = cmp.ci95
+        pairs = self.pairs()
+        text = f"GOOD->BAD {cmp.change:+.1%} (95% CI {lo:+.1%}..{hi:+.1%}, {pairs} pairs)"
+        sign = hunted_sign(s.direction)
+        hunted = "slowdown" if sign < 0 else "speed-up" if sign > 0 else "change"
+        big = abs(math.log1p(cmp.change)) >= log_threshold(s.min_effect)
+        if sign and big and (lo > 0 if sign < 0 else hi < 0):
+            other = "faster" if sign < 0 else "slower"
+            return (f"{text} is a clear {'speed-up' if sign < 0 else 'slowdown'}, and this hunt looks for a "
+                    f"{hunted} (--direction {s.direction}): to hunt it, --direction {other} (or both)")
+        p_text = f"p={cmp.p_value:.2g}" if math.isfinite(cmp.p_value) else "no p value"
+        toward = (sign == 0 and cmp.change != 0) or cmp.change * sign > 0
+        larger = (lo < -s.min_effect) if sign < 0 else (hi > s.min_effect) if sign > 0 else (
+            lo < -s.min_effect or hi > s.min_effect)
+        if verdict == "undecided":
+            return (f"{text}: at the pair cap (--max-samples {s.max_samples}) 'reproduced' needs p below "
+                    f"{s.reproduce_alpha:g} and this came close ({p_text}); more --max-samples would tell")
+        if pairs >= s.max_samples:
+            if not toward:
+                why = f"is not a {hunted}"
+            elif not big:
+                why = f"is a {hunted} smaller than --min-effect {s.min_effect:.1%}"
+            else:
+                why = (f"did not reach the level 'reproduced' needs at the pair cap (--max-samples "
+                       f"{s.max_samples}): {p_text}, not below {s.reproduce_alpha:g}")
+            tail = "; a larger one is not ruled out (more --max-samples would tell)" if larger else ""
+            return f"{text} {why}{tail}"
+        if out_of_probes:
+            return f"{text}: the probe budget ran out before a {hunted} could be shown or ruled out"
+        return (f"{text}: a {hunted} of {s.min_effect:.1%} or more is ruled out (anytime-valid test at "
+                f"the {s.alpha / 5:.0%} level)")
