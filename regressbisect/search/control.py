@@ -96,7 +96,7 @@ class ControlArm:
         the e-value against 'a step of exactly min_effect our way' to reach 5/alpha with the
         estimate on the near side of it (for 'both', against either step). Under either null the
         chance of ever crossing, at any number of pairs, is at most that alpha (Ville), so there
-        is no floor of pairs and no look schedule: two pairs decide a 10% step at 0.5% noise,
+        is no floor of pairs and no look schedule: two or three pairs decide a 10% step at 0.5% noise,
         where the t test at looks of 3, 6, 12, ... pairs (never before 6) took 6.
         """
         s = self.settings
