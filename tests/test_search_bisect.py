@@ -459,6 +459,20 @@ def test_the_side_checks_share_the_naming_gates_fresh_samples():
         assert {(sd.lo, sd.hi, sd.outcome) for sd in run.result.sides} == {(0, 12, "cleared"), (13, 31, "cleared")}
 
 
+def _hunt_with_a_shift(levels, seed: int, factor: float, shifted):
+    """A hunt at 1% noise whose samples of the measures `shifted(measure)` picks read `factor`
+    times their level (another state of the machine)."""
+    executor = FakeExecutor(FakeHistory(levels, cv=0.01), seed)
+    search = CommitSearch(len(levels))
+    rounds = 0
+    while batch := search.next_batch(1):
+        rounds += 1
+        for m in batch:
+            value = executor.measure(m.index, rounds)
+            search.record(m.index, value * factor if shifted(m) else value)
+    return search.result()
+
+
 def test_a_culprits_step_comes_from_its_own_pairs_not_from_its_segment():
     """BAD read 5% fast while the control arm ran (another state of the machine): the segment after
     the step holds those samples, and a step sized from segment means read about -8% with an
@@ -466,15 +480,10 @@ def test_a_culprits_step_comes_from_its_own_pairs_not_from_its_segment():
     its parent taken after the pick, with an interval valid at the gate's stop, it covers it."""
     covered = 0
     for seed in range(10):
-        executor = FakeExecutor(FakeHistory(step_levels(32, {20: -0.10}), cv=0.01), seed)
-        search = CommitSearch(32)
-        rounds = 0
-        while batch := search.next_batch(1):
-            rounds += 1
-            for m in batch:
-                value = executor.measure(m.index, rounds)
-                search.record(m.index, value * 1.05 if m.reason == "control arm" and m.index == 31 else value)
-        (culprit,) = search.result().culprits
+        # the machine's other state: BAD's control-arm samples
+        result = _hunt_with_a_shift(step_levels(32, {20: -0.10}), seed, 1.05,
+                                    lambda m: m.reason == "control arm" and m.index == 31)
+        (culprit,) = result.culprits
         assert culprit.first_bad == 20
         covered += culprit.step_ci95[0] <= -0.10 <= culprit.step_ci95[1] < 0
     assert covered >= 9
@@ -486,15 +495,8 @@ def test_a_remainder_larger_than_the_cleared_sides_ruled_out_is_searched_in_the_
     (it holds nothing here) instead of handing the user a command, and names nothing else."""
     outcomes = []
     for seed in range(6):
-        executor = FakeExecutor(FakeHistory(step_levels(32, {20: -0.20}), cv=0.01), seed)
-        search = CommitSearch(32)
-        rounds = 0
-        while batch := search.next_batch(1):
-            rounds += 1
-            for m in batch:
-                value = executor.measure(m.index, rounds)
-                search.record(m.index, value * 1.08 if m.reason.startswith("confirm") and m.index == 20 else value)
-        result = search.result()
+        result = _hunt_with_a_shift(step_levels(32, {20: -0.20}), seed, 1.08,
+                                    lambda m: m.reason.startswith("confirm") and m.index == 20)
         assert [c.first_bad for c in result.culprits] == [20]
         outcomes.append({(sd.lo, sd.hi): sd.outcome for sd in result.sides})
         assert sum(o == "remainder" for o in outcomes[-1].values()) <= 1   # once per hunt
