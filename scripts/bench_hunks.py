@@ -1,24 +1,30 @@
 #!/usr/bin/env python
-"""Simulate the hunk search (search/ddmin.py) with a noisy numeric probe; print a table.
+"""Simulate the hunk hunt (search/hunkdecide.py) with a noisy numeric probe; print a table.
 
     python scripts/bench_hunks.py [--trials 100] [--seed 0] [--cv 0.02]
 
 The diff: N hunks in files of 5 hunks, functions of 2 (group_hunks' three levels). Scenarios:
   one culprit      one hunk costs 10% of throughput
-  two culprits     two independent hunks cost 5% each (compound: neither alone is 'bad')
-  dependent pair   hunk A defines a helper hunk B calls: B alone does not import
-                   ('unresolved', one probe that crashes), A alone does nothing, A+B cost 10%
-Positions are random per trial.
+  two culprits     two independent hunks cost 5% each (compound: neither alone is the whole gap)
+  dependent pair   hunk A defines a helper hunk B calls: B alone does not import, A alone does
+                   nothing, A+B cost 10%; the hunt knows B needs A without a probe (`needs`)
+  hidden pair      the same, but the hunt is not told: B without A is a probe that crashes
+  renamed function a definition and 4 call sites, none runs without the others (each needs all
+                   four others, known), together 12% slower
+  no culprit       an A/A diff: every hunk harmless; right = 'not reproduced'
+Positions are random per trial, drawn from a generator of (seed, row, trial), so two versions of
+the code see the same diffs; the probe's noise has its own generator.
 
-Probe: one sample = true tok/s x lognormal noise (sigma = CV, 2% by default).
-The decisions are the real hunk hunt's (search/hunkdecide.py): control arm, subsets paired with
-BASE measured beside them (search/levels.py), each culprit named after a fresh test against BASE
-(docs/verdicts.md). Every run is counted in the probes.
-A trial is correct when the culprit sets named equal the true ones exactly.
+Probe: one sample = true tok/s x lognormal noise (sigma = CV, 2% by default; some rows fix their
+own). The decisions are the real hunk hunt's (search/hunkdecide.py). Every run is counted in the
+probes; a subset known not to run is never a run. A trial is right when the culprit sets named
+equal the true ones exactly (for 'no culprit': when the verdict is 'not-reproduced'); 'wrong
+hunk' counts trials that named a hunk of no true culprit.
 """
 from __future__ import annotations
 
 import argparse
+import inspect
 import math
 import sys
 from dataclasses import dataclass, field
@@ -29,7 +35,6 @@ from tabulate import tabulate
 
 import _common  # noqa: E402,F401  (puts the repository on sys.path)
 from regressbisect.search.bisect import SearchSettings  # noqa: E402
-from regressbisect.search.ddmin import DdminResult  # noqa: E402
 from regressbisect.search.hunkdecide import decide_hunks  # noqa: E402
 
 BASE_TOK_S = 10_000.0
@@ -67,22 +72,50 @@ class Diff:
         return {frozenset({h}) for h in self.effects} | {m for m, _ in self.joint}
 
 
-def make_diff(n: int, scenario: str, rng: np.random.Generator) -> Diff:
-    picks = [f"h{i:03d}" for i in rng.choice(n, size=2, replace=False)]
+CASES: list[tuple[int, str, float | None]] = [
+    (n, scenario, None) for n in (10, 50, 200)
+    for scenario in ("one culprit", "two culprits", "dependent pair")
+] + [
+    (50, "hidden pair", None),
+    (54, "renamed function", None),
+    (54, "renamed function", 0.10),
+    (5, "one culprit 15%", 0.14),
+    (10, "no culprit", None),
+    (10, "no culprit", 0.14),
+]
+"""(hunks, scenario, CV or None for --cv): the rows of the table."""
+
+
+def make_diff(n: int, scenario: str, rng: np.random.Generator) -> tuple[Diff, bool]:
+    """The diff and whether the hunt is told its dependencies."""
+    picks = [f"h{i:03d}" for i in rng.choice(n, size=min(n, 5), replace=False)]
     if scenario == "one culprit":
-        return Diff(n, effects={picks[0]: 0.10})
+        return Diff(n, effects={picks[0]: 0.10}), True
+    if scenario == "one culprit 15%":
+        return Diff(n, effects={picks[0]: 0.15}), True
     if scenario == "two culprits":
-        return Diff(n, effects={picks[0]: 0.05, picks[1]: 0.05})
-    if scenario == "dependent pair":
-        a, b = picks
-        return Diff(n, joint=[(frozenset({a, b}), 0.10)], needs={b: frozenset({a})})
+        return Diff(n, effects={picks[0]: 0.05, picks[1]: 0.05}), True
+    if scenario in ("dependent pair", "hidden pair"):
+        a, b = picks[:2]
+        return (Diff(n, joint=[(frozenset({a, b}), 0.10)], needs={b: frozenset({a})}),
+                scenario == "dependent pair")
+    if scenario == "renamed function":
+        group = frozenset(picks)
+        return Diff(n, joint=[(group, 0.12)], needs={h: group - {h} for h in group}), True
+    if scenario == "no culprit":
+        return Diff(n), True
     raise ValueError(scenario)
 
 
-def run_trial(n: int, scenario: str, rng: np.random.Generator,
-              cv: float) -> tuple[bool, DdminResult, int]:
-    """One hunk hunt with the real decisions (search/hunkdecide.py) and a simulated probe."""
-    diff = make_diff(n, scenario, rng)
+TAKES_NEEDS = "needs" in inspect.signature(decide_hunks).parameters
+"""Older decisions have no `needs`: they learn a dependency from the crash."""
+
+
+def run_trial(n: int, scenario: str, seed: int, row: int, trial: int, cv: float) -> tuple[bool, bool, int]:
+    """(right, named a wrong hunk, probes) of one hunk hunt with the real decisions and a
+    simulated probe."""
+    diff, told = make_diff(n, scenario, np.random.default_rng([seed, row, trial]))
+    noise = np.random.default_rng([seed, row, trial, 1])
     probes = 0
 
     def measure(subset: frozenset[str], purpose: str) -> float | None:
@@ -90,30 +123,34 @@ def run_trial(n: int, scenario: str, rng: np.random.Generator,
         probes += 1
         if not diff.applies(subset):
             return None            # the probe crashes at import: a skip
-        return diff.true_tok_s(subset) * math.exp(rng.normal(0.0, cv))
+        return diff.true_tok_s(subset) * math.exp(noise.normal(0.0, cv))
 
-    decision = decide_hunks(diff.ids, diff.groups(), measure, SearchSettings())
+    extra = {"needs": diff.needs} if told and TAKES_NEEDS else {}
+    decision = decide_hunks(diff.ids, diff.groups(), measure, SearchSettings(), **extra)
     named = {c.hunks for c in decision.culprits}
-    return named == diff.culprits(), decision.search, probes
+    truth = diff.culprits()
+    right = decision.verdict == "not-reproduced" if not truth else named == truth
+    wrong = bool(set().union(*named) - set().union(*truth)) if named else False
+    return right, wrong, probes
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--trials", type=int, default=100)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--cv", type=float, default=0.02, help="probe noise (lognormal sigma)")
+    parser.add_argument("--cv", type=float, default=0.02, help="probe noise (lognormal sigma) of the rows without their own")
     args = parser.parse_args(argv)
-    rng = np.random.default_rng(args.seed)
     rows = []
-    for n in (10, 50, 200):
-        for scenario in ("one culprit", "two culprits", "dependent pair"):
-            outcomes = [run_trial(n, scenario, rng, args.cv) for _ in range(args.trials)]
-            rows.append([n, scenario, f"{np.mean([ok for ok, _, _ in outcomes]):.0%}",
-                         f"{np.mean([r.tests for _, r, _ in outcomes]):.1f}",
-                         f"{np.mean([p for _, _, p in outcomes]):.0f}"])
-    print(f"{args.trials} trials per row, probe CV {args.cv:.0%}, seed {args.seed}")
-    print(tabulate(rows, headers=["hunks", "scenario", "correct", "mean subsets tested",
-                                  "mean probes"], tablefmt="github"))
+    for row, (n, scenario, cv) in enumerate(CASES):
+        cv = args.cv if cv is None else cv
+        outcomes = [run_trial(n, scenario, args.seed, row, t, cv) for t in range(args.trials)]
+        probes = [p for _, _, p in outcomes]
+        rows.append([n, scenario, f"{cv:.0%}", f"{np.mean([r for r, _, _ in outcomes]):.0%}",
+                     sum(w for _, w, _ in outcomes), f"{np.mean(probes):.0f}",
+                     f"{np.percentile(probes, 95):.0f}"])
+    print(f"{args.trials} trials per row, seed {args.seed}")
+    print(tabulate(rows, headers=["hunks", "scenario", "CV", "right", "wrong hunk named",
+                                  "mean probes", "p95 probes"], tablefmt="github"))
 
 
 if __name__ == "__main__":
