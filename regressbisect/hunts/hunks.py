@@ -202,11 +202,12 @@ class HunkHunt:
             "culprits": culprits,
             "suspects": [entry(c) for c in decision.suspects],
             "undecided_subsets": decision.undecided_subsets,
-            # hunks of subsets measured 'good' (less than half the gap): what the search ruled out
-            "hunks_in_fast_subsets": sorted({i for s, v in (result.verdicts if result else ()) if v == "good" for i in s}),
+            # hunks of prefixes at BASE's level and of subsets measured 'good': what the search ruled out
+            "hunks_in_fast_subsets": sorted(decision.ruled_out
+                                            | {i for s, v in (result.verdicts if result else ()) if v == "good" for i in s}),
             "unexplained_share": round(1 - sum(shares), 4) if shares else None,
             "interactions": [sorted(s) for s in (result.interactions if result else ())],
-            "unresolved_subsets": len(result.unresolved) if result else 0,
+            "unresolved_subsets": len(decision.did_not_run | set(result.unresolved if result else ())),
             "subsets_tested": result.tests if result else 0,
             "search_complete": result.complete if result else True,
             "candidates": [],

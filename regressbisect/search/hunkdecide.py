@@ -21,15 +21,22 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
-from typing import Callable, Sequence
+from itertools import accumulate
+from typing import Callable, Iterable, Mapping, Sequence
 
-from regressbisect.search.bisect import CommitSearch, SearchResult, SearchSettings
+import numpy as np
+
+from regressbisect.search.bisect import CommitSearch, Culprit, SearchResult, SearchSettings
 from regressbisect.search.ddmin import UNDECIDED, UNRESOLVED, DdminResult, DdminSettings, HunkSearch
 from regressbisect.search.levels import LevelRule, slowdowns, subset_verdict, undecided
-from regressbisect.search.stats import log_threshold
+from scipy.stats import t as student_t
+
+from regressbisect.search.stats import NoisePool, log_threshold, pooled_t_log_bf
 
 Measure = Callable[[frozenset, str], "float | None"]
 """(subset of hunk ids, purpose) -> tok/s of one run of BASE + subset, or None (skipped)."""
+Needs = Mapping[str, Iterable[str]]
+"""hunk id -> the hunk ids it cannot run without."""
 
 
 @dataclass(frozen=True)
@@ -59,11 +66,22 @@ class HunkDecision:
     """Proposed by ddmin, not named (the fresh test did not reproduce, or shares did not add up)."""
     undecided_subsets: int = 0
     """Subsets that used their pairs without a verdict."""
+    prefix: SearchResult | None = None
+    """The prefix search: candidate k is BASE + the first k groups of `prefix_groups`."""
+    ruled_out: frozenset = frozenset()
+    """Hunks of prefixes measured at BASE's level."""
+    prefixes_tested: int = 0
+    """Prefixes the prefix search measured (or found not to run)."""
+    did_not_run: frozenset = frozenset()
+    """Subsets asked for that gave no sample: known not to run (no probe), or skipped."""
 
 
-def test_subset(hunks: frozenset, measure: Measure, settings: SearchSettings, purpose: str) -> TestedSubset:
-    """BASE vs BASE + hunks, interleaved (ABBA), decided like the commit hunt's control arm."""
-    arm = CommitSearch(2, settings, control_only=True)
+def test_subset(hunks: frozenset, measure: Measure, settings: SearchSettings, purpose: str,
+                noise: NoisePool | None = None) -> TestedSubset:
+    """BASE vs BASE + hunks, interleaved (ABBA), decided like the commit hunt's control arm;
+    `noise`, the hunt's pooled spread so far, joins the pairs' own as the commit search's
+    remembered noise does (capped, and only while the pairs are not noisier)."""
+    arm = CommitSearch(2, settings, control_only=True, noise_prior=noise)
     sides = (frozenset(), frozenset(hunks))
     while batch := arm.next_batch(1):
         for m in batch:
@@ -75,74 +93,351 @@ def test_subset(hunks: frozenset, measure: Measure, settings: SearchSettings, pu
     return TestedSubset(frozenset(hunks), result.verdict, change, ci, pairs)
 
 
+def prefix_groups(hunk_ids: Sequence[str], groups=None, needs: Needs | None = None) -> list[frozenset]:
+    """The ordered list the prefix search walks: hunks in file order (the finest level of `groups`:
+    files in path order, hunks in line order), each in one group with every hunk it needs or that
+    needs it (transitively), the group placed where its first hunk is. A prefix of the list then
+    never holds a hunk without one it needs."""
+    order = [h for g in groups[-1] for h in g] if groups else list(hunk_ids)
+    if sorted(order) != sorted(hunk_ids):
+        raise ValueError("the finest level of `groups` must be a partition of the hunk ids")
+    root = {h: h for h in order}
+
+    def find(h: str) -> str:
+        while root[h] != h:
+            root[h] = root[root[h]]
+            h = root[h]
+        return h
+
+    for hunk, required in (needs or {}).items():
+        for other in required:
+            root[find(hunk)] = find(other)
+    members: dict[str, list[str]] = {}
+    for hunk in order:
+        members.setdefault(find(hunk), []).append(hunk)
+    return [frozenset(g) for g in members.values()]
+
+
 def decide_hunks(hunk_ids: Sequence[str], groups, measure: Measure, settings: SearchSettings,
                  rule: LevelRule = LevelRule(), ddmin: DdminSettings = DdminSettings(),
-                 on_phase: Callable[[str], None] = lambda text: None) -> HunkDecision:
-    everything = frozenset(hunk_ids)
-    on_phase(f"control arm: BASE vs BASE + all {len(everything)} hunks, interleaved")
-    control_arm = CommitSearch(2, settings, control_only=True)
-    ends = (frozenset(), everything)
-    while batch := control_arm.next_batch(1):
-        for m in batch:
-            control_arm.record(m.index, measure(ends[m.index], "control"))
-    control = control_arm.result()
-    if control.verdict != "reproduced":
-        return HunkDecision(control.verdict, control.reason, control)
-    signed_gap, pair_sd = _gap_after_more_pairs(control_arm, ends, measure)   # log BASE + all - log BASE
-    gap = abs(signed_gap)
-    rule = replace(rule, max_pairs=min(rule.max_pairs, settings.max_samples))   # --max-samples caps all
-    rule = rule.scaled_to(gap, log_threshold(settings.min_effect), pair_sd)
-    direction = "faster" if signed_gap > 0 else "slower"   # the reproduced one ('both' hunts either)
-    margin = log_threshold(settings.min_effect)
+                 on_phase: Callable[[str], None] = lambda text: None,
+                 needs: Needs | None = None) -> HunkDecision:
+    """`needs`: for a hunk, the hunks it cannot run without, known without a probe. A subset that
+    holds a hunk without them is never measured: it counts as skipped."""
+    decider = _HunkDecider(hunk_ids, groups, measure, settings, rule, ddmin, on_phase, needs)
+    return replace(decider.decide(), did_not_run=decider.runs.did_not_run)
 
-    on_phase(f"delta debugging over {len(everything)} hunks, each subset paired with BASE")
-    search = HunkSearch(list(hunk_ids), groups, ddmin)
-    stuck = 0
-    while (subset := search.next_subset()) is not None:
-        verdict = _subset_verdict(subset, measure, gap, margin, rule, direction,
-                                  "confirm" if search.confirming else "ddmin")
-        if verdict is None:
-            stuck += 1
-            verdict = UNDECIDED
-        search.record(subset, verdict)
-    result = search.result()
 
-    named: list[TestedSubset] = []
-    suspects: list[TestedSubset] = []
-    open_question = False
-    for proposed in result.culprits:
-        on_phase(f"naming: {len(proposed)} hunk(s) against BASE on fresh pairs")
-        tested = test_subset(proposed, measure, settings, "name")
-        members = proposed
-        for hunk in sorted(proposed):
-            if tested.verdict != "reproduced" or len(members) < 2:
-                break
-            without = test_subset(members - {hunk}, measure, replace(settings, max_samples=rule.max_pairs), "name")
-            if without.verdict == "reproduced":
-                members, tested = members - {hunk}, without     # that hunk is not needed for it
-            elif not _clearly_less_slow(without, tested):
-                open_question = True                            # needed? not shown: name nothing
-                tested = replace(tested, verdict="undecided")
-        if tested.verdict == "reproduced":
-            named.append(_with_share(tested, signed_gap))
+class Runnable:
+    """Which subsets run: those that hold every hunk their hunks need (known without a probe), less
+    the ones seen not to run (skipped twice, never measured: the commit search's rule for an
+    unmeasurable commit). `measure` answers those with None without a probe."""
+
+    def __init__(self, measure: Measure, needs: Needs | None = None):
+        self._measure = measure
+        self._needs = {h: frozenset(r) for h, r in (needs or {}).items()}
+        self._skips: dict[frozenset, int] = {}
+        self._ran: set[frozenset] = set()
+
+    def __call__(self, subset: frozenset) -> bool:
+        if not all(self._needs.get(h, frozenset()) <= subset for h in subset):
+            return False
+        return subset in self._ran or self._skips.get(subset, 0) < 2
+
+    def measure(self, subset: frozenset, purpose: str) -> float | None:
+        if not self(subset):
+            self._skips.setdefault(subset, 2)
+            return None
+        value = self._measure(subset, purpose)
+        if value is None:
+            self._skips[subset] = self._skips.get(subset, 0) + 1
         else:
-            suspects.append(_with_share(tested, signed_gap))
-            open_question = open_question or tested.verdict == "undecided"
-    if named and _shares_do_not_add_up(named, gap, settings):
-        shares = ", ".join(f"{c.share_of_gap:.0%}" for c in named)
-        return HunkDecision("undecided", f"the culprits' shares of the gap ({shares}) do not add up: the "
-                                         "samples do not fit one step per culprit", control, result, (),
-                            tuple(named + suspects), stuck)
-    if named:
-        return HunkDecision("culprits", "", control, result, tuple(named), tuple(suspects), stuck)
-    if stuck or open_question or not result.complete:
-        why = (f"{stuck} subset(s) could not be placed within {rule.max_pairs} pairs (--max-samples)"
-               if stuck else "the sample cap or the search budget ran out")
-        return HunkDecision("undecided", f"no hunk could be named: {why}", control, result, (), tuple(suspects), stuck)
-    why = ("no proposed hunk reproduced the slowdown on fresh pairs" if suspects
-           else "no subset of the hunks is slow on its own")
-    return HunkDecision("not-localised", f"the slowdown reproduced, but {why}", control, result, (),
-                        tuple(suspects), stuck)
+            self._ran.add(subset)
+        return value
+
+    @property
+    def did_not_run(self) -> frozenset:
+        """Subsets asked for that never gave a sample (known not to run, or skipped)."""
+        return frozenset(s for s in self._skips if s not in self._ran)
+
+
+class _HunkDecider:
+    """One hunk hunt's decisions (the module docstring)."""
+
+    NEEDS_DEPTH = 3
+    """Groups the search for what a step needs may add to it before delta debugging takes over."""
+
+    def __init__(self, hunk_ids, groups, measure: Measure, settings: SearchSettings, rule: LevelRule,
+                 ddmin: DdminSettings, on_phase, needs: Needs | None):
+        self.ids, self.groups = list(hunk_ids), groups
+        self.runs = Runnable(measure, needs)
+        self.measure = self.runs.measure
+        self.settings, self.rule, self.ddmin, self.on_phase = settings, rule, ddmin, on_phase
+        self.order = prefix_groups(hunk_ids, groups, needs)
+        self.noise = NoisePool()
+        self.leave_outs = 0          # leave-one-out tests so far: the k-th spends its share of name_alpha
+
+    def decide(self) -> HunkDecision:
+        prefixes = list(accumulate(self.order, frozenset.union, initial=frozenset()))
+        self.on_phase(f"prefix search: BASE + the first k of {len(self.order)} hunk group(s) in file "
+                      "order, bisected like commits")
+        search = self._commit_search(prefixes, first="control", rest="prefix")
+        prefix = search.result()
+        measurable_ends = all(e.n for e in prefix.endpoints)
+        if not prefix.reproduced and not (prefix.verdict == "all-skipped" and measurable_ends):
+            return HunkDecision(prefix.verdict, prefix.reason, prefix, prefix=prefix)
+        self.control = replace(prefix, verdict="reproduced")
+        self.facts = dict(prefix=prefix, prefixes_tested=sum(1 for c in prefix.candidates if c.n),
+                          ruled_out=frozenset().union(*(prefixes[c.index] for c in prefix.candidates
+                                                        if c.verdict == "good")))
+        if prefix.verdict in ("culprits", "ambiguous"):
+            steps = sorted(prefix.culprits + prefix.ambiguous, key=lambda c: c.first_bad)
+            decided = self._name_steps(steps, search)
+            if decided is not None:
+                return decided
+        # A step whose groups alone do not reproduce it, or no single step: the hunks interact.
+        return self._by_delta_debugging(search.samples(0), search.samples(len(prefixes) - 1))
+
+    def _commit_search(self, candidates: Sequence[frozenset], *, first: str, rest: str) -> CommitSearch:
+        """The commit search over BASE + each candidate subset, in order; its samples join the
+        hunt's pooled noise."""
+        search = CommitSearch(len(candidates), self.settings)
+        while batch := search.next_batch(1):
+            for m in batch:
+                purpose = first if m.reason == "control arm" else rest
+                search.record(m.index, self.measure(candidates[m.index], purpose))
+        self.noise = self.noise.plus(NoisePool.of([search.samples(i) for i in range(len(candidates))]))
+        return search
+
+    # -- naming the steps of the prefix search -----------------------------------------------------
+
+    def _name_steps(self, steps: Sequence[Culprit], search: CommitSearch) -> HunkDecision | None:
+        """Each step names the last group it adds, once that alone reproduces the slowdown against
+        BASE on fresh pairs, with what it needs from the groups before it (found by a second prefix
+        search, `_alone_with_what_it_needs`); None when that fails: delta debugging."""
+        signed_gap = _segment_gap(search, steps)
+        sign = -1 if signed_gap < 0 else 1
+        named: list[TestedSubset] = []
+        suspects: list[TestedSubset] = []
+        open_question = False
+        for step in steps:
+            last = self.order[step.first_bad - 1]
+            if step.first_bad == 1:
+                # BASE + this group is the prefix itself, named on fresh pairs against BASE already
+                pairs = min(len(search.samples(0)), len(search.samples(1)))
+                tested = TestedSubset(last, "reproduced", step.step, step.step_ci95, pairs)
+            else:
+                # the groups before it, less the culprits of earlier steps (their slowdown is theirs)
+                taken = frozenset().union(*(c.hunks for c in named + suspects))
+                before = [g - taken for g in self.order[:step.first_bad - 1] if g - taken]
+                tested = self._alone_with_what_it_needs(last - taken, before, sign)
+                if tested is None:
+                    return None
+            tested, unsure = self._needed_members(tested, sign)
+            open_question = open_question or unsure
+            (suspects if unsure else named).append(_with_share(tested, signed_gap))
+        return self._verdict_of_named(named, suspects, open_question, abs(signed_gap))
+
+    def _alone_with_what_it_needs(self, proposed: frozenset, before: list[frozenset],
+                                  sign: int) -> TestedSubset | None:
+        """`proposed` (the group a step adds) alone against BASE (`_alone`, beside the slow prefix it
+        ends); when it is clearly less slow alone, or does not run, `proposed` plus what it needs:
+        a second prefix search over BASE, BASE + proposed, BASE + proposed + the first j groups of
+        `before`, whose first step adds the group it needs (to run, or to be slow). Up to
+        NEEDS_DEPTH groups; None past them, or when the search finds no such step."""
+        for _ in range(self.NEEDS_DEPTH + 1):
+            self.on_phase(f"alone: {len(proposed)} hunk(s) against BASE, beside the prefix they end")
+            outcome, tested = self._alone(proposed, proposed.union(*before), sign)
+            if outcome == "reproduced":
+                return tested
+            if outcome == "open" or not before:
+                return None
+            self.on_phase(f"needs: BASE + {len(proposed)} hunk(s) + the first j of {len(before)} "
+                          "group(s) before them, bisected")
+            candidates = [frozenset()] + [proposed.union(*before[:j]) for j in range(len(before) + 1)]
+            found = self._commit_search(candidates, first="needs", rest="needs").result()
+            steps = sorted(found.culprits + found.ambiguous, key=lambda c: c.first_bad)
+            if not steps or steps[0].first_bad < 2:
+                return None
+            k = steps[0].first_bad - 2      # candidate j holds before[:j - 1]: its step adds before[k]
+            proposed, before = proposed | before[k], before[:k]
+        return None
+
+    def _alone(self, proposed: frozenset, prefix: frozenset, sign: int) -> tuple[str, TestedSubset | None]:
+        """'reproduced' (BASE + proposed is slower than BASE by min_effect, e-value 1/reproduce_alpha:
+        the control arm's rule), 'interacts' (it does not run, or the slow `prefix` it ends is
+        slower than it by min_effect, e-value 1/alpha: it needs more than itself) or 'open' (out of
+        pairs). Three arms in rotation, BASE, BASE + proposed, BASE + prefix; a wrong 'interacts'
+        costs only a search, so it is held to alpha, not reproduce_alpha."""
+        sets = (frozenset(), proposed, prefix)
+        arms: tuple[list[float], list[float], list[float]] = ([], [], [])
+        s = self.settings
+        for k in range(s.max_samples):
+            values = {i: self.measure(sets[i], "name") for i in ((0, 1, 2) if k % 2 == 0 else (2, 1, 0))}
+            if not self.runs(proposed):
+                return "interacts", None
+            if any(v is None for v in values.values()):
+                continue
+            for i in range(3):
+                arms[i].append(values[i])
+            pool = self.noise.plus(NoisePool.of(arms))
+            if _shows_step(arms[0], arms[1], pool, sign, s.reproduce_alpha, s.min_effect):
+                return "reproduced", _tested(proposed, arms[0], arms[1], pool)
+            if _shows_step(arms[1], arms[2], pool, sign, s.alpha, s.min_effect):
+                return "interacts", None
+        return "open", None
+
+    def _verdict_of_named(self, named, suspects, open_question: bool, gap: float) -> HunkDecision:
+        control, facts = self.control, self.facts
+        if named and _shares_do_not_add_up(named, gap, self.settings):
+            shares = ", ".join(f"{c.share_of_gap:.0%}" for c in named)
+            return HunkDecision("undecided", f"the culprits' shares of the gap ({shares}) do not add up: the "
+                                             "samples do not fit one step per culprit", control, culprits=(),
+                                suspects=tuple(named + suspects), **facts)
+        if named:
+            return HunkDecision("culprits", "", control, culprits=tuple(named), suspects=tuple(suspects), **facts)
+        why = ("a hunk of a culprit could be neither shown needed nor left out within the pairs"
+               if open_question else "no step could be named")
+        return HunkDecision("undecided", f"no hunk could be named: {why}", control, culprits=(),
+                            suspects=tuple(suspects), **facts)
+
+    # -- which hunks of a culprit it needs ----------------------------------------------------------
+
+    def _needed_members(self, tested: TestedSubset, sign: int) -> tuple[TestedSubset, bool]:
+        """The culprit less every hunk it does not need, and whether a hunk's need stayed open.
+
+        A hunk without which the rest does not run (known without a probe) is needed. For any
+        other, three arms are measured in rotation, BASE, the culprit without it, the culprit: it is
+        needed once the culprit is slower than the rest by min_effect and an e-value of 1/alpha_k,
+        not needed once the rest alone reproduces the slowdown against BASE by the same rule. The
+        k-th such test of the hunt gets alpha_k = name_alpha / (2 k (k + 1)) for each answer (they
+        sum to name_alpha: a hunk named that the culprit does not need is as rare as a commit named
+        that is no step). Each e-value uses the arms' own spread and the hunt's pooled noise."""
+        unsure = False
+        for hunk in sorted(tested.hunks):
+            members = tested.hunks
+            if len(members) < 2:
+                break
+            without = members - {hunk}
+            if not self.runs(without):
+                continue
+            self.on_phase(f"naming: is one hunk of {len(members)} needed? BASE, without it, with it")
+            self.leave_outs += 1
+            k = self.leave_outs
+            alpha = self.settings.name_alpha / (2 * k * (k + 1))
+            outcome, smaller = self._leave_one_out(without, members, alpha, sign)
+            if outcome == "not needed":
+                tested = smaller
+            elif outcome == "open":
+                unsure = True
+        return tested, unsure
+
+    def _leave_one_out(self, without: frozenset, members: frozenset, alpha: float,
+                       sign: int) -> tuple[str, TestedSubset | None]:
+        """'needed', 'not needed' (with the rest's test against BASE) or 'open' (out of pairs)."""
+        sets = (frozenset(), without, members)
+        arms: tuple[list[float], list[float], list[float]] = ([], [], [])
+        min_effect = self.settings.min_effect
+        for k in range(min(self.rule.max_pairs, self.settings.max_samples)):
+            values = {i: self.measure(sets[i], "name") for i in ((0, 1, 2) if k % 2 == 0 else (2, 1, 0))}
+            if not self.runs(without):
+                return "needed", None          # the rest does not run without it
+            if any(v is None for v in values.values()):
+                continue
+            for i in range(3):
+                arms[i].append(values[i])
+            pool = self.noise.plus(NoisePool.of(arms))
+            if _shows_step(arms[1], arms[2], pool, sign, alpha, min_effect):
+                return "needed", None
+            if _shows_step(arms[0], arms[1], pool, sign, alpha, min_effect):
+                return "not needed", _tested(without, arms[0], arms[1], pool)
+        return "open", None
+
+    # -- delta debugging, where the hunks interact --------------------------------------------------
+
+    def _by_delta_debugging(self, base_samples, full_samples) -> HunkDecision:
+        """Hierarchical ddmin over every hunk (search/ddmin.py), each subset paired with BASE;
+        subsets known not to run are 'unresolved' without a probe."""
+        settings = self.settings
+        signed_gap, pair_sd = _gap_after_more_pairs(base_samples, full_samples, frozenset(self.ids), self.measure)
+        gap = abs(signed_gap)
+        rule = replace(self.rule, max_pairs=min(self.rule.max_pairs, settings.max_samples))   # --max-samples caps all
+        rule = rule.scaled_to(gap, log_threshold(settings.min_effect), pair_sd)
+        direction = "faster" if signed_gap > 0 else "slower"   # the reproduced one ('both' hunts either)
+        margin = log_threshold(settings.min_effect)
+
+        self.on_phase(f"delta debugging over {len(self.ids)} hunks, each subset paired with BASE")
+        search = HunkSearch(self.ids, self.groups, self.ddmin)
+        stuck = 0
+        while (subset := search.next_subset()) is not None:
+            if not self.runs(subset):
+                search.record(subset, UNRESOLVED)
+                continue
+            verdict = _subset_verdict(subset, self.measure, gap, margin, rule, direction,
+                                      "confirm" if search.confirming else "ddmin")
+            if verdict is None:
+                stuck += 1
+                verdict = UNDECIDED
+            search.record(subset, verdict)
+        result = search.result()
+        self.facts = dict(self.facts, search=result, undecided_subsets=stuck)
+
+        named: list[TestedSubset] = []
+        suspects: list[TestedSubset] = []
+        open_question = False
+        for proposed in result.culprits:
+            self.on_phase(f"naming: {len(proposed)} hunk(s) against BASE on fresh pairs")
+            tested = test_subset(proposed, self.measure, settings, "name", self.noise)
+            unsure = False
+            if tested.verdict == "reproduced":
+                tested, unsure = self._needed_members(tested, -1 if signed_gap < 0 else 1)
+            if tested.verdict == "reproduced" and not unsure:
+                named.append(_with_share(tested, signed_gap))
+            else:
+                suspects.append(_with_share(tested, signed_gap))
+                open_question = open_question or unsure or tested.verdict == "undecided"
+        if not named and (stuck or open_question or not result.complete):
+            why = (f"{stuck} subset(s) could not be placed within {rule.max_pairs} pairs (--max-samples)"
+                   if stuck else "the sample cap or the search budget ran out")
+            return HunkDecision("undecided", f"no hunk could be named: {why}", self.control, culprits=(),
+                                suspects=tuple(suspects), **self.facts)
+        if not named:
+            why = ("no proposed hunk reproduced the slowdown on fresh pairs" if suspects
+                   else "no subset of the hunks is slow on its own")
+            return HunkDecision("not-localised", f"the slowdown reproduced, but {why}", self.control,
+                                culprits=(), suspects=tuple(suspects), **self.facts)
+        return self._verdict_of_named(named, suspects, False, gap)
+
+
+def _segment_gap(search: CommitSearch, steps: Sequence[Culprit]) -> float:
+    """Log tok/s of the prefixes after the last step less that of those before the first: under
+    the step model each segment's prefixes share one level, so all their samples size the gap
+    (the two ends alone are a handful of pairs, and a share of the gap read on them is as noisy)."""
+    before = [v for i in range(steps[0].last_good + 1) for v in search.samples(i)]
+    after = [v for i in range(steps[-1].first_bad, search.n) for v in search.samples(i)]
+    return float(np.mean(np.log(after)) - np.mean(np.log(before)))
+
+
+def _tested(hunks: frozenset, base: Sequence[float], subset: Sequence[float], noise: NoisePool) -> TestedSubset:
+    """A subset that reproduced, sized from its arm and BASE's: the difference of their mean log
+    tok/s with a 95% t interval from the hunt's pooled noise (a handful of pairs' own spread gives an
+    interval too unsteady for the shares of the gap)."""
+    est = float(np.mean(np.log(subset)) - np.mean(np.log(base)))
+    half = float(student_t.ppf(0.975, noise.df)) * noise.sigma * math.sqrt(1 / len(base) + 1 / len(subset))
+    return TestedSubset(hunks, "reproduced", math.expm1(est), (math.expm1(est - half), math.expm1(est + half)),
+                        min(len(base), len(subset)))
+
+
+def _shows_step(before: Sequence[float], after: Sequence[float], noise: NoisePool, sign: int,
+                alpha: float, min_effect: float) -> bool:
+    """`after` differs from `before` in the direction `sign` by at least min_effect, with an
+    anytime-valid e-value (stats.pooled_t_log_bf) of at least 1/alpha: the control arm's 'go'."""
+    if len(before) < 1 or len(after) < 1:
+        return False
+    est = float(np.mean(np.log(after)) - np.mean(np.log(before)))
+    c = 1 / len(before) + 1 / len(after)
+    return (est * sign > 0 and abs(est) >= log_threshold(min_effect)
+            and pooled_t_log_bf(est, c, noise, sign=sign) >= math.log(1 / alpha))
 
 
 def _subset_verdict(subset: frozenset, measure: Measure, gap: float, margin: float, rule: LevelRule,
@@ -169,21 +464,19 @@ def _subset_verdict(subset: frozenset, measure: Measure, gap: float, margin: flo
             return None
 
 
-def _gap_after_more_pairs(control_arm: CommitSearch, ends, measure: Measure) -> tuple[float, float]:
-    """The gap every subset is placed in, from more pairs than the control arm stopped at: a
-    sequential test stops when the estimate is high (at 15% noise, a 6-pair stop on an 18% gap
-    reads ~35%), and a gap read twice too large puts the slow hunk itself at half of it. The
-    control arm's pairs are kept and as many again (at least 12) are added, in ABBA order.
+def _gap_after_more_pairs(base_samples: Sequence[float], full_samples: Sequence[float],
+                         everything: frozenset, measure: Measure) -> tuple[float, float]:
+    """The gap every subset of the delta debugging is placed in, from more pairs than the control
+    arm stopped at: a sequential test stops when the estimate is high (at 15% noise, a 6-pair stop
+    on an 18% gap reads ~35%), and a gap read twice too large puts the slow hunk itself at half of
+    it. The pairs so far are kept and as many again (at least 12) are added, in ABBA order.
     Returns (mean log difference, SD of one paired difference)."""
-    result = control_arm.result()
-    pairs = min(result.endpoints[0].n, result.endpoints[1].n)
-    base = list(control_arm.samples(0))[:pairs]
-    full = list(control_arm.samples(1))[:pairs]
-    extra = max(pairs, 12)
-    for k in range(extra):
-        order = (0, 1) if k % 2 == 0 else (1, 0)
+    pairs = min(len(base_samples), len(full_samples))
+    base, full = list(base_samples)[:pairs], list(full_samples)[:pairs]
+    ends = (frozenset(), everything)
+    for k in range(max(pairs, 12)):
         values = {}
-        for which in order:
+        for which in ((0, 1) if k % 2 == 0 else (1, 0)):
             values[which] = measure(ends[which], "control")
         if values[0] is not None and values[1] is not None:
             base.append(values[0])
@@ -192,29 +485,6 @@ def _gap_after_more_pairs(control_arm: CommitSearch, ends, measure: Measure) -> 
     mean = sum(diffs) / len(diffs)
     sd = math.sqrt(sum((d - mean) ** 2 for d in diffs) / (len(diffs) - 1)) if len(diffs) > 1 else 0.0
     return mean, sd
-
-
-def _clearly_less_slow(without: TestedSubset, tested: TestedSubset) -> bool:
-    """The culprit without a hunk is slower than BASE by clearly less than the culprit itself
-    (their paired estimates differ by 2.58 standard errors): that hunk is needed for it. A hunk
-    that does not run without the others (all-skipped) is needed too."""
-    if without.verdict == "all-skipped":
-        return True
-    a, b = _log_estimate(tested), _log_estimate(without)
-    if a is None or b is None:
-        return False
-    (ea, sa), (eb, sb) = a, b
-    return abs(ea) - eb * math.copysign(1.0, ea) > 2.58 * math.hypot(sa, sb)
-
-
-def _log_estimate(tested: TestedSubset) -> tuple[float, float] | None:
-    """(log change, its standard error), backed out of the 95% t interval of the paired test."""
-    lo, hi = tested.ci95
-    if not (tested.pairs >= 2 and lo > -1 and math.isfinite(hi) and math.isfinite(tested.change)):
-        return None
-    from scipy.stats import t as student_t
-    se = (math.log1p(hi) - math.log1p(lo)) / (2 * float(student_t.ppf(0.975, tested.pairs - 1)))
-    return math.log1p(tested.change), se
 
 
 def _with_share(tested: TestedSubset, signed_gap: float) -> TestedSubset:

@@ -1,0 +1,133 @@
+"""search/hunkdecide.py with a simulated probe: the prefix search, what it costs, what it names."""
+from __future__ import annotations
+
+import math
+import random
+from dataclasses import dataclass, field
+
+import pytest
+
+from regressbisect.search.bisect import SearchSettings
+from regressbisect.search.hunkdecide import decide_hunks
+
+PER_FILE = 5
+
+
+@dataclass
+class Diff:
+    """n hunks in files of 5; per-hunk and joint slowdowns; hunks that crash without others."""
+
+    n: int
+    effects: dict[str, float] = field(default_factory=dict)
+    joint: list[tuple[frozenset[str], float]] = field(default_factory=list)
+    needs: dict[str, frozenset[str]] = field(default_factory=dict)
+
+    @property
+    def ids(self) -> list[str]:
+        return [f"h{i:03d}" for i in range(self.n)]
+
+    def groups(self) -> list[list[list[str]]]:
+        ids = self.ids
+        files = [ids[i:i + PER_FILE] for i in range(0, self.n, PER_FILE)]
+        return [files, [[i] for i in ids]]
+
+    def runs(self, subset: frozenset[str]) -> bool:
+        return all(self.needs.get(h, frozenset()) <= subset for h in subset)
+
+    def tok_s(self, subset: frozenset[str]) -> float:
+        factor = math.prod(1 - self.effects.get(h, 0.0) for h in subset)
+        return 1000.0 * factor * math.prod(1 - e for members, e in self.joint if members <= subset)
+
+
+class Probe:
+    """One run of BASE + subset: lognormal noise; None (a crash) for a subset that cannot run."""
+
+    def __init__(self, diff: Diff, seed: int, cv: float = 0.02):
+        self.diff, self.rng, self.cv = diff, random.Random(seed), cv
+        self.runs: list[frozenset[str]] = []
+
+    def __call__(self, subset: frozenset[str], purpose: str) -> float | None:
+        self.runs.append(subset)
+        if not self.diff.runs(subset):
+            return None
+        return self.diff.tok_s(subset) * math.exp(self.rng.gauss(0.0, self.cv))
+
+
+def hunt(diff: Diff, seed: int, cv: float = 0.02, tell_needs: bool = True):
+    probe = Probe(diff, seed, cv)
+    extra = {"needs": diff.needs} if tell_needs and diff.needs else {}
+    decision = decide_hunks(diff.ids, diff.groups(), probe, SearchSettings(), **extra)
+    return decision, probe
+
+
+def named(decision) -> set[frozenset[str]]:
+    return {c.hunks for c in decision.culprits}
+
+
+def test_prefix_groups_keep_file_order_and_put_dependent_hunks_in_one_group():
+    from regressbisect.search.hunkdecide import prefix_groups
+
+    groups = [[["a1", "a2"], ["b1", "b2", "b3"]], [["a1"], ["a2"], ["b1"], ["b2"], ["b3"]]]
+    assert prefix_groups(["b3", "a1", "b1", "a2", "b2"], groups) == [
+        frozenset({h}) for h in ("a1", "a2", "b1", "b2", "b3")]
+    # b2 needs a1, b3 needs b2: one group, where its first hunk is
+    assert prefix_groups(["a1", "a2", "b1", "b2", "b3"], groups, {"b2": {"a1"}, "b3": {"b2"}}) == [
+        frozenset({"a1", "b2", "b3"}), frozenset({"a2"}), frozenset({"b1"})]
+
+
+def test_one_slow_hunk_in_200_costs_about_a_commit_bisection_not_a_delta_debugging():
+    # delta debugging paid ~200 runs here (paired subsets, log2(200) levels of them); a prefix
+    # search decides ~log2(200) steps like a commit bisection
+    probes = []
+    for seed in range(4):
+        slow = f"h{random.Random(seed).randrange(200):03d}"
+        decision, probe = hunt(Diff(200, effects={slow: 0.10}), seed)
+        assert named(decision) == {frozenset({slow})}
+        probes.append(len(probe.runs))
+    assert sum(probes) / len(probes) < 90
+
+
+def test_a_subset_that_cannot_run_is_never_measured():
+    # h031 calls a helper h012 defines; h040..h044 rename a function and its call sites
+    rename = frozenset(f"h04{i}" for i in range(5))
+    diff = Diff(50, joint=[(frozenset({"h012", "h031"}), 0.10)],
+                needs={"h031": frozenset({"h012"}), **{h: rename - {h} for h in rename}})
+    decision, probe = hunt(diff, seed=3)
+    assert named(decision) == {frozenset({"h012", "h031"})}
+    assert all(diff.runs(s) for s in probe.runs)
+
+
+def test_a_dependency_nobody_declared_is_found_by_what_the_step_needs():
+    # h031 crashes without h012 and nobody said so: the prefixes order them either way round
+    for user, helper in (("h031", "h012"), ("h012", "h031")):
+        diff = Diff(50, joint=[(frozenset({user, helper}), 0.10)], needs={user: frozenset({helper})})
+        decision, probe = hunt(diff, seed=7, tell_needs=False)
+        assert named(decision) == {frozenset({user, helper})}
+        assert len(probe.runs) < 250          # delta debugging over all 50 paid ~300
+
+
+def test_hunks_slow_only_together_are_one_culprit():
+    # both run alone and neither is slow alone: the step's hunk needs the earlier one to be slow
+    diff = Diff(30, joint=[(frozenset({"h004", "h022"}), 0.10)])
+    decision, _ = hunt(diff, seed=11)
+    assert named(decision) == {frozenset({"h004", "h022"})}
+
+
+def test_a_declared_dependency_that_is_not_needed_names_only_the_slow_hunk():
+    # h020 is said to need h021 (they are one group); h021 alone is the slowdown, h020 does nothing
+    diff = Diff(30, effects={"h021": 0.10}, needs={"h020": frozenset({"h021"})})
+    decision, _ = hunt(diff, seed=5)
+    assert named(decision) == {frozenset({"h021"})}
+
+
+def test_two_independent_hunks_are_two_culprits():
+    diff = Diff(50, effects={"h008": 0.05, "h037": 0.05})
+    decision, _ = hunt(diff, seed=2)
+    assert named(decision) == {frozenset({"h008"}), frozenset({"h037"})}
+
+
+@pytest.mark.parametrize("cv", [0.02, 0.14])
+def test_an_aa_diff_ends_not_reproduced(cv):
+    for seed in range(3):
+        decision, _ = hunt(Diff(10), seed, cv)
+        assert decision.verdict == "not-reproduced" and not decision.culprits
