@@ -177,3 +177,37 @@ def test_hunks_cli_with_real_probes(tmp_path):
     report = json.loads(out.read_text())
     assert culprit_sets(report) == [{hunk_line(5)}]
     assert snapshot_checkout(repo) == before
+
+
+def test_hunks_that_need_others_are_read_from_the_diff_without_a_probe(tmp_path):
+    from regressbisect.git.hunks import collect_hunks
+    from regressbisect.hunts.hunks import hunk_needs
+
+    filler = "".join(f"def keep_{k}():\n    return {k}\n\n\n" for k in range(8))
+    base = {"pkg/__init__.py": "", "pkg/m0.py": f"import os\n\n\n{filler}",
+            "pkg/m1.py": f"LIMIT = 3\n\n\n{filler}"}
+    make_repo(tmp_path, [base])
+    write_files(tmp_path, {
+        # a new module, and an edit that imports it
+        "pkg/fast.py": "def kernel(x):\n    return x\n",
+        "pkg/m0.py": f"import os\nfrom pkg.fast import kernel\n\n\n{filler}".replace(
+            "def keep_5():\n    return 5", "def keep_5():\n    return kernel(5)"),
+        # a new top-level helper and a far call site of it; an edit of a name BASE already has
+        "pkg/m1.py": f"LIMIT = 3\n\n\ndef helper():\n    return 7\n\n\n{filler}".replace(
+            "def keep_6():\n    return 6", "def keep_6():\n    return helper()").replace(
+            "def keep_2():\n    return 2", "def keep_2():\n    return LIMIT"),
+    })
+    hunks = collect_hunks(tmp_path, include_untracked=True)
+    where = {h.id: (h.file, h.excerpt) for h in hunks}
+
+    def one(file: str, text: str) -> str:
+        (hunk,) = [h.id for h in hunks if h.file == file and text in h.text]
+        return hunk
+
+    needs = hunk_needs(hunks, lambda path: base.get(path, ""))
+    fast, imports = one("pkg/fast.py", "kernel"), one("pkg/m0.py", "from pkg.fast import kernel")
+    helper, call = one("pkg/m1.py", "def helper"), one("pkg/m1.py", "return helper()")
+    # kernel(5) sits in a hunk of its own: it needs the import that binds the name
+    uses = one("pkg/m0.py", "kernel(5)")
+    assert needs == {imports: {fast}, call: {helper}, uses: {imports}}, {
+        where[k]: [where[v] for v in vs] for k, vs in needs.items()}

@@ -1,8 +1,8 @@
 """Orchestration of a hunk hunt: which uncommitted hunks made tok/s drop.
 
-    hunks of `git diff BASE` + untracked files -> control arm: BASE vs BASE + everything ->
-    hierarchical ddmin over hunks (search/ddmin.py), each subset paired with BASE measured beside
-    it (search/levels.py) -> each proposed culprit named only after a fresh test against BASE
+    hunks of `git diff BASE` + untracked files, and which hunks need which (read from the diff:
+    `hunk_needs`) -> a prefix search over the ordered hunk groups, control arm first, then each
+    step's group alone against BASE, delta debugging only where the hunks interact
     (search/hunkdecide.py, which holds every decision) -> counters before/after -> JSON report
 
 A candidate is BASE plus a set of hunk ids (model.Candidate), checked out in a pooled worktree
@@ -17,7 +17,7 @@ from typing import Any, Callable, Sequence
 
 from regressbisect.config import HuntConfig, default_store_path
 from regressbisect.errors import UserError
-from regressbisect.git.history import History
+from regressbisect.git.history import History, run_git
 from regressbisect.git.hunks import Hunk, build_patch, collect_hunks, group_hunks, untracked_files
 from regressbisect.git.worktrees import WorktreePool
 from regressbisect.hunts import cost as costs
@@ -37,6 +37,95 @@ from regressbisect.search.levels import LevelRule
 from regressbisect.store import Store
 
 
+_TOP_DEFINITION = re.compile(r"^(?:async\s+def|def|class)\s+(\w+)|^(\w+)\s*(?::[^=]*)?=(?!=)")
+_IMPORT = re.compile(r"^\s*import\s+([\w., ]+)")
+_FROM_IMPORT = re.compile(r"^\s*from\s+(\.*)([\w.]*)\s+import\s+\(?([\w, ]+)")
+_NAME = re.compile(r"[A-Za-z_]\w*")
+
+
+def hunk_needs(hunks: Sequence[Hunk], base_text: Callable[[str], str]) -> dict[str, frozenset[str]]:
+    """Which hunks each Python hunk cannot run without, read from the diff (no probe):
+
+    * a hunk whose added lines import a module that is a new file of the diff (`import a.b`,
+      `from a.b import x`, `from . import b`; matched on the file's path ending in a/b.py or
+      a/b/__init__.py) needs that file's hunk;
+    * a hunk whose added lines use a name (or import it from a file of the diff) that another
+      hunk adds at the top level of that file (def, class, assignment or import at column 0),
+      when the file at BASE does not hold the name at all and no second hunk adds it too.
+
+    Conservative: a name BASE already has may be met without the hunk, so it is no dependency. A
+    dependency missed here costs probes (the subset crashes), not a wrong answer; a wrong one
+    could only make a neutral hunk look needed, which the rule above keeps out."""
+    python = [h for h in hunks if h.file.endswith(".py") and h.kind in ("modify", "add-file")]
+    added = {h.id: [ln[1:] for ln in h.text.split("\n") if ln.startswith("+") and not ln.startswith("+++")]
+             for h in python}
+    base_names: dict[str, set[str]] = {}
+
+    def at_base(path: str) -> set[str]:
+        if path not in base_names:
+            base_names[path] = set(_NAME.findall(base_text(path)))
+        return base_names[path]
+
+    defined: dict[tuple[str, str], list[str]] = {}     # (file, name) -> hunks adding it at top level
+    for h in python:
+        for line in added[h.id]:
+            for name in _bound_at_top_level(line):
+                defined.setdefault((h.file, name), []).append(h.id)
+    new_files = {h.file: h.id for h in hunks if h.kind == "add-file" and h.file.endswith(".py")}
+
+    def files_of(module: str) -> list[str]:
+        stem = module.replace(".", "/")
+        return [f for f in {*new_files, *(file for file, _ in defined)}
+                if f in (f"{stem}.py", f"{stem}/__init__.py") or f.endswith((f"/{stem}.py", f"/{stem}/__init__.py"))]
+
+    def adder(path: str, name: str) -> str | None:
+        ids = defined.get((path, name), [])
+        return ids[0] if len(ids) == 1 and name not in at_base(path) else None
+
+    out: dict[str, frozenset[str]] = {}
+    for h in python:
+        need: set[str] = set()
+        for line in added[h.id]:
+            modules: list[tuple[str, list[str]]] = []
+            if m := _IMPORT.match(line):
+                modules = [(part.split(" as ")[0].strip(), []) for part in m.group(1).split(",")]
+            elif m := _FROM_IMPORT.match(line):
+                dots, module, names = m.groups()
+                if dots:
+                    package = Path(h.file).parent
+                    for _ in range(len(dots) - 1):
+                        package = package.parent
+                    module = ".".join([*package.parts, *([module] if module else [])])
+                imported = [n.split(" as ")[0].strip() for n in names.split(",") if n.strip()]
+                modules = [(module, imported)] + [(f"{module}.{n}" if module else n, []) for n in imported]
+            for module, imported in modules:
+                for path in files_of(module) if module else []:
+                    if path in new_files:
+                        need.add(new_files[path])
+                    need.update(i for n in imported if (i := adder(path, n)))
+            for name in set(_NAME.findall(line)):
+                if (i := adder(h.file, name)) is not None:
+                    need.add(i)
+        need.discard(h.id)
+        if need:
+            out[h.id] = frozenset(need)
+    return out
+
+
+def _bound_at_top_level(line: str) -> list[str]:
+    """Names a module-level line binds: def, class, assignment, import (column 0 only)."""
+    if line[:1].isspace():
+        return []
+    if m := _TOP_DEFINITION.match(line):
+        return [m.group(1) or m.group(2)]
+    if m := _IMPORT.match(line):
+        return [(part.split(" as ")[1] if " as " in part else part.split(".")[0]).strip()
+                for part in m.group(1).split(",") if part.strip()]
+    if m := _FROM_IMPORT.match(line):
+        return [(n.split(" as ")[1] if " as " in n else n).strip() for n in m.group(3).split(",") if n.strip()]
+    return []
+
+
 class HunkHunt:
     """One `regressbisect hunks`: BASE vs BASE + the work tree's changes."""
 
@@ -50,6 +139,7 @@ class HunkHunt:
         self.base = history.resolve(base)
         self.include_untracked = include_untracked
         self.hunks: list[Hunk] = collect_hunks(history.root, self.base, include_untracked=include_untracked)
+        self.needs = hunk_needs(self.hunks, self._base_text)
         self.by_id = {h.id: h for h in self.hunks}
         self.store_path = store_path or default_store_path(history.common_dir)
         self.progress = progress or HuntProgress(quiet=True)
@@ -61,6 +151,11 @@ class HunkHunt:
         self._config_hash = config.probe.alone().config_hash()   # one candidate at a time
         self._tree = history.tree_of(self.base)
         self.progress.set_labels(["base", "base+all"])
+
+    def _base_text(self, path: str) -> str:
+        """The file at BASE ('' when it is not there)."""
+        proc = run_git(self.history.root, "show", f"{self.base}:{path}", check=False)
+        return proc.stdout.decode("utf-8", errors="replace") if proc.returncode == 0 else ""
 
     def candidate(self, ids) -> Candidate:
         return Candidate(self.base, tuple(sorted(ids)))
@@ -101,7 +196,7 @@ class HunkHunt:
                                                                records_root=work_root(cfg, self.history)))
             decision = decide_hunks([h.id for h in self.hunks], group_hunks(self.hunks),
                                     lambda subset, purpose: self._measure(source, subset, purpose),
-                                    settings, self.rule, on_phase=self.progress.phase)
+                                    settings, self.rule, on_phase=self.progress.phase, needs=self.needs)
             named = [c.hunks for c in decision.culprits]
             counters = self._counters(source, named) if cfg.instrument != "off" and named else {}
             report = self._report(decision, source, hunt_id, counters)
