@@ -1,21 +1,36 @@
-"""What a hunk hunt decides, pure: control arm, paired subset verdicts, naming. No git, no I/O.
+"""What a hunk hunt decides, pure: prefix search, naming, delta debugging where hunks interact.
 
-hunts/hunks.py supplies `measure(subset, purpose)`: one sample of BASE + that subset of hunks (the
-empty set is BASE), tok/s or None when the run was skipped. The simulation in scripts/ supplies
-a fake one, so the benchmark and the real hunt run the same decisions.
+No git, no I/O. hunts/hunks.py supplies `measure(subset, purpose)`: one sample of BASE + that
+subset of hunks (the empty set is BASE), tok/s or None when the run was skipped, and `needs`: the
+hunks a hunk cannot run without, read from the diff. The simulation in scripts/ supplies fake
+ones, so the benchmark and the real hunt run the same decisions.
 
-1. Control arm: BASE vs BASE + all hunks with the commit search's control arm (CommitSearch on
-   two candidates, control_only): reproduced only when the point estimate is at least
-   min_effect and the interval excludes zero, at reproduce_alpha per look, never on the first.
-2. Hierarchical ddmin over the hunks (search/ddmin.py); every subset is measured in pairs with
-   BASE beside it and placed between the two levels (search/levels.py). A subset that uses its
-   pairs without a verdict is 'undecided' for ddmin (it never reduces the search) and makes the
-   hunt 'undecided' unless culprits are named anyway.
-3. Naming: each culprit ddmin proposes is tested again on fresh pairs against BASE with the
-   control arm's rule (reproduced = named). A culprit of several hunks names a hunk only when the
-   others without it do not reproduce the slowdown on their own. Culprits that surely own more
-   than share_limit of the gap, or leave a remainder below -100%, name nothing: the step model
-   does not fit, the hunt is undecided.
+1. Prefix search. The hunks in file order (files by path, hunks by line), each in one group with
+   the hunks it needs or that need it (`prefix_groups`); candidate k is BASE + the first k
+   groups. The commit search (search/bisect.py) runs on them as on a commit range: its control
+   arm is BASE vs BASE + all hunks (not reproduced: the hunt ends there), then the localisation,
+   the naming of each step on fresh pairs at its share of name_alpha, and the side checks for
+   more steps: about log2(groups) decisions, where delta debugging paid 2 log2(hunks) subsets
+   and a paired test of each.
+2. Alone. A step adds a group; it is named when BASE + that group alone reproduces the slowdown
+   against BASE (the control arm's rule), three arms in rotation: BASE, BASE + group, and the
+   prefix it ends. A group that does not run alone, or is clearly less slow alone than that
+   prefix, needs something before it: a second prefix search over BASE, BASE + group, BASE +
+   group + the first j groups finds the first j with which it is slow, and group j joins it (up
+   to NEEDS_DEPTH groups). A step at the first group is its own test against BASE.
+3. Needed hunks. A culprit of several hunks keeps a hunk the rest cannot run without (known
+   without a probe), and tests every other by leaving it out (BASE, the rest, the culprit):
+   needed when the culprit is slower than the rest, dropped when the rest reproduces alone.
+4. Delta debugging, only when 2 fails (the hunks interact in a way the two prefix searches do
+   not place) or the prefix search finds no step though the control arm reproduced: the earlier
+   search, hierarchical ddmin (search/ddmin.py) with every subset paired with BASE
+   (search/levels.py), each culprit named after a fresh test against BASE.
+
+Subsets that break `needs`, and subsets seen not to run (skipped twice, no sample), are never
+measured again: they count as skipped without a probe. Culprits that surely own more than
+share_limit of the gap, or leave a remainder below -100%, name nothing: the step model does not
+fit, the hunt is undecided. Every e-value uses the hunt's pooled noise (stats.NoisePool) beside
+the arms' own spread.
 """
 from __future__ import annotations
 
