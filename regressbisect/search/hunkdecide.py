@@ -41,11 +41,11 @@ from typing import Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 
+from scipy.stats import t as student_t
+
 from regressbisect.search.bisect import CommitSearch, Culprit, SearchResult, SearchSettings
 from regressbisect.search.ddmin import UNDECIDED, UNRESOLVED, DdminResult, DdminSettings, HunkSearch
 from regressbisect.search.levels import LevelRule, slowdowns, subset_verdict, undecided
-from scipy.stats import t as student_t
-
 from regressbisect.search.stats import NoisePool, log_threshold, pooled_t_log_bf
 
 Measure = Callable[[frozenset, str], "float | None"]
@@ -78,15 +78,14 @@ class HunkDecision:
     search: DdminResult | None = None
     culprits: tuple[TestedSubset, ...] = ()
     suspects: tuple[TestedSubset, ...] = ()
-    """Proposed by ddmin, not named (the fresh test did not reproduce, or shares did not add up)."""
+    """Proposed, not named (a hunk's need stayed open, the fresh test did not reproduce, or the
+    shares did not add up)."""
     undecided_subsets: int = 0
     """Subsets that used their pairs without a verdict."""
     prefix: SearchResult | None = None
     """The prefix search: candidate k is BASE + the first k groups of `prefix_groups`."""
     ruled_out: frozenset = frozenset()
     """Hunks of prefixes measured at BASE's level."""
-    prefixes_tested: int = 0
-    """Prefixes the prefix search measured (or found not to run)."""
     did_not_run: frozenset = frozenset()
     """Subsets asked for that gave no sample: known not to run (no probe), or skipped."""
 
@@ -125,6 +124,8 @@ def prefix_groups(hunk_ids: Sequence[str], groups=None, needs: Needs | None = No
         return h
 
     for hunk, required in (needs or {}).items():
+        if hunk not in root or not set(required) <= root.keys():
+            raise ValueError(f"needs of {hunk!r} name a hunk that is not in the list")
         for other in required:
             root[find(hunk)] = find(other)
     members: dict[str, list[str]] = {}
@@ -202,9 +203,8 @@ class _HunkDecider:
         if not prefix.reproduced and not (prefix.verdict == "all-skipped" and measurable_ends):
             return HunkDecision(prefix.verdict, prefix.reason, prefix, prefix=prefix)
         self.control = replace(prefix, verdict="reproduced")
-        self.facts = dict(prefix=prefix, prefixes_tested=sum(1 for c in prefix.candidates if c.n),
-                          ruled_out=frozenset().union(*(prefixes[c.index] for c in prefix.candidates
-                                                        if c.verdict == "good")))
+        self.facts = dict(prefix=prefix, ruled_out=frozenset().union(
+            *(prefixes[c.index] for c in prefix.candidates if c.verdict == "good")))
         if prefix.verdict in ("culprits", "ambiguous"):
             steps = sorted(prefix.culprits + prefix.ambiguous, key=lambda c: c.first_bad)
             decided = self._name_steps(steps, search)
@@ -236,18 +236,24 @@ class _HunkDecider:
         suspects: list[TestedSubset] = []
         open_question = False
         for step in steps:
-            last = self.order[step.first_bad - 1]
+            taken = frozenset().union(*(c.hunks for c in named + suspects))
+            last = self.order[step.first_bad - 1] - taken
+            if not last:
+                continue            # an earlier culprit needed this group: it is named there
             if step.first_bad == 1:
                 # BASE + this group is the prefix itself, named on fresh pairs against BASE already
                 pairs = min(len(search.samples(0)), len(search.samples(1)))
                 tested = TestedSubset(last, "reproduced", step.step, step.step_ci95, pairs)
             else:
                 # the groups before it, less the culprits of earlier steps (their slowdown is theirs)
-                taken = frozenset().union(*(c.hunks for c in named + suspects))
                 before = [g - taken for g in self.order[:step.first_bad - 1] if g - taken]
-                tested = self._alone_with_what_it_needs(last - taken, before, sign)
+                tested = self._alone_with_what_it_needs(last, before, sign)
                 if tested is None:
                     return None
+                if tested.verdict == "undecided":     # out of pairs: more would not come cheaper elsewhere
+                    suspects.append(_with_share(tested, signed_gap))
+                    open_question = True
+                    continue
             tested, unsure = self._needed_members(tested, sign)
             open_question = open_question or unsure
             (suspects if unsure else named).append(_with_share(tested, signed_gap))
@@ -259,13 +265,16 @@ class _HunkDecider:
         ends); when it is clearly less slow alone, or does not run, `proposed` plus what it needs:
         a second prefix search over BASE, BASE + proposed, BASE + proposed + the first j groups of
         `before`, whose first step adds the group it needs (to run, or to be slow). Up to
-        NEEDS_DEPTH groups; None past them, or when the search finds no such step."""
+        NEEDS_DEPTH groups; None past them, or when the search finds no such step; 'undecided' when
+        the alone test runs out of pairs."""
         for _ in range(self.NEEDS_DEPTH + 1):
             self.on_phase(f"alone: {len(proposed)} hunk(s) against BASE, beside the prefix they end")
             outcome, tested = self._alone(proposed, proposed.union(*before), sign)
             if outcome == "reproduced":
                 return tested
-            if outcome == "open" or not before:
+            if outcome == "open":
+                return tested or TestedSubset(proposed, "undecided", math.nan, (math.nan, math.nan), 0)
+            if not before:
                 return None
             self.on_phase(f"needs: BASE + {len(proposed)} hunk(s) + the first j of {len(before)} "
                           "group(s) before them, bisected")
@@ -300,7 +309,10 @@ class _HunkDecider:
                 return "reproduced", _tested(proposed, arms[0], arms[1], pool)
             if _shows_step(arms[1], arms[2], pool, sign, s.alpha, s.min_effect):
                 return "interacts", None
-        return "open", None
+        if not arms[0]:
+            return "open", None
+        return "open", replace(_tested(proposed, arms[0], arms[1], self.noise.plus(NoisePool.of(arms))),
+                               verdict="undecided")
 
     def _verdict_of_named(self, named, suspects, open_question: bool, gap: float) -> HunkDecision:
         control, facts = self.control, self.facts
@@ -434,7 +446,7 @@ def _segment_gap(search: CommitSearch, steps: Sequence[Culprit]) -> float:
 
 
 def _tested(hunks: frozenset, base: Sequence[float], subset: Sequence[float], noise: NoisePool) -> TestedSubset:
-    """A subset that reproduced, sized from its arm and BASE's: the difference of their mean log
+    """A subset that reproduced (replace the verdict otherwise), sized from its arm and BASE's: the difference of their mean log
     tok/s with a 95% t interval from the hunt's pooled noise (a handful of pairs' own spread gives an
     interval too unsteady for the shares of the gap)."""
     est = float(np.mean(np.log(subset)) - np.mean(np.log(base)))
