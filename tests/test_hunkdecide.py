@@ -131,3 +131,19 @@ def test_an_aa_diff_ends_not_reproduced(cv):
     for seed in range(3):
         decision, _ = hunt(Diff(10), seed, cv)
         assert decision.verdict == "not-reproduced" and not decision.culprits
+
+
+def test_a_prefix_search_out_of_samples_ends_undecided_without_delta_debugging():
+    # 30% noise, a 14% hunk: the prefix search reaches its sample caps; delta debugging after it
+    # spent 1500-3000 more runs on subsets it could not place either, and named nothing
+    diff = Diff(6, effects={"h004": 0.14}, needs={"h001": frozenset({"h002"})})
+    purposes = []
+    probe = Probe(diff, seed=1, cv=0.3)
+
+    def measure(subset, purpose):
+        purposes.append(purpose)
+        return probe(subset, purpose)
+
+    decision = decide_hunks(diff.ids, diff.groups(), measure, SearchSettings(), needs=diff.needs)
+    assert decision.verdict == "undecided" and not decision.culprits
+    assert "ddmin" not in purposes and len(purposes) < 600

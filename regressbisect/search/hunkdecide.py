@@ -210,7 +210,12 @@ class _HunkDecider:
             decided = self._name_steps(steps, search)
             if decided is not None:
                 return decided
-        # A step whose groups alone do not reproduce it, or no single step: the hunks interact.
+        elif prefix.verdict == "undecided":
+            # out of samples or budget: delta debugging would need more of both, not less
+            return HunkDecision("undecided", f"no hunk could be named: the prefix search was left "
+                                             f"undecided ({prefix.reason})", self.control, **self.facts)
+        # A step whose groups alone do not reproduce it, or steps refuted one by one (hunks that
+        # only act together, or compensate): the hunks interact.
         return self._by_delta_debugging(search.samples(0), search.samples(len(prefixes) - 1))
 
     def _commit_search(self, candidates: Sequence[frozenset], *, first: str, rest: str) -> CommitSearch:
@@ -281,8 +286,11 @@ class _HunkDecider:
             candidates = [frozenset()] + [proposed.union(*before[:j]) for j in range(len(before) + 1)]
             found = self._commit_search(candidates, first="needs", rest="needs").result()
             steps = sorted(found.culprits + found.ambiguous, key=lambda c: c.first_bad)
-            if not steps or steps[0].first_bad < 2:
+            if not steps:
                 return None
+            if steps[0].first_bad == 1:       # slow alone after all: named on fresh pairs there
+                pairs = min(found.endpoints[0].n, next((c.n for c in found.candidates if c.index == 1), 0))
+                return TestedSubset(proposed, "reproduced", steps[0].step, steps[0].step_ci95, pairs)
             k = steps[0].first_bad - 2      # candidate j holds before[:j - 1]: its step adds before[k]
             proposed, before = proposed | before[k], before[:k]
         return None
