@@ -22,9 +22,10 @@ ones, so the benchmark and the real hunt run the same decisions.
    without a probe), and tests every other by leaving it out (BASE, the rest, the culprit):
    needed when the culprit is slower than the rest, dropped when the rest reproduces alone.
 4. Delta debugging, only when 2 fails (the hunks interact in a way the two prefix searches do
-   not place) or the prefix search finds no step though the control arm reproduced: the earlier
-   search, hierarchical ddmin (search/ddmin.py) with every subset paired with BASE
-   (search/levels.py), each culprit named after a fresh test against BASE.
+   not place) or the paired test refuted every step the prefix search proposed ('not-localised')
+   though the control arm reproduced: the earlier search, hierarchical ddmin (search/ddmin.py)
+   with every subset paired with BASE (search/levels.py), each culprit named after a fresh test
+   against BASE. A prefix search left 'undecided' (caps, budget) ends the hunt undecided.
 
 Subsets that break `needs`, and subsets seen not to run (skipped twice, no sample), are never
 measured again: they count as skipped without a probe. Culprits that surely own more than
