@@ -25,7 +25,8 @@ ones, so the benchmark and the real hunt run the same decisions.
    not place) or the paired test refuted every step the prefix search proposed ('not-localised')
    though the control arm reproduced: the earlier search, hierarchical ddmin (search/ddmin.py)
    with every subset paired with BASE (search/levels.py), each culprit named after a fresh test
-   against BASE. A prefix search left 'undecided' (caps, budget) ends the hunt undecided.
+   against BASE, or when the prefix search was left 'undecided' with prefixes that do not run
+   (a dependency nobody declared). Without such prefixes, 'undecided' ends the hunt undecided.
 
 Subsets that break `needs`, and subsets seen not to run (skipped twice, no sample), are never
 measured again: they count as skipped without a probe. Culprits that surely own more than
@@ -211,8 +212,9 @@ class _HunkDecider:
             decided = self._name_steps(steps, search)
             if decided is not None:
                 return decided
-        elif prefix.verdict == "undecided":
-            # out of samples or budget: delta debugging would need more of both, not less
+        elif prefix.verdict == "undecided" and not any(c.verdict == "skip" for c in prefix.candidates):
+            # out of samples or budget: delta debugging would need more of both, not less (with
+            # prefixes that do not run, a dependency nobody declared, it is the search that fits)
             return HunkDecision("undecided", f"no hunk could be named: the prefix search was left "
                                              f"undecided ({prefix.reason})", self.control, **self.facts)
         # A step whose groups alone do not reproduce it, or steps refuted one by one (hunks that
