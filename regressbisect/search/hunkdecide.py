@@ -209,9 +209,14 @@ class _HunkDecider:
             *(prefixes[c.index] for c in prefix.candidates if c.verdict == "good")))
         if prefix.verdict in ("culprits", "ambiguous"):
             steps = sorted(prefix.culprits + prefix.ambiguous, key=lambda c: c.first_bad)
-            decided = self._name_steps(steps, search)
-            if decided is not None:
-                return decided
+            signed_gap, gap_se = _end_gap(search, self.noise)
+            named: list[TestedSubset] = []
+            suspects: list[TestedSubset] = []
+            open_question = self._name_steps(steps, search, self.order, signed_gap, named, suspects)
+            if open_question is not None:
+                open_question = self._peel_the_rest(signed_gap, named, suspects) or open_question
+                # shares are 'surely' too large only against the largest gap the ends allow
+                return self._verdict_of_named(named, suspects, open_question, abs(signed_gap) + 2 * gap_se)
         elif prefix.verdict == "undecided" and not any(c.verdict == "skip" for c in prefix.candidates):
             # out of samples or budget: delta debugging would need more of both, not less (with
             # prefixes that do not run, a dependency nobody declared, it is the search that fits)
@@ -234,18 +239,18 @@ class _HunkDecider:
 
     # -- naming the steps of the prefix search -----------------------------------------------------
 
-    def _name_steps(self, steps: Sequence[Culprit], search: CommitSearch) -> HunkDecision | None:
-        """Each step names the last group it adds, once that alone reproduces the slowdown against
-        BASE on fresh pairs, with what it needs from the groups before it (found by a second prefix
-        search, `_alone_with_what_it_needs`); None when that fails: delta debugging."""
-        signed_gap = _segment_gap(search, steps)
+    def _name_steps(self, steps: Sequence[Culprit], search: CommitSearch, order: Sequence[frozenset],
+                    signed_gap: float, named: list, suspects: list) -> bool | None:
+        """Each step of `search` (over BASE + the first k groups of `order`) names the last group it
+        adds, once that alone reproduces the slowdown against BASE on fresh pairs, with what it
+        needs from the groups before it (found by a second prefix search,
+        `_alone_with_what_it_needs`). Appends to `named` and `suspects`; returns whether a question
+        stayed open, or None when a step's group cannot be placed (delta debugging)."""
         sign = -1 if signed_gap < 0 else 1
-        named: list[TestedSubset] = []
-        suspects: list[TestedSubset] = []
         open_question = False
         for step in steps:
             taken = frozenset().union(*(c.hunks for c in named + suspects))
-            last = self.order[step.first_bad - 1] - taken
+            last = order[step.first_bad - 1] - taken
             if not last:
                 continue            # an earlier culprit needed this group: it is named there
             if step.first_bad == 1:
@@ -254,7 +259,7 @@ class _HunkDecider:
                 tested = TestedSubset(last, "reproduced", step.step, step.step_ci95, pairs)
             else:
                 # the groups before it, less the culprits of earlier steps (their slowdown is theirs)
-                before = [g - taken for g in self.order[:step.first_bad - 1] if g - taken]
+                before = [g - taken for g in order[:step.first_bad - 1] if g - taken]
                 tested = self._alone_with_what_it_needs(last, before, sign)
                 if tested is None:
                     return None
@@ -265,7 +270,39 @@ class _HunkDecider:
             tested, unsure = self._needed_members(tested, sign)
             open_question = open_question or unsure
             (suspects if unsure else named).append(_with_share(tested, signed_gap))
-        return self._verdict_of_named(named, suspects, open_question, abs(signed_gap))
+        return open_question
+
+    def _peel_the_rest(self, signed_gap: float, named: list, suspects: list) -> bool:
+        """While the named culprits' own slowdowns leave a remainder of the gap of at least
+        min_effect (the point estimate: a wrong 'yes' costs one control arm, a wrong 'no' a
+        culprit missed): a prefix search over the hunks not taken yet, in the same order (its control arm: BASE vs BASE + all of them), its steps named as
+        the first search's. A culprit after a large one in the list steps little in the prefixes
+        (costs in time add: a hunk -22% alone is -9% on top of one of -65%), below what the side
+        checks look for (a fifth of the gap); against BASE it is its own size again. Returns
+        whether a question stayed open."""
+        sign = -1 if signed_gap < 0 else 1
+        open_question = False
+        for _ in range(self.ddmin.max_culprits):
+            rest = (signed_gap - sum(math.log1p(c.change) for c in named)) * sign
+            if rest < log_threshold(self.settings.min_effect):
+                break
+            taken = frozenset().union(*(c.hunks for c in named + suspects))
+            order = [g - taken for g in self.order if g - taken]
+            if not order:
+                break
+            self.on_phase(f"the rest: BASE + the first k of the {len(order)} group(s) not named, bisected")
+            search = self._commit_search(list(accumulate(order, frozenset.union, initial=frozenset())),
+                                         first="remainder", rest="prefix")
+            found = search.result()
+            if found.verdict not in ("culprits", "ambiguous"):
+                break
+            count = len(named) + len(suspects)
+            steps = sorted(found.culprits + found.ambiguous, key=lambda c: c.first_bad)
+            unsure = self._name_steps(steps, search, order, signed_gap, named, suspects)
+            if unsure is None or len(named) + len(suspects) == count:
+                break
+            open_question = open_question or unsure
+        return open_question
 
     def _alone_with_what_it_needs(self, proposed: frozenset, before: list[frozenset],
                                   sign: int) -> TestedSubset | None:
@@ -447,13 +484,12 @@ class _HunkDecider:
         return self._verdict_of_named(named, suspects, False, gap)
 
 
-def _segment_gap(search: CommitSearch, steps: Sequence[Culprit]) -> float:
-    """Log tok/s of the prefixes after the last step less that of those before the first: under
-    the step model each segment's prefixes share one level, so all their samples size the gap
-    (the two ends alone are a handful of pairs, and a share of the gap read on them is as noisy)."""
-    before = [v for i in range(steps[0].last_good + 1) for v in search.samples(i)]
-    after = [v for i in range(steps[-1].first_bad, search.n) for v in search.samples(i)]
-    return float(np.mean(np.log(after)) - np.mean(np.log(before)))
+def _end_gap(search: CommitSearch, noise: NoisePool) -> tuple[float, float]:
+    """Log tok/s of BASE + all hunks less BASE's from every sample of the two, and its standard
+    error from the pooled noise."""
+    base, full = search.samples(0), search.samples(search.n - 1)
+    se = noise.sigma * math.sqrt(1 / len(base) + 1 / len(full)) if noise.df else math.inf
+    return float(np.mean(np.log(full)) - np.mean(np.log(base))), se
 
 
 def _tested(hunks: frozenset, base: Sequence[float], subset: Sequence[float], noise: NoisePool) -> TestedSubset:
