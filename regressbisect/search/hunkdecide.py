@@ -18,6 +18,10 @@ ones, so the benchmark and the real hunt run the same decisions.
    prefix, needs something before it: a second prefix search over BASE, BASE + group, BASE +
    group + the first j groups finds the first j with which it is slow, and group j joins it (up
    to NEEDS_DEPTH groups). A step at the first group is its own test against BASE.
+   When the named culprits' own slowdowns leave at least min_effect of the gap unexplained (one
+   standard error clear, and showable within the pair cap), the hunks not named get a prefix
+   search of their own (`_peel_the_rest`): costs in time add, so a culprit after a large one
+   steps too little in the prefixes for their side checks.
 3. Needed hunks. A culprit of several hunks keeps a hunk the rest cannot run without (known
    without a probe), and tests every other by leaving it out (BASE, the rest, the culprit):
    needed when the culprit is slower than the rest, dropped when the rest reproduces alone.
@@ -214,7 +218,7 @@ class _HunkDecider:
             suspects: list[TestedSubset] = []
             open_question = self._name_steps(steps, search, self.order, signed_gap, named, suspects)
             if open_question is not None:
-                open_question = self._peel_the_rest(signed_gap, named, suspects) or open_question
+                open_question = self._peel_the_rest(signed_gap, gap_se, named, suspects) or open_question
                 # shares are 'surely' too large only against the largest gap the ends allow
                 return self._verdict_of_named(named, suspects, open_question, abs(signed_gap) + 2 * gap_se)
         elif prefix.verdict == "undecided" and not any(c.verdict == "skip" for c in prefix.candidates):
@@ -272,19 +276,24 @@ class _HunkDecider:
             (suspects if unsure else named).append(_with_share(tested, signed_gap))
         return open_question
 
-    def _peel_the_rest(self, signed_gap: float, named: list, suspects: list) -> bool:
-        """While the named culprits' own slowdowns leave a remainder of the gap of at least
-        min_effect (the point estimate: a wrong 'yes' costs one control arm, a wrong 'no' a
-        culprit missed): a prefix search over the hunks not taken yet, in the same order (its control arm: BASE vs BASE + all of them), its steps named as
+    def _peel_the_rest(self, signed_gap: float, gap_se: float, named: list, suspects: list) -> bool:
+        """While the named culprits' own slowdowns leave a remainder r of the gap of at least
+        min_effect, at least one standard error, and small enough in pairs to show within the cap
+        (about 2 ln(1/reproduce_alpha) 2 sigma^2 / r^2 pairs, sigma the pooled noise: a search
+        that cannot end is not started): a prefix search over the hunks not taken yet, in the same order (its control arm: BASE vs BASE + all of them), its steps named as
         the first search's. A culprit after a large one in the list steps little in the prefixes
         (costs in time add: a hunk -22% alone is -9% on top of one of -65%), below what the side
         checks look for (a fifth of the gap); against BASE it is its own size again. Returns
         whether a question stayed open."""
         sign = -1 if signed_gap < 0 else 1
         open_question = False
+        s = self.settings
         for _ in range(self.ddmin.max_culprits):
             rest = (signed_gap - sum(math.log1p(c.change) for c in named)) * sign
-            if rest < log_threshold(self.settings.min_effect):
+            se = math.sqrt(gap_se ** 2 + sum(_log_se(c) ** 2 for c in named))
+            sigma2 = self.noise.sigma ** 2 if self.noise.df else math.inf
+            pairs = 2 * math.log(1 / s.reproduce_alpha) * 2 * sigma2 / rest ** 2 if rest > 0 else math.inf
+            if not (rest >= log_threshold(s.min_effect) and rest >= se and pairs <= s.max_samples):
                 break
             taken = frozenset().union(*(c.hunks for c in named + suspects))
             order = [g - taken for g in self.order if g - taken]
@@ -490,6 +499,14 @@ def _end_gap(search: CommitSearch, noise: NoisePool) -> tuple[float, float]:
     base, full = search.samples(0), search.samples(search.n - 1)
     se = noise.sigma * math.sqrt(1 / len(base) + 1 / len(full)) if noise.df else math.inf
     return float(np.mean(np.log(full)) - np.mean(np.log(base))), se
+
+
+def _log_se(tested: TestedSubset) -> float:
+    """The standard error of a tested subset's log change, from its 95% interval."""
+    lo, hi = tested.ci95
+    if not (lo > -1 and math.isfinite(hi)):
+        return math.inf
+    return (math.log1p(hi) - math.log1p(lo)) / (2 * 1.96)
 
 
 def _tested(hunks: frozenset, base: Sequence[float], subset: Sequence[float], noise: NoisePool) -> TestedSubset:
