@@ -26,9 +26,7 @@ from __future__ import annotations
 import argparse
 import inspect
 import math
-import sys
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import numpy as np
 from tabulate import tabulate

@@ -158,7 +158,7 @@ def test_a_culprit_after_a_large_one_in_file_order_is_named_too():
     for seed in range(6):
         rng = random.Random(seed)
 
-        def measure(subset, purpose):
+        def measure(subset, purpose, rng=rng):
             return 1000 / (1 + sum(cost.get(h, 0.0) for h in subset)) * math.exp(rng.gauss(0.0, 0.02))
 
         decision = decide_hunks(ids, [[ids], [[h] for h in ids]], measure, SearchSettings())

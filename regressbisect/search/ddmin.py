@@ -294,7 +294,7 @@ class HunkSearch:
                 return
             rest = self.everything - union
             # test(union + rest) = test(everything) = bad: ddmin's precondition holds.
-            needed = yield from self._hddmin(rest, lambda s: union | s, _WHOLE_GAP)
+            needed = yield from self._hddmin(rest, lambda s, union=union: union | s, _WHOLE_GAP)
             if (yield from self._test(needed)) in _SLOW:
                 # Slow on its own: a culprit the remainder test missed (a noisy 'good').
                 culprit = yield from self._confirmed_minimal(needed)
