@@ -20,22 +20,17 @@ from regressbisect.hunts.commits import VERDICT_EXIT, CommitHunt
 from regressbisect.probe.interrupts import INTERRUPTS
 from regressbisect.samples import ProbeOutcome, Sample
 from regressbisect.search.bisect import CommitSearch, SearchSettings
+from regressbisect.search.control import ControlOutcome, run_control_arm
 from regressbisect.search.simulate import FakeHistory, simulate, step_levels
 from regressbisect.testing.benchrepo import SpeedProbe, make_bench_repo
 from regressbisect.testing.gitrepo import make_repo, write_files
 
 
-def control_arm(diffs: list[float], settings: SearchSettings = SearchSettings()) -> CommitSearch:
-    """A control arm whose BAD runs at exp(d) x GOOD in the i-th pair, GOOD at 1000."""
-    search = CommitSearch(2, settings, control_only=True)
+def control_arm(diffs: list[float], settings: SearchSettings = SearchSettings()) -> ControlOutcome:
+    """A control arm whose BAD runs at exp(d) x GOOD in the i-th pair, GOOD at 1000; its verdict
+    is None when the pairs run out first."""
     pairs = {0: iter([1000.0] * len(diffs)), 1: iter([1000.0 * math.exp(d) for d in diffs])}
-    while batch := search.next_batch(1):
-        for m in batch:
-            try:
-                search.record(m.index, next(pairs[m.index]))
-            except StopIteration:
-                return search
-    return search
+    return run_control_arm(lambda i: next(pairs[i]), settings, max_measures=2 * len(diffs))
 
 
 # -- 'reproduced' is held to the culprit rule ---------------------------------------------------
@@ -43,30 +38,26 @@ def control_arm(diffs: list[float], settings: SearchSettings = SearchSettings())
 def test_three_lucky_pairs_at_high_noise_do_not_reproduce_a_slowdown():
     # the issue's A/A range: 3 samples a side said "reproduced (-4.9%)" at 14% CV. Three pairs
     # that all happen to read 5-8% slower are not enough for a decision, whatever their p value
-    search = control_arm([-0.05, -0.08, -0.06])
-    result = search.result()
-    assert result.verdict != "reproduced" and not result.reproduced
-    assert result.control is not None and result.control.p_value < 0.05     # the old rule's 'go'
-    assert search._phase == "control"
+    outcome = control_arm([-0.05, -0.08, -0.06])
+    assert outcome.verdict is None                                           # more pairs needed
+    assert outcome.comparison is not None and outcome.comparison.p_value < 0.05   # the old rule's 'go'
 
 
 def test_a_significant_difference_below_min_effect_is_not_reproduced():
     # -1.2% on average, interval reaching -2%: the old rule started the hunt (its interval
     # 'reaches min_effect'); a step below --min-effect is not a regression to hunt
     diffs = [-0.012 + e for e in (0.006, -0.008, 0.004, -0.003, 0.007, -0.006) * 8]
-    search = control_arm(diffs)
-    result = search.result()
-    assert search.done and result.verdict == "not-reproduced" and not result.reproduced
-    assert VERDICT_EXIT[result.verdict] == ExitCode.NOT_REPRODUCED
+    outcome = control_arm(diffs)
+    assert outcome.verdict == "not-reproduced"
+    assert VERDICT_EXIT[outcome.verdict] == ExitCode.NOT_REPRODUCED
 
 
 def test_a_clear_slowdown_reproduces_without_a_floor_of_pairs():
     # a 10% step at ~0.5% scatter: the e-value decides it after a few pairs; the t test at looks of
     # 3, 6, 12, ... pairs, never before the second look, took 6
-    search = control_arm([-0.10 + e for e in (0.01, -0.01, 0.005, -0.004, 0.002, -0.003)])
-    result = search.result()
-    assert result.verdict == "reproduced" and result.reproduced
-    assert 2 <= min(e.n for e in result.endpoints) < 6
+    outcome = control_arm([-0.10 + e for e in (0.01, -0.01, 0.005, -0.004, 0.002, -0.003)])
+    assert outcome.verdict == "reproduced"
+    assert 2 <= outcome.pairs < 6
 
 
 @pytest.mark.parametrize("cv", [0.08, 0.15])

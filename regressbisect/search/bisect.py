@@ -274,12 +274,9 @@ _EMPTY = Summary(n=0, median=math.nan, ci95=(math.nan, math.nan), cv=math.nan)
 class CommitSearch:
     """Adaptive search of the first-parent list 0 (GOOD) .. n-1 (BAD); see the module docstring."""
 
-    def __init__(self, n: int, settings: SearchSettings = SearchSettings(), *, control_only: bool = False,
+    def __init__(self, n: int, settings: SearchSettings = SearchSettings(), *,
                  noise_prior: NoisePool | None = None):
-        """control_only: stop after the control arm; the verdict is then 'reproduced',
-        'not-reproduced', 'undecided' (out of pairs) or 'all-skipped' (the hunk hunt's test of a
-        subset against BASE, held to the same rule as the commit hunt's control arm).
-        noise_prior: a remembered noise scale (the spread of earlier hunts' samples on this machine
+        """noise_prior: a remembered noise scale (the spread of earlier hunts' samples on this machine
         and probe config, at most NOISE_PRIOR_DF degrees of freedom), joined to the hunt's own
         pooled spread while that is not larger (`SampleBook.with_prior`)."""
         if n < 2:
@@ -303,7 +300,6 @@ class CommitSearch:
         self._live = (0, n - 1)
         self.control = ControlArm(self.book, settings, 0, n - 1)   # GOOD and BAD in pairs, first
         self._control_tag = self.control.tag
-        self._control_only = control_only
         self._reproduced = False                         # the control arm said 'go'
         self.gate = NamingGate(self.book, settings.name_alpha)   # steps that reached confirmation
         self.sides = SideRule(self.book, min_effect=settings.min_effect, alpha=settings.alpha,
@@ -593,10 +589,6 @@ class CommitSearch:
 
     def _start_search(self, gap: float) -> None:
         self._reproduced = True
-        if self._control_only:
-            self._end_verdict = "reproduced"
-            self._phase = "done"
-            return
         self._sign = self._hunted_sign()
         self._tau = max(abs(math.log1p(gap)), log_threshold(self.settings.min_effect))
         self._queue = [_Interval(0, self.n - 1, checked=True, probes_at_start=self._probes)]

@@ -8,14 +8,15 @@ subset against BASE to the same rule.
 from __future__ import annotations
 
 import math
-from typing import Protocol, Sequence
+from dataclasses import dataclass
+from typing import Callable, Protocol, Sequence
 
 import numpy as np
 
 from regressbisect.search.book import SampleBook
 from regressbisect.search.stats import Comparison, NoisePool, compare, log_threshold, pooled_t_log_bf
 
-__all__ = ["ControlArm", "hunted_sign"]
+__all__ = ["ControlArm", "ControlOutcome", "hunted_sign", "run_control_arm"]
 
 
 def hunted_sign(direction: str) -> int:
@@ -29,6 +30,7 @@ class ControlSettings(Protocol):
     alpha: float
     reproduce_alpha: float
     max_samples: int
+    pair_window: int
 
 
 class ControlArm:
@@ -169,3 +171,33 @@ class ControlArm:
             return f"{text}: the probe budget ran out before a {hunted} could be shown or ruled out"
         return (f"{text}: a {hunted} of {s.min_effect:.1%} or more is ruled out (anytime-valid test at "
                 f"the {s.alpha / 5:.0%} level)")
+
+
+@dataclass(frozen=True)
+class ControlOutcome:
+    """How a control arm run on its own ended."""
+
+    verdict: str | None
+    """ControlArm.decide's verdict; None when `max_measures` ran out first."""
+    comparison: Comparison | None
+    """The last look."""
+    pairs: int
+    """Pairs taken."""
+
+
+def run_control_arm(measure: Callable[[int], float | None], settings: ControlSettings, *,
+                    noise_prior: NoisePool | None = None, max_measures: int | None = None) -> ControlOutcome:
+    """A control arm on its own (the hunk hunt's test of a subset against BASE): `measure(0)` samples
+    the base, `measure(1)` the other (tok/s, or None when its run was skipped), one at a time in
+    the arm's order, until it decides. `noise_prior`: the noise known so far, joined as the commit
+    search's remembered noise is (SampleBook)."""
+    book = SampleBook(settings.pair_window, noise_prior)
+    arm = ControlArm(book, settings, 0, 1)
+    taken = 0
+    while (verdict := arm.decide()) is None:
+        if max_measures is not None and taken >= max_measures:
+            break
+        (index,) = arm.next_samples(1)
+        taken += 1
+        book.add(index, measure(index), tag=arm.tag, when=taken)
+    return ControlOutcome(verdict, arm.comparison, arm.pairs())

@@ -50,6 +50,7 @@ import numpy as np
 from scipy.stats import t as student_t
 
 from regressbisect.search.bisect import CommitSearch, Culprit, SearchResult, SearchSettings
+from regressbisect.search.control import run_control_arm
 from regressbisect.search.ddmin import UNDECIDED, UNRESOLVED, DdminResult, DdminSettings, HunkSearch
 from regressbisect.search.levels import LevelRule, slowdowns, subset_verdict, undecided
 from regressbisect.search.stats import NoisePool, log_threshold, pooled_t_log_bf
@@ -101,16 +102,11 @@ def test_subset(hunks: frozenset, measure: Measure, settings: SearchSettings, pu
     """BASE vs BASE + hunks, interleaved (ABBA), decided like the commit hunt's control arm;
     `noise`, the hunt's pooled spread so far, joins the pairs' own as the commit search's
     remembered noise does (capped, and only while the pairs are not noisier)."""
-    arm = CommitSearch(2, settings, control_only=True, noise_prior=noise)
     sides = (frozenset(), frozenset(hunks))
-    while batch := arm.next_batch(1):
-        for m in batch:
-            arm.record(m.index, measure(sides[m.index], purpose))
-    result = arm.result()
-    cmp = result.control
+    outcome = run_control_arm(lambda i: measure(sides[i], purpose), settings, noise_prior=noise)
+    cmp = outcome.comparison
     change, ci = (cmp.change, cmp.ci95) if cmp is not None else (math.nan, (math.nan, math.nan))
-    pairs = min(result.endpoints[0].n, result.endpoints[1].n)
-    return TestedSubset(frozenset(hunks), result.verdict, change, ci, pairs)
+    return TestedSubset(frozenset(hunks), outcome.verdict, change, ci, outcome.pairs)
 
 
 def prefix_groups(hunk_ids: Sequence[str], groups=None, needs: Needs | None = None) -> list[frozenset]:
