@@ -26,7 +26,7 @@ from __future__ import annotations
 import argparse
 import inspect
 import math
-from dataclasses import dataclass, field
+import functools
 
 import numpy as np
 from tabulate import tabulate
@@ -34,40 +34,14 @@ from tabulate import tabulate
 import _common  # noqa: E402,F401  (puts the repository on sys.path)
 from regressbisect.search.bisect import SearchSettings  # noqa: E402
 from regressbisect.search.hunkdecide import decide_hunks  # noqa: E402
+from regressbisect.testing.hunkdiff import SimulatedDiff  # noqa: E402
 
 BASE_TOK_S = 10_000.0
-PER_FILE, PER_FUNCTION = 5, 2
+PER_FUNCTION = 2
 
 
-@dataclass
-class Diff:
-    """A simulated diff: per-hunk and joint slowdowns, and import dependencies."""
-
-    n: int
-    effects: dict[str, float] = field(default_factory=dict)
-    joint: list[tuple[frozenset[str], float]] = field(default_factory=list)
-    needs: dict[str, frozenset[str]] = field(default_factory=dict)
-
-    @property
-    def ids(self) -> list[str]:
-        return [f"h{i:03d}" for i in range(self.n)]
-
-    def groups(self) -> list[list[list[str]]]:
-        ids = self.ids
-        files = [ids[i:i + PER_FILE] for i in range(0, self.n, PER_FILE)]
-        functions = [f[j:j + PER_FUNCTION] for f in files for j in range(0, len(f), PER_FUNCTION)]
-        return [files, functions, [[i] for i in ids]]
-
-    def applies(self, subset: frozenset[str]) -> bool:
-        return all(self.needs.get(h, frozenset()) <= subset for h in subset)
-
-    def true_tok_s(self, subset: frozenset[str]) -> float:
-        factor = math.prod(1 - self.effects.get(h, 0.0) for h in subset)
-        factor *= math.prod(1 - e for members, e in self.joint if members <= subset)
-        return BASE_TOK_S * factor
-
-    def culprits(self) -> set[frozenset[str]]:
-        return {frozenset({h}) for h in self.effects} | {m for m, _ in self.joint}
+Diff = functools.partial(SimulatedDiff, per_function=PER_FUNCTION, base_tok_s=BASE_TOK_S)
+"""n hunks in files of 5, functions of 2."""
 
 
 CASES: list[tuple[int, str, float | None]] = [
@@ -84,7 +58,7 @@ CASES: list[tuple[int, str, float | None]] = [
 """(hunks, scenario, CV or None for --cv): the rows of the table."""
 
 
-def make_diff(n: int, scenario: str, rng: np.random.Generator) -> tuple[Diff, bool]:
+def make_diff(n: int, scenario: str, rng: np.random.Generator) -> tuple[SimulatedDiff, bool]:
     """The diff and whether the hunt is told its dependencies."""
     picks = [f"h{i:03d}" for i in rng.choice(n, size=min(n, 5), replace=False)]
     if scenario == "one culprit":
@@ -119,9 +93,9 @@ def run_trial(n: int, scenario: str, seed: int, row: int, trial: int, cv: float)
     def measure(subset: frozenset[str], purpose: str) -> float | None:
         nonlocal probes
         probes += 1
-        if not diff.applies(subset):
+        if not diff.runs(subset):
             return None            # the probe crashes at import: a skip
-        return diff.true_tok_s(subset) * math.exp(noise.normal(0.0, cv))
+        return diff.tok_s(subset) * math.exp(noise.normal(0.0, cv))
 
     extra = {"needs": diff.needs} if told and TAKES_NEEDS else {}
     decision = decide_hunks(diff.ids, diff.groups(), measure, SearchSettings(), **extra)

@@ -3,41 +3,23 @@ from __future__ import annotations
 
 import math
 import random
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Callable
 
 import pytest
 
 from regressbisect.search.ddmin import (BAD, GOOD, PARTIAL, UNRESOLVED, DdminResult,
                                         DdminSettings, HunkSearch)
+from regressbisect.testing.hunkdiff import SimulatedDiff
 
 Verdict = Callable[[frozenset[str]], str]
 
 
 @dataclass
-class World:
-    """A made-up diff: per-hunk slowdowns, joint slowdowns, and hunks that need others."""
+class World(SimulatedDiff):
+    """A made-up diff (`SimulatedDiff`, in files of 5 and functions of 2) with the exact oracle."""
 
-    n: int
-    effects: dict[str, float] = field(default_factory=dict)
-    """Slowdown (fraction of throughput) of a hunk on its own."""
-    joint: list[tuple[frozenset[str], float]] = field(default_factory=list)
-    """Slowdown only when every hunk of the set is applied."""
-    needs: dict[str, frozenset[str]] = field(default_factory=dict)
-    """A hunk that does not import/apply without these."""
-    per_file: int = 5
-    per_function: int = 2
-
-    @property
-    def ids(self) -> list[str]:
-        return [f"h{i:03d}" for i in range(self.n)]
-
-    def groups(self) -> list[list[list[str]]]:
-        ids = self.ids
-        files = [ids[i:i + self.per_file] for i in range(0, self.n, self.per_file)]
-        functions = [f[j:j + self.per_function] for f in files
-                     for j in range(0, len(f), self.per_function)]
-        return [files, functions, [[i] for i in ids]]
+    per_function: int | None = 2
 
     def slowdown(self, subset: frozenset[str]) -> float:
         return (sum(self.effects.get(h, 0.0) for h in subset)

@@ -3,40 +3,14 @@ from __future__ import annotations
 
 import math
 import random
-from dataclasses import dataclass, field
 
 import pytest
 
 from regressbisect.search.bisect import SearchSettings
 from regressbisect.search.hunkdecide import decide_hunks
+from regressbisect.testing.hunkdiff import SimulatedDiff
 
-PER_FILE = 5
-
-
-@dataclass
-class Diff:
-    """n hunks in files of 5; per-hunk and joint slowdowns; hunks that crash without others."""
-
-    n: int
-    effects: dict[str, float] = field(default_factory=dict)
-    joint: list[tuple[frozenset[str], float]] = field(default_factory=list)
-    needs: dict[str, frozenset[str]] = field(default_factory=dict)
-
-    @property
-    def ids(self) -> list[str]:
-        return [f"h{i:03d}" for i in range(self.n)]
-
-    def groups(self) -> list[list[list[str]]]:
-        ids = self.ids
-        files = [ids[i:i + PER_FILE] for i in range(0, self.n, PER_FILE)]
-        return [files, [[i] for i in ids]]
-
-    def runs(self, subset: frozenset[str]) -> bool:
-        return all(self.needs.get(h, frozenset()) <= subset for h in subset)
-
-    def tok_s(self, subset: frozenset[str]) -> float:
-        factor = math.prod(1 - self.effects.get(h, 0.0) for h in subset)
-        return 1000.0 * factor * math.prod(1 - e for members, e in self.joint if members <= subset)
+Diff = SimulatedDiff   # n hunks in files of 5
 
 
 class Probe:
