@@ -105,6 +105,8 @@ def test_an_aa_diff_ends_not_reproduced(cv):
     for seed in range(3):
         decision, _ = hunt(Diff(10), seed, cv)
         assert decision.verdict == "not-reproduced" and not decision.culprits
+        # the reason names the hunk hunt's ends, not a commit range's
+        assert decision.reason.startswith("BASE->BASE + all hunks ") and "GOOD" not in decision.reason
 
 
 def test_a_prefix_search_out_of_samples_ends_undecided_without_delta_debugging():

@@ -275,8 +275,8 @@ class CommitSearch:
     """Adaptive search of the first-parent list 0 (GOOD) .. n-1 (BAD); see the module docstring."""
 
     def __init__(self, n: int, settings: SearchSettings = SearchSettings(), *,
-                 noise_prior: NoisePool | None = None):
-        """noise_prior: a remembered noise scale (the spread of earlier hunts' samples on this machine
+                 noise_prior: NoisePool | None = None, end_names: tuple[str, str] = ("GOOD", "BAD")):
+        """end_names: what the verdict's reasons call index 0 and n - 1. noise_prior: a remembered noise scale (the spread of earlier hunts' samples on this machine
         and probe config, at most NOISE_PRIOR_DF degrees of freedom), joined to the hunt's own
         pooled spread while that is not larger (`SampleBook.with_prior`)."""
         if n < 2:
@@ -298,7 +298,7 @@ class CommitSearch:
         self._sign = 0
         self._tau = log_threshold(settings.min_effect)
         self._live = (0, n - 1)
-        self.control = ControlArm(self.book, settings, 0, n - 1)   # GOOD and BAD in pairs, first
+        self.control = ControlArm(self.book, settings, 0, n - 1, names=end_names)   # GOOD and BAD in pairs, first
         self._control_tag = self.control.tag
         self._reproduced = False                         # the control arm said 'go'
         self.gate = NamingGate(self.book, settings.name_alpha)   # steps that reached confirmation

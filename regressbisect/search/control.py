@@ -36,8 +36,11 @@ class ControlSettings(Protocol):
 class ControlArm:
     """The pairs of `good` and `bad` (tagged `tag` in the book) and the verdict they reach."""
 
-    def __init__(self, book: SampleBook, settings: ControlSettings, good: int, bad: int):
+    def __init__(self, book: SampleBook, settings: ControlSettings, good: int, bad: int, *,
+                 names: tuple[str, str] = ("GOOD", "BAD")):
+        """names: what the reasons call the two ends (a hunk hunt's are BASE and the work tree)."""
         self.book = book
+        self.names = names
         self.settings = settings
         self.good, self.bad = good, bad
         self.tag = f"pair {good} {bad}"
@@ -142,7 +145,7 @@ class ControlArm:
         s = self.settings
         lo, hi = cmp.ci95
         pairs = self.pairs()
-        text = f"GOOD->BAD {cmp.change:+.1%} (95% CI {lo:+.1%}..{hi:+.1%}, {pairs} pairs)"
+        text = f"{self.names[0]}->{self.names[1]} {cmp.change:+.1%} (95% CI {lo:+.1%}..{hi:+.1%}, {pairs} pairs)"
         sign = hunted_sign(s.direction)
         hunted = "slowdown" if sign < 0 else "speed-up" if sign > 0 else "change"
         big = abs(math.log1p(cmp.change)) >= log_threshold(s.min_effect)

@@ -229,7 +229,7 @@ class _HunkDecider:
     def _commit_search(self, candidates: Sequence[frozenset], *, first: str, rest: str) -> CommitSearch:
         """The commit search over BASE + each candidate subset, in order; its samples join the
         hunt's pooled noise."""
-        search = CommitSearch(len(candidates), self.settings)
+        search = CommitSearch(len(candidates), self.settings, end_names=("BASE", "BASE + all hunks"))
         while batch := search.next_batch(1):
             for m in batch:
                 purpose = first if m.reason == "control arm" else rest
