@@ -173,8 +173,6 @@ class WindowGate:
         with self._lane(group) as side_by_side:
             outcome, opened, company = self._run_registered(group, run_probe, stoppable=side_by_side)
         failed = outcome.sample is None
-        if not company:
-            self._learn(group, opened, failed)
         if company and (failed or not opened):
             # Beside others it measured with no window of its own (their start-ups may have
             # disturbed it), or it failed (the GPU memory the stopped probes hold may be what it
@@ -187,16 +185,14 @@ class WindowGate:
                                         "run again alone")
             with self._lane(group, alone=True):
                 outcome, opened, _ = self._run_registered(group, run_probe, stoppable=False)
-            self._learn(group, opened, outcome.sample is None)
-        elif company:
-            self._learn(group, opened, failed)
+        self._learn(group, opened, outcome.sample is None)   # from the run whose outcome counts
         return outcome
 
     def _learn(self, group: str, opened: bool, failed: bool) -> None:
-        """What a probe run tells of its slot's probe: one that opened a window uses the gate;
-        one that measured without a window, alone, does not (its slot's probes then run one at a
-        time). A run beside others without a window teaches nothing until it is run again alone
-        (a start-up beside it may have kept its `open` from reaching the gate), nor does a failure."""
+        """What the run whose outcome counts tells of its slot's probe: one that opened a window
+        uses the gate; one that measured without a window (alone: a run beside others without one
+        is run again alone first, as a start-up beside it may have kept its `open` from reaching
+        the gate) does not, and its slot's probes then run one at a time. A failure says nothing."""
         with self._cond:
             if opened:
                 self._gated.add(group)
