@@ -299,7 +299,6 @@ class CommitSearch:
         self._tau = log_threshold(settings.min_effect)
         self._live = (0, n - 1)
         self.control = ControlArm(self.book, settings, 0, n - 1, names=end_names)   # GOOD and BAD in pairs, first
-        self._control_tag = self.control.tag
         self._reproduced = False                         # the control arm said 'go'
         self.gate = NamingGate(self.book, settings.name_alpha)   # steps that reached confirmation
         self.sides = SideRule(self.book, min_effect=settings.min_effect, alpha=settings.alpha,
@@ -521,7 +520,7 @@ class CommitSearch:
         """Samples `i` may still take before max_samples (as _capped counts them)."""
         n = len(self.book.raw.get(i, []))
         if i in (0, self.n - 1):
-            n -= len(self.book.values(i, self._control_tag))
+            n -= len(self.book.values(i, self.control.tag))
         return self.settings.max_samples - n
 
     def _samples_per_decision(self) -> int:
@@ -641,10 +640,9 @@ class CommitSearch:
                 fresh = [i for i in self._pairs_next(a, b, max(0, slots - len(outer)) if slots >= 4 else slots)
                          if not self._capped(i)]
                 if fresh and not (self._capped(a) or self._capped(b)):
-                    if outer and slots < 4:
-                        return [(Measure(i, f"check ends beside step {a}..{b}"), None) for i in outer]
-                    return ([(Measure(i, f"check ends beside step {a}..{b}"), None) for i in outer]
-                            + [(Measure(i, f"confirm step {a}..{b}"), None) for i in fresh])
+                    beside = [(Measure(i, f"check ends beside step {a}..{b}"), None) for i in outer]
+                    pairs = [(Measure(i, f"confirm step {a}..{b}"), None) for i in fresh]
+                    return beside if beside and slots < 4 else beside + pairs   # under 4 slots: a round each
                 self._queue.pop(0)
                 self._give_up(iv)
                 return None
