@@ -46,10 +46,11 @@ from scipy.stats import t as student_t
 
 from regressbisect.config import DIRECTION, DIRECTIONS, MAX_SAMPLES, MIN_EFFECT
 from regressbisect.search.book import SampleBook
-from regressbisect.search.control import ControlArm, hunted_sign
+from regressbisect.search.control import ControlArm
+from regressbisect.search.direction import hunted_sign, toward
 from regressbisect.search.localise import Posterior, step_posterior
 from regressbisect.search.naming import NamingGate
-from regressbisect.search.sides import SideRule, toward
+from regressbisect.search.sides import SideRule
 from regressbisect.search.stats import (Comparison, NoisePool, Summary, log_threshold, sprt, summarize)
 
 __all__ = ["SearchSettings", "Measure", "Culprit", "CandidateVerdict", "SideCheck", "SearchResult", "CommitSearch"]
@@ -504,9 +505,7 @@ class CommitSearch:
         est, _ = self._end_difference()
         if not math.isfinite(est):
             return True
-        d = self.settings.direction
-        toward = (d != "faster" and est < 0) or (d != "slower" and est > 0)
-        return toward and abs(est) >= log_threshold(self.settings.min_effect)
+        return toward(est, self._hunted_sign()) > 0 and abs(est) >= log_threshold(self.settings.min_effect)
 
     # ------------------------------------------------------------------ data helpers
 

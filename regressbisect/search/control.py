@@ -14,14 +14,10 @@ from typing import Callable, Protocol, Sequence
 import numpy as np
 
 from regressbisect.search.book import SampleBook
+from regressbisect.search.direction import hunted_sign, toward
 from regressbisect.search.stats import Comparison, NoisePool, compare, log_threshold, pooled_t_log_bf
 
-__all__ = ["ControlArm", "ControlOutcome", "hunted_sign", "run_control_arm"]
-
-
-def hunted_sign(direction: str) -> int:
-    """-1 for 'slower', +1 for 'faster', 0 for 'both'."""
-    return -1 if direction == "slower" else 1 if direction == "faster" else 0
+__all__ = ["ControlArm", "ControlOutcome", "run_control_arm"]
 
 
 class ControlSettings(Protocol):
@@ -111,8 +107,7 @@ class ControlArm:
         noise = self.book.with_prior(NoisePool.of([a, b]))
         sign = hunted_sign(s.direction)
         margin = log_threshold(s.min_effect)
-        toward = (sign == 0 and est != 0) or est * sign > 0
-        if toward and abs(est) >= margin and pooled_t_log_bf(est, c, noise, sign=sign) >= math.log(1 / s.reproduce_alpha):
+        if toward(est, sign) > 0 and abs(est) >= margin and pooled_t_log_bf(est, c, noise, sign=sign) >= math.log(1 / s.reproduce_alpha):
             return "go"
         stop_at = math.log(5 / s.alpha)
         nulls = [-margin, margin] if sign == 0 else [sign * margin]
@@ -131,10 +126,9 @@ class ControlArm:
     def _reproduces(self, cmp: Comparison, alpha: float) -> bool:
         """A difference our way whose point estimate reaches min_effect and whose two-sided
         p value is below alpha (so the matching interval excludes zero)."""
-        d = self.settings.direction
-        toward = (d != "faster" and cmp.change < 0) or (d != "slower" and cmp.change > 0)
+        ours = toward(cmp.change, hunted_sign(self.settings.direction)) > 0
         big = abs(math.log1p(cmp.change)) >= log_threshold(self.settings.min_effect)
-        return toward and big and cmp.p_value < alpha
+        return ours and big and cmp.p_value < alpha
 
     def not_reproduced_reason(self, verdict: str, *, out_of_probes: bool) -> str:
         """Why the arm did not say 'reproduced' (its verdict `verdict`), naming the rule it failed:
@@ -154,14 +148,14 @@ class ControlArm:
             return (f"{text} is a clear {'speed-up' if sign < 0 else 'slowdown'}, and this hunt looks for a "
                     f"{hunted} (--direction {s.direction}): to hunt it, --direction {other} (or both)")
         p_text = f"p={cmp.p_value:.2g}" if math.isfinite(cmp.p_value) else "no p value"
-        toward = (sign == 0 and cmp.change != 0) or cmp.change * sign > 0
+        ours = toward(cmp.change, sign) > 0
         larger = (lo < -s.min_effect) if sign < 0 else (hi > s.min_effect) if sign > 0 else (
             lo < -s.min_effect or hi > s.min_effect)
         if verdict == "undecided":
             return (f"{text}: at the pair cap (--max-samples {s.max_samples}) 'reproduced' needs p below "
                     f"{s.reproduce_alpha:g} and this came close ({p_text}); more --max-samples would tell")
         if pairs >= s.max_samples:
-            if not toward:
+            if not ours:
                 why = f"is not a {hunted}"
             elif not big:
                 why = f"is a {hunted} smaller than --min-effect {s.min_effect:.1%}"

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from regressbisect.search.book import SampleBook
+from regressbisect.search.direction import toward
 from regressbisect.search.stats import EFFECT_PRIORS, pooled_t_log_bf
 
 __all__ = ["Target", "NamingGate"]
@@ -74,8 +75,7 @@ class NamingGate:
         if not diffs:
             return False
         est = float(np.mean(diffs))
-        toward = est < 0 if sign < 0 else est > 0 if sign > 0 else est != 0
-        if not toward:
+        if toward(est, sign) <= 0:
             return False
         alpha_k = self.name_alpha / (target.order * (target.order + 1))
         priors = (target.effect ** 2,) if math.isfinite(target.effect) and target.effect > 0 else EFFECT_PRIORS

@@ -12,14 +12,10 @@ import numpy as np
 from scipy.stats import t as student_t
 
 from regressbisect.search.book import SampleBook
+from regressbisect.search.direction import toward
 from regressbisect.search.stats import log_threshold, mixture_log_lr
 
-__all__ = ["SideRule", "toward"]
-
-
-def toward(change: float, sign: int) -> float:
-    """A log change measured in the hunted direction `sign` (-1, +1; its size when 0: both)."""
-    return abs(change) if sign == 0 else change * sign
+__all__ = ["SideRule"]
 
 
 class SideRule:
