@@ -62,6 +62,9 @@ JobCompLoc=$STATE_DIR/log/jobcomp.log
 SelectType=select/cons_tres
 SelectTypeParameters=CR_Core
 SchedulerType=sched/backfill
+# schedule a batch job at submit (default: up to 3 s later) and again as soon as a job ends:
+# probes are seconds long, and the default delays doubled the time of a hunt
+SchedulerParameters=batch_sched_delay=0,sched_min_interval=0
 MpiDefault=none
 ReturnToService=2
 MinJobAge=600
