@@ -1,14 +1,20 @@
 """Real processes on a deliberately noisy probe: right or silent, never a false answer.
 
-The benchmark does a fixed amount of busy work (~0.1 s) and then sleeps a random extra time
-drawn from os.urandom, so its runs vary by about 15% on top of whatever the machine adds (on a
-loaded 2-core machine, more). The hunts run the real CLI (one process per sample).
+The benchmark does a little busy work (~6-9 ms) and then pauses up to 30 ms, so its runs vary by
+about 40% (more on a loaded machine). The pause is drawn per run from a seeded sequence
+(NOISE_STATE, NOISE_SEED), so that each hunt here is reproducible; the machine's own jitter
+comes on top. The hunts run the real CLI (one process per sample).
 
-* a 5-hunk diff like issue 18's: one hunk adds ~25% more work per step; the others are a
-  docstring, a config constant, a format helper and an import of a new untracked file. Five
-  hunts: a neutral hunk is never named; the slow one is named (exit 0), or the hunt says it
-  could not show or decide it (exit 2, 5 or 6) - never exit 0 without it.
-* an A/A range (six commits of identical code): five hunts exit 2 (not reproduced).
+* a 5-hunk diff: one hunk adds a quarter more busy work per step (a few percent of the step at
+  this noise); the others are a docstring, a config constant, a format helper and an import of a
+  new untracked file. A neutral hunk is never named; the slow one is named (exit 0), or the hunt
+  says it could not show or decide it (exit 2, 5 or 6) - never exit 0 without it.
+* an A/A range (six commits of identical code): exit 2 (not reproduced).
+
+Three seeds of each (about 5 s a hunt): the simulated grids (scripts/bench_hunks.py,
+bench_accuracy.py) measure the error rates (an A/A range is called reproduced in under 1% of
+hunts, so unseeded draws failed a run of five hunts now and then); scripts/bench_hunks_real.py
+hunts a slow hunk that the noise lets show.
 """
 from __future__ import annotations
 
@@ -29,7 +35,9 @@ TRAIN = '''\
 """A training step stand-in: WORK units of busy work, then a random pause (noisy machine)."""
 import json
 import os
+import random
 import time
+from pathlib import Path
 
 from config import WORK, LOG_EVERY
 from fmt import fmt_rate
@@ -42,13 +50,24 @@ def step(units):
     return total
 
 
+def pause_fraction():
+    """Uniform in 0..1: from the OS's entropy, or, with NOISE_STATE set, the next of a seeded
+    sequence (one draw per run, in the order of the runs), so that a hunt is reproducible."""
+    state = os.environ.get("NOISE_STATE")
+    if not state:
+        return int.from_bytes(os.urandom(2), "little") / 65535
+    counter = Path(state) / "runs"
+    k = int(counter.read_text()) if counter.exists() else 0
+    counter.write_text(str(k + 1))
+    return random.Random(f"{os.environ.get('NOISE_SEED', '0')}-{k}").random()
+
+
 def main():
     start = time.perf_counter()
     for _ in range(4):
         step(WORK)
-    # the noise: up to ~30% of the work's time, from the OS's entropy (each run differs); a
-    # loaded machine adds its own
-    time.sleep(0.03 * int.from_bytes(os.urandom(2), "little") / 65535)
+    # the noise: a pause of up to 30 ms (several times the work's); a loaded machine adds its own
+    time.sleep(0.03 * pause_fraction())
     seconds = time.perf_counter() - start
     tokens = 4096
     print(fmt_rate(tokens / seconds))
@@ -93,13 +112,20 @@ def probe_cv(repo: Path, runs: int = 12) -> float:
 def test_the_noisy_probe_is_noisy(tmp_path):
     repo = tmp_path / "repo"
     noisy_repo(repo)
-    assert probe_cv(repo) > 0.05     # ~15% by design (more on a loaded machine)
+    assert probe_cv(repo) > 0.15     # ~40% by design (more on a loaded machine)
 
 
 COMMON = ["--cmd", f"{sys.executable} train.py", "--instrument", "off", "--quiet"]
 
 
-@pytest.mark.parametrize("run", range(5))
+def seeded(tmp_path: Path, seed: int) -> list[str]:
+    """--env flags that make the probe's pauses the seeded sequence `seed` (counted in tmp_path)."""
+    state = tmp_path / "noise"
+    state.mkdir()
+    return ["--env", f"NOISE_STATE={state}", "--env", f"NOISE_SEED={seed}"]
+
+
+@pytest.mark.parametrize("run", range(3))
 def test_a_five_hunk_diff_never_blames_a_neutral_hunk(tmp_path, run):
     repo = tmp_path / "repo"
     noisy_repo(repo)
@@ -108,7 +134,7 @@ def test_a_five_hunk_diff_never_blames_a_neutral_hunk(tmp_path, run):
     # --max-samples 24: the control arm and each subset get at most 24 pairs with BASE; on a
     # loaded 2-core machine the probe's noise is far above 15%, and a hunt that cannot show the
     # slowdown (2) or decide (5, 6) within that says so: what it may never do is name a neutral hunk
-    code = run_cli(["hunks", "-C", str(repo), *COMMON, "--min-effect", "0.08", "--max-samples", "24",
+    code = run_cli(["hunks", "-C", str(repo), *COMMON, *seeded(tmp_path, run), "--min-effect", "0.08", "--max-samples", "24",
                     "--store", str(tmp_path / "store.sqlite"), "--json", str(out)])
     report = json.loads(out.read_text())
     assert report["hunk_count"] >= 5 and "helpers.py" in report["files"]
@@ -124,12 +150,12 @@ def test_a_five_hunk_diff_never_blames_a_neutral_hunk(tmp_path, run):
                                                           (6, "undecided"))
 
 
-@pytest.mark.parametrize("run", range(5))
+@pytest.mark.parametrize("run", range(3))
 def test_an_aa_range_is_not_reproduced(tmp_path, run):
     repo = tmp_path / "repo"
     noisy_repo(repo, commits=6)
     out = tmp_path / "run.json"
-    code = run_cli(["run", "-C", str(repo), *COMMON, "--min-effect", "0.08", "--max-samples", "24",
+    code = run_cli(["run", "-C", str(repo), *COMMON, *seeded(tmp_path, run), "--min-effect", "0.08", "--max-samples", "24",
                     "--store", str(tmp_path / "store.sqlite"), "--json", str(out), "HEAD~5", "HEAD"])
     report = json.loads(out.read_text())
     assert (code, report["verdict"], report["reproduced"]) == (2, "not-reproduced", False), report["verdict_reason"]
