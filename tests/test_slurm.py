@@ -25,7 +25,7 @@ pytestmark = [pytest.mark.slurm, pytest.mark.slow]
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = ROOT / "scripts" / "slurm_local.sh"
 SPEEDS = [1000.0] * 5 + [700.0] * 3          # culprit: index 5
-PYPROJECT = "[tool.regressbisect.slurm]\npoll_s = 0.5\ncpus_per_probe = 1\n"
+PYPROJECT = "[tool.regressbisect.slurm]\npoll_s = 0.1\ncpus_per_probe = 1\n"
 
 
 @pytest.fixture(scope="session")
