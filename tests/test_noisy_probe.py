@@ -131,10 +131,10 @@ def test_a_five_hunk_diff_never_blames_a_neutral_hunk(tmp_path, run):
     noisy_repo(repo)
     make_five_hunk_diff(repo)
     out = tmp_path / "hunks.json"
-    # --max-samples 24: the control arm and each subset get at most 24 pairs with BASE; on a
+    # --max-samples 16: the control arm and each subset get at most 16 pairs with BASE; on a
     # loaded 2-core machine the probe's noise is far above 15%, and a hunt that cannot show the
     # slowdown (2) or decide (5, 6) within that says so: what it may never do is name a neutral hunk
-    code = run_cli(["hunks", "-C", str(repo), *COMMON, *seeded(tmp_path, run), "--min-effect", "0.08", "--max-samples", "24",
+    code = run_cli(["hunks", "-C", str(repo), *COMMON, *seeded(tmp_path, run), "--min-effect", "0.08", "--max-samples", "16",
                     "--store", str(tmp_path / "store.sqlite"), "--json", str(out)])
     report = json.loads(out.read_text())
     assert report["hunk_count"] >= 5 and "helpers.py" in report["files"]
@@ -155,7 +155,7 @@ def test_an_aa_range_is_not_reproduced(tmp_path, run):
     repo = tmp_path / "repo"
     noisy_repo(repo, commits=6)
     out = tmp_path / "run.json"
-    code = run_cli(["run", "-C", str(repo), *COMMON, *seeded(tmp_path, run), "--min-effect", "0.08", "--max-samples", "24",
+    code = run_cli(["run", "-C", str(repo), *COMMON, *seeded(tmp_path, run), "--min-effect", "0.08", "--max-samples", "16",
                     "--store", str(tmp_path / "store.sqlite"), "--json", str(out), "HEAD~5", "HEAD"])
     report = json.loads(out.read_text())
     assert (code, report["verdict"], report["reproduced"]) == (2, "not-reproduced", False), report["verdict_reason"]
