@@ -42,7 +42,6 @@ from dataclasses import dataclass, field, replace
 from typing import Sequence
 
 import numpy as np
-from scipy.stats import t as student_t
 
 from regressbisect.config import DIRECTION, DIRECTIONS, MAX_SAMPLES, MIN_EFFECT
 from regressbisect.search.book import SampleBook
@@ -51,7 +50,8 @@ from regressbisect.search.direction import hunted_sign, toward
 from regressbisect.search.localise import Posterior, step_posterior
 from regressbisect.search.naming import NamingGate
 from regressbisect.search.sides import SideRule
-from regressbisect.search.stats import (Comparison, NoisePool, Summary, log_threshold, sprt, summarize)
+from regressbisect.search.stats import (Comparison, NoisePool, Summary, log_threshold, sprt, summarize,
+                                        t_ppf)
 
 __all__ = ["SearchSettings", "Measure", "Culprit", "CandidateVerdict", "SideCheck", "SearchResult", "CommitSearch"]
 
@@ -487,7 +487,7 @@ class CommitSearch:
         if not (a and b and sigma > 0 and df > 0):
             return False
         est = float(np.mean(b) - np.mean(a))
-        half = float(student_t.ppf(0.975, df)) * sigma * math.sqrt(1 / len(a) + 1 / len(b))
+        half = t_ppf(0.975, df) * sigma * math.sqrt(1 / len(a) + 1 / len(b))
         return est + half < 0 if c.step < 0 else est - half > 0
 
     @staticmethod
@@ -932,10 +932,10 @@ class CommitSearch:
             cov = sigma2 * xtx_inv
             if x.shape[1] > segments:
                 drift_t = abs(coef[-1]) / math.sqrt(cov[-1, -1]) if cov[-1, -1] > 0 else 0.0
-                if not drift_t > float(student_t.ppf(0.995, df)):
+                if not drift_t > t_ppf(0.995, df):
                     continue   # no evidence of drift: the plain fit (the segment means)
             per_round = float(coef[-1]) / max(float(np.ptp(t)), 1.0) if x.shape[1] > segments else 0.0
-            return coef[:segments], cov[:segments, :segments], float(student_t.ppf(0.975, df)), per_round
+            return coef[:segments], cov[:segments, :segments], t_ppf(0.975, df), per_round
         return None
 
     def _gap_scale(self) -> float:

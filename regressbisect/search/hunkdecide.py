@@ -47,13 +47,12 @@ from typing import Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 
-from scipy.stats import t as student_t
 
 from regressbisect.search.bisect import CommitSearch, Culprit, SearchResult, SearchSettings
 from regressbisect.search.control import run_control_arm
 from regressbisect.search.ddmin import UNDECIDED, UNRESOLVED, DdminResult, DdminSettings, HunkSearch
 from regressbisect.search.levels import LevelRule, slowdowns, subset_verdict, undecided
-from regressbisect.search.stats import NoisePool, log_threshold, pooled_t_log_bf
+from regressbisect.search.stats import NoisePool, log_threshold, pooled_t_log_bf, t_ppf
 
 Measure = Callable[[frozenset, str], "float | None"]
 """(subset of hunk ids, purpose) -> tok/s of one run of BASE + subset, or None (skipped)."""
@@ -510,7 +509,7 @@ def _tested(hunks: frozenset, base: Sequence[float], subset: Sequence[float], no
     tok/s with a 95% t interval from the hunt's pooled noise (a handful of pairs' own spread gives an
     interval too unsteady for the shares of the gap)."""
     est = float(np.mean(np.log(subset)) - np.mean(np.log(base)))
-    half = float(student_t.ppf(0.975, noise.df)) * noise.sigma * math.sqrt(1 / len(base) + 1 / len(subset))
+    half = t_ppf(0.975, noise.df) * noise.sigma * math.sqrt(1 / len(base) + 1 / len(subset))
     return TestedSubset(hunks, "reproduced", math.expm1(est), (math.expm1(est - half), math.expm1(est + half)),
                         min(len(base), len(subset)))
 

@@ -9,11 +9,10 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from scipy.stats import t as student_t
 
 from regressbisect.search.book import SampleBook
 from regressbisect.search.direction import toward
-from regressbisect.search.stats import log_threshold, mixture_log_lr
+from regressbisect.search.stats import log_threshold, mixture_log_lr, t_cdf, t_ppf
 
 __all__ = ["SideRule"]
 
@@ -67,7 +66,7 @@ class SideRule:
             # all samples rule the step out; the pairs taken since the side opened must too
             ours, se = toward(float(np.mean(fresh)), sign), sigma * math.sqrt(2 / len(fresh))
             if self.implausible(ours, se, drop_margin, df):
-                bound = ours + float(student_t.ppf(1 - self.side_drop, df)) * se
+                bound = ours + t_ppf(1 - self.side_drop, df) * se
                 # The bound is of the net change between the ends (from the fresh pairs); it is
                 # below zero when they moved the other way (an improvement in the side). Steps
                 # under min_effect are never culprits, so a cleared side rules out min_effect at
@@ -78,4 +77,4 @@ class SideRule:
     def implausible(self, ours: float, se: float, margin: float, df: int) -> bool:
         """A step of `margin` in the hunted direction has less than side_drop probability, given an
         estimate `ours` of it (t distribution)."""
-        return float(student_t.cdf((ours - margin) / se, df)) < self.side_drop
+        return t_cdf((ours - margin) / se, df) < self.side_drop

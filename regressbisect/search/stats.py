@@ -28,13 +28,33 @@ from typing import Iterable, Sequence
 
 import numpy as np
 from scipy import stats as _st
-from scipy.special import log_ndtr as _log_ndtr   # norm.logcdf without its dispatch: the search's hot path
+from scipy.special import log_ndtr as _log_ndtr, stdtr as _stdtr, stdtrit as _stdtrit
 
 __all__ = [
     "Summary", "summarize", "Comparison", "compare", "pooled_log_sigma", "sprt",
     "mixture_log_lr", "log_threshold", "t_confidence_sequence", "t_cs_multiplier",
-    "NoisePool", "pooled_t_log_bf", "EFFECT_PRIORS",
+    "NoisePool", "pooled_t_log_bf", "EFFECT_PRIORS", "t_cdf", "t_sf", "t_ppf",
 ]
+
+
+# -- Student t and normal tails: scipy.stats' own kernels (t._cdf is special.stdtr, t._ppf
+# special.stdtrit, norm.logcdf special.log_ndtr), without the per-call argument dispatch that
+# made them a fifth of a simulated hunt's time; for finite arguments and df >= 1, the same numbers.
+
+def t_cdf(x: float, df: float) -> float:
+    """P(T <= x) for Student's t with df degrees of freedom."""
+    return float(_stdtr(df, x))
+
+
+def t_sf(x: float, df: float) -> float:
+    """P(T > x)."""
+    return float(_stdtr(df, -x))
+
+
+def t_ppf(q: float, df: float) -> float:
+    """The q quantile."""
+    return float(_stdtrit(df, q))
+
 
 
 @dataclass(frozen=True)
@@ -143,9 +163,9 @@ def _verdict(mean: float, se: float, df: float, *, min_effect: float, alpha: flo
         lo = hi = lo90 = hi90 = mean
     else:
         t = mean / se
-        p = float(2 * _st.t.sf(abs(t), df))
-        half = float(_st.t.ppf(1 - alpha / 2, df)) * se
-        half_tost = float(_st.t.ppf(1 - alpha, df)) * se
+        p = 2 * t_sf(abs(t), df)
+        half = t_ppf(1 - alpha / 2, df) * se
+        half_tost = t_ppf(1 - alpha, df) * se
         lo, hi = mean - half, mean + half
         lo90, hi90 = mean - half_tost, mean + half_tost
     if p < alpha and abs(mean) >= margin:
