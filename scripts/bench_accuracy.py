@@ -308,10 +308,13 @@ def run_trial(task: tuple[Cell, str, int, int]) -> dict:
             "reproduced": r.result.reproduced if method.startswith("ours") else None}
 
 
-def _set_settings(confidence: float, drift_prior: float, max_samples: int, prior_samples: int = 0) -> None:
+def _set_settings(confidence: float, drift_prior: float, max_samples: int, prior_samples: int = 0,
+                  name_alpha: float = SearchSettings().name_alpha,
+                  reproduce_alpha: float = SearchSettings().reproduce_alpha) -> None:
     global OURS_SETTINGS, PRIOR_SAMPLES
     PRIOR_SAMPLES = prior_samples
-    OURS_SETTINGS = SearchSettings(confidence=confidence, drift_prior=drift_prior, max_samples=max_samples)
+    OURS_SETTINGS = SearchSettings(confidence=confidence, drift_prior=drift_prior, max_samples=max_samples,
+                                   name_alpha=name_alpha, reproduce_alpha=reproduce_alpha)
 
 
 def aggregate(rows: list[dict]) -> dict:
@@ -353,7 +356,8 @@ METHODS = ("ours-1", "naive", "careful", "bayes")
 def markdown(cells: list[Cell], table: dict, args: argparse.Namespace, seconds: float) -> str:
     lines = [f"Simulated histories, lognormal noise; {BAYES_IMPL} for the Bayesian baseline; "
              f"seed {args.seed}; ours stops at posterior mass {args.confidence}, drift prior {args.drift_prior}, "
-             f"max samples {args.max_samples}; remembered noise from {args.noise_prior} samples; "
+             f"max samples {args.max_samples}; name_alpha {args.name_alpha:g}, reproduce_alpha "
+             f"{args.reproduce_alpha:g}; remembered noise from {args.noise_prior} samples; "
              f"{seconds / 60:.1f} min on {args.jobs} processes.", "",
              "| cell | method | trials | exact | hit | both | false culprit | reproduced | could not decide | executions | p95 | rounds s=1/4/8 |",
              "|---|---|---|---|---|---|---|---|---|---|---|---|"]
@@ -452,6 +456,10 @@ def main(argv: list[str] | None = None) -> int:
                    help="prior probability of the posterior's drift model (SearchSettings.drift_prior; 0 turns it off)")
     p.add_argument("--max-samples", type=int, default=SearchSettings().max_samples,
                    help="our search's cap of samples per candidate (SearchSettings.max_samples)")
+    p.add_argument("--name-alpha", type=float, default=SearchSettings().name_alpha,
+                   help="family-wise rate of naming a commit that is no step (SearchSettings.name_alpha)")
+    p.add_argument("--reproduce-alpha", type=float, default=SearchSettings().reproduce_alpha,
+                   help="level of the control arm's 'reproduced' (SearchSettings.reproduce_alpha)")
     p.add_argument("--high-noise", action="store_true",
                    help="the busy-machine cells (CV 8, 12, 15%%; ours only, every cell gets --trials)")
     p.add_argument("--noise-prior", type=int, default=0, metavar="N",
@@ -485,7 +493,8 @@ def main(argv: list[str] | None = None) -> int:
         expected[cell.name] = expected.get(cell.name, 0) + 1
     rows: list[dict] = []
     done: dict[str, int] = {}
-    with mp.Pool(args.jobs, initializer=_set_settings, initargs=(args.confidence, args.drift_prior, args.max_samples, args.noise_prior)) as pool:
+    with mp.Pool(args.jobs, initializer=_set_settings, initargs=(args.confidence, args.drift_prior, args.max_samples, args.noise_prior,
+                                                                 args.name_alpha, args.reproduce_alpha)) as pool:
         for row in pool.imap_unordered(run_trial, tasks, chunksize=2):
             rows.append(row)
             done[row["cell"]] = done.get(row["cell"], 0) + 1
