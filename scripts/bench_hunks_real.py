@@ -4,10 +4,9 @@ busy-loop step about 15% slower, hunted end to end by the CLI (`regressbisect hu
 per sample), several times. Prints per hunt: the verdict, what was named, probes and wall time,
 and the mean; a named neutral hunk is a false answer.
 
-The step: WORK units of busy work (about 60 ms), then a pause drawn from os.urandom (uniform, about
-0-40 ms), so that its runs vary by about 14% between processes on a quiet machine (the script
-measures and prints the spread first). The five hunks: a docstring, an import of a new untracked
-file, the slow hunk (a quarter more work per step), a config constant and a format helper.
+The probe and the diff are regressbisect.testing.noisyrepo's: WORK units of busy work (sized here
+to about 60 ms), then a pause drawn from os.urandom (uniform, 0-40 ms), so that its runs vary by
+about 13% between processes on a quiet machine (the script measures and prints the spread first).
 
     python scripts/bench_hunks_real.py --hunts 3 [--json OUT]
 """
@@ -24,45 +23,7 @@ from pathlib import Path
 
 import _common  # noqa: E402,F401  (puts the repository on sys.path)
 
-from regressbisect.testing.gitrepo import make_repo, write_files  # noqa: E402
-
-TRAIN = '''\
-"""A training step stand-in: WORK units of busy work, then a random pause (a noisy machine)."""
-import json
-import os
-import time
-
-from config import WORK, PAUSE_S
-from fmt import fmt_rate
-
-
-def step(units):
-    total = 0
-    for i in range(units):
-        total += i * i % 7
-    return total
-
-
-def main():
-    start = time.perf_counter()
-    for _ in range(4):
-        step(WORK)
-    time.sleep(PAUSE_S * int.from_bytes(os.urandom(2), "little") / 65535)
-    seconds = time.perf_counter() - start
-    tokens = 4096
-    print(fmt_rate(tokens / seconds))
-    print("@regressbisect " + json.dumps({"tokens": tokens, "seconds": seconds, "tok_s": tokens / seconds}))
-
-
-if __name__ == "__main__":
-    main()
-'''
-FMT = 'def fmt_rate(x):\n    return "%.1f tok/s" % x\n'
-
-
-def config(work: int, pause_s: float, log_every: int = 10) -> str:
-    return f"WORK = {work}\nPAUSE_S = {pause_s}\nLOG_EVERY = {log_every}\n"
-
+from regressbisect.testing.noisyrepo import SLOW_HUNK, make_five_hunk_diff, make_noisy_repo  # noqa: E402
 
 def _step(units: int) -> int:
     """The probe's `step`, here, to size WORK by this machine's speed."""
@@ -93,15 +54,6 @@ def spread(repo: Path, runs: int) -> tuple[float, float]:
     return statistics.mean(values), statistics.stdev(values) / statistics.mean(values)
 
 
-def make_diff(repo: Path, work: int, pause_s: float) -> None:
-    train = TRAIN.replace('"""A training step stand-in:', '"""A training step (stand-in):')             # docstring
-    train = train.replace("from fmt import fmt_rate\n", "from fmt import fmt_rate\nimport helpers  # noqa: F401\n")
-    train = train.replace("        step(WORK)\n", "        step(WORK)\n        step(WORK // 4)\n")  # the slow hunk
-    write_files(repo, {"train.py": train, "config.py": config(work, pause_s, log_every=20),
-                       "fmt.py": FMT.replace("%.1f tok/s", "%.2f tok/s"),
-                       "helpers.py": "def unused():\n    return 1\n"})
-
-
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--hunts", type=int, default=3)
@@ -114,18 +66,18 @@ def main() -> int:
     rows, hunts = [], []
     with tempfile.TemporaryDirectory() as tmp:
         base = Path(tmp) / "base"
-        make_repo(base, [{"train.py": TRAIN, "config.py": config(work, args.pause_s), "fmt.py": FMT}])
+        make_noisy_repo(base, work, args.pause_s)
         level, cv = spread(base, 20)
         slow = Path(tmp) / "slow"
-        make_repo(slow, [{"train.py": TRAIN, "config.py": config(work, args.pause_s), "fmt.py": FMT}])
-        make_diff(slow, work, args.pause_s)
+        make_noisy_repo(slow, work, args.pause_s)
+        make_five_hunk_diff(slow, work, args.pause_s)
         slow_level, _ = spread(slow, 20)
         print(f"step: {work} units x 4, pause 0..{args.pause_s}s; BASE {level:.0f} tok/s, CV {cv:.1%} between "
               f"processes; BASE + all hunks {slow_level / level - 1:+.1%} (20 runs each)", flush=True)
         for k in range(args.hunts):
             repo = Path(tmp) / f"hunt{k}"
-            make_repo(repo, [{"train.py": TRAIN, "config.py": config(work, args.pause_s), "fmt.py": FMT}])
-            make_diff(repo, work, args.pause_s)
+            make_noisy_repo(repo, work, args.pause_s)
+            make_five_hunk_diff(repo, work, args.pause_s)
             out = repo.parent / f"hunt{k}.json"
             started = time.perf_counter()
             subprocess.run([sys.executable, "-m", "regressbisect", "hunks", "-C", str(repo), "--cmd",
@@ -135,8 +87,8 @@ def main() -> int:
             wall = time.perf_counter() - started
             report = json.loads(out.read_text())
             named = [(h["file"], h["excerpt"]) for c in report["culprits"] for h in c["hunks"]]
-            right = bool(named) and all(f == "train.py" and "WORK // 4" in e for f, e in named)
-            false = [n for n in named if not (n[0] == "train.py" and "WORK // 4" in n[1])]
+            right = bool(named) and all(f == "train.py" and SLOW_HUNK in e for f, e in named)
+            false = [n for n in named if not (n[0] == "train.py" and SLOW_HUNK in n[1])]
             hunts.append({"verdict": report["verdict"], "named": named, "right": right, "false": len(false),
                           "probes": report["probes"], "wall_s": round(wall, 1),
                           "step_pct": [c["step_pct"] for c in report["culprits"]]})
@@ -144,8 +96,9 @@ def main() -> int:
                          report["probes"], f"{wall:.0f}"])
             print(f"hunt {k + 1}: {rows[-1][1:]}", flush=True)
     _common.print_table(["hunt", "verdict", "named", "probes", "wall s"], rows)
-    print(f"right {sum(h['right'] for h in hunts)} of {len(hunts)}, neutral hunks named "
-          f"{sum(h['false'] for h in hunts)}, mean probes {statistics.mean(h['probes'] for h in hunts):.0f}")
+    if hunts:
+        print(f"right {sum(h['right'] for h in hunts)} of {len(hunts)}, neutral hunks named "
+              f"{sum(h['false'] for h in hunts)}, mean probes {statistics.mean(h['probes'] for h in hunts):.0f}")
     if args.json:
         _common.write_results(args.json, {"work_units": work, "pause_s": args.pause_s, "base_cv": cv,
                                           "all_hunks_step": slow_level / level - 1, "hunts": hunts})

@@ -1,9 +1,9 @@
 """Real processes on a deliberately noisy probe: right or silent, never a false answer.
 
-The benchmark does a little busy work (~6-9 ms) and then pauses up to 30 ms, so its runs vary by
-about 40% (more on a loaded machine). The pause is drawn per run from a seeded sequence
-(NOISE_STATE, NOISE_SEED), so that each hunt here is reproducible; the machine's own jitter
-comes on top. The hunts run the real CLI (one process per sample).
+The benchmark (regressbisect.testing.noisyrepo) does a little busy work (~6-9 ms) and then pauses
+up to 30 ms, so its runs vary by about 40% (more on a loaded machine). The pause is drawn per
+run from a seeded sequence (NOISE_STATE, NOISE_SEED), so that each hunt here is reproducible; the
+machine's own jitter comes on top. The hunts run the real CLI (one process per sample).
 
 * a 5-hunk diff: one hunk adds a quarter more busy work per step (a few percent of the step at
   this noise); the others are a docstring, a config constant, a format helper and an import of a
@@ -27,77 +27,15 @@ from pathlib import Path
 import pytest
 
 from tests.cli import run_cli
-from regressbisect.testing.gitrepo import make_repo, write_files
+from regressbisect.testing.noisyrepo import SLOW_HUNK, make_five_hunk_diff, make_noisy_repo
 
 pytestmark = pytest.mark.slow
 
-TRAIN = '''\
-"""A training step stand-in: WORK units of busy work, then a random pause (noisy machine)."""
-import json
-import os
-import random
-import time
-from pathlib import Path
-
-from config import WORK, LOG_EVERY
-from fmt import fmt_rate
-
-
-def step(units):
-    total = 0
-    for i in range(units):
-        total += i * i % 7
-    return total
-
-
-def pause_fraction():
-    """Uniform in 0..1: from the OS's entropy, or, with NOISE_STATE set, the next of a seeded
-    sequence (one draw per run, in the order of the runs), so that a hunt is reproducible."""
-    state = os.environ.get("NOISE_STATE")
-    if not state:
-        return int.from_bytes(os.urandom(2), "little") / 65535
-    counter = Path(state) / "runs"
-    k = int(counter.read_text()) if counter.exists() else 0
-    counter.write_text(str(k + 1))
-    return random.Random(f"{os.environ.get('NOISE_SEED', '0')}-{k}").random()
-
-
-def main():
-    start = time.perf_counter()
-    for _ in range(4):
-        step(WORK)
-    # the noise: a pause of up to 30 ms (several times the work's); a loaded machine adds its own
-    time.sleep(0.03 * pause_fraction())
-    seconds = time.perf_counter() - start
-    tokens = 4096
-    print(fmt_rate(tokens / seconds))
-    print("@regressbisect " + json.dumps({"tokens": tokens, "seconds": seconds, "tok_s": tokens / seconds}))
-
-
-if __name__ == "__main__":
-    main()
-'''
-
-CONFIG = "WORK = 25000\nLOG_EVERY = 10\n"
-FMT = 'def fmt_rate(x):\n    return "%.1f tok/s" % x\n'
+WORK, PAUSE_S = 25000, 0.03      # ~6-9 ms of work, then up to 30 ms of pause
 
 
 def noisy_repo(path: Path, commits: int = 1) -> list[str]:
-    files = {"train.py": TRAIN, "config.py": CONFIG, "fmt.py": FMT}
-    specs = [files] + [{f"notes/n{i}.txt": f"note {i}\n"} for i in range(1, commits)]
-    return make_repo(path, specs, [f"c{i + 1}" for i in range(commits)])
-
-
-def make_five_hunk_diff(repo: Path) -> None:
-    train = TRAIN.replace('"""A training step stand-in:', '"""A training step (stand-in):')   # docstring
-    train = train.replace("from fmt import fmt_rate\n", "from fmt import fmt_rate\nimport helpers  # noqa: F401\n")
-    train = train.replace("        step(WORK)\n", "        step(WORK)\n        step(WORK // 4)\n")   # +25% work
-    write_files(repo, {
-        "train.py": train,
-        "config.py": CONFIG.replace("LOG_EVERY = 10", "LOG_EVERY = 20"),               # a constant
-        "fmt.py": FMT.replace("%.1f tok/s", "%.2f tok/s"),                              # a format helper
-        "helpers.py": "def unused():\n    return 1\n",                                  # new, untracked
-    })
+    return make_noisy_repo(path, WORK, PAUSE_S, commits)
 
 
 def probe_cv(repo: Path, runs: int = 12) -> float:
@@ -129,7 +67,7 @@ def seeded(tmp_path: Path, seed: int) -> list[str]:
 def test_a_five_hunk_diff_never_blames_a_neutral_hunk(tmp_path, run):
     repo = tmp_path / "repo"
     noisy_repo(repo)
-    make_five_hunk_diff(repo)
+    make_five_hunk_diff(repo, WORK, PAUSE_S)
     out = tmp_path / "hunks.json"
     # --max-samples 16: the control arm and each subset get at most 16 pairs with BASE; on a
     # loaded 2-core machine the probe's noise is far above 15%, and a hunt that cannot show the
@@ -139,7 +77,7 @@ def test_a_five_hunk_diff_never_blames_a_neutral_hunk(tmp_path, run):
     report = json.loads(out.read_text())
     assert report["hunk_count"] >= 5 and "helpers.py" in report["files"]
     named = [(h["file"], h["excerpt"]) for c in report["culprits"] for h in c["hunks"]]
-    assert all(file == "train.py" and "WORK // 4" in excerpt for file, excerpt in named), named
+    assert all(file == "train.py" and SLOW_HUNK in excerpt for file, excerpt in named), named
     assert code == report["exit_code"]
     if code == 0:
         assert named and report["verdict"] == "culprits"
