@@ -32,6 +32,7 @@ from pathlib import Path
 
 import _common  # noqa: E402,F401  (puts the repository on sys.path)
 
+from regressbisect.probe.protocol import parse_output  # noqa: E402
 from regressbisect.workload.demo import build_demo_repo  # noqa: E402
 
 REFINE = '''\
@@ -111,8 +112,7 @@ def tok_s(repo: Path, runs: int) -> list[float]:
     for _ in range(runs):
         out = subprocess.run([sys.executable, "-m", "trainer", "--preset", "tiny", "--tokens", "960"], cwd=repo,
                              capture_output=True, text=True, check=True).stdout
-        line = next(x for x in out.splitlines() if x.startswith("@regressbisect "))
-        values.append(json.loads(line.split(" ", 1)[1])["tok_s"])
+        values.append(parse_output(out)[-1].tok_s)
     return values
 
 
@@ -131,7 +131,7 @@ def main() -> int:
         slow = fresh_demo(tmp / "slow")
         harmless = make_diff(slow, args.hunks - 6, args.refine_ffn)
         diff = subprocess.run(["git", "diff"], cwd=slow, capture_output=True, text=True, check=True).stdout
-        hunk_count = diff.count("\n@@ ") + diff.startswith("@@ ") + 1          # + the untracked module
+        hunk_count = sum(line.startswith("@@ ") for line in diff.splitlines()) + 1   # + the untracked module
         lines = sum(1 for x in diff.splitlines() if x.startswith("+") and not x.startswith("+++")) + REFINE.count("\n")
         b, s = tok_s(base, args.spread), tok_s(slow, args.spread)
         step = statistics.median(s) / statistics.median(b) - 1
@@ -148,15 +148,13 @@ def main() -> int:
                             "--json", str(out)], stdout=subprocess.DEVNULL, check=False)
             wall = time.perf_counter() - started
             report = json.loads(out.read_text())
-            named = sorted({h["file"] for c in report["culprits"] for h in c["hunks"]} |
-                           {f"{h['file']}:{h.get('excerpt', '')[:40]}" for c in report["culprits"] for h in c["hunks"]
-                            if "reviewed:" in h.get("excerpt", "")})
-            false = [h for c in report["culprits"] for h in c["hunks"] if "reviewed:" in h.get("excerpt", "")]
-            group = [h for c in report["culprits"] for h in c["hunks"] if "reviewed:" not in h.get("excerpt", "")]
-            hunts.append({"verdict": report["verdict"], "group_hunks_named": len(group), "harmless_named": len(false),
-                          "probes": report["probes"], "wall_s": round(wall, 1),
-                          "steps_pct": [c["step_pct"] for c in report["culprits"]], "named": named})
-            print(f"hunt {k + 1}: {report['verdict']}, group hunks named {len(group)}, harmless named "
+            named = [h for c in report["culprits"] for h in c["hunks"]]
+            false = [h for h in named if "reviewed:" in h.get("excerpt", "")]     # a harmless comment hunk
+            hunts.append({"verdict": report["verdict"], "group_hunks_named": len(named) - len(false),
+                          "harmless_named": len(false), "probes": report["probes"], "wall_s": round(wall, 1),
+                          "steps_pct": [c["step_pct"] for c in report["culprits"]],
+                          "named": [f"{h['file']}: {h.get('excerpt', '')[:40]}" for h in named]})
+            print(f"hunt {k + 1}: {report['verdict']}, group hunks named {len(named) - len(false)}, harmless named "
                   f"{len(false)}, {report['probes']} probes, {wall / 60:.1f} min", flush=True)
     if args.json:
         _common.write_results(args.json, {"hunks": hunk_count, "added_lines": lines, "base_cv": cv,

@@ -23,35 +23,26 @@ from pathlib import Path
 
 import _common  # noqa: E402,F401  (puts the repository on sys.path)
 
+from regressbisect.probe.protocol import parse_output  # noqa: E402
 from regressbisect.testing.noisyrepo import SLOW_HUNK, make_five_hunk_diff, make_noisy_repo  # noqa: E402
-
-def _step(units: int) -> int:
-    """The probe's `step`, here, to size WORK by this machine's speed."""
-    total = 0
-    for i in range(units):
-        total += i * i % 7
-    return total
-
-
-def calibrate_work(target_s: float) -> int:
-    """Units of `step` that take about target_s / 4 here (the step runs four times)."""
-    units, spent = 100_000, 0.0
-    for _ in range(3):
-        started = time.perf_counter()
-        _step(units)
-        spent = time.perf_counter() - started
-    return max(1000, int(units * target_s / 4 / spent))
-
 
 def tok_s_of(repo: Path) -> float:
     out = subprocess.run([sys.executable, "train.py"], cwd=repo, capture_output=True, text=True, check=True).stdout
-    line = next(x for x in out.splitlines() if x.startswith("@regressbisect "))
-    return json.loads(line.split(" ", 1)[1])["tok_s"]
+    return parse_output(out)[-1].tok_s
 
 
 def spread(repo: Path, runs: int) -> tuple[float, float]:
     values = [tok_s_of(repo) for _ in range(runs)]
     return statistics.mean(values), statistics.stdev(values) / statistics.mean(values)
+
+
+def calibrate_work(target_s: float, tmp: Path) -> int:
+    """WORK for which the probe's busy part takes about target_s here: its own run at 100,000
+    units and no pause, scaled (the best of three runs)."""
+    units = 100_000
+    make_noisy_repo(tmp, units, 0.0)
+    seconds = min(4096 / tok_s_of(tmp) for _ in range(3))
+    return max(1000, int(units * target_s / seconds))
 
 
 def main() -> int:
@@ -62,9 +53,9 @@ def main() -> int:
     ap.add_argument("--min-effect", type=float, default=0.05)
     ap.add_argument("--json", type=Path, help="write the results here (scripts/_common.py envelope)")
     args = ap.parse_args()
-    work = calibrate_work(args.work_s)
     rows, hunts = [], []
     with tempfile.TemporaryDirectory() as tmp:
+        work = calibrate_work(args.work_s, Path(tmp) / "calibrate")
         base = Path(tmp) / "base"
         make_noisy_repo(base, work, args.pause_s)
         level, cv = spread(base, 20)

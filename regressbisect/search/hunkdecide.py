@@ -47,7 +47,6 @@ from typing import Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 
-
 from regressbisect.search.bisect import CommitSearch, Culprit, SearchResult, SearchSettings
 from regressbisect.search.control import run_control_arm
 from regressbisect.search.ddmin import UNDECIDED, UNRESOLVED, DdminResult, DdminSettings, HunkSearch

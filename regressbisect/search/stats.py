@@ -56,7 +56,6 @@ def t_ppf(q: float, df: float) -> float:
     return float(_stdtrit(df, q))
 
 
-
 @dataclass(frozen=True)
 class Summary:
     """Location and spread of the samples of one candidate."""
