@@ -11,6 +11,12 @@ The diff: N hunks in files of 5 hunks, functions of 2 (group_hunks' three levels
   hidden pair      the same, but the hunt is not told: B without A is a probe that crashes
   renamed function a definition and 4 call sites, none runs without the others (each needs all
                    four others, known), together 12% slower
+  feature chain    six hunks in file order that slow the step 10% only all together, the shape of
+                   a new feature: a new module, its import, an object built from it, its call, a
+                   config field and the value that turns it on; the hunt is told what the diff
+                   shows (the import needs the module, the object the import's name) and not the
+                   rest (the object and the value crash without the field, the call without the
+                   object)
   no culprit       an A/A diff: every hunk harmless; right = 'not reproduced'
 Positions are random per trial, drawn from a generator of (seed, row, trial), so two versions of
 the code see the same diffs; the probe's noise has its own generator.
@@ -51,6 +57,8 @@ CASES: list[tuple[int, str, float | None]] = [
     (50, "hidden pair", None),
     (54, "renamed function", None),
     (54, "renamed function", 0.10),
+    (54, "feature chain", None),
+    (54, "feature chain", 0.08),
     (5, "one culprit 15%", 0.14),
     (10, "no culprit", None),
     (10, "no culprit", 0.14),
@@ -58,8 +66,8 @@ CASES: list[tuple[int, str, float | None]] = [
 """(hunks, scenario, CV or None for --cv): the rows of the table."""
 
 
-def make_diff(n: int, scenario: str, rng: np.random.Generator) -> tuple[SimulatedDiff, bool]:
-    """The diff and whether the hunt is told its dependencies."""
+def make_diff(n: int, scenario: str, rng: np.random.Generator) -> tuple[SimulatedDiff, dict | bool]:
+    """The diff and the dependencies the hunt is told: True for all of them, False for none."""
     picks = [f"h{i:03d}" for i in rng.choice(n, size=min(n, 5), replace=False)]
     if scenario == "one culprit":
         return Diff(n, effects={picks[0]: 0.10}), True
@@ -74,6 +82,14 @@ def make_diff(n: int, scenario: str, rng: np.random.Generator) -> tuple[Simulate
     if scenario == "renamed function":
         group = frozenset(picks)
         return Diff(n, joint=[(group, 0.12)], needs={h: group - {h} for h in group}), True
+    if scenario == "feature chain":
+        # the new module is an untracked file: the last hunk in path order, as trainer/refine.py is
+        imp, build, call, field, value = (f"h{i:03d}" for i in sorted(rng.choice(n - 1, size=5, replace=False)))
+        module = f"h{n - 1:03d}"
+        told = {imp: frozenset({module}), build: frozenset({imp})}
+        hidden = {build: frozenset({imp, field}), value: frozenset({field}), call: frozenset({build})}
+        group = frozenset({imp, build, call, field, value, module})
+        return Diff(n, joint=[(group, 0.10)], needs={**told, **hidden}), told
     if scenario == "no culprit":
         return Diff(n), True
     raise ValueError(scenario)
@@ -97,7 +113,8 @@ def run_trial(n: int, scenario: str, seed: int, row: int, trial: int, cv: float)
             return None            # the probe crashes at import: a skip
         return diff.tok_s(subset) * math.exp(noise.normal(0.0, cv))
 
-    extra = {"needs": diff.needs} if told and TAKES_NEEDS else {}
+    needs = diff.needs if told is True else (told or None)
+    extra = {"needs": needs} if needs and TAKES_NEEDS else {}
     decision = decide_hunks(diff.ids, diff.groups(), measure, SearchSettings(), **extra)
     named = {c.hunks for c in decision.culprits}
     truth = diff.culprits()

@@ -112,6 +112,17 @@ def test_a_step_with_unmeasurable_commits_inside_is_ambiguous_and_names_no_commi
     assert all(asked.count(i) <= 2 for i in (12, 13, 14))
 
 
+@pytest.mark.parametrize("seed", range(3))
+def test_a_long_run_of_unmeasurable_commits_is_crossed_by_bisection_not_walked(seed):
+    # 6..47 of 53 do not build and the step is at 49: trying the next commit after each skip (git
+    # bisect's walk) paid two probes for each of the 42 and ended here after ~120 executions
+    history = FakeHistory(step_levels(53, {49: -0.10}), cv=0.02, unmeasurable=frozenset(range(6, 48)))
+    run = simulate(history, seed=seed)
+    assert culprit_steps(run) == [(48, 49)]
+    asked = [i for r in run.requests for i in r]
+    assert sum(6 <= i <= 47 for i in asked) <= 16
+
+
 def test_a_clean_culprit_beside_an_ambiguous_step_is_named_and_the_ambiguous_one_is_not():
     history = FakeHistory(step_levels(30, {8: -0.10, 22: -0.10}), cv=0.01, unmeasurable=frozenset({21, 22}))
     run = simulate(history, seed=2)

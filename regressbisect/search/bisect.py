@@ -621,6 +621,11 @@ class CommitSearch:
         a, b = post.gaps[best]
         mass = float(post.probs[best])
         self._live = self._central_bracket(post)
+        past = next((x for x in (b, a) if self._past_skips(iv, x) != x), None)
+        if mass >= s.confirm_enter and past is not None:
+            # the step's mass sits on a gap of unmeasurable commits whose end is still untried
+            # beside them: find where they end first, instead of walking them pair by pair
+            return [(Measure(self._past_skips(iv, past), f"bisect {iv.lo}..{iv.hi} (past skips)"), None)]
         if mass >= s.confirm_enter:
             diffs = self.book.paired_diffs(a, b)
             sigma, _ = self.book.pooled_sigma()
@@ -983,6 +988,48 @@ class CommitSearch:
     def _measurable_in(self, lo: int, hi: int) -> list[int]:
         return [i for i in range(lo, hi + 1) if not self.book.unmeasurable(i)]
 
+    def _skip_run(self, iv: _Interval, x: int) -> tuple[int, int, int, int] | None:
+        """For an untried commit x: (L, first, last, R), L and R the nearest sampled commits (or
+        ends) around x and [first, last] the span of the unmeasurable commits between them, taken
+        for one run; None when there are none, or x has a sample."""
+        book = self.book
+        if book.raw.get(x) or not iv.lo < x < iv.hi:
+            return None
+        lo, hi = x - 1, x + 1
+        while lo > iv.lo and not book.raw.get(lo):
+            lo -= 1
+        while hi < iv.hi and not book.raw.get(hi):
+            hi += 1
+        skipped = [i for i in range(lo + 1, hi) if book.unmeasurable(i)]
+        return (lo, skipped[0], skipped[-1], hi) if skipped else None
+
+    def _in_skip_run(self, iv: _Interval, x: int) -> bool:
+        """Untried inside a run of unmeasurable commits whose extent is not known yet (an untried
+        commit at one of its edges): presumed unmeasurable, measured last."""
+        run = self._skip_run(iv, x)
+        if run is None:
+            return False
+        lo, first, last, hi = run
+        return first < x < last and (first - 1 > lo or last + 1 < hi)
+
+    def _past_skips(self, iv: _Interval, x: int) -> int:
+        """Where to measure instead of x, when x is untried and next to a run of unmeasurable commits.
+
+        Unmeasurable commits come in runs (a broken build over a few commits; a hunk prefix that
+        holds a hunk without what it needs), so a commit next to one is likely in it. Measuring it
+        anyway, as git bisect's `skip` does, walks the run at two probes a commit. Halfway between x
+        and the nearest sampled commit on its far side instead: a binary search for where the run
+        ends, about log2 of its length in probes."""
+        run = self._skip_run(iv, x)
+        if run is None:
+            return x
+        lo, first, last, hi = run
+        if x == last + 1:
+            return (x + hi) // 2
+        if x == first - 1:
+            return (lo + x + 1) // 2
+        return x
+
     def _quantile_picks(self, iv: _Interval, post: Posterior, k: int, exclude: set[int]) -> list[int]:
         """Up to k distinct interior commits whose 'first bad <= x' mass is nearest j/(k+1)."""
         if not post.gaps or k <= 0:
@@ -998,14 +1045,17 @@ class CommitSearch:
             qs.append(float(cum[j - 1] / total) if j > 0 else 0.0)
         if not xs:
             return []
+        keep = [j for j, x in enumerate(xs) if not self._in_skip_run(iv, x)]
+        if keep:
+            xs, qs = [xs[j] for j in keep], [qs[j] for j in keep]
         xs_a, qs_a = np.array(xs), np.array(qs)
         chosen: list[int] = []
         for j in range(1, k + 1):
             target = j / (k + 1)
             order = np.lexsort((xs_a, np.abs(qs_a - target)))
             for o in order:
-                x = int(xs_a[o])
-                if x not in chosen:
+                x = self._past_skips(iv, int(xs_a[o]))
+                if x not in chosen and x not in exclude:
                     chosen.append(x)
                     break
         # a retry is owed to a candidate skipped once: it comes first if it is among the useful

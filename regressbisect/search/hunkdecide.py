@@ -14,10 +14,12 @@ ones, so the benchmark and the real hunt run the same decisions.
    and a paired test of each.
 2. Alone. A step adds a group; it is named when BASE + that group alone reproduces the slowdown
    against BASE (the control arm's rule), three arms in rotation: BASE, BASE + group, and the
-   prefix it ends. A group that does not run alone, or is clearly less slow alone than that
-   prefix, needs something before it: a second prefix search over BASE, BASE + group, BASE +
-   group + the first j groups finds the first j with which it is slow, and group j joins it (up
-   to NEEDS_DEPTH groups). A step at the first group is its own test against BASE.
+   prefix it ends. A group that does not run alone needs something before it to run: the first
+   j groups with which it runs, found by bisection on whether it runs, and group j joins it. One
+   that runs but is clearly less slow alone than that prefix needs something to be slow: a
+   second prefix search over BASE, BASE + group, BASE + group + the first j groups finds the
+   first j with which it is slow, and group j joins it (up to NEEDS_DEPTH such searches). A step
+   at the first group is its own test against BASE.
    When the named culprits' own slowdowns leave at least min_effect of the gap unexplained (one
    standard error clear, and showable within the pair cap), the hunks not named get a prefix
    search of their own (`_peel_the_rest`): costs in time add, so a culprit after a large one
@@ -171,6 +173,13 @@ class Runnable:
             self._ran.add(subset)
         return value
 
+    def settle(self, subset: frozenset, purpose: str) -> bool:
+        """Whether BASE + subset runs, probing it when that is not known yet (at most the skip
+        rule's two tries; a crash is a probe that ends at once)."""
+        while self(subset) and subset not in self._ran:
+            self.measure(subset, purpose)
+        return self(subset)
+
     @property
     def did_not_run(self) -> frozenset:
         """Subsets asked for that never gave a sample (known not to run, or skipped)."""
@@ -181,7 +190,8 @@ class _HunkDecider:
     """One hunk hunt's decisions (the module docstring)."""
 
     NEEDS_DEPTH = 3
-    """Groups the search for what a step needs may add to it before delta debugging takes over."""
+    """Prefix searches for what a step needs to be slow, before delta debugging takes over (the
+    bisections on whether it runs cost a few probes and are not counted)."""
 
     def __init__(self, hunk_ids, groups, measure: Measure, settings: SearchSettings, rule: LevelRule,
                  ddmin: DdminSettings, on_phase, needs: Needs | None):
@@ -310,12 +320,19 @@ class _HunkDecider:
     def _alone_with_what_it_needs(self, proposed: frozenset, before: list[frozenset],
                                   sign: int) -> TestedSubset | None:
         """`proposed` (the group a step adds) alone against BASE (`_alone`, beside the slow prefix it
-        ends); when it is clearly less slow alone, or does not run, `proposed` plus what it needs:
-        a second prefix search over BASE, BASE + proposed, BASE + proposed + the first j groups of
-        `before`, whose first step adds the group it needs (to run, or to be slow). Up to
-        NEEDS_DEPTH groups; None past them, or when the search finds no such step; 'undecided' when
-        the alone test runs out of pairs."""
-        for _ in range(self.NEEDS_DEPTH + 1):
+        ends), joined by what it needs until it reproduces the slowdown alone:
+
+        * when it does not run, the first j at which BASE + proposed + the first j groups of
+          `before` runs, by bisection on whether it runs (a crash answers without noise, in one
+          or two probes), and group j joins it;
+        * when it runs but is clearly less slow alone, a second prefix search over BASE, BASE +
+          proposed, BASE + proposed + the first j groups of `before` (a commit search), whose
+          first step adds the group it needs to be slow; up to NEEDS_DEPTH such searches.
+
+        None past them, or when no such group is found; 'undecided' when the alone test runs out
+        of pairs."""
+        searches = 0
+        while True:
             self.on_phase(f"alone: {len(proposed)} hunk(s) against BASE, beside the prefix they end")
             outcome, tested = self._alone(proposed, proposed.union(*before), sign)
             if outcome == "reproduced":
@@ -324,6 +341,16 @@ class _HunkDecider:
                 return tested or TestedSubset(proposed, "undecided", math.nan, (math.nan, math.nan), 0)
             if not before:
                 return None
+            if outcome == "does not run":
+                k = self._first_group_it_runs_with(proposed, before)
+                if k is None:
+                    return None
+                # it needs group k to run; what it needs to be slow may lie anywhere in the rest
+                proposed, before = proposed | before[k], before[:k] + before[k + 1:]
+                continue
+            if searches == self.NEEDS_DEPTH:
+                return None
+            searches += 1
             self.on_phase(f"needs: BASE + {len(proposed)} hunk(s) + the first j of {len(before)} "
                           "group(s) before them, bisected")
             candidates = [frozenset()] + [proposed.union(*before[:j]) for j in range(len(before) + 1)]
@@ -336,21 +363,36 @@ class _HunkDecider:
                 return TestedSubset(proposed, "reproduced", steps[0].step, steps[0].step_ci95, pairs)
             k = steps[0].first_bad - 2      # candidate j holds before[:j - 1]: its step adds before[k]
             proposed, before = proposed | before[k], before[:k]
-        return None
+
+    def _first_group_it_runs_with(self, proposed: frozenset, before: list[frozenset]) -> int | None:
+        """The k for which BASE + proposed + before[:k + 1] runs and BASE + proposed + before[:k]
+        does not, by bisection on whether each runs; None when it does not run with all of them."""
+        self.on_phase(f"needs: the first j of {len(before)} group(s) with which {len(proposed)} hunk(s) run, "
+                      "bisected on whether they run")
+        lo, hi = 0, len(before)          # before[:lo] does not run with it; before[:hi] is to be seen
+        if not self.runs.settle(proposed.union(*before), "needs"):
+            return None
+        while hi - lo > 1:
+            mid = (lo + hi) // 2
+            if self.runs.settle(proposed.union(*before[:mid]), "needs"):
+                hi = mid
+            else:
+                lo = mid
+        return hi - 1
 
     def _alone(self, proposed: frozenset, prefix: frozenset, sign: int) -> tuple[str, TestedSubset | None]:
         """'reproduced' (BASE + proposed is slower than BASE by min_effect, e-value 1/reproduce_alpha:
-        the control arm's rule), 'interacts' (it does not run, or the slow `prefix` it ends is
-        slower than it by min_effect, e-value 1/alpha: it needs more than itself) or 'open' (out of
+        the control arm's rule), 'does not run', 'interacts' (the slow `prefix` it ends is slower
+        than it by min_effect, e-value 1/alpha: it needs more than itself) or 'open' (out of
         pairs). Three arms in rotation, BASE, BASE + proposed, BASE + prefix; a wrong 'interacts'
         costs only a search, so it is held to alpha, not reproduce_alpha."""
         sets = (frozenset(), proposed, prefix)
         arms: tuple[list[float], list[float], list[float]] = ([], [], [])
         s = self.settings
         for k in range(s.max_samples):
-            values = {i: self.measure(sets[i], "name") for i in ((0, 1, 2) if k % 2 == 0 else (2, 1, 0))}
+            values = self._round_of_three(sets, k)
             if not self.runs(proposed):
-                return "interacts", None
+                return "does not run", None
             if any(v is None for v in values.values()):
                 continue
             for i in range(3):
@@ -364,6 +406,17 @@ class _HunkDecider:
             return "open", None
         return "open", replace(_tested(proposed, arms[0], arms[1], self.noise.plus(NoisePool.of(arms))),
                                verdict="undecided")
+
+    def _round_of_three(self, sets: tuple[frozenset, frozenset, frozenset], k: int) -> dict[int, float | None]:
+        """One rotation of the three arms (BASE, the subset tested, the reference), in the order
+        0 1 2, then 2 1 0; once the tested subset's run is skipped the round stops (its other
+        samples would have no partner)."""
+        values: dict[int, float | None] = {}
+        for i in ((0, 1, 2) if k % 2 == 0 else (2, 1, 0)):
+            values[i] = self.measure(sets[i], "name")
+            if i == 1 and values[i] is None:
+                break
+        return values
 
     def _verdict_of_named(self, named, suspects, open_question: bool, gap: float) -> HunkDecision:
         control, facts = self.control, self.facts
@@ -417,7 +470,7 @@ class _HunkDecider:
         arms: tuple[list[float], list[float], list[float]] = ([], [], [])
         min_effect = self.settings.min_effect
         for k in range(min(self.rule.max_pairs, self.settings.max_samples)):
-            values = {i: self.measure(sets[i], "name") for i in ((0, 1, 2) if k % 2 == 0 else (2, 1, 0))}
+            values = self._round_of_three(sets, k)
             if not self.runs(without):
                 return "needed", None          # the rest does not run without it
             if any(v is None for v in values.values()):
