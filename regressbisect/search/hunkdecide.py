@@ -441,9 +441,9 @@ class _HunkDecider:
         other, three arms are measured in rotation, BASE, the culprit without it, the culprit: it is
         needed once the culprit is slower than the rest by min_effect and an e-value of 1/alpha_k,
         not needed once the rest alone reproduces the slowdown against BASE by the same rule. The
-        k-th such test of the hunt gets alpha_k = name_alpha / (2 k (k + 1)) for each answer (they
-        sum to name_alpha: a hunk named that the culprit does not need is as rare as a commit named
-        that is no step). Each e-value uses the arms' own spread and the hunt's pooled noise."""
+        k-th such test of the hunt that measures gets alpha_k = name_alpha / (2 k (k + 1)) for each
+        answer (they sum to name_alpha: a hunk named that the culprit does not need is as rare as a
+        commit named that is no step); one ended by the rest's crash claims nothing by chance. Each e-value uses the arms' own spread and the hunt's pooled noise."""
         unsure = False
         for hunk in sorted(tested.hunks):
             members = tested.hunks
@@ -453,19 +453,25 @@ class _HunkDecider:
             if not self.runs(without):
                 continue
             self.on_phase(f"naming: is one hunk of {len(members)} needed? BASE, without it, with it")
-            self.leave_outs += 1
-            k = self.leave_outs
-            alpha = self.settings.name_alpha / (2 * k * (k + 1))
-            outcome, smaller = self._leave_one_out(without, members, alpha, sign)
+            outcome, smaller = self._leave_one_out(without, members, self._next_leave_out_alpha, sign)
             if outcome == "not needed":
                 tested = smaller
             elif outcome == "open":
                 unsure = True
         return tested, unsure
 
-    def _leave_one_out(self, without: frozenset, members: frozenset, alpha: float,
+    def _next_leave_out_alpha(self) -> float:
+        """alpha_k of the k-th leave-one-out test that measures (one the rest does not run without
+        makes no claim that could be wrong, and spends nothing)."""
+        self.leave_outs += 1
+        k = self.leave_outs
+        return self.settings.name_alpha / (2 * k * (k + 1))
+
+    def _leave_one_out(self, without: frozenset, members: frozenset, next_alpha: Callable[[], float],
                        sign: int) -> tuple[str, TestedSubset | None]:
-        """'needed', 'not needed' (with the rest's test against BASE) or 'open' (out of pairs)."""
+        """'needed', 'not needed' (with the rest's test against BASE) or 'open' (out of pairs);
+        `next_alpha` is asked for the test's alpha once the rest has run."""
+        alpha = None
         sets = (frozenset(), without, members)
         arms: tuple[list[float], list[float], list[float]] = ([], [], [])
         min_effect = self.settings.min_effect
@@ -475,6 +481,8 @@ class _HunkDecider:
                 return "needed", None          # the rest does not run without it
             if any(v is None for v in values.values()):
                 continue
+            if alpha is None:
+                alpha = next_alpha()
             for i in range(3):
                 arms[i].append(values[i])
             pool = self.noise.plus(NoisePool.of(arms))
