@@ -25,7 +25,7 @@ from regressbisect.render import render_summary
 from regressbisect.git.worktrees import WorktreePool, pool_root
 from regressbisect.samples import Candidate, ProbeOutcome, Sample, SampleKey
 from regressbisect.hunts.sampling import Request, SampleSource
-from regressbisect.probe.runner import ProbeSpec
+from regressbisect.probe.runner import ProbeSpec, timeout_reason
 from regressbisect.probe.setup_step import SPARE_TREES, BuiltTrees, SetupStep
 from regressbisect.probe.venvs import SlotVenvs
 from regressbisect.store import Store
@@ -52,12 +52,13 @@ class BuiltProbe:
 
 
 def _source(repo: Path, store: Store, pool: WorktreePool, setup_cmd: str, hunt_id: int | None,
-            probe=None, venvs=None, patch_for=lambda c: None, config: str = "c") -> tuple[SampleSource, SetupStep]:
+            probe=None, venvs=None, patch_for=lambda c: None, config: str = "c", timeout_s: float = 30,
+            setup_timeout_s: float = 60) -> tuple[SampleSource, SetupStep]:
     history = pool.history
-    setup = SetupStep(command=setup_cmd, store=store, hunt_id=hunt_id, timeout_s=60,
+    setup = SetupStep(command=setup_cmd, store=store, hunt_id=hunt_id, timeout_s=setup_timeout_s,
                       log_dir=pool_root(history) / "setup-logs")
     source = SampleSource(
-        store=store, pool=pool, spec=ProbeSpec(command="true", tokens=10, timeout_s=30),
+        store=store, pool=pool, spec=ProbeSpec(command="true", tokens=10, timeout_s=timeout_s),
         env_fingerprint="fp", hunt_id=hunt_id,
         key_for=lambda c: SampleKey(tree=history.tree_of(c.commit), patch_hash=c.patch_hash, config_hash=config,
                                     env_fingerprint="fp"),
@@ -294,6 +295,57 @@ def test_failed_setup_skips_with_its_reason_and_a_resumed_hunt_does_not_rerun_it
         rows = store.setups(SampleKey(history.tree_of(shas[1]), None, "c", "fp"), setup.hash)
     assert [r["ok"] for r in rows] == [False, False]
     assert "error: boom.c:3: bad" in rows[0]["output_tail"]
+
+
+class NeedsTime:
+    """Fake executor: a run that needs `seconds`, stopped at the spec's timeout below that."""
+
+    def __init__(self, seconds: float):
+        self.seconds, self.runs = seconds, 0
+
+    def __call__(self, spec, worktree: Path, extra_env=None) -> ProbeOutcome:
+        self.runs += 1
+        if spec.timeout_s < self.seconds:
+            return ProbeOutcome(sample=None, skip_reason=timeout_reason(spec.timeout_s), exit_code=None,
+                                wall_seconds=spec.timeout_s)
+        return ProbeOutcome(sample=Sample(tok_s=100.0), skip_reason=None, exit_code=0, wall_seconds=self.seconds)
+
+
+def test_a_resumed_hunt_given_a_longer_timeout_runs_a_timed_out_candidate_again(repo, tmp_path):
+    path, shas = repo
+    history = History.open(path)
+    probe = NeedsTime(45)
+    with Store(tmp_path / "s.sqlite") as store, WorktreePool(history, 1) as pool:
+        hunt = _hunt(store)
+        source, _ = _source(path, store, pool, "true", hunt, probe=probe, timeout_s=30)
+        (draw,) = source.draw_many([Request(Candidate(shas[1]))])
+        assert draw.skip_reason == "timeout after 30s" and probe.runs == 1
+        # resumed under the same limit: the stored timeout stands (no probe)
+        same, _ = _source(path, store, pool, "true", hunt, probe=probe, timeout_s=30)
+        assert same.draw_many([Request(Candidate(shas[1]), namespace="b")])[0].skip_reason == "timeout after 30s"
+        assert probe.runs == 1
+        # resumed with --timeout 60: it runs again, and measures
+        longer, _ = _source(path, store, pool, "true", hunt, probe=probe, timeout_s=60)
+        assert longer.draw_many([Request(Candidate(shas[1]), namespace="c")])[0].value == 100.0
+        assert probe.runs == 2
+
+
+def test_a_resumed_hunt_given_a_longer_setup_timeout_builds_again(repo, tmp_path):
+    path, shas = repo
+    history = History.open(path)
+    log = tmp_path / "setup.log"
+    command = f"echo run >> {log}; sleep 1; echo x = 1 > built.txt"
+    with Store(tmp_path / "s.sqlite") as store, WorktreePool(history, 1) as pool:
+        hunt = _hunt(store)
+        source, _ = _source(path, store, pool, command, hunt, setup_timeout_s=0.2)
+        (draw,) = source.draw_many([Request(Candidate(shas[1]))])
+        assert draw.skip_reason.startswith("setup failed: timeout after 0.2s")
+        same, _ = _source(path, store, pool, command, hunt, setup_timeout_s=0.2)
+        assert same.draw_many([Request(Candidate(shas[1]), namespace="b")])[0].value is None
+        assert log.read_text().count("run") == 1
+        longer, _ = _source(path, store, pool, command, hunt, setup_timeout_s=30)
+        assert longer.draw_many([Request(Candidate(shas[1]), namespace="c")])[0].value == 100.0
+        assert log.read_text().count("run") == 2
 
 
 def test_a_stored_setup_failure_is_reused_even_where_the_tree_has_older_samples(repo, tmp_path):

@@ -23,7 +23,7 @@ from regressbisect.probe.executors.base import ExecutedProbe, ProbeExecutor
 from regressbisect.probe.executors.local import LocalExecutor
 from regressbisect.probe.interrupts import INTERRUPTS
 from regressbisect.probe.isolation import Isolation, ProbeImports
-from regressbisect.probe.runner import ProbeSpec, probe_environment, run_probe
+from regressbisect.probe.runner import ProbeSpec, probe_environment, reusable_failure, run_probe
 from regressbisect.samples import Candidate, ProbeOutcome, Sample, SampleKey
 from regressbisect.store import Store
 
@@ -202,9 +202,10 @@ class SampleSource:
         if not stored and self._hunt_id is not None:
             # A candidate that only ever failed keeps failing (crashes are deterministic far more
             # often than not): a resumed hunt reuses its stored skip instead of paying for the
-            # crash again. A new hunt retries: the user may have fixed the environment since.
+            # crash again. A new hunt retries: the user may have fixed the environment since; so
+            # does a resumed one given a longer --timeout than the run that timed out.
             skips = self._store.skips(key, hunt_id=self._hunt_id)
-            if skips:
+            if skips and reusable_failure(skips[-1], self._spec.timeout_s):
                 self.cached_used += 1
                 return Draw(request.candidate, None, skips[-1], cached=True)
         return None

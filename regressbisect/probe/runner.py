@@ -167,7 +167,7 @@ def finished_probe(spec: ProbeSpec, code: int | None, stdout: str, stderr: str, 
                             output_tail=tail, started_at=started_at, leftovers=leftovers), []
 
     if timed_out:
-        return skip(f"timeout after {spec.timeout_s:g}s")
+        return skip(timeout_reason(spec.timeout_s))
     if code != 0:
         return skip(_failure_reason(code, stderr, spec.render_command()))
     try:
@@ -374,6 +374,21 @@ def _last_nonempty_line(text: str) -> str:
         if line.strip():
             return line.strip()[:300]
     return ""
+
+
+_TIMEOUT = re.compile(r"timeout after ([0-9.]+(?:e[+-]?[0-9]+)?)s")
+
+
+def timeout_reason(seconds: float) -> str:
+    """The skip reason of a run stopped at its time limit (a probe's, or a setup's inside its own)."""
+    return f"timeout after {seconds:g}s"
+
+
+def reusable_failure(reason: str | None, timeout_s: float) -> bool:
+    """Whether a stored failure still stands under the limit `timeout_s`: any but a timeout at a
+    shorter limit (a resumed hunt given a longer --timeout runs it again)."""
+    found = _TIMEOUT.search(reason or "")
+    return found is None or float(found.group(1)) >= timeout_s
 
 
 def _tail(stdout: str, stderr: str) -> str:

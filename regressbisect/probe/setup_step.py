@@ -25,7 +25,8 @@ from pathlib import Path
 from typing import Hashable, Mapping
 
 from regressbisect.samples import SampleKey
-from regressbisect.probe.runner import _kill_group, _last_nonempty_line, _signal_group, start_reaped
+from regressbisect.probe.runner import (_kill_group, _last_nonempty_line, _signal_group, reusable_failure, start_reaped,
+                                        timeout_reason)
 from regressbisect.store import Store
 
 TAIL_LINES = 30
@@ -134,7 +135,7 @@ class SetupStep:
         if self._hunt_id is None:
             return None
         failed = [r for r in self._store.setups(key, self.hash, hunt_id=self._hunt_id) if not r["ok"]]
-        if not failed:
+        if not failed or not reusable_failure(failed[-1]["reason"], self._timeout_s):
             return None
         self.remembered_failures += 1
         self._count(label, "remembered", 0.0)
@@ -175,7 +176,7 @@ class SetupStep:
         ok = code == 0 and not timed_out
         reason = None
         if not ok:
-            what = (f"timeout after {self._timeout_s:g}s" if timed_out else
+            what = (timeout_reason(self._timeout_s) if timed_out else
                     f"exit {code}: {_last_nonempty_line(_strip_log_header(output))}".rstrip(": "))
             reason = f"setup failed: {what} (log: {log_path})"
         self._store.add_setup(key, self.hash, hunt_id=self._hunt_id, command=self.command, ok=ok,
