@@ -276,10 +276,13 @@ class CommitSearch:
     """Adaptive search of the first-parent list 0 (GOOD) .. n-1 (BAD); see the module docstring."""
 
     def __init__(self, n: int, settings: SearchSettings = SearchSettings(), *,
-                 noise_prior: NoisePool | None = None, end_names: tuple[str, str] = ("GOOD", "BAD")):
+                 noise_prior: NoisePool | None = None, end_names: tuple[str, str] = ("GOOD", "BAD"),
+                 one_step: bool = False):
         """end_names: what the verdict's reasons call index 0 and n - 1. noise_prior: a remembered noise scale (the spread of earlier hunts' samples on this machine
         and probe config, at most NOISE_PRIOR_DF degrees of freedom), joined to the hunt's own
-        pooled spread while that is not larger (`SampleBook.with_prior`)."""
+        pooled spread while that is not larger (`SampleBook.with_prior`). one_step: the search
+        ends at its first named step, its sides unchecked (the hunk hunt's search for what a step
+        needs: a further need shows in the next alone test)."""
         if n < 2:
             raise ValueError("a commit search needs at least GOOD and BAD (n >= 2)")
         self.n = n
@@ -305,6 +308,7 @@ class CommitSearch:
         self.sides = SideRule(self.book, min_effect=settings.min_effect, alpha=settings.alpha,
                               side_share=settings.side_share, side_drop=settings.side_drop)
         self._remainder_searched = False                 # a cleared side was searched for the remainder
+        self._one_step = one_step
 
     # ------------------------------------------------------------------ public API
 
@@ -976,6 +980,10 @@ class CommitSearch:
         self._culprits.append(Culprit(first_bad=b, last_good=a, step=math.nan, step_ci95=(math.nan, math.nan),
                                       step_tok_s=math.nan, share_of_gap=math.nan))
         self._queue.pop(0)
+        if self._one_step:
+            self._queue = []
+            self._remainder_searched = True
+            return
         # the two sides may hold further steps (Pinpoint explores every differing pair)
         # opened at the pick: the pairs of their ends taken since then are as fresh as the gate's
         # (`_side_ends_beside_gate`)

@@ -234,10 +234,12 @@ class _HunkDecider:
         # only act together, or compensate): the hunks interact.
         return self._by_delta_debugging(search.samples(0), search.samples(len(prefixes) - 1))
 
-    def _commit_search(self, candidates: Sequence[frozenset], *, first: str, rest: str) -> CommitSearch:
+    def _commit_search(self, candidates: Sequence[frozenset], *, first: str, rest: str,
+                       one_step: bool = False) -> CommitSearch:
         """The commit search over BASE + each candidate subset, in order; its samples join the
-        hunt's pooled noise."""
-        search = CommitSearch(len(candidates), self.settings, end_names=("BASE", "BASE + all hunks"))
+        hunt's pooled noise. one_step: it ends at its first named step (`CommitSearch`)."""
+        search = CommitSearch(len(candidates), self.settings, end_names=("BASE", "BASE + all hunks"),
+                              one_step=one_step)
         while batch := search.next_batch(1):
             for m in batch:
                 purpose = first if m.reason == "control arm" else rest
@@ -354,7 +356,8 @@ class _HunkDecider:
             self.on_phase(f"needs: BASE + {len(proposed)} hunk(s) + the first j of {len(before)} "
                           "group(s) before them, bisected")
             candidates = [frozenset()] + [proposed.union(*before[:j]) for j in range(len(before) + 1)]
-            found = self._commit_search(candidates, first="needs", rest="needs").result()
+            # only its first step is used: a further need shows in the next alone test
+            found = self._commit_search(candidates, first="needs", rest="needs", one_step=True).result()
             steps = sorted(found.culprits + found.ambiguous, key=lambda c: c.first_bad)
             if not steps:
                 return None
