@@ -20,12 +20,13 @@ def hunks(
     repo: o.Repo = Path("."), quiet: o.Quiet = False,
     flags: dict | None = None,
 ) -> None:
-    """Delta-debug the uncommitted changes (staged + unstaged) hunk by hunk on tok/s.
+    """Find the uncommitted hunks (staged + unstaged) that make tok/s worse: BASE + the hunks in
+    file order, bisected like commits; delta debugging only where hunks interact.
 
     Untracked files are included (--tracked-only leaves them out). Your work tree, index and
-    untracked files are only read; candidates are built in pooled worktrees. A hunk is named only
-    when BASE + it is slower than BASE by at least --min-effect, interval excluding zero, on fresh
-    pairs measured beside BASE.
+    untracked files are only read; candidates are built in pooled worktrees. A hunk (with the
+    hunks it needs) is named only when BASE + it alone is slower than BASE by at least
+    --min-effect at an anytime-valid e-value of 200:1, on fresh runs measured beside BASE.
 
     Exit codes: 0 culprit hunks named; 1 user error; 2 not reproduced (BASE + changes is not
     slower by --min-effect); 4 every run skipped; 5 reproduced, but no hunk explains it on its
