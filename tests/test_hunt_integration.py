@@ -210,9 +210,13 @@ def test_rerun_measures_nothing_already_stored(tmp_path, fake_probes):
 
 
 TWO_METRICS_BENCH = """\
-import math, random
+import math, os, random
+from pathlib import Path
 from speed import SPEED
-rng = random.Random()
+counter = Path(os.environ["NOISE_STATE"]) / "runs"      # the k-th run draws from seed k: reproducible
+k = int(counter.read_text()) if counter.exists() else 0
+counter.write_text(str(k + 1))
+rng = random.Random(k)
 print(f"{1000.0 * math.exp(rng.gauss(0.0, 0.01)):.1f} items/s")   # the same at every commit
 print(f"{SPEED * math.exp(rng.gauss(0.0, 0.01)):.1f} tok/s")
 """
@@ -225,14 +229,16 @@ def test_a_changed_metric_regex_measures_again_instead_of_reusing_the_old_values
     shas = make_repo(tmp_path / "repo", [{"bench.py": TWO_METRICS_BENCH, "speed.py": f"SPEED = {speeds[0]}\n"}]
                      + [{"speed.py": f"SPEED = {v}\n", f"notes/n{i}.txt": f"{i}\n"} for i, v in enumerate(speeds[1:])])
     first, second = tmp_path / "tok.json", tmp_path / "items.json"
+    (tmp_path / "noise").mkdir()
     args = ["run", "-C", str(tmp_path / "repo"), "--cmd", f"{sys.executable} bench.py", "--tokens", "1000",
-            "--instrument", "off", "--quiet"]
+            "--instrument", "off", "--quiet", "--env", f"NOISE_STATE={tmp_path / 'noise'}"]
     assert run_cli([*args, "--json", str(first), shas[0], shas[-1]]) == 0
     code = run_cli([*args, "--metric-regex", r"([0-9.]+) items/s", "--json", str(second), shas[0], shas[-1]])
     a, b = json.loads(first.read_text()), json.loads(second.read_text())
     assert [c["commit"] for c in a["culprits"]] == [shas[4]]
     assert b["probes"] > 0 and b["cached_samples"] == 0
     assert code == 2 and b["verdict"] == "not-reproduced" and b["unit"] == "items/s"
+    assert int((tmp_path / "noise" / "runs").read_text()) >= a["probes"] + b["probes"]   # every run drew from it
     for side in ("good", "bad"):
         assert 950 < b["endpoints"][side]["median_tok_s"] < 1050
 
