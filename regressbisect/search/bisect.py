@@ -1053,9 +1053,10 @@ class CommitSearch:
             qs.append(float(cum[j - 1] / total) if j > 0 else 0.0)
         if not xs:
             return []
-        keep = [j for j, x in enumerate(xs) if not self._in_skip_run(iv, x)]
-        if keep:
-            xs, qs = [xs[j] for j in keep], [qs[j] for j in keep]
+        if any(self.book.unmeasurable(i) for i in self.book.skips):
+            keep = [j for j, x in enumerate(xs) if not self._in_skip_run(iv, x)]
+            if keep:
+                xs, qs = [xs[j] for j in keep], [qs[j] for j in keep]
         xs_a, qs_a = np.array(xs), np.array(qs)
         chosen: list[int] = []
         for j in range(1, k + 1):
