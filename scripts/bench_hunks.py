@@ -40,7 +40,7 @@ from tabulate import tabulate
 import _common  # noqa: E402,F401  (puts the repository on sys.path)
 from regressbisect.search.bisect import SearchSettings  # noqa: E402
 from regressbisect.search.hunkdecide import decide_hunks  # noqa: E402
-from regressbisect.testing.hunkdiff import SimulatedDiff  # noqa: E402
+from regressbisect.testing.hunkdiff import SimulatedDiff, feature_chain  # noqa: E402
 
 BASE_TOK_S = 10_000.0
 PER_FUNCTION = 2
@@ -83,13 +83,8 @@ def make_diff(n: int, scenario: str, rng: np.random.Generator) -> tuple[Simulate
         group = frozenset(picks)
         return Diff(n, joint=[(group, 0.12)], needs={h: group - {h} for h in group}), True
     if scenario == "feature chain":
-        # the new module is an untracked file: the last hunk in path order, as trainer/refine.py is
-        imp, build, call, field, value = (f"h{i:03d}" for i in sorted(rng.choice(n - 1, size=5, replace=False)))
-        module = f"h{n - 1:03d}"
-        told = {imp: frozenset({module}), build: frozenset({imp})}
-        hidden = {build: frozenset({imp, field}), value: frozenset({field}), call: frozenset({build})}
-        group = frozenset({imp, build, call, field, value, module})
-        return Diff(n, joint=[(group, 0.10)], needs={**told, **hidden}), told
+        return feature_chain(n, rng.choice(n - 1, size=5, replace=False), per_function=PER_FUNCTION,
+                             base_tok_s=BASE_TOK_S)
     if scenario == "no culprit":
         return Diff(n), True
     raise ValueError(scenario)

@@ -8,7 +8,7 @@ import pytest
 
 from regressbisect.search.bisect import SearchSettings
 from regressbisect.search.hunkdecide import decide_hunks
-from regressbisect.testing.hunkdiff import SimulatedDiff
+from regressbisect.testing.hunkdiff import SimulatedDiff, feature_chain
 
 Diff = SimulatedDiff   # n hunks in files of 5
 
@@ -82,27 +82,14 @@ def test_a_dependency_nobody_declared_is_found_by_what_the_step_needs():
         assert len(probe.runs) < 250          # delta debugging over all 50 paid ~300
 
 
-def feature_chain(n: int, rng: random.Random) -> tuple[Diff, dict]:
-    """A new feature in six hunks, slow only all together: a new module (an untracked file, last
-    in path order), its import, an object built from it, its call, a config field and the value
-    that turns it on. The diff shows that the import needs the module and the object the
-    import's name (told); the object and the value crash without the field, the call without
-    the object (not told)."""
-    imp, build, call, field, value = (f"h{i:03d}" for i in sorted(rng.sample(range(n - 1), 5)))
-    module = f"h{n - 1:03d}"
-    told = {imp: frozenset({module}), build: frozenset({imp})}
-    needs = {**told, build: frozenset({imp, field}), value: frozenset({field}), call: frozenset({build})}
-    group = frozenset({imp, build, call, field, value, module})
-    return Diff(n, joint=[(group, 0.10)], needs=needs), told
-
-
 @pytest.mark.parametrize("seed", range(3))
 def test_a_feature_whose_prefixes_crash_is_named_whole_at_the_cost_of_a_few_searches(seed):
     # most prefixes hold the object without its config field and crash; walking them (two probes
     # each, as git bisect's skip does) cost ~400 probes at 2% noise and ended in delta debugging
     # one time in six: a run of crashes is crossed by bisection on where it ends, and what a hunk
     # needs to run is found by bisection on whether it runs (a crash answers without noise)
-    diff, told = feature_chain(54, random.Random(seed))
+    # six hunks slow only together; the hunt is told only the needs the diff shows
+    diff, told = feature_chain(54, random.Random(seed).sample(range(53), 5))
     decision, probe = hunt(diff, seed, tell_needs=told)
     assert named(decision) == diff.culprits()
     assert len(probe.runs) < 220

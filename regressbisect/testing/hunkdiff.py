@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-__all__ = ["SimulatedDiff"]
+__all__ = ["SimulatedDiff", "feature_chain"]
 
 
 @dataclass
@@ -50,3 +50,17 @@ class SimulatedDiff:
     def culprits(self) -> set[frozenset[str]]:
         """What a right answer names: each slow hunk, each jointly slow set."""
         return {frozenset({h}) for h in self.effects} | {m for m, _ in self.joint}
+
+
+def feature_chain(n: int, positions, step: float = 0.10, **diff_args) -> tuple[SimulatedDiff, dict[str, frozenset[str]]]:
+    """A new feature in six hunks, slow only all together: at the five sorted `positions` (below
+    n - 1) its import, an object built from it, its call, a config field and the value that turns
+    it on, and the new module itself last (an untracked file, last in path order). Returns the
+    diff and the needs the diff shows (the import needs the module, the object the import's name);
+    the object and the value also crash without the field, the call without the object."""
+    imp, build, call, field_hunk, value = (f"h{i:03d}" for i in sorted(positions))
+    module = f"h{n - 1:03d}"
+    told = {imp: frozenset({module}), build: frozenset({imp})}
+    needs = {**told, build: frozenset({imp, field_hunk}), value: frozenset({field_hunk}), call: frozenset({build})}
+    group = frozenset({imp, build, call, field_hunk, value, module})
+    return SimulatedDiff(n, joint=[(group, step)], needs=needs, **diff_args), told
