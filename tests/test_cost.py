@@ -17,6 +17,8 @@ import pytest
 
 from regressbisect.hunts import cost as costs
 from regressbisect.search import stats
+from regressbisect.search.budget import Pilot, choose_budget
+from regressbisect.search.overhead import OverheadArm, overhead_decision
 from regressbisect.config import build_config
 from regressbisect.errors import UserError
 from regressbisect.git.history import History
@@ -71,19 +73,54 @@ def _pairs(n, overhead, sd, seed=1):
 
 def test_overhead_decided_within_in_three_pairs_at_gpu_noise():
     plain, shimmed = _pairs(3, 0.002, 0.0003)
-    assert costs.overhead_decision(plain[:2], shimmed[:2], limit=0.01, max_pairs=6)[0] == "continue"
-    decision, (lo, hi) = costs.overhead_decision(plain, shimmed, limit=0.01, max_pairs=6)
+    assert overhead_decision(plain[:2], shimmed[:2], limit=0.01, max_pairs=6)[0] == "continue"
+    decision, (lo, hi) = overhead_decision(plain, shimmed, limit=0.01, max_pairs=6)
     assert decision == "within" and hi < math.log1p(0.01)
 
 
 def test_overhead_beyond_the_limit_is_decided_beyond():
     plain, shimmed = _pairs(4, 0.05, 0.0005)
-    assert costs.overhead_decision(plain, shimmed, limit=0.01, max_pairs=6)[0] == "beyond"
+    assert overhead_decision(plain, shimmed, limit=0.01, max_pairs=6)[0] == "beyond"
 
 
 def test_overhead_at_cpu_noise_stops_for_futility_after_two_pairs():
     plain, shimmed = _pairs(2, 0.0, 0.12)
-    assert costs.overhead_decision(plain, shimmed, limit=0.01, max_pairs=4)[0] == "undecidable"
+    assert overhead_decision(plain, shimmed, limit=0.01, max_pairs=4)[0] == "undecidable"
+
+
+def _run_arm(arm: OverheadArm, plain: list[float], shimmed: list[float]) -> list[list[bool]]:
+    """Feed the arm its samples in the order it asks; the rounds it asked for."""
+    rounds, taken = [], {False: iter(plain), True: iter(shimmed)}
+    while order := arm.next_round():
+        rounds.append(order)
+        for s in order:
+            arm.record(s, next(taken[s]))
+    return rounds
+
+
+def test_the_overhead_arm_alternates_one_probe_at_a_time_and_stops_once_within():
+    plain, shimmed = _pairs(8, 0.002, 0.0003)
+    arm = OverheadArm(limit=0.01, max_pairs=8)
+    rounds = _run_arm(arm, plain, shimmed)
+    assert rounds == [[False, True]] * 3   # decided 'within' at 3 pairs, not 8
+    assert arm.decision == "within" and arm.pairs == 3
+    assert arm.comparison().change == pytest.approx(-0.002, abs=0.001) and arm.comparison().verdict == "within"
+
+
+def test_side_by_side_rounds_lead_with_the_arm_behind_and_look_only_at_whole_pairs():
+    plain, shimmed = _pairs(8, 0.002, 0.0003)
+    arm = OverheadArm(limit=0.01, max_pairs=8, at_once=3)
+    rounds = _run_arm(arm, plain, shimmed)
+    # plain, shimmed, plain; then shimmed first: after two rounds, three whole pairs decide
+    assert rounds == [[False, True, False], [True, False, True]]
+    assert arm.decision == "within" and arm.pairs == 3
+
+
+def test_the_overhead_arm_never_takes_more_than_its_pairs():
+    plain, shimmed = _pairs(3, 0.0, 0.004)   # 0.4% noise: 1% is not proven in three pairs
+    arm = OverheadArm(limit=0.01, max_pairs=3, at_once=4)
+    rounds = _run_arm(arm, plain, shimmed)
+    assert sum(map(len, rounds)) == 6 and arm.decision == "undecidable"
 
 
 # -- the auto budget -----------------------------------------------------------------------------
@@ -92,7 +129,7 @@ def _pilot(startup, step_s, steps, step_tokens, within, level, rng):
     ms = [step_s * 1e3 * math.exp(rng.gauss(0, within)) for _ in range(steps)]
     seconds = sum(ms) / 1e3
     tokens = step_tokens * steps
-    return costs.Pilot(wall_s=startup + seconds,
+    return Pilot(wall_s=startup + seconds,
                        sample=Sample(tok_s=level * tokens / seconds, tokens=tokens, seconds=seconds,
                                      iters=tuple({"ms": m, "tokens": step_tokens} for m in ms)))
 
@@ -102,7 +139,7 @@ def test_budget_on_a_gpu_like_probe_is_few_steps_not_the_start_up():
     window's noise is under min_effect/8, far below a window as long as the start-up."""
     rng = random.Random(3)
     pilots = [_pilot(20.0, 0.17, 5, 7680, 0.0067, 1.0, rng) for _ in range(3)]
-    choice = costs.choose_budget(pilots, initial_tokens=38400, min_effect=0.02, timeout_s=600)
+    choice = choose_budget(pilots, initial_tokens=38400, min_effect=0.02, timeout_s=600)
     assert choice.tokens % 7680 == 0
     assert 2 * 7680 <= choice.tokens <= 20 * 7680
     assert "min_effect/8" in choice.reason
@@ -113,7 +150,7 @@ def test_budget_from_one_step_pilots_uses_their_spread():
     spread (0.67%) is taken as step noise: a few steps, not a window as long as the start-up."""
     rng = random.Random(8)
     pilots = [_pilot(20.0, 0.17, 1, 7680, 0.0067, 1.0, rng) for _ in range(3)]
-    choice = costs.choose_budget(pilots, initial_tokens=4096, min_effect=0.02, timeout_s=600)
+    choice = choose_budget(pilots, initial_tokens=4096, min_effect=0.02, timeout_s=600)
     assert choice.facts["within_from_pilot_spread"] is True
     assert 7680 <= choice.tokens <= 30 * 7680 and choice.tokens % 7680 == 0
 
@@ -121,7 +158,7 @@ def test_budget_from_one_step_pilots_uses_their_spread():
 def test_budget_grows_to_the_start_up_at_most_when_steps_are_noisy():
     rng = random.Random(4)
     pilots = [_pilot(4.0, 0.05, 20, 48, 0.3, 1.0, rng) for _ in range(3)]
-    choice = costs.choose_budget(pilots, initial_tokens=960, min_effect=0.02, timeout_s=300)
+    choice = choose_budget(pilots, initial_tokens=960, min_effect=0.02, timeout_s=300)
     assert choice.tokens <= math.ceil(4.0 / 0.05 * 1.2) * 48
     assert choice.tokens % 48 == 0
 
@@ -130,20 +167,20 @@ def test_budget_shrinks_when_process_noise_dominates():
     """Per-process levels that differ by ~15% (a busy shared CPU): a long window buys nothing."""
     rng = random.Random(5)
     pilots = [_pilot(4.0, 0.05, 20, 48, 0.05, level, rng) for level in (1.0, 0.8, 1.2)]
-    choice = costs.choose_budget(pilots, initial_tokens=960, min_effect=0.02, timeout_s=300)
+    choice = choose_budget(pilots, initial_tokens=960, min_effect=0.02, timeout_s=300)
     assert choice.tokens < 960
     assert "between-process" in choice.reason
 
 
 def test_budget_is_kept_when_the_probe_reports_no_seconds():
-    pilots = [costs.Pilot(wall_s=5.0, sample=Sample(tok_s=1000.0)) for _ in range(3)]
-    assert costs.choose_budget(pilots, initial_tokens=4096, min_effect=0.02, timeout_s=600).tokens == 4096
+    pilots = [Pilot(wall_s=5.0, sample=Sample(tok_s=1000.0)) for _ in range(3)]
+    assert choose_budget(pilots, initial_tokens=4096, min_effect=0.02, timeout_s=600).tokens == 4096
 
 
 def test_budget_respects_half_the_timeout():
     rng = random.Random(6)
     pilots = [_pilot(20.0, 1.0, 4, 100, 0.5, 1.0, rng) for _ in range(3)]
-    choice = costs.choose_budget(pilots, initial_tokens=400, min_effect=0.02, timeout_s=60)
+    choice = choose_budget(pilots, initial_tokens=400, min_effect=0.02, timeout_s=60)
     assert choice.tokens <= 10 * 100 and "timeout" in choice.reason
 
 

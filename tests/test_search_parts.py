@@ -157,3 +157,36 @@ def test_the_control_arm_asks_for_pairs_in_abba_order_and_gives_up_on_an_unmeasu
     arm.book.add(7, None, tag=arm.tag, when=4)
     arm.book.add(7, None, tag=arm.tag, when=5)
     assert arm.decide() == "all-skipped"
+
+
+# -- the driver loop ----------------------------------------------------------------------------------
+
+def test_the_driver_feeds_every_measure_back_in_order_and_reports_after_each_record():
+    from regressbisect.search.bisect import CommitSearch
+    from regressbisect.search.driver import drive
+    from regressbisect.search.simulate import FakeExecutor, FakeHistory, step_levels
+
+    executor = FakeExecutor(FakeHistory(step_levels(16, {9: -0.2}), 0.005), 3)
+    search = CommitSearch(16, SearchSettings())
+    seen: list[tuple[int, int]] = []   # (index, samples of it the search held when told)
+
+    def measure(batch):
+        return [(m.index, executor.measure(m.index, 0)) for m in batch]
+
+    result = drive(search, measure, slots=2, value=lambda outcome: outcome[1],
+                   recorded=lambda m, outcome: seen.append((m.index, len(search.samples(m.index)))))
+    assert [c.first_bad for c in result.culprits] == [9]
+    assert len(seen) == executor.executions == result.probes
+    # every callback comes after its sample was recorded: the counts it saw grow one by one
+    counts: dict[int, int] = {}
+    for index, held in seen:
+        counts[index] = counts.get(index, 0) + 1
+        assert held == counts[index]
+
+
+def test_the_driver_refuses_a_round_measured_short():
+    from regressbisect.search.bisect import CommitSearch
+    from regressbisect.search.driver import drive
+
+    with pytest.raises(ValueError, match="outcomes for a round of 2"):
+        drive(CommitSearch(8, SearchSettings()), lambda batch: [1000.0], slots=2)

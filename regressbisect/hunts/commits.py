@@ -30,7 +30,10 @@ from regressbisect.render import report_json
 from regressbisect.render.progress import HuntProgress
 from regressbisect.samples import Candidate, ProbeOutcome, SampleKey
 from regressbisect.search import stats
-from regressbisect.search.bisect import CommitSearch, SearchSettings
+from regressbisect.search.bisect import CommitSearch, Measure, SearchSettings
+from regressbisect.search.driver import drive
+from regressbisect.search.budget import AUTO_PILOTS, BudgetChoice, Pilot, choose_budget
+from regressbisect.search.overhead import OverheadArm
 from regressbisect.store import Store
 
 NO_COUNTERS_NOTE = ("the shimmed probe of GOOD counted nothing (it imports no torch, or makes none of "
@@ -149,24 +152,24 @@ class CommitHunt:
 
     # -- cost levers (docs/cost.md) -----------------------------------------------------------
 
-    def _choose_budget(self, source: SampleSource, store: Store) -> costs.BudgetChoice:
+    def _choose_budget(self, source: SampleSource, store: Store) -> BudgetChoice:
         """--tokens auto: pilot probes of GOOD at the initial budget, then the hunt's budget.
 
         The pilots are stored under the initial budget's config hash, so they are evidence only
         if the budget stays the same, and a resumed hunt reads them back and chooses the same."""
         cfg = self.config
-        self.progress.phase(f"choosing the token budget: {costs.AUTO_PILOTS} pilot probes of GOOD "
+        self.progress.phase(f"choosing the token budget: {AUTO_PILOTS} pilot probes of GOOD "
                             f"at {cfg.probe.tokens} tokens")
         good = self.candidates[0]
         # one at a time, even with --overlap: their wall time less their window is the start-up
         # the rule weighs, and a probe stopped beside others would overstate it
-        for i in range(costs.AUTO_PILOTS):
+        for i in range(AUTO_PILOTS):
             (draw,) = self._draw_checked(source, [Request(good, namespace="budget")], ["pilot"])
-            self._progress_sample(source, draw, note=f"budget pilot {i + 1}/{costs.AUTO_PILOTS}")
+            self._progress_sample(source, draw, note=f"budget pilot {i + 1}/{AUTO_PILOTS}")
         key = self.key_for(good)
-        pilots = [costs.Pilot(wall_s=w, sample=s) for w, s in
-                  zip(store.sample_walls(key, arm="main"), store.samples(key, arm="main"))][:costs.AUTO_PILOTS]
-        choice = costs.choose_budget(pilots, initial_tokens=cfg.probe.tokens,
+        pilots = [Pilot(wall_s=w, sample=s) for w, s in
+                  zip(store.sample_walls(key, arm="main"), store.samples(key, arm="main"))][:AUTO_PILOTS]
+        choice = choose_budget(pilots, initial_tokens=cfg.probe.tokens,
                                      min_effect=cfg.min_effect, timeout_s=cfg.probe.timeout_s)
         self.config = dataclasses.replace(cfg, probe=dataclasses.replace(cfg.probe, tokens=choice.tokens))
         self._config_hash = self.config.probe.config_hash()
@@ -203,57 +206,36 @@ class CommitHunt:
         self.progress.phase("measuring the counters shim's overhead on GOOD (interleaved, "
                             "until decided)")
         good = self.candidates[0]
-        plain: list[float] = []
-        shimmed: list[float] = []
-        decision, interval = "continue", (-math.inf, math.inf)
-        arms = [Request(good, instrumented=instrumented, namespace="overhead") for instrumented in (False, True)]
         # As many at once as the one slot runs (--overlap), else one by one: never across slots,
-        # whose devices differ. A round alternates the arms, the one behind first (plain, shimmed,
-        # plain; then shimmed, plain, shimmed), so every probe serves a pair.
-        at_once = cfg.overlap if cfg.slots == 1 else 1
+        # whose devices differ
+        arm = OverheadArm(limit=cfg.overhead_limit, max_pairs=cfg.overhead_pairs,
+                          at_once=cfg.overlap if cfg.slots == 1 else 1)
         last_shimmed = None
-        while decision == "continue":
-            taken = [len(plain), len(shimmed)]
-            order: list[int] = []
-            for _ in range(max(2, at_once)):
-                arm = 0 if taken[0] <= taken[1] else 1
-                if taken[arm] >= cfg.overhead_pairs:
-                    break
-                order.append(arm)
-                taken[arm] += 1
-            requests = [arms[arm] for arm in order]
-            draws = [d for batch in _batches(requests, at_once)
+        while order := arm.next_round():
+            requests = [Request(good, instrumented=shimmed, namespace="overhead") for shimmed in order]
+            draws = [d for batch in _batches(requests, arm.at_once)
                      for d in self._draw_checked(source, batch, ["shimmed" if r.instrumented else "plain" for r in batch])]
             for request, draw in zip(requests, draws):
-                (shimmed if request.instrumented else plain).append(draw.value)
+                arm.record(request.instrumented, draw.value)
                 last_shimmed = draw if request.instrumented else last_shimmed
                 self._progress_sample(source, draw, note="overhead arm" + (" (shim)" if request.instrumented else ""))
             if last_shimmed is not None and not any(last_shimmed.sample.counters.values()):
                 return InstrumentationPlan(False, None, NO_COUNTERS_NOTE, counters_available=False,
-                                           overhead_pairs=min(len(plain), len(shimmed)))
-            if len(plain) != len(shimmed):
-                continue   # a look needs whole pairs
-            # Anytime-valid interval of the paired log differences, looked at after each pair;
-            # only an overhead proven below the limit lets tok/s come from shimmed runs
-            # (docs/design.md, counters).
-            decision, interval = costs.overhead_decision(plain, shimmed, limit=cfg.overhead_limit,
-                                                         max_pairs=cfg.overhead_pairs)
-        # overhead = log(plain / shimmed); the Comparison speaks of shimmed relative to plain
-        mean = sum(math.log(p / q) for p, q in zip(plain, shimmed)) / len(plain)
-        comparison = stats.Comparison(change=math.expm1(-mean),
-                                      ci95=(math.expm1(-interval[1]), math.expm1(-interval[0])),
-                                      p_value=math.nan, verdict=decision)
+                                           overhead_pairs=arm.pairs)
+        # Only an overhead proven below the limit lets tok/s come from shimmed runs (docs/design.md,
+        # counters); the Comparison speaks of shimmed relative to plain
+        decision, interval, comparison = arm.decision, arm.interval, arm.comparison()
         interval_text = (f"anytime-valid 95% interval {-comparison.ci95[1]:+.2%}..{-comparison.ci95[0]:+.2%}"
                          if all(math.isfinite(x) for x in interval) else "too few pairs to bound it: an anytime-valid interval needs three or more")
-        measured = f"shim overhead {-comparison.change:+.2%} ({interval_text}, {len(plain)} pairs)"
+        measured = f"shim overhead {-comparison.change:+.2%} ({interval_text}, {arm.pairs} pairs)"
         if decision == "within":
             note = (f"{measured} is within {cfg.overhead_limit:.0%}: {cfg.unit} and counters come from the "
                     f"same shimmed runs")
-            return InstrumentationPlan(True, comparison, note, overhead_pairs=len(plain))
+            return InstrumentationPlan(True, comparison, note, overhead_pairs=arm.pairs)
         why = "is beyond" if decision == "beyond" else "is not proven within"
         note = (f"{measured} {why} {cfg.overhead_limit:.0%}: {cfg.unit} from unshimmed runs, counters "
                 f"from separate shimmed runs")
-        return InstrumentationPlan(False, comparison, note, overhead_pairs=len(plain))
+        return InstrumentationPlan(False, comparison, note, overhead_pairs=arm.pairs)
 
     def _search(self, source: SampleSource, plan: InstrumentationPlan):
         cfg = self.config
@@ -263,22 +245,20 @@ class CommitHunt:
         search = CommitSearch(len(self.candidates), settings, noise_prior=prior)
         self._cached_by_index = {}
         self.progress.phase("control arm: GOOD and BAD interleaved, then the search")
-        while True:
-            batch = search.next_batch(cfg.lanes)
-            if not batch:
-                break
-            requests = [Request(self.candidates[m.index], instrumented=plan.main_instrumented)
-                        for m in batch]
-            draws = self._draw_checked(source, requests, [m.reason for m in batch])
-            for measure, draw in zip(batch, draws):
-                search.record(measure.index, draw.value)
-                if draw.cached:
-                    self._cached_by_index[measure.index] = self._cached_by_index.get(measure.index, 0) + 1
-                self._progress_sample(source, draw, note=f"#{measure.index} {measure.reason}",
-                                      interval=search.live_interval(),
-                                      remaining=search.estimated_remaining())
+
+        def measure(batch: Sequence[Measure]):
+            requests = [Request(self.candidates[m.index], instrumented=plan.main_instrumented) for m in batch]
+            return self._draw_checked(source, requests, [m.reason for m in batch])
+
+        def recorded(m: Measure, draw) -> None:
+            if draw.cached:
+                self._cached_by_index[m.index] = self._cached_by_index.get(m.index, 0) + 1
+            self._progress_sample(source, draw, note=f"#{m.index} {m.reason}", interval=search.live_interval(),
+                                  remaining=search.estimated_remaining())
+
+        result = drive(search, measure, slots=cfg.lanes, value=lambda draw: draw.value, recorded=recorded)
         self._noise_prior_facts.update(search.noise_prior_report() or {})
-        return search.result()
+        return result
 
     def _noise_prior(self, source: SampleSource, plan: InstrumentationPlan) -> tuple[stats.NoisePool | None, dict]:
         """A remembered noise scale: the within-candidate spread of samples earlier hunts stored

@@ -4,8 +4,9 @@
 * `startup_env`: one cache directory per store for the probe stack's on-disk caches
   (inductor, triton, torch extensions), so start-up work is paid once per hunt, not per slot;
   and inductor compiling in the probe's own process, not in a pool of worker processes.
-* `choose_budget`: the `--tokens auto` rule, from pilot probes of GOOD.
-* `overhead_decision`: the counters shim's overhead arm, stopped as soon as it is decided.
+
+The `--tokens auto` rule is `search/budget.py`, the counters shim's overhead arm
+`search/overhead.py`: decisions, apart from what the hunt pays.
 
 Nothing here imports torch or runs a probe: the hunt feeds it outcomes.
 """
@@ -13,14 +14,12 @@ from __future__ import annotations
 
 import math
 import os
-import statistics
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
-from regressbisect.samples import Sample
-from regressbisect.search import stats
+from regressbisect.search.budget import BudgetChoice
 
 if TYPE_CHECKING:
     from regressbisect.config import HuntConfig
@@ -264,144 +263,3 @@ class HuntCost:
                 "budget": budget.to_json() if budget is not None else {"tokens": tokens, "reason": GIVEN_BUDGET},
                 "caches": self.plan.to_json(), "compile": self.plan.compile_json(),
                 "hunt": CostTotals(probes=probes, wall_s=wall, measured_s=measured, gpu_s=gpu_s).to_json()}
-
-
-# -- the budget: --tokens auto ------------------------------------------------------------------
-
-AUTO_PILOTS = 3
-"""Pilot probes of GOOD at the initial budget from which the auto budget is chosen."""
-MAX_AUTO_TOKENS = 1 << 26
-"""Upper bound of an auto budget (whatever the probe's step)."""
-FLOOR_FRACTION = 8.0
-"""Within-process noise of the window at most min_effect / 8: below it the search is at its floor."""
-
-
-@dataclass(frozen=True)
-class Pilot:
-    """One pilot probe: its wall time and its sample."""
-
-    wall_s: float
-    sample: Sample
-
-
-@dataclass(frozen=True)
-class BudgetChoice:
-    tokens: int
-    reason: str
-    facts: Mapping[str, Any] = field(default_factory=dict)
-
-    def to_json(self) -> dict[str, Any]:
-        return {"tokens": self.tokens, "reason": self.reason, **dict(self.facts)}
-
-
-def _step_rows(sample: Sample) -> list[Mapping[str, float]]:
-    return [r for r in sample.iters if isinstance(r.get("ms"), (int, float)) and r["ms"] > 0]
-
-
-def _robust_cv(values: Sequence[float]) -> float:
-    """MAD-based coefficient of variation (a slow first step does not inflate it)."""
-    med = statistics.median(values)
-    mad = statistics.median(abs(v - med) for v in values)
-    return 1.4826 * mad / med if med > 0 else 0.0
-
-
-def choose_budget(pilots: Sequence[Pilot], *, initial_tokens: int, min_effect: float,
-                  timeout_s: float) -> BudgetChoice:
-    """The token budget for the hunt, from pilot probes of GOOD at `initial_tokens` (docs/cost.md).
-
-    With S the start-up (probe wall - measured window), t the time of one step, w the
-    within-process CV of one step and p the between-process CV left once w is averaged out:
-      n_floor = (w / (min_effect / 8))^2   steps at which the window's own noise no longer matters
-      n_cost  = sqrt(S w^2 / (t p^2))      steps minimising (S + n t)(p^2 + w^2 / n) when the
-                                           between-process noise p is what the search pays for
-      n = min(n_floor, n_cost), at most S / t (never pay more to measure than to start) and
-      at most what fits in half the timeout; at least one step.
-    """
-    facts: dict[str, Any] = {"initial_tokens": initial_tokens, "pilots": len(pilots)}
-    usable = [p for p in pilots if p.sample.seconds is not None and p.sample.tokens is not None]
-    if not usable:
-        return BudgetChoice(initial_tokens, "kept: the probe reports no measured seconds "
-                                            "(metric regex), so start-up cannot be told apart", facts)
-    startup = statistics.median(max(0.0, p.wall_s - p.sample.seconds) for p in usable)
-    seconds = statistics.median(p.sample.seconds for p in usable)
-    tokens = statistics.median(p.sample.tokens for p in usable)
-    facts.update(startup_s=round(startup, 3), window_s=round(seconds, 3))
-    rows = [_step_rows(p.sample) for p in usable]
-    steps_known = all(len(r) >= 1 for r in rows)
-    logs = [math.log(p.sample.tok_s) for p in usable]
-    between = statistics.stdev(logs) if len(logs) > 1 else 0.0
-    if steps_known:
-        step_tokens = statistics.median(float(r.get("tokens") or tokens / len(rs))
-                                        for rs in rows for r in rs)
-        step_s = statistics.median(r["ms"] / 1e3 for rs in rows for r in rs)
-        n0 = max(1.0, tokens / step_tokens)
-        if all(len(r) >= 3 for r in rows):
-            within = statistics.median(_robust_cv([r["ms"] for r in rs]) for rs in rows)
-        else:
-            # Too few steps per pilot for their own spread (a budget under three steps): take
-            # all of the pilots' spread as step noise, the case where more steps help most.
-            within = between * math.sqrt(n0)
-            facts["within_from_pilot_spread"] = True
-    else:  # no per-step rows: the whole window is one "step" of the initial budget
-        step_tokens, step_s, within, n0 = float(tokens), seconds, 0.0, 1.0
-    facts.update(step_tokens=step_tokens, step_s=round(step_s, 6), within_cv=round(within, 5))
-    process_var = max(0.0, between ** 2 - within ** 2 / n0)
-    facts.update(between_cv=round(between, 5), process_cv=round(math.sqrt(process_var), 5))
-
-    cap_steps = max(1.0, startup / step_s) if step_s > 0 else 1.0
-    timeout_steps = max(1.0, (timeout_s / 2 - startup) / step_s) if step_s > 0 else 1.0
-    if not steps_known:
-        steps, why = cap_steps, "measured window about the start-up time (no per-step rows to weigh noise)"
-    else:
-        n_floor = (within / (min_effect / FLOOR_FRACTION)) ** 2
-        n_cost = math.sqrt(startup * within ** 2 / (step_s * process_var)) if process_var > 0 else math.inf
-        facts.update(n_floor=round(n_floor, 1), n_cost=None if math.isinf(n_cost) else round(n_cost, 1))
-        if n_cost < n_floor:
-            steps, why = n_cost, (f"between-process noise {math.sqrt(process_var):.1%} dominates: "
-                                  f"steps that minimise probe cost x samples needed")
-        else:
-            steps, why = n_floor, (f"enough steps that the window's own noise ({within:.1%} per step) "
-                                   f"is under min_effect/{FLOOR_FRACTION:g}")
-        if steps > cap_steps:
-            steps, why = cap_steps, why + "; capped at a window as long as the start-up"
-    if steps > timeout_steps:
-        steps, why = timeout_steps, why + "; capped by half the timeout"
-    steps = max(1, math.ceil(steps - 1e-9))
-    chosen = int(min(MAX_AUTO_TOKENS, max(1, round(steps * step_tokens))))
-    facts["steps"] = steps
-    return BudgetChoice(chosen, why, facts)
-
-
-# -- the overhead arm ---------------------------------------------------------------------------
-
-def overhead_decision(plain: Sequence[float], shimmed: Sequence[float], *, limit: float,
-                      max_pairs: int, alpha: float = 0.05) -> tuple[str, tuple[float, float]]:
-    """('within' | 'beyond' | 'undecidable' | 'continue', interval of the overhead) after the
-    pairs so far. Overhead = log(plain / shimmed) (positive: the shim slows tok/s).
-
-    'within'/'beyond': the anytime-valid interval (stats.t_confidence_sequence) lies below /
-    above log(1 + limit); it may be looked at after every pair. 'undecidable': the pairs are
-    used up, or the interval projected to `max_pairs` at the noise seen so far would still be
-    wider than the bound (stopping for futility only ever leads to the safe 'not proven' path).
-    """
-    m = min(len(plain), len(shimmed))
-    diffs = [math.log(plain[i] / shimmed[i]) for i in range(m)]
-    bound = math.log1p(limit)
-    lo, hi = stats.t_confidence_sequence(diffs, alpha=alpha)
-    if hi < bound:
-        return "within", (lo, hi)
-    if lo > bound:
-        return "beyond", (lo, hi)
-    if m >= max_pairs:
-        return "undecidable", (lo, hi)
-    if m >= 2:
-        sd = statistics.stdev(diffs)
-        projected = _projected_half_width(sd, max_pairs, alpha)
-        if projected > 2 * bound:
-            return "undecidable", (lo, hi)
-    return "continue", (lo, hi)
-
-
-def _projected_half_width(sd: float, n: int, alpha: float) -> float:
-    """Half-width of the interval after n values of standard deviation sd (inf: none finite)."""
-    return stats.t_cs_multiplier(n, alpha=alpha) * sd / math.sqrt(n)

@@ -51,6 +51,7 @@ import numpy as np
 
 from regressbisect.search.bisect import CommitSearch, Culprit, SearchResult, SearchSettings
 from regressbisect.search.control import run_control_arm
+from regressbisect.search.driver import drive
 from regressbisect.search.ddmin import UNDECIDED, UNRESOLVED, DdminResult, DdminSettings, HunkSearch
 from regressbisect.search.levels import LevelRule, slowdowns, subset_verdict, undecided
 from regressbisect.search.stats import NoisePool, log_threshold, pooled_t_log_bf, t_ppf
@@ -240,10 +241,8 @@ class _HunkDecider:
         hunt's pooled noise. one_step: it ends at its first named step (`CommitSearch`)."""
         search = CommitSearch(len(candidates), self.settings, end_names=("BASE", "BASE + all hunks"),
                               one_step=one_step)
-        while batch := search.next_batch(1):
-            for m in batch:
-                purpose = first if m.reason == "control arm" else rest
-                search.record(m.index, self.measure(candidates[m.index], purpose))
+        drive(search, lambda batch: [self.measure(candidates[m.index], first if m.reason == "control arm" else rest)
+                                     for m in batch])
         self.noise = self.noise.plus(NoisePool.of([search.samples(i) for i in range(len(candidates))]))
         return search
 

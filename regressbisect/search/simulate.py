@@ -13,6 +13,7 @@ from typing import Mapping
 import numpy as np
 
 from regressbisect.search.bisect import CommitSearch, SearchResult, SearchSettings
+from regressbisect.search.driver import drive
 from regressbisect.search.stats import NoisePool
 
 __all__ = ["FakeHistory", "step_levels", "FakeExecutor", "SimRun", "simulate"]
@@ -88,13 +89,12 @@ def simulate(history: FakeHistory, settings: SearchSettings = SearchSettings(), 
         prior = NoisePool.of([earlier])
     search = CommitSearch(len(history.levels), settings, noise_prior=prior)
     requests, reasons = [], []
-    while True:
-        batch = search.next_batch(slots)
-        if not batch:
-            break
+
+    def measure(batch):
         requests.append(tuple(m.index for m in batch))
         reasons.append(tuple(m.reason for m in batch))
-        for m in batch:
-            search.record(m.index, executor.measure(m.index, len(requests)))
-    return SimRun(result=search.result(), rounds=len(requests), executions=executor.executions,
+        return [executor.measure(m.index, len(requests)) for m in batch]
+
+    result = drive(search, measure, slots=slots)
+    return SimRun(result=result, rounds=len(requests), executions=executor.executions,
                   requests=tuple(requests), reasons=tuple(reasons))
