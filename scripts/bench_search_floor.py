@@ -14,6 +14,15 @@
     python scripts/bench_search_floor.py --trials 200 --jobs 16
 
 Prints one markdown table; docs/experiments/search_cost_floor.md holds a run.
+
+With --levels, instead: what the two tests a single-step hunt must pass cost at least, at the
+levels they are held to (SearchSettings.reproduce_alpha and the first step's share of name_alpha),
+in the cost goals' cells (bench_accuracy.py --floor), next to the oracle's localisation there.
+Each test is our own e-value (stats.pooled_t_log_bf) given the best case: the noise sigma known
+(a pool of 10^4 degrees of freedom) and its effect prior the true step; the executions are twice
+its pairs. Their sum is a floor of any search that keeps both guarantees and runs them apart.
+
+    python scripts/bench_search_floor.py --levels --trials 300
 """
 from __future__ import annotations
 
@@ -25,7 +34,8 @@ import numpy as np
 
 import _common  # noqa: E402,F401  (puts the repository on sys.path)
 
-from regressbisect.search.bisect import CommitSearch  # noqa: E402
+from regressbisect.search.bisect import CommitSearch, SearchSettings  # noqa: E402
+from regressbisect.search.stats import NoisePool, log_threshold, pooled_t_log_bf  # noqa: E402
 
 N = 128
 CONFIDENCE = 0.99
@@ -35,13 +45,14 @@ def _first_bad(rng: np.random.Generator) -> int:
     return int(rng.integers(1, N))
 
 
-def oracle_trial(task: tuple[float, float, int]) -> tuple[bool, int]:
-    step, cv, trial = task
+def oracle_trial(task: tuple) -> tuple[bool, int]:
+    step, cv, trial, *rest = task
+    n = rest[0] if rest else N
     rng = np.random.default_rng([7, trial, int(cv * 1e4), int(-step * 1e4)])
     sigma, d = math.sqrt(math.log1p(cv ** 2)), math.log1p(step)
-    fb = _first_bad(rng)
-    logp = np.zeros(N - 1)                       # hypothesis g: first bad = g + 1
-    firsts = np.arange(1, N)
+    fb = int(rng.integers(1, n))
+    logp = np.zeros(n - 1)                       # hypothesis g: first bad = g + 1
+    firsts = np.arange(1, n)
     k = 0
     while True:
         p = np.exp(logp - logp.max())
@@ -49,7 +60,7 @@ def oracle_trial(task: tuple[float, float, int]) -> tuple[bool, int]:
         if p.max() >= CONFIDENCE or k >= 5000:
             break
         c = np.cumsum(p)
-        xs = np.arange(1, N - 1)
+        xs = np.arange(1, n - 1)
         x = int(xs[np.argmin(np.abs(c[xs - 1] - 0.5))])     # P(first bad <= x) nearest 1/2
         y = (d if x >= fb else 0.0) + rng.normal(0.0, sigma)
         k += 1
@@ -91,11 +102,59 @@ def ends_given_trial(task: tuple[float, float, int, int]) -> tuple[bool, int]:
     return post.gaps[int(np.argmax(post.probs))][1] == fb, k
 
 
+KNOWN_NOISE_DF = 10_000
+
+
+def pairs_to_pass(task: tuple[float, float, float, int]) -> int:
+    """Pairs until the e-value of their mean difference (half-normal prior at the true step, sigma
+    known) reaches 1/alpha with the estimate at least min_effect our way (the control arm's
+    rule; the gate's is the same without the min_effect part, which a 3% or larger step rarely
+    binds)."""
+    step, cv, alpha, trial = task
+    rng = np.random.default_rng([13, trial, int(cv * 1e4), int(-step * 1e4), int(1 / alpha)])
+    sigma, d = math.sqrt(math.log1p(cv ** 2)), math.log1p(step)
+    noise = NoisePool(sigma * sigma * KNOWN_NOISE_DF, KNOWN_NOISE_DF)
+    margin = log_threshold(SearchSettings().min_effect)
+    total = 0.0
+    for k in range(1, 5001):
+        total += d + rng.normal(0.0, sigma * math.sqrt(2))
+        est = total / k
+        if est <= -margin and pooled_t_log_bf(est, 2 / k, noise, sign=-1, priors=((d / sigma) ** 2,)) >= math.log(1 / alpha):
+            return k
+    return 5000
+
+
+def levels_table(trials: int, jobs: int) -> None:
+    from bench_accuracy import FLOOR_CELLS   # the cost goals' cells
+
+    s = SearchSettings()
+    gate_alpha = s.name_alpha / 2     # the first step picked: name_alpha / (1 * 2)
+    print(f"Floors of the two tests of a single-step hunt at their levels (reproduce_alpha {s.reproduce_alpha:g}, "
+          f"first step's share of name_alpha {gate_alpha:g}), sigma known, prior = the true step; "
+          f"{trials} trials per cell.\n")
+    print("| cell | control arm: executions | naming gate: executions | oracle localisation | sum of the floors |")
+    print("|---|---|---|---|---|")
+    with mp.Pool(jobs) as pool:
+        for cell in FLOOR_CELLS:
+            if len(cell.steps) != 1:
+                continue
+            (step,) = cell.steps
+            control = 2 * np.mean(pool.map(pairs_to_pass, [(step, cell.cv, s.reproduce_alpha, t) for t in range(trials)]))
+            gate = 2 * np.mean(pool.map(pairs_to_pass, [(step, cell.cv, gate_alpha, t) for t in range(trials)]))
+            local = np.mean([r[1] for r in pool.map(oracle_trial, [(step, cell.cv, t, cell.n) for t in range(trials)])])
+            print(f"| {cell.name} | {control:.1f} | {gate:.1f} | {local:.1f} | {control + gate + local:.1f} |", flush=True)
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--trials", type=int, default=200)
     p.add_argument("--jobs", type=int, default=2)
+    p.add_argument("--levels", action="store_true",
+                   help="the floors of the control arm and the naming gate at their levels, in the cost goals' cells")
     args = p.parse_args(argv)
+    if args.levels:
+        levels_table(args.trials, args.jobs)
+        return 0
     cells = [(-0.03, 0.02), (-0.05, 0.02), (-0.10, 0.02), (-0.03, 0.05), (-0.05, 0.05), (-0.10, 0.05)]
     pair_counts = (3, 9, 30)
     print(f"One step in {N} commits, stop at posterior mass {CONFIDENCE}; {args.trials} trials per cell.\n")
