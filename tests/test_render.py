@@ -126,6 +126,17 @@ def test_a_merge_culprit_is_said_to_be_one_with_the_hunt_of_its_branch_everywher
     assert "is a merge" not in render_summary(commits_report(culprits=1))
 
 
+def test_the_remainder_gives_its_interval_and_says_when_it_includes_none():
+    report = commits_report(culprits=2)
+    report["unexplained_share_ci95"] = [-0.21, 0.31]
+    assert ("Unexplained remainder: 5% of the gap (-0.4% tok/s; 95% CI -21% .. 31% of the gap, which "
+            "includes none)." in render_summary(report))
+    report["unexplained_share_ci95"] = [0.12, 0.31]
+    assert "(-0.4% tok/s; 95% CI 12% .. 31% of the gap)." in render_markdown(report)
+    report["unexplained_share_ci95"] = [None, None]   # unknown: nothing said
+    assert "Unexplained remainder: 5% of the gap (-0.4% tok/s)." in render_markdown(report)
+
+
 def test_markdown_has_counters_before_after_and_the_remainder():
     md = render_markdown(commits_report(culprits=2))
     assert f"**{sha(5)[:10]} build the block mask per layer**: -5.1% tok/s (95% CI -6.0% .. -4.2%), 70% of the gap" in md
@@ -133,7 +144,7 @@ def test_markdown_has_counters_before_after_and_the_remainder():
             "create_block_mask host ms/iter 12.0 -> 50.0 (+38.0)") in md
     assert "lm_head calls/iter 8 -> 10" in md
     assert "host_syncs" not in md  # unchanged counters explain nothing
-    assert "Unexplained remainder: 5% of the gap (-0.4% tok/s)" in md
+    assert "Unexplained remainder: 5% of the gap (-0.4% tok/s)." in md
     assert re.search(r"^\| commit\s+\| subject", md, re.M)  # a GitHub table
     assert "Probes run: 37, cached samples reused: 4." in md
 

@@ -512,3 +512,25 @@ def test_a_remainder_larger_than_the_cleared_sides_ruled_out_is_searched_in_the_
         outcomes.append({(sd.lo, sd.hi): sd.outcome for sd in result.sides})
         assert sum(o == "remainder" for o in outcomes[-1].values()) <= 1   # once per hunt
     assert any("remainder" in o.values() for o in outcomes), outcomes
+
+
+def test_the_remainder_has_an_interval_that_covers_what_is_left_of_the_gap():
+    # one or two steps and nothing else: the true remainder is zero; the culprits are sized from
+    # their own few fresh pairs, so the interval is wide, and it must say so by covering zero
+    cases = [({20: -0.10}, 0.005), ({20: -0.05}, 0.03), ({10: -0.05, 40: -0.08}, 0.02)]
+    covered = named = 0
+    for steps, cv in cases:
+        for seed in range(12):
+            result = simulate(FakeHistory(step_levels(64, steps), cv), SearchSettings(), seed=seed).result
+            if result.verdict != "culprits":
+                continue
+            lo, hi = result.unexplained_ci95
+            assert lo < result.unexplained < hi
+            named += 1
+            covered += lo <= 0 <= hi
+    assert named >= 30 and covered >= named - 2
+
+
+def test_a_hunt_without_culprits_has_no_remainder_interval():
+    result = simulate(FakeHistory(step_levels(16, {}), 0.01), SearchSettings(), seed=1).result
+    assert result.verdict == "not-reproduced" and all(math.isnan(x) for x in result.unexplained_ci95)

@@ -210,7 +210,13 @@ def remainder_line(report: Mapping[str, Any]) -> str | None:
     if not report.get("culprits") or not _finite(share):
         return None
     amount = report.get("unexplained_pct")
-    amount_text = f" ({pct(amount)} {unit(report)})" if _finite(amount) else ""
+    parts = [f"{pct(amount)} {unit(report)}"] if _finite(amount) else []
+    interval = report.get("unexplained_share_ci95") or ()
+    if len(interval) == 2 and all(_finite(x) for x in interval):
+        # the culprits' sizes come from their own pairs: with few of them the remainder is wide
+        parts.append(f"95% CI {interval[0]:.0%} .. {interval[1]:.0%} of the gap"
+                     + (", which includes none" if interval[0] <= 0 <= interval[1] else ""))
+    amount_text = f" ({'; '.join(parts)})" if parts else ""
     text = f"Unexplained remainder: {share:.0%} of the gap{amount_text}."
     cleared = [s for s in report.get("sides") or () if s.get("outcome") == "cleared" and _finite(s.get("ruled_out_pct"))]
     if cleared:

@@ -135,6 +135,7 @@ def commit_report(*, commits: Sequence, result, counters: Mapping[int, Mapping[s
         "gap_pct": _pct(result.gap),
         "unexplained_pct": _pct(result.unexplained * result.gap) if result.culprits else _pct(result.gap),
         "unexplained_share": round(result.unexplained, 4),
+        "unexplained_share_ci95": [round(x, 4) for x in result.unexplained_ci95],
         "culprits": culprits,
         "ambiguous_steps": ambiguous,
         "suspects": [{"commit": commits[c.first_bad].sha, "last_good": commits[c.last_good].sha,

@@ -253,6 +253,9 @@ class SearchResult:
     """Steps that passed the culprit rule but whose last_good and first_bad are not adjacent: the
     commits between could not be measured, so the step is any of them or first_bad, and none is
     named (beside `culprits`, or alone with the verdict 'ambiguous')."""
+    unexplained_ci95: tuple[float, float] = (math.nan, math.nan)
+    """95% interval of `unexplained`: the gap's own error and each culprit's own interval, taken
+    as independent (nan when one is unknown)."""
 
 
 @dataclass
@@ -414,13 +417,32 @@ class CommitSearch:
                       f"search proposed ({len(self._refuted)}): a gradual slowdown, or several small steps")
         explained = sum(c.share_of_gap for c in culprits + ambiguous)
         unexplained = (1.0 - explained) if verdict in ("culprits", "ambiguous", "not-localised", "undecided") else math.nan
+        unexplained_ci95 = self._unexplained_interval(culprits + ambiguous, unexplained)
         ends = tuple(summarize(self.book.raw[i]) if self.book.raw.get(i) else _EMPTY for i in (0, self.n - 1))
         return SearchResult(verdict=verdict, culprits=culprits, endpoints=ends, gap=gap,  # type: ignore[arg-type]
-                            unexplained=unexplained, candidates=self._candidate_verdicts(steps),
+                            unexplained=unexplained, unexplained_ci95=unexplained_ci95, candidates=self._candidate_verdicts(steps),
                             probes=self._probes, sides=tuple(self._sides), refuted=tuple(self._refuted),
                             unresolved=tuple(self._unresolved), suspects=tuple(suspects), reason=reason,
                             reproduced=self._reproduced and verdict not in ("not-reproduced", "all-skipped"),
                             control=self.control.comparison, ambiguous=ambiguous)
+
+    def _unexplained_interval(self, steps: Sequence[Culprit], unexplained: float) -> tuple[float, float]:
+        """95% interval of the share of the gap the steps leave (`SearchResult.unexplained_ci95`).
+
+        On the log scale the remainder is gap - sum(steps); its half width combines the gap's
+        (1.96 standard errors, `_end_difference`) and each step's own (its confidence sequence,
+        `NamingGate.own_size`) in quadrature, then it is read as a share of the gap. A step whose
+        own pairs are few has a wide interval, and so has the remainder: a remainder of 20% whose
+        interval reaches 0 is no sign of a further step."""
+        gap, gap_se = self._end_difference()
+        if not (steps and math.isfinite(unexplained) and math.isfinite(gap_se) and gap):
+            return math.nan, math.nan
+        halves = [(math.log1p(c.step_ci95[1]) - math.log1p(c.step_ci95[0])) / 2 if min(c.step_ci95) > -1 else math.inf
+                  for c in steps]
+        half = math.sqrt((1.96 * gap_se) ** 2 + sum(h * h for h in halves)) / abs(gap)
+        if not math.isfinite(half):
+            return math.nan, math.nan
+        return unexplained - half, unexplained + half
 
     def _named_culprits(self) -> tuple[tuple[Culprit, ...], tuple[Culprit, ...]]:
         """(named, suspects): drop the confirmed step with the weakest evidence while any fails the
