@@ -4,9 +4,8 @@
 * oracle      probabilistic bisection that KNOWS both levels and the noise sigma: each sample's
               likelihood under 'commit x is good / bad' is exact; median split; stop when one gap
               holds 0.99 of the mass. No search that must learn the levels can beat it.
-* ends given  our posterior (regressbisect.search.bisect, the private _posterior, _quantile_picks
-              and _anchor_needed of CommitSearch) and our design, after K pairs of GOOD/BAD samples
-              given for free; stop at 0.99 of the mass, no paired confirmation, no side checks.
+* ends given  our posterior (CommitSearch's private _posterior, and its Picker's quantiles and
+              anchor, search/picker.py) and our design, after K pairs of GOOD/BAD samples given for free; stop at 0.99 of the mass, no paired confirmation, no side checks.
               Shows how the cost of localisation falls as the levels are known better, and what
               the K pairs plus the localisation cost together. The step's prior scale is the
               true step (in a real hunt, the control arm's estimate of it).
@@ -92,8 +91,8 @@ def ends_given_trial(task: tuple[float, float, int, int]) -> tuple[bool, int]:
         post = search._posterior(iv, sign=-1)
         if post.probs.max() >= CONFIDENCE or k >= 5000:
             break
-        picks = search._quantile_picks(iv, post, 1, exclude=set())
-        anchor = search._anchor_needed(iv, picks)
+        picks = search.picker.quantiles(iv, post, 1, exclude=set())
+        anchor = search.picker.anchor(iv, picks)
         picks = [anchor] if anchor is not None else picks
         if not picks:
             break

@@ -190,3 +190,61 @@ def test_the_driver_refuses_a_round_measured_short():
 
     with pytest.raises(ValueError, match="outcomes for a round of 2"):
         drive(CommitSearch(8, SearchSettings()), lambda batch: [1000.0], slots=2)
+
+
+# -- what the localisation measures next -----------------------------------------------------------
+
+class _Bracket:
+    def __init__(self, lo: int, hi: int):
+        self.lo, self.hi = lo, hi
+
+
+def _posterior_over(gaps_mass: dict[int, float], lo: int, hi: int):
+    from regressbisect.search.localise import Posterior
+
+    gaps = [(a, a + 1) for a in range(lo, hi)]
+    probs = np.array([gaps_mass.get(a, 0.0) for a, _ in gaps])
+    return Posterior(gaps=gaps, probs=probs / probs.sum(), step_hat=np.zeros(len(gaps)))
+
+
+def test_the_picker_measures_the_posterior_median_and_its_quantiles_never_a_capped_commit():
+    from regressbisect.search.picker import Picker
+
+    book = SampleBook(2)
+    capped: set[int] = set()
+    picker = Picker(book, lambda i: i in capped)
+    post = _posterior_over({a: 1.0 for a in range(16)}, 0, 16)   # flat over 0..16
+    assert picker.quantiles(_Bracket(0, 16), post, 1, exclude=set()) == [8]
+    assert picker.quantiles(_Bracket(0, 16), post, 3, exclude=set()) == [4, 8, 12]
+    capped.add(8)
+    assert picker.quantiles(_Bracket(0, 16), post, 1, exclude=set()) in ([7], [9])
+
+
+def test_the_picker_re_measures_an_end_once_an_interior_pick_has_about_as_many_samples():
+    from regressbisect.search.picker import Picker
+
+    book = SampleBook(2)
+    picker = Picker(book, lambda i: False)
+    for t in range(3):
+        book.add(0, 1000.0, tag=None, when=t)
+        book.add(16, 900.0, tag=None, when=t)
+    book.add(8, 950.0, tag=None, when=4)
+    assert picker.anchor(_Bracket(0, 16), [8]) is None
+    book.add(8, 950.0, tag=None, when=5)
+    assert picker.anchor(_Bracket(0, 16), [8]) in (0, 16)   # 2 + 1 >= 3 samples of an end
+
+
+def test_the_picker_steps_past_a_run_of_unmeasurable_commits_by_halves():
+    from regressbisect.search.picker import Picker
+
+    book = SampleBook(2)
+    picker = Picker(book, lambda i: False)
+    book.add(0, 1000.0, tag=None, when=0)
+    book.add(32, 900.0, tag=None, when=0)
+    for i in (10, 11):                 # a broken build over 10..11, found unmeasurable
+        book.add(i, None, tag=None, when=1)
+        book.add(i, None, tag=None, when=2)
+    # 12 is untried and next to the run: halfway between it and the next sampled commit instead
+    assert picker.past_skips(_Bracket(0, 32), 12) == (12 + 32) // 2
+    assert picker.past_skips(_Bracket(0, 32), 9) == (0 + 9 + 1) // 2
+    assert picker.past_skips(_Bracket(0, 32), 20) == 20      # not beside the run

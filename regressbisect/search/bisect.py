@@ -49,6 +49,7 @@ from regressbisect.search.control import ControlArm
 from regressbisect.search.direction import hunted_sign, toward
 from regressbisect.search.localise import Posterior, step_posterior
 from regressbisect.search.naming import NamingGate
+from regressbisect.search.picker import Picker
 from regressbisect.search.sides import SideRule
 from regressbisect.search.stats import (Comparison, NoisePool, Summary, log_threshold, sprt, summarize,
                                         t_ppf)
@@ -308,6 +309,7 @@ class CommitSearch:
         self.control = ControlArm(self.book, settings, 0, n - 1, names=end_names)   # GOOD and BAD in pairs, first
         self._reproduced = False                         # the control arm said 'go'
         self.gate = NamingGate(self.book, settings.name_alpha)   # steps that reached confirmation
+        self.picker = Picker(self.book, self._capped)            # what the localisation measures next
         self.sides = SideRule(self.book, min_effect=settings.min_effect, alpha=settings.alpha,
                               side_share=settings.side_share, side_drop=settings.side_drop)
         self._remainder_searched = False                 # a cleared side was searched for the remainder
@@ -604,7 +606,7 @@ class CommitSearch:
             good, bad = 0, self.n - 1
             iv = _Interval(good, bad, True)
             post = self._posterior(iv, sign=-1 if self.settings.direction != "faster" else 1)
-            for i in self._quantile_picks(iv, post, slots - 2, exclude={good, bad}):
+            for i in self.picker.quantiles(iv, post, slots - 2, exclude={good, bad}):
                 picks.append((Measure(i, f"bisect {good}..{bad}"), None))
         return picks
 
@@ -646,12 +648,12 @@ class CommitSearch:
         best = int(np.argmax(post.probs))
         a, b = post.gaps[best]
         mass = float(post.probs[best])
-        self._live = self._central_bracket(post)
-        past = next((x for x in (b, a) if self._past_skips(iv, x) != x), None)
+        self._live = self.picker.central(post)
+        past = next((x for x in (b, a) if self.picker.past_skips(iv, x) != x), None)
         if mass >= s.confirm_enter and past is not None:
             # the step's mass sits on a gap of unmeasurable commits whose end is still untried
             # beside them: find where they end first, instead of walking them pair by pair
-            return [(Measure(self._past_skips(iv, past), f"bisect {iv.lo}..{iv.hi} (past skips)"), None)]
+            return [(Measure(self.picker.past_skips(iv, past), f"bisect {iv.lo}..{iv.hi} (past skips)"), None)]
         if mass >= s.confirm_enter:
             diffs = self.book.paired_diffs(a, b)
             sigma, _ = self.book.pooled_sigma()
@@ -683,14 +685,14 @@ class CommitSearch:
             if decision == "H1":
                 # the pairs already show the step: what is missing is posterior mass, and the most
                 # informative sample for it is the median split again (a, b or a neighbour)
-                informative = self._quantile_picks(iv, post, slots, exclude=set())
+                informative = self.picker.quantiles(iv, post, slots, exclude=set())
                 if informative and set(informative) <= {a, b}:
                     # the split points at the step itself: measure its two commits in pairs, not one
                     # of them in a burst, which a drift of the machine would confound
                     informative = [i for i in self._pairs_next(a, b, slots) if not self._capped(i)] or informative
                 # the level rule applies here too: with the step next to GOOD (a == lo) the median
                 # split never picks a, and only the end itself can pin the old level
-                anchor = self._anchor_needed(iv, informative) if a == iv.lo else None
+                anchor = self.picker.anchor(iv, informative) if a == iv.lo else None
                 if anchor is not None:
                     informative = [anchor] + informative[: slots - 1]
                 if informative:
@@ -706,11 +708,11 @@ class CommitSearch:
                 return None
             picks = [(Measure(i, "confirm step"), None) for i in self._pair_next(a, b, slots)]
             if slots > len(picks):
-                for i in self._quantile_picks(iv, post, slots - len(picks), exclude={a, b}):
+                for i in self.picker.quantiles(iv, post, slots - len(picks), exclude={a, b}):
                     picks.append((Measure(i, f"bisect {iv.lo}..{iv.hi}"), None))
             return picks
-        picks = [(Measure(i, f"bisect {iv.lo}..{iv.hi}"), None) for i in self._quantile_picks(iv, post, slots, exclude=set())]
-        anchor = self._anchor_needed(iv, [m.index for m, _ in picks])
+        picks = [(Measure(i, f"bisect {iv.lo}..{iv.hi}"), None) for i in self.picker.quantiles(iv, post, slots, exclude=set())]
+        anchor = self.picker.anchor(iv, [m.index for m, _ in picks])
         if anchor is not None:
             # the levels are shared by every hypothesis: when one interior commit has been sampled
             # more than an end of the bracket, a free level can hide behind it (a step placed at
@@ -878,13 +880,6 @@ class CommitSearch:
                 room[i] -= 1
         return picks
 
-    def _anchor_needed(self, iv: _Interval, picks: list[int]) -> int | None:
-        """The end of the bracket to re-measure, if an interior pick has about as many samples."""
-        ends = sorted((len(self.book.raw.get(e, [])), e) for e in (iv.lo, iv.hi))
-        fewest, end = ends[0]
-        densest = max((len(self.book.raw.get(i, [])) for i in picks), default=0)
-        return end if densest + 1 >= fewest and end not in picks and not self._capped(end) else None
-
     def _over_budget(self, iv: _Interval) -> bool:
         """An interval may spend 3x what finding one step should cost, then it is unresolved
         (bounds the cost of a range whose step cannot be pinned, e.g. a gradual slowdown)."""
@@ -1017,86 +1012,6 @@ class CommitSearch:
 
     def _measurable_in(self, lo: int, hi: int) -> list[int]:
         return [i for i in range(lo, hi + 1) if not self.book.unmeasurable(i)]
-
-    def _skip_run(self, iv: _Interval, x: int) -> tuple[int, int, int, int] | None:
-        """For an untried commit x: (L, first, last, R), L and R the nearest sampled commits (or
-        ends) around x and [first, last] the span of the unmeasurable commits between them, taken
-        for one run; None when there are none, or x has a sample."""
-        book = self.book
-        if book.raw.get(x) or not iv.lo < x < iv.hi:
-            return None
-        lo, hi = x - 1, x + 1
-        while lo > iv.lo and not book.raw.get(lo):
-            lo -= 1
-        while hi < iv.hi and not book.raw.get(hi):
-            hi += 1
-        skipped = [i for i in range(lo + 1, hi) if book.unmeasurable(i)]
-        return (lo, skipped[0], skipped[-1], hi) if skipped else None
-
-    def _in_skip_run(self, iv: _Interval, x: int) -> bool:
-        """Untried inside a run of unmeasurable commits whose extent is not known yet (an untried
-        commit at one of its edges): presumed unmeasurable, measured last."""
-        run = self._skip_run(iv, x)
-        if run is None:
-            return False
-        lo, first, last, hi = run
-        return first < x < last and (first - 1 > lo or last + 1 < hi)
-
-    def _past_skips(self, iv: _Interval, x: int) -> int:
-        """Where to measure instead of x, when x is untried and next to a run of unmeasurable commits.
-
-        Unmeasurable commits come in runs (a broken build over a few commits; a hunk prefix that
-        holds a hunk without what it needs), so a commit next to one is likely in it. Measuring it
-        anyway, as git bisect's `skip` does, walks the run at two probes a commit. Halfway between x
-        and the nearest sampled commit on its far side instead: a binary search for where the run
-        ends, about log2 of its length in probes."""
-        run = self._skip_run(iv, x)
-        if run is None:
-            return x
-        lo, first, last, hi = run
-        if x == last + 1:
-            return (x + hi) // 2
-        if x == first - 1:
-            return (lo + x + 1) // 2
-        return x
-
-    def _quantile_picks(self, iv: _Interval, post: Posterior, k: int, exclude: set[int]) -> list[int]:
-        """Up to k distinct interior commits whose 'first bad <= x' mass is nearest j/(k+1)."""
-        if not post.gaps or k <= 0:
-            return []
-        cum = np.cumsum(post.probs)
-        total = cum[-1] if cum[-1] > 0 else 1.0
-        # candidate x = the 'last_good' of each gap except the first: P(first_bad <= x)
-        xs, qs = [], []
-        for j, (a, _) in enumerate(post.gaps):
-            if a == iv.lo or a in exclude or self._capped(a):
-                continue
-            xs.append(a)
-            qs.append(float(cum[j - 1] / total) if j > 0 else 0.0)
-        if not xs:
-            return []
-        if any(self.book.unmeasurable(i) for i in self.book.skips):
-            keep = [j for j, x in enumerate(xs) if not self._in_skip_run(iv, x)]
-            if keep:
-                xs, qs = [xs[j] for j in keep], [qs[j] for j in keep]
-        xs_a, qs_a = np.array(xs), np.array(qs)
-        chosen: list[int] = []
-        for j in range(1, k + 1):
-            target = j / (k + 1)
-            order = np.lexsort((xs_a, np.abs(qs_a - target)))
-            for o in order:
-                x = self._past_skips(iv, int(xs_a[o]))
-                if x not in chosen and x not in exclude:
-                    chosen.append(x)
-                    break
-        # a retry is owed to a candidate skipped once: it comes first if it is among the useful
-        return sorted(chosen, key=lambda x: (not self.book.retry_wanted(x), chosen.index(x)))
-
-    def _central_bracket(self, post: Posterior) -> tuple[int, int]:
-        cum = np.cumsum(post.probs) / max(float(np.sum(post.probs)), 1e-300)
-        j0 = int(np.searchsorted(cum, 0.025))
-        j1 = int(min(np.searchsorted(cum, 0.975), len(post.gaps) - 1))
-        return post.gaps[min(j0, j1)][0], post.gaps[j1][1]
 
     def _posterior(self, iv: _Interval, sign: int, null_prior: float = 0.0) -> Posterior:
         """Posterior over the step position in [iv.lo, iv.hi] (`localise.step_posterior`)."""
