@@ -248,3 +248,30 @@ def test_the_picker_steps_past_a_run_of_unmeasurable_commits_by_halves():
     assert picker.past_skips(_Bracket(0, 32), 12) == (12 + 32) // 2
     assert picker.past_skips(_Bracket(0, 32), 9) == (0 + 9 + 1) // 2
     assert picker.past_skips(_Bracket(0, 32), 20) == 20      # not beside the run
+
+
+# -- the culprit rule ---------------------------------------------------------------------------------
+
+def test_the_culprit_rule_names_a_real_step_and_keeps_a_step_between_equal_commits_a_suspect():
+    from regressbisect.search.culprits import Culprit, CulpritRule
+
+    rng = np.random.default_rng(5)
+    book = SampleBook(2)
+    levels = {0: 1000.0, 3: 1000.0, 4: 1000.0, 5: 900.0, 6: 900.0, 9: 900.0}   # the step is 4 -> 5
+    for t in range(8):
+        for i, level in levels.items():
+            book.add(i, level * float(np.exp(rng.normal(0.0, 0.01))), tag=None, when=t)
+    rule = CulpritRule(book, SearchSettings(), NamingGate(book, 0.001), n=10)
+
+    def confirmed(a: int, b: int) -> Culprit:
+        return Culprit(first_bad=b, last_good=a, step=math.nan, step_ci95=(math.nan, math.nan),
+                       step_tok_s=math.nan, share_of_gap=math.nan)
+
+    named, suspects = rule.named_culprits([confirmed(4, 5)])
+    assert [c.first_bad for c in named] == [5] and not suspects
+    assert named[0].step == pytest.approx(-0.10, abs=0.01) and named[0].share_of_gap == pytest.approx(1.0, abs=0.05)
+    # one commit off: the segment fit still shows most of the step, its own two commits do not
+    named, suspects = rule.named_culprits([confirmed(5, 6)])
+    assert not named and [c.first_bad for c in suspects] == [6]
+    gap, se = rule.end_difference()
+    assert gap == pytest.approx(np.log(0.9), abs=0.01) and 0 < se < 0.01

@@ -46,13 +46,13 @@ import numpy as np
 from regressbisect.config import DIRECTION, DIRECTIONS, MAX_SAMPLES, MIN_EFFECT
 from regressbisect.search.book import SampleBook
 from regressbisect.search.control import ControlArm
+from regressbisect.search.culprits import Culprit, CulpritRule
 from regressbisect.search.direction import hunted_sign, toward
 from regressbisect.search.localise import Posterior, step_posterior
 from regressbisect.search.naming import NamingGate
 from regressbisect.search.picker import Picker
 from regressbisect.search.sides import SideRule
-from regressbisect.search.stats import (Comparison, NoisePool, Summary, log_threshold, sprt, summarize,
-                                        t_ppf)
+from regressbisect.search.stats import (Comparison, NoisePool, Summary, log_threshold, sprt, summarize)
 
 __all__ = ["SearchSettings", "Measure", "Culprit", "CandidateVerdict", "SideCheck", "SearchResult", "CommitSearch"]
 
@@ -151,30 +151,6 @@ class Measure:
     """Candidate index: 0 = GOOD ... n-1 = BAD (first-parent order)."""
     reason: str = ""
     """Short text for the progress display ('control arm', 'bisect 12..40', 'confirm step')."""
-
-
-@dataclass(frozen=True)
-class Culprit:
-    """One confirmed step of tok/s."""
-
-    first_bad: int
-    """Index of the culprit commit (the first at the new level)."""
-    last_good: int
-    """Index of the last commit measured at the old level; first_bad - last_good > 1 when the
-    commits between were unmeasurable (skipped): the culprit is then the whole range."""
-    step: float
-    """Relative change of tok/s at this step, e.g. -0.051, from its own pairs: the mean log ratio
-    of first_bad to last_good over the pairs of the two taken after the step was picked (the
-    naming gate's fresh pairs, each taken back to back, so a drift of the machine cancels). The
-    naming rule itself reads the segment fit (`CommitSearch._segment_steps`); a segment also holds
-    commits sampled at other times, and at another state of the machine."""
-    step_ci95: tuple[float, float]
-    """95% interval of `step`: a confidence sequence (valid at the gate's data-dependent stop),
-    with the hunt's pooled noise."""
-    step_tok_s: float
-    """Absolute change, tok/s (step times last_good's level)."""
-    share_of_gap: float
-    """Fraction of the GOOD->BAD gap this step owns, on the log scale (steps compound)."""
 
 
 @dataclass(frozen=True)
@@ -310,6 +286,7 @@ class CommitSearch:
         self._reproduced = False                         # the control arm said 'go'
         self.gate = NamingGate(self.book, settings.name_alpha)   # steps that reached confirmation
         self.picker = Picker(self.book, self._capped)            # what the localisation measures next
+        self.rule = CulpritRule(self.book, settings, self.gate, n)   # which confirmed steps are named, their sizes
         self.sides = SideRule(self.book, min_effect=settings.min_effect, alpha=settings.alpha,
                               side_share=settings.side_share, side_drop=settings.side_drop)
         self._remainder_searched = False                 # a cleared side was searched for the remainder
@@ -380,15 +357,15 @@ class CommitSearch:
         the gap, or leave a remainder below -100%, mean the step model does not fit: none is
         named and the verdict is 'undecided'.
         """
-        culprits, suspects = self._named_culprits()
-        gap = math.expm1(self._total_log_gap())
+        culprits, suspects = self.rule.named_culprits(self._culprits)
+        gap = math.expm1(self.rule.total_log_gap())
         reason = ""
-        if culprits and self._shares_do_not_add_up(culprits):
+        if culprits and self.rule.shares_do_not_add_up(culprits):
             shares = ", ".join(f"{c.share_of_gap:.0%}" for c in culprits)
             reason = (f"the confirmed steps own {shares} of the gap, which does not add up: "
                       "the samples do not fit one step per culprit")
             suspects, culprits = tuple(sorted(culprits + suspects, key=lambda c: c.first_bad)), ()
-        steps = tuple(self._own_step(c) for c in culprits)   # every step that passed the rule, its own size
+        steps = tuple(self.rule.own_step(c) for c in culprits)   # every step that passed the rule, its own size
         whole = len(steps) == 1 and steps[0].first_bad - steps[0].last_good == self.n - 1 and self.n > 2
         ambiguous = () if whole else tuple(c for c in steps if c.first_bad - c.last_good > 1)
         culprits = tuple(c for c in steps if c not in ambiguous)
@@ -419,7 +396,7 @@ class CommitSearch:
                       f"search proposed ({len(self._refuted)}): a gradual slowdown, or several small steps")
         explained = sum(c.share_of_gap for c in culprits + ambiguous)
         unexplained = (1.0 - explained) if verdict in ("culprits", "ambiguous", "not-localised", "undecided") else math.nan
-        unexplained_ci95 = self._unexplained_interval(culprits + ambiguous, unexplained)
+        unexplained_ci95 = self.rule.unexplained_interval(culprits + ambiguous, unexplained)
         ends = tuple(summarize(self.book.raw[i]) if self.book.raw.get(i) else _EMPTY for i in (0, self.n - 1))
         return SearchResult(verdict=verdict, culprits=culprits, endpoints=ends, gap=gap,  # type: ignore[arg-type]
                             unexplained=unexplained, unexplained_ci95=unexplained_ci95, candidates=self._candidate_verdicts(steps),
@@ -428,109 +405,19 @@ class CommitSearch:
                             reproduced=self._reproduced and verdict not in ("not-reproduced", "all-skipped"),
                             control=self.control.comparison, ambiguous=ambiguous)
 
-    def _unexplained_interval(self, steps: Sequence[Culprit], unexplained: float) -> tuple[float, float]:
-        """95% interval of the share of the gap the steps leave (`SearchResult.unexplained_ci95`).
 
-        On the log scale the remainder is gap - sum(steps); its half width combines the gap's
-        (1.96 standard errors, `_end_difference`) and each step's own (its confidence sequence,
-        `NamingGate.own_size`) in quadrature, then it is read as a share of the gap. A step whose
-        own pairs are few has a wide interval, and so has the remainder: a remainder of 20% whose
-        interval reaches 0 is no sign of a further step."""
-        gap, gap_se = self._end_difference()
-        if not (steps and math.isfinite(unexplained) and math.isfinite(gap_se) and gap):
-            return math.nan, math.nan
-        halves = [(math.log1p(c.step_ci95[1]) - math.log1p(c.step_ci95[0])) / 2 if min(c.step_ci95) > -1 else math.inf
-                  for c in steps]
-        half = math.sqrt((1.96 * gap_se) ** 2 + sum(h * h for h in halves)) / abs(gap)
-        if not math.isfinite(half):
-            return math.nan, math.nan
-        return unexplained - half, unexplained + half
 
-    def _named_culprits(self) -> tuple[tuple[Culprit, ...], tuple[Culprit, ...]]:
-        """(named, suspects): drop the confirmed step with the weakest evidence while any fails the
-        culprit rule, re-sizing the rest from a fit without it (its samples join a segment)."""
-        kept = sorted(self._culprits, key=lambda c: c.first_bad)
-        dropped: list[Culprit] = []
-        while kept:
-            steps = self._segment_steps(kept)
-            bounds = [c.first_bad for c in kept]
-            fit = self._level_fit(lambda i, bounds=bounds: int(np.searchsorted(bounds, i, side="right")), len(bounds) + 1)
-            drift = fit[3] if fit is not None else 0.0
-            failing = [c for c in steps if not self._nameable(c, drift)]
-            if not failing:
-                return tuple(steps), tuple(sorted(dropped, key=lambda c: c.first_bad))
-            weakest = min(failing, key=self._evidence)
-            dropped.append(weakest)
-            kept = [c for c in kept if c.first_bad != weakest.first_bad]
-        return (), tuple(sorted(dropped, key=lambda c: c.first_bad))
 
-    def _own_step(self, c: Culprit) -> Culprit:
-        """The culprit sized from its own fresh pairs (`NamingGate.own_size`); as the segment fit
-        sized it when it has none."""
-        size = self.gate.own_size(c.last_good, c.first_bad, self.book.pooled_sigma()[0])
-        if size is None:
-            return c
-        est, half = size
-        gap_log = self._total_log_gap()
-        step = math.expm1(est)
-        base = math.exp(float(np.mean(np.log(self.book.raw[c.last_good]))))
-        return replace(c, step=step, step_ci95=(math.expm1(est - half), math.expm1(est + half)),
-                       step_tok_s=step * base, share_of_gap=est / gap_log if gap_log else math.nan)
 
-    def _shares_do_not_add_up(self, culprits: Sequence[Culprit]) -> bool:
-        """Some culprit owns surely more than share_limit of the gap, or together they surely
-        leave a remainder below -100%: 'surely' = from the end of each step's interval nearest
-        zero. Only with one hunted direction ('both' has steps that cancel by design)."""
-        gap = self._total_log_gap()
-        if self.settings.direction == "both" or not gap or not math.isfinite(gap):
-            return False
-        least = [min(abs(math.log1p(x)) for x in c.step_ci95) / abs(gap) for c in culprits]
-        return max(least) > self.settings.share_limit or sum(least) > 2.0
 
-    def _nameable(self, c: Culprit, drift_per_round: float = 0.0) -> bool:
-        """The culprit rule: point estimate >= min_effect our way and 95% interval excluding zero,
-        from the segment fit and from the step's own two commits."""
-        lo, hi = c.step_ci95
-        if not (math.isfinite(c.step) and math.isfinite(lo) and math.isfinite(hi)):
-            return False
-        big = abs(math.log1p(c.step)) >= log_threshold(self.settings.min_effect)
-        d = self.settings.direction
-        slower = c.step < 0 and hi < 0
-        faster = c.step > 0 and lo > 0
-        if not (big and ((d != "faster" and slower) or (d != "slower" and faster))):
-            return False
-        return self._own_step_shows(c, drift_per_round)
 
-    def _own_step_shows(self, c: Culprit, drift_per_round: float = 0.0) -> bool:
-        """The step's own two commits differ the same way, 95% interval excluding zero (sigma
-        pooled over every candidate; each sample corrected for the segment fit's drift, if any).
-        The segment fit alone can show a step between two equal commits when the break is one
-        commit off: on a noisy machine the commit beside the true step, measured at the wrong
-        level by chance, became the culprit (1-1.5% of the hunts at 8-15% CV)."""
-        def corrected(i: int) -> list[float]:
-            return [math.log(v) - drift_per_round * t for v, t in zip(self.book.raw.get(i, []), self.book.time.get(i, []))]
-
-        a, b = corrected(c.last_good), corrected(c.first_bad)
-        sigma, df = self.book.pooled_sigma()
-        if not (a and b and sigma > 0 and df > 0):
-            return False
-        est = float(np.mean(b) - np.mean(a))
-        half = t_ppf(0.975, df) * sigma * math.sqrt(1 / len(a) + 1 / len(b))
-        return est + half < 0 if c.step < 0 else est - half > 0
-
-    @staticmethod
-    def _evidence(c: Culprit) -> float:
-        """|step| in units of its interval's half width (log scale)."""
-        lo, hi = (math.log1p(x) if x > -1 else -math.inf for x in c.step_ci95)
-        half = (hi - lo) / 2
-        return abs(math.log1p(c.step)) / half if half > 0 and math.isfinite(half) else 0.0
 
     def _reproduced_overall(self) -> bool:
         """False when every sample the hunt took of GOOD and BAD puts their difference below
         min_effect (or the other way): the control arm's start was then a fluke, and the hunt
         did not reproduce the regression. The difference comes from a fit with a drift in time
         when that is significant (the end samples of a search are taken at different times)."""
-        est, _ = self._end_difference()
+        est, _ = self.rule.end_difference()
         if not math.isfinite(est):
             return True
         return toward(est, self._hunted_sign()) > 0 and abs(est) >= log_threshold(self.settings.min_effect)
@@ -735,12 +622,12 @@ class CommitSearch:
         if self._remainder_searched or not cleared or not self._culprits:
             return False
         self._remainder_searched = True
-        named, _ = self._named_culprits()
-        gap, gap_se = self._end_difference()
+        named, _ = self.rule.named_culprits(self._culprits)
+        gap, gap_se = self.rule.end_difference()
         sigma, _ = self.book.pooled_sigma()
         if not named or not (math.isfinite(gap) and math.isfinite(gap_se) and sigma > 0):
             return False
-        steps = [self._own_step(c) for c in named]
+        steps = [self.rule.own_step(c) for c in named]
         remainder = gap - sum(math.log1p(c.step) for c in steps)
         # its spread: the gap's and each step's (its fresh pairs'); one-sided 95%
         pairs = [len(self.gate.fresh_pairs(c.last_good, c.first_bad)) for c in steps]
@@ -893,104 +780,16 @@ class CommitSearch:
         sign = self._sign or (1 if step_hat >= 0 else -1)
         return sign * max(abs(step_hat) if np.isfinite(step_hat) and np.sign(step_hat) == sign else 0.0, margin)
 
-    def _segment_steps(self, confirmed: Sequence[Culprit]) -> list[Culprit]:
-        """Size every confirmed step from the piecewise-constant fit with breaks at the culprits.
 
-        Each level is the mean log tok/s of every sample in its segment, so a step uses far more
-        samples than its two commits, and is not inflated by the sequential stop that accepted it
-        (the two commits' own samples are what crossed the threshold). Interval: t with the
-        residual sigma of that fit. When a linear drift of the machine in time is significant
-        (p < 0.01), the fit includes it: a segment sampled late would otherwise carry the drift
-        into its level (0.1%/round turned confirmed 5% steps into -0.0% +- 2.2%).
-        """
-        culprits = sorted(confirmed, key=lambda c: c.first_bad)
-        if not culprits:
-            return []
-        bounds = [c.first_bad for c in culprits]
-        fit = self._level_fit(lambda i: int(np.searchsorted(bounds, i, side="right")), len(bounds) + 1)
-        if fit is None:
-            return [replace(c, share_of_gap=math.nan) for c in culprits]
-        levels, cov, tq, _ = fit
-        gap_log = self._total_log_gap()
-        out = []
-        for k, c in enumerate(culprits):
-            est = float(levels[k + 1] - levels[k])
-            se = math.sqrt(max(float(cov[k, k] + cov[k + 1, k + 1] - 2 * cov[k, k + 1]), 0.0))
-            step = math.expm1(est)
-            out.append(replace(c, step=step, step_ci95=(math.expm1(est - tq * se), math.expm1(est + tq * se)),
-                               step_tok_s=step * math.exp(levels[k]),
-                               share_of_gap=est / gap_log if gap_log else math.nan))
-        return out
-
-    def _level_fit(self, segment_of, segments: int, indices: Sequence[int] | None = None):
-        """Least-squares levels of log tok/s per segment (segment_of(index) -> 0..segments-1), plus
-        a linear drift in rounds when that term is significant at 1%: (levels, their covariance,
-        the t quantile for 95%, the drift per round or 0), or None when there are too few samples. Every measurable
-        candidate's samples are used unless `indices` is given."""
-        rows, ys, ts = [], [], []
-        for i, vals in self.book.raw.items():
-            if self.book.unmeasurable(i) or (indices is not None and i not in indices):
-                continue
-            seg = segment_of(i)
-            for v, t in zip(vals, self.book.time.get(i, [])):
-                rows.append(seg)
-                ys.append(math.log(v))
-                ts.append(t)
-        y = np.array(ys)
-        plain = np.zeros((len(ys), segments))
-        plain[np.arange(len(ys)), rows] = 1.0
-        used = plain[:, plain.sum(axis=0) > 0]
-        if used.shape[1] < segments:
-            # a segment without samples has no level: its steps are unknown
-            return None
-        t = np.array(ts, dtype=float)
-        designs = [plain]
-        if len(set(ts)) >= 3:
-            designs.insert(0, np.column_stack([plain, (t - t.mean()) / max(float(np.ptp(t)), 1.0)]))
-        for x in designs:
-            df = len(ys) - x.shape[1]
-            if df < 1:
-                continue
-            xtx_inv = np.linalg.pinv(x.T @ x)
-            coef = xtx_inv @ x.T @ y
-            resid = y - x @ coef
-            sigma2 = float(resid @ resid) / df
-            cov = sigma2 * xtx_inv
-            if x.shape[1] > segments:
-                drift_t = abs(coef[-1]) / math.sqrt(cov[-1, -1]) if cov[-1, -1] > 0 else 0.0
-                if not drift_t > t_ppf(0.995, df):
-                    continue   # no evidence of drift: the plain fit (the segment means)
-            per_round = float(coef[-1]) / max(float(np.ptp(t)), 1.0) if x.shape[1] > segments else 0.0
-            return coef[:segments], cov[:segments, :segments], t_ppf(0.975, df), per_round
-        return None
 
     def _gap_scale(self) -> float:
         """|log GOOD->BAD gap| from every sample of the two ends so far, at least min_effect (for
         the budgets and the side margin; the posterior's prior scale stays the control arm's look)."""
         if self._phase == "control" or not (self.book.raw.get(0) and self.book.raw.get(self.n - 1)):
             return self._tau
-        return max(abs(self._total_log_gap()), log_threshold(self.settings.min_effect))
+        return max(abs(self.rule.total_log_gap()), log_threshold(self.settings.min_effect))
 
-    def _total_log_gap(self) -> float:
-        """Log tok/s of BAD minus GOOD from all their samples (nan until both have one): the
-        difference of their means, or of their levels in a fit with a drift in time when the
-        drift is significant (_level_fit)."""
-        est, _ = self._end_difference()
-        return est
 
-    def _end_difference(self) -> tuple[float, float]:
-        """(BAD - GOOD in log tok/s, its standard error); se is nan when unknown."""
-        good, bad = self.book.raw.get(0), self.book.raw.get(self.n - 1)
-        if not (good and bad):
-            return math.nan, math.nan
-        plain = float(np.mean(np.log(bad)) - np.mean(np.log(good)))
-        if len(good) + len(bad) < 4:
-            return plain, math.nan
-        fit = self._level_fit(lambda i: int(i == self.n - 1), 2, indices=(0, self.n - 1))
-        if fit is None:
-            return plain, math.nan
-        levels, cov, _, _ = fit
-        return float(levels[1] - levels[0]), math.sqrt(max(float(cov[0, 0] + cov[1, 1] - 2 * cov[0, 1]), 0.0))
 
     def _accept(self, iv: _Interval, a: int, b: int, diffs: list[float]) -> None:
         # size and interval are filled in by result(), from all samples of the segments
