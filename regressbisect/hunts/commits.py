@@ -31,8 +31,8 @@ from regressbisect.render.progress import HuntProgress
 from regressbisect.samples import Candidate, ProbeOutcome, SampleKey
 from regressbisect.search import stats
 from regressbisect.search.bisect import CommitSearch, Measure, SearchSettings
-from regressbisect.search.driver import drive
 from regressbisect.search.budget import AUTO_PILOTS, BudgetChoice, Pilot, choose_budget
+from regressbisect.search.driver import drive
 from regressbisect.search.overhead import OverheadArm
 from regressbisect.store import Store
 
@@ -170,7 +170,7 @@ class CommitHunt:
         pilots = [Pilot(wall_s=w, sample=s) for w, s in
                   zip(store.sample_walls(key, arm="main"), store.samples(key, arm="main"))][:AUTO_PILOTS]
         choice = choose_budget(pilots, initial_tokens=cfg.probe.tokens,
-                                     min_effect=cfg.min_effect, timeout_s=cfg.probe.timeout_s)
+                               min_effect=cfg.min_effect, timeout_s=cfg.probe.timeout_s)
         self.config = dataclasses.replace(cfg, probe=dataclasses.replace(cfg.probe, tokens=choice.tokens))
         self._config_hash = self.config.probe.config_hash()
         self.progress.message(f"token budget {choice.tokens} (from {cfg.probe.tokens}): {choice.reason}")

@@ -52,10 +52,9 @@ from regressbisect.search.localise import Posterior, step_posterior
 from regressbisect.search.naming import NamingGate
 from regressbisect.search.picker import Picker
 from regressbisect.search.sides import SideRule
-from regressbisect.search.stats import (Comparison, NoisePool, Summary, log_threshold, sprt, summarize)
+from regressbisect.search.stats import Comparison, NoisePool, Summary, log_threshold, sprt, summarize
 
 __all__ = ["SearchSettings", "Measure", "Culprit", "CandidateVerdict", "SideCheck", "SearchResult", "CommitSearch"]
-
 
 
 @dataclass(frozen=True)
@@ -404,13 +403,6 @@ class CommitSearch:
                             unresolved=tuple(self._unresolved), suspects=tuple(suspects), reason=reason,
                             reproduced=self._reproduced and verdict not in ("not-reproduced", "all-skipped"),
                             control=self.control.comparison, ambiguous=ambiguous)
-
-
-
-
-
-
-
 
     def _reproduced_overall(self) -> bool:
         """False when every sample the hunt took of GOOD and BAD puts their difference below
@@ -780,16 +772,12 @@ class CommitSearch:
         sign = self._sign or (1 if step_hat >= 0 else -1)
         return sign * max(abs(step_hat) if np.isfinite(step_hat) and np.sign(step_hat) == sign else 0.0, margin)
 
-
-
     def _gap_scale(self) -> float:
         """|log GOOD->BAD gap| from every sample of the two ends so far, at least min_effect (for
         the budgets and the side margin; the posterior's prior scale stays the control arm's look)."""
         if self._phase == "control" or not (self.book.raw.get(0) and self.book.raw.get(self.n - 1)):
             return self._tau
         return max(abs(self.rule.total_log_gap()), log_threshold(self.settings.min_effect))
-
-
 
     def _accept(self, iv: _Interval, a: int, b: int, diffs: list[float]) -> None:
         # size and interval are filled in by result(), from all samples of the segments

@@ -45,7 +45,6 @@ class Culprit:
     """Fraction of the GOOD->BAD gap this step owns, on the log scale (steps compound)."""
 
 
-
 class CulpritSettings(Protocol):
     min_effect: float
     direction: str

@@ -51,8 +51,8 @@ import numpy as np
 
 from regressbisect.search.bisect import CommitSearch, Culprit, SearchResult, SearchSettings
 from regressbisect.search.control import run_control_arm
-from regressbisect.search.driver import drive
 from regressbisect.search.ddmin import UNDECIDED, UNRESOLVED, DdminResult, DdminSettings, HunkSearch
+from regressbisect.search.driver import drive
 from regressbisect.search.levels import LevelRule, slowdowns, subset_verdict, undecided
 from regressbisect.search.stats import NoisePool, log_threshold, pooled_t_log_bf, t_ppf
 
