@@ -139,6 +139,26 @@ def test_window_load_is_machine_busy_time_minus_the_hunts_own():
     assert measured.machine_share == pytest.approx(0.4)
 
 
+def test_the_time_a_scan_of_the_hunt_takes_is_not_read_as_other_load():
+    # Reading the hunt's CPU scans every process (tens of ms, more on a loaded machine) while the
+    # hunt's probes run on: the machine's window and the hunt's must be read in the same order at
+    # both ends, or the machine's is the longer by two scans and the hunt's own CPU in them reads
+    # as other load (0.5 CPUs of it flagged samples of an oversubscribed hunt on 2 cores)
+    machine = FakeMachine(other=0.0)
+    guard = machine.guard(max_wait_s=10)
+
+    def slow_scan() -> float:
+        machine.advance(0.15, hunt_cpus=1.6)   # the probes run on while the scan reads them
+        return machine.hunt
+
+    guard._hunt_cpu.total = slow_scan  # type: ignore[method-assign]
+    window = guard.start()
+    machine.advance(1.0, hunt_cpus=1.6)
+    measured = guard.finish(window)
+    assert measured.other_cpus == pytest.approx(0.0, abs=1e-9)
+    assert measured.hunt_cpus == pytest.approx(1.6)
+
+
 def test_a_window_counts_the_other_probes_cpu_but_not_its_own_probes():
     machine = FakeMachine(other=0.0)
     me, other_slot = threading.get_ident(), -1

@@ -464,9 +464,13 @@ class ContentionGuard:
         return window
 
     def finish(self, window: Window) -> Load:
-        hunt = self._hunt_cpu.total()
+        # the same order as start(): the machine, the clock, then the hunt (a scan of every
+        # process, tens of ms while the hunt's probes run on). Both windows then have one length;
+        # read the other way round at one end, the machine's was two scans longer and the hunt's
+        # own CPU in them read as other load
         busy, ncpus = self._proc_stat()
         seconds = max(self._clock() - window.started, 1e-6)
+        hunt = self._hunt_cpu.total()
         with self._lock:
             self._note_siblings(self._open)   # a fresh scan: every open window takes it
             self._open.remove(window)
