@@ -40,16 +40,15 @@ N = 128
 CONFIDENCE = 0.99
 
 
-def _first_bad(rng: np.random.Generator) -> int:
-    return int(rng.integers(1, N))
+def _first_bad(rng: np.random.Generator, n: int = N) -> int:
+    return int(rng.integers(1, n))
 
 
-def oracle_trial(task: tuple) -> tuple[bool, int]:
-    step, cv, trial, *rest = task
-    n = rest[0] if rest else N
+def oracle_trial(task: tuple[float, float, int, int]) -> tuple[bool, int]:
+    step, cv, trial, n = task
     rng = np.random.default_rng([7, trial, int(cv * 1e4), int(-step * 1e4)])
     sigma, d = math.sqrt(math.log1p(cv ** 2)), math.log1p(step)
-    fb = int(rng.integers(1, n))
+    fb = _first_bad(rng, n)
     logp = np.zeros(n - 1)                       # hypothesis g: first bad = g + 1
     firsts = np.arange(1, n)
     k = 0
@@ -162,7 +161,7 @@ def main(argv: list[str] | None = None) -> int:
     print("|---|---|" + "---|" * len(pair_counts))
     with mp.Pool(args.jobs) as pool:
         for step, cv in cells:
-            rows = pool.map(oracle_trial, [(step, cv, t) for t in range(args.trials)])
+            rows = pool.map(oracle_trial, [(step, cv, t, N) for t in range(args.trials)])
             line = (f"| {-step:.0%} / {cv:.0%} | {np.mean([r[0] for r in rows]):.1%} / "
                     f"{np.mean([r[1] for r in rows]):.1f} |")
             for k in pair_counts:

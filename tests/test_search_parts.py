@@ -8,7 +8,12 @@ import numpy as np
 import pytest
 
 from regressbisect.search.book import NOISE_PRIOR_DF, SampleBook
-from regressbisect.search.bisect import SearchSettings
+from regressbisect.search.bisect import CommitSearch, SearchSettings
+from regressbisect.search.culprits import Culprit, CulpritRule
+from regressbisect.search.driver import drive
+from regressbisect.search.localise import Posterior
+from regressbisect.search.picker import Picker
+from regressbisect.search.simulate import FakeExecutor, FakeHistory, step_levels
 from regressbisect.search.control import ControlArm
 from regressbisect.search.naming import NamingGate
 from regressbisect.search.sides import SideRule
@@ -162,10 +167,6 @@ def test_the_control_arm_asks_for_pairs_in_abba_order_and_gives_up_on_an_unmeasu
 # -- the driver loop ----------------------------------------------------------------------------------
 
 def test_the_driver_feeds_every_measure_back_in_order_and_reports_after_each_record():
-    from regressbisect.search.bisect import CommitSearch
-    from regressbisect.search.driver import drive
-    from regressbisect.search.simulate import FakeExecutor, FakeHistory, step_levels
-
     executor = FakeExecutor(FakeHistory(step_levels(16, {9: -0.2}), 0.005), 3)
     search = CommitSearch(16, SearchSettings())
     seen: list[tuple[int, int]] = []   # (index, samples of it the search held when told)
@@ -185,9 +186,6 @@ def test_the_driver_feeds_every_measure_back_in_order_and_reports_after_each_rec
 
 
 def test_the_driver_refuses_a_round_measured_short():
-    from regressbisect.search.bisect import CommitSearch
-    from regressbisect.search.driver import drive
-
     with pytest.raises(ValueError, match="outcomes for a round of 2"):
         drive(CommitSearch(8, SearchSettings()), lambda batch: [1000.0], slots=2)
 
@@ -200,16 +198,12 @@ class _Bracket:
 
 
 def _posterior_over(gaps_mass: dict[int, float], lo: int, hi: int):
-    from regressbisect.search.localise import Posterior
-
     gaps = [(a, a + 1) for a in range(lo, hi)]
     probs = np.array([gaps_mass.get(a, 0.0) for a, _ in gaps])
     return Posterior(gaps=gaps, probs=probs / probs.sum(), step_hat=np.zeros(len(gaps)))
 
 
 def test_the_picker_measures_the_posterior_median_and_its_quantiles_never_a_capped_commit():
-    from regressbisect.search.picker import Picker
-
     book = SampleBook(2)
     capped: set[int] = set()
     picker = Picker(book, lambda i: i in capped)
@@ -221,8 +215,6 @@ def test_the_picker_measures_the_posterior_median_and_its_quantiles_never_a_capp
 
 
 def test_the_picker_re_measures_an_end_once_an_interior_pick_has_about_as_many_samples():
-    from regressbisect.search.picker import Picker
-
     book = SampleBook(2)
     picker = Picker(book, lambda i: False)
     for t in range(3):
@@ -235,8 +227,6 @@ def test_the_picker_re_measures_an_end_once_an_interior_pick_has_about_as_many_s
 
 
 def test_the_picker_steps_past_a_run_of_unmeasurable_commits_by_halves():
-    from regressbisect.search.picker import Picker
-
     book = SampleBook(2)
     picker = Picker(book, lambda i: False)
     book.add(0, 1000.0, tag=None, when=0)
@@ -253,8 +243,6 @@ def test_the_picker_steps_past_a_run_of_unmeasurable_commits_by_halves():
 # -- the culprit rule ---------------------------------------------------------------------------------
 
 def test_the_culprit_rule_names_a_real_step_and_keeps_a_step_between_equal_commits_a_suspect():
-    from regressbisect.search.culprits import Culprit, CulpritRule
-
     rng = np.random.default_rng(5)
     book = SampleBook(2)
     levels = {0: 1000.0, 3: 1000.0, 4: 1000.0, 5: 900.0, 6: 900.0, 9: 900.0}   # the step is 4 -> 5

@@ -357,7 +357,8 @@ class CommitSearch:
         named and the verdict is 'undecided'.
         """
         culprits, suspects = self.rule.named_culprits(self._culprits)
-        gap = math.expm1(self.rule.total_log_gap())
+        gap_log, gap_se = self.rule.end_difference()
+        gap = math.expm1(gap_log)
         reason = ""
         if culprits and self.rule.shares_do_not_add_up(culprits):
             shares = ", ".join(f"{c.share_of_gap:.0%}" for c in culprits)
@@ -395,7 +396,7 @@ class CommitSearch:
                       f"search proposed ({len(self._refuted)}): a gradual slowdown, or several small steps")
         explained = sum(c.share_of_gap for c in culprits + ambiguous)
         unexplained = (1.0 - explained) if verdict in ("culprits", "ambiguous", "not-localised", "undecided") else math.nan
-        unexplained_ci95 = self.rule.unexplained_interval(culprits + ambiguous, unexplained)
+        unexplained_ci95 = self.rule.unexplained_interval(culprits + ambiguous, unexplained, gap_log, gap_se)
         ends = tuple(summarize(self.book.raw[i]) if self.book.raw.get(i) else _EMPTY for i in (0, self.n - 1))
         return SearchResult(verdict=verdict, culprits=culprits, endpoints=ends, gap=gap,  # type: ignore[arg-type]
                             unexplained=unexplained, unexplained_ci95=unexplained_ci95, candidates=self._candidate_verdicts(steps),

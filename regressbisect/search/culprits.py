@@ -60,15 +60,16 @@ class CulpritRule:
         self.gate = gate
         self.n = n
 
-    def unexplained_interval(self, steps: Sequence[Culprit], unexplained: float) -> tuple[float, float]:
-        """95% interval of the share of the gap the steps leave (`SearchResult.unexplained_ci95`).
+    def unexplained_interval(self, steps: Sequence[Culprit], unexplained: float, gap: float,
+                             gap_se: float) -> tuple[float, float]:
+        """95% interval of the share of the gap the steps leave (`SearchResult.unexplained_ci95`);
+        gap, gap_se: `end_difference()`.
 
         On the log scale the remainder is gap - sum(steps); its half width combines the gap's
-        (1.96 standard errors, `_end_difference`) and each step's own (its confidence sequence,
-        `NamingGate.own_size`) in quadrature, then it is read as a share of the gap. A step whose
-        own pairs are few has a wide interval, and so has the remainder: a remainder of 20% whose
-        interval reaches 0 is no sign of a further step."""
-        gap, gap_se = self.end_difference()
+        (1.96 standard errors) and each step's own (its confidence sequence, `NamingGate.own_size`)
+        in quadrature, then it is read as a share of the gap. A step whose own pairs are few has a
+        wide interval, and so has the remainder: a remainder of 20% whose interval reaches 0 is no
+        sign of a further step."""
         if not (steps and math.isfinite(unexplained) and math.isfinite(gap_se) and gap):
             return math.nan, math.nan
         halves = [(math.log1p(c.step_ci95[1]) - math.log1p(c.step_ci95[0])) / 2 if min(c.step_ci95) > -1 else math.inf

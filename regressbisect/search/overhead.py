@@ -1,7 +1,7 @@
 """The overhead arm: may tok/s come from the counters shim's runs?
 
 Pure (no probe): GOOD measured plain and shimmed in interleaved pairs, the shim's overhead tested
-after every pair with an anytime-valid interval, stopped as soon as it is decided (docs/cost.md,
+between rounds, on whole pairs, with an anytime-valid interval, stopped as soon as it is decided (docs/cost.md,
 section 1). The commit hunt draws the samples the arm asks for and records them.
 """
 from __future__ import annotations
