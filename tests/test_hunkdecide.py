@@ -156,3 +156,25 @@ def test_a_culprit_after_a_large_one_in_file_order_is_named_too():
 
         decision = decide_hunks(ids, [[ids], [[h] for h in ids]], measure, SearchSettings())
         assert named(decision) == {frozenset({"h009"}), frozenset({"h013"})}, seed
+
+
+def test_the_hunk_remainder_has_an_interval_that_covers_what_is_left_of_the_gap():
+    # one or two slow hunks and nothing else: the true remainder is zero; each culprit is sized
+    # from its own alone test against BASE, so the interval must be wide enough to cover it
+    named_hunts = covered = 0
+    for effects in ({"h012": 0.10}, {"h008": 0.05, "h037": 0.05}):
+        for seed in range(6):
+            decision, _ = hunt(Diff(50, effects=effects), seed)
+            if decision.verdict != "culprits":
+                continue
+            lo, hi = decision.unexplained_ci95
+            unexplained = 1 - sum(c.share_of_gap for c in decision.culprits)
+            assert lo < unexplained < hi
+            named_hunts += 1
+            covered += lo <= 0 <= hi
+    assert named_hunts >= 10 and covered >= named_hunts - 1
+
+
+def test_a_hunk_hunt_without_culprits_has_no_remainder_interval():
+    decision, _ = hunt(Diff(10), seed=0)
+    assert decision.verdict == "not-reproduced" and all(math.isnan(x) for x in decision.unexplained_ci95)

@@ -117,6 +117,8 @@ def test_the_slow_hunks_are_found_and_the_tree_is_untouched(tmp_path, hunks, slo
     for culprit in report["culprits"]:
         assert culprit["hunks"][0]["function"].startswith("setting_")
         assert culprit["alone"]["change_pct"] < -2
+    lo, hi = report["unexplained_share_ci95"]   # the remainder's interval, as in the commit report
+    assert lo < report["unexplained_share"] < hi
     assert snapshot_checkout(repo) == before
     # the start-up levers and the cost account of a commit hunt (docs/cost.md)
     assert all(e.get("TORCHINDUCTOR_COMPILE_THREADS") == "1" and "TORCHINDUCTOR_CACHE_DIR" in e for e in probe.envs)

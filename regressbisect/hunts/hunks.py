@@ -301,6 +301,7 @@ class HunkHunt:
             "hunks_in_fast_subsets": sorted(decision.ruled_out
                                             | {i for s, v in (result.verdicts if result else ()) if v == "good" for i in s}),
             "unexplained_share": round(1 - sum(shares), 4) if shares else None,
+            "unexplained_share_ci95": [round(x, 4) for x in decision.unexplained_ci95] if shares else None,
             "interactions": [sorted(s) for s in (result.interactions if result else ())],
             "unresolved_subsets": len(decision.did_not_run | set(result.unresolved if result else ())),
             "subsets_tested": result.tests if result else 0,

@@ -235,7 +235,7 @@ def remainder_line(report: Mapping[str, Any]) -> str | None:
                      f"ends read alike by chance.")
     searched = [s for s in report.get("sides") or () if s.get("outcome") == "remainder" and s.get("from") and s.get("to")]
     for side in searched:   # the search looked there itself (search/bisect.py, _search_remainder)
-        text += (f" The remainder was surely more than the cleared sides ruled out, so the hunt searched the side "
+        text += (f" The remainder's 95% interval lay beyond what the cleared sides ruled out, so the hunt searched the side "
                  f"{side['from'][:10]}..{side['to'][:10]}, whose ends differed most, for it.")
     return text
 

@@ -606,9 +606,10 @@ class CommitSearch:
 
     def _search_remainder(self) -> bool:
         """Once per hunt, when every bracket is settled: if the culprits, each sized by its own
-        pairs, leave a remainder of the gap in the hunted direction surely (one-sided 95%) larger
-        than min_effect and than what every cleared side ruled out, one of those sides holds more than its check saw (its
-        ends read alike by chance, or a shift of the machine hid the step). Search the cleared side
+        pairs, leave a remainder of the gap in the hunted direction whose 95% interval (the
+        report's, `CulpritRule.remainder`) lies beyond min_effect and beyond what every cleared side
+        ruled out, one of those sides holds more than its check saw (its ends read alike by chance,
+        or a shift of the machine hid the step). Search the cleared side
         whose ends differ most our way, as a side (with its 'no step here' hypothesis and its own
         budget), instead of leaving it to the user; True when a search was queued."""
         cleared = [k for k, sd in enumerate(self._sides) if sd.outcome == "cleared"]
@@ -617,16 +618,11 @@ class CommitSearch:
         self._remainder_searched = True
         named, _ = self.rule.named_culprits(self._culprits)
         gap, gap_se = self.rule.end_difference()
-        sigma, _ = self.book.pooled_sigma()
-        if not named or not (math.isfinite(gap) and math.isfinite(gap_se) and sigma > 0):
+        remainder, half = self.rule.remainder([self.rule.own_step(c) for c in named], gap, gap_se)
+        if not math.isfinite(half):
             return False
-        steps = [self.rule.own_step(c) for c in named]
-        remainder = gap - sum(math.log1p(c.step) for c in steps)
-        # its spread: the gap's and each step's (its fresh pairs'); one-sided 95%
-        pairs = [len(self.gate.fresh_pairs(c.last_good, c.first_bad)) for c in steps]
-        se = math.sqrt(gap_se ** 2 + sum(2 * sigma ** 2 / n for n in pairs if n))
         ruled_out = max(math.log1p(self._sides[k].ruled_out) for k in cleared)
-        if self._toward(remainder) - 1.645 * se <= max(ruled_out, log_threshold(self.settings.min_effect)) or (
+        if self._toward(remainder) - half <= max(ruled_out, log_threshold(self.settings.min_effect)) or (
                 self._sign == 0 and remainder * gap < 0):
             return False
 

@@ -18,7 +18,7 @@ from regressbisect.search.book import SampleBook
 from regressbisect.search.naming import NamingGate
 from regressbisect.search.stats import log_threshold, t_ppf
 
-__all__ = ["Culprit", "CulpritRule"]
+__all__ = ["Culprit", "CulpritRule", "remainder_of_gap", "share_interval"]
 
 
 @dataclass(frozen=True)
@@ -60,24 +60,19 @@ class CulpritRule:
         self.gate = gate
         self.n = n
 
+    def remainder(self, steps: Sequence[Culprit], gap: float, gap_se: float) -> tuple[float, float]:
+        """`remainder_of_gap` of these culprits (each sized by `own_step`); gap, gap_se:
+        `end_difference()`. The report's interval (`unexplained_interval`) and the search's
+        decision to look for the remainder in a cleared side (`CommitSearch._search_remainder`)
+        both read it, so the hunt never searches for a remainder whose printed interval includes
+        none."""
+        return remainder_of_gap(gap, gap_se, [(c.step, c.step_ci95) for c in steps])
+
     def unexplained_interval(self, steps: Sequence[Culprit], unexplained: float, gap: float,
                              gap_se: float) -> tuple[float, float]:
-        """95% interval of the share of the gap the steps leave (`SearchResult.unexplained_ci95`);
-        gap, gap_se: `end_difference()`.
-
-        On the log scale the remainder is gap - sum(steps); its half width combines the gap's
-        (1.96 standard errors) and each step's own (its confidence sequence, `NamingGate.own_size`)
-        in quadrature, then it is read as a share of the gap. A step whose own pairs are few has a
-        wide interval, and so has the remainder: a remainder of 20% whose interval reaches 0 is no
-        sign of a further step."""
-        if not (steps and math.isfinite(unexplained) and math.isfinite(gap_se) and gap):
-            return math.nan, math.nan
-        halves = [(math.log1p(c.step_ci95[1]) - math.log1p(c.step_ci95[0])) / 2 if min(c.step_ci95) > -1 else math.inf
-                  for c in steps]
-        half = math.sqrt((1.96 * gap_se) ** 2 + sum(h * h for h in halves)) / abs(gap)
-        if not math.isfinite(half):
-            return math.nan, math.nan
-        return unexplained - half, unexplained + half
+        """95% interval of the share of the gap the steps leave (`SearchResult.unexplained_ci95`)."""
+        _, half = self.remainder(steps, gap, gap_se)
+        return share_interval(unexplained, half, gap)
 
     def named_culprits(self, confirmed: Sequence[Culprit]) -> tuple[tuple[Culprit, ...], tuple[Culprit, ...]]:
         """(named, suspects): drop the confirmed step with the weakest evidence while any fails the
@@ -249,3 +244,32 @@ class CulpritRule:
             return plain, math.nan
         levels, cov, _, _ = fit
         return float(levels[1] - levels[0]), math.sqrt(max(float(cov[0, 0] + cov[1, 1] - 2 * cov[0, 1]), 0.0))
+
+
+def remainder_of_gap(gap: float, gap_se: float,
+                     steps: Sequence[tuple[float, tuple[float, float]]]) -> tuple[float, float]:
+    """(log change the steps leave of the gap, half width of its 95% interval), the one definition
+    of the remainder's spread for commits and hunks; gap: the log change of the whole range, gap_se
+    its standard error; steps: (relative change, its 95% interval) of each culprit.
+
+    The remainder is gap - sum(steps); its half width combines the gap's (1.96 standard errors)
+    and each step's own (for a commit, its confidence sequence on its fresh pairs, valid at the
+    gate's data-dependent stop) in quadrature, the steps' samples taken apart from the ends'. A
+    step whose own pairs are few has a wide interval, and so has the remainder: a remainder of 20%
+    whose interval reaches 0 is no sign of a further step. (nan, nan) without steps or a known
+    gap error."""
+    if not (steps and math.isfinite(gap) and math.isfinite(gap_se) and gap):
+        return math.nan, math.nan
+    halves = [(math.log1p(ci[1]) - math.log1p(ci[0])) / 2 if min(ci) > -1 else math.inf for _, ci in steps]
+    half = math.sqrt((1.96 * gap_se) ** 2 + sum(h * h for h in halves))
+    if not math.isfinite(half):
+        return math.nan, math.nan
+    return gap - sum(math.log1p(step) for step, _ in steps), half
+
+
+def share_interval(unexplained: float, half: float, gap: float) -> tuple[float, float]:
+    """The remainder's 95% interval as a share of the gap: `unexplained` (1 - the steps' shares)
+    +- half / |gap|, half from `remainder_of_gap` (nan, nan when either is unknown)."""
+    if not (math.isfinite(unexplained) and math.isfinite(half) and gap):
+        return math.nan, math.nan
+    return unexplained - half / abs(gap), unexplained + half / abs(gap)

@@ -51,6 +51,7 @@ import numpy as np
 
 from regressbisect.search.bisect import CommitSearch, Culprit, SearchResult, SearchSettings
 from regressbisect.search.control import run_control_arm
+from regressbisect.search.culprits import remainder_of_gap, share_interval
 from regressbisect.search.ddmin import UNDECIDED, UNRESOLVED, DdminResult, DdminSettings, HunkSearch
 from regressbisect.search.driver import drive
 from regressbisect.search.levels import LevelRule, slowdowns, subset_verdict, undecided
@@ -96,6 +97,9 @@ class HunkDecision:
     """Hunks of prefixes measured at BASE's level."""
     did_not_run: frozenset = frozenset()
     """Subsets asked for that gave no sample: known not to run (no probe), or skipped."""
+    unexplained_ci95: tuple[float, float] = (math.nan, math.nan)
+    """95% interval of the share of the gap the culprits leave (`culprits.remainder_of_gap`: the
+    gap's error and each culprit's own interval against BASE); nan without culprits."""
 
 
 def test_subset(hunks: frozenset, measure: Measure, settings: SearchSettings, purpose: str,
@@ -225,7 +229,8 @@ class _HunkDecider:
             if open_question is not None:
                 open_question = self._peel_the_rest(signed_gap, gap_se, named, suspects) or open_question
                 # shares are 'surely' too large only against the largest gap the ends allow
-                return self._verdict_of_named(named, suspects, open_question, abs(signed_gap) + 2 * gap_se)
+                return self._verdict_of_named(named, suspects, open_question, abs(signed_gap) + 2 * gap_se,
+                                              signed_gap, gap_se)
         elif prefix.verdict == "undecided" and not any(c.verdict == "skip" for c in prefix.candidates):
             # out of samples or budget: delta debugging would need more of both, not less (with
             # prefixes that do not run, a dependency nobody declared, it is the search that fits)
@@ -420,15 +425,21 @@ class _HunkDecider:
                 break
         return values
 
-    def _verdict_of_named(self, named, suspects, open_question: bool, gap: float) -> HunkDecision:
+    def _verdict_of_named(self, named, suspects, open_question: bool, share_gap: float, signed_gap: float,
+                          gap_se: float) -> HunkDecision:
+        """share_gap: the gap the shares are held to (`_shares_do_not_add_up`); signed_gap, gap_se:
+        the gap and its standard error, for the remainder's interval."""
         control, facts = self.control, self.facts
-        if named and _shares_do_not_add_up(named, gap, self.settings):
+        if named and _shares_do_not_add_up(named, share_gap, self.settings):
             shares = ", ".join(f"{c.share_of_gap:.0%}" for c in named)
             return HunkDecision("undecided", f"the culprits' shares of the gap ({shares}) do not add up: the "
                                              "samples do not fit one step per culprit", control, culprits=(),
                                 suspects=tuple(named + suspects), **facts)
         if named:
-            return HunkDecision("culprits", "", control, culprits=tuple(named), suspects=tuple(suspects), **facts)
+            _, half = remainder_of_gap(signed_gap, gap_se, [(c.change, c.ci95) for c in named])
+            unexplained = 1 - sum(c.share_of_gap for c in named)
+            return HunkDecision("culprits", "", control, culprits=tuple(named), suspects=tuple(suspects),
+                                unexplained_ci95=share_interval(unexplained, half, signed_gap), **facts)
         why = ("a hunk of a culprit could be neither shown needed nor left out within the pairs"
                if open_question else "no step could be named")
         return HunkDecision("undecided", f"no hunk could be named: {why}", control, culprits=(),
@@ -500,7 +511,7 @@ class _HunkDecider:
         """Hierarchical ddmin over every hunk (search/ddmin.py), each subset paired with BASE;
         subsets known not to run are 'unresolved' without a probe."""
         settings = self.settings
-        signed_gap, pair_sd = _gap_after_more_pairs(base_samples, full_samples, frozenset(self.ids), self.measure)
+        signed_gap, pair_sd, pairs = _gap_after_more_pairs(base_samples, full_samples, frozenset(self.ids), self.measure)
         gap = abs(signed_gap)
         rule = replace(self.rule, max_pairs=min(self.rule.max_pairs, settings.max_samples))   # --max-samples caps all
         rule = rule.scaled_to(gap, log_threshold(settings.min_effect), pair_sd)
@@ -547,7 +558,8 @@ class _HunkDecider:
                    else "no subset of the hunks is slow on its own")
             return HunkDecision("not-localised", f"the slowdown reproduced, but {why}", self.control,
                                 culprits=(), suspects=tuple(suspects), **self.facts)
-        return self._verdict_of_named(named, suspects, False, gap)
+        return self._verdict_of_named(named, suspects, False, gap, signed_gap,
+                                      pair_sd / math.sqrt(pairs) if pairs else math.inf)
 
 
 def _end_gap(search: CommitSearch, noise: NoisePool) -> tuple[float, float]:
@@ -613,12 +625,12 @@ def _subset_verdict(subset: frozenset, measure: Measure, gap: float, margin: flo
 
 
 def _gap_after_more_pairs(base_samples: Sequence[float], full_samples: Sequence[float],
-                         everything: frozenset, measure: Measure) -> tuple[float, float]:
+                         everything: frozenset, measure: Measure) -> tuple[float, float, int]:
     """The gap every subset of the delta debugging is placed in, from more pairs than the control
     arm stopped at: a sequential test stops when the estimate is high (at 15% noise, a 6-pair stop
     on an 18% gap reads ~35%), and a gap read twice too large puts the slow hunk itself at half of
     it. The pairs so far are kept and as many again (at least 12) are added, in ABBA order.
-    Returns (mean log difference, SD of one paired difference)."""
+    Returns (mean log difference, SD of one paired difference, pairs)."""
     pairs = min(len(base_samples), len(full_samples))
     base, full = list(base_samples)[:pairs], list(full_samples)[:pairs]
     ends = (frozenset(), everything)
@@ -632,7 +644,7 @@ def _gap_after_more_pairs(base_samples: Sequence[float], full_samples: Sequence[
     diffs = [math.log(f) - math.log(b) for b, f in zip(base, full)]
     mean = sum(diffs) / len(diffs)
     sd = math.sqrt(sum((d - mean) ** 2 for d in diffs) / (len(diffs) - 1)) if len(diffs) > 1 else 0.0
-    return mean, sd
+    return mean, sd, len(diffs)
 
 
 def _with_share(tested: TestedSubset, signed_gap: float) -> TestedSubset:
