@@ -9,6 +9,7 @@ import pytest
 
 from regressbisect.search.book import NOISE_PRIOR_DF, SampleBook
 from regressbisect.search.bisect import CommitSearch, SearchSettings
+from regressbisect.search.confirm import StepConfirmation
 from regressbisect.search.culprits import Culprit, CulpritRule
 from regressbisect.search.driver import drive
 from regressbisect.search.localise import Posterior
@@ -16,6 +17,7 @@ from regressbisect.search.picker import Picker
 from regressbisect.search.simulate import FakeExecutor, FakeHistory, step_levels
 from regressbisect.search.control import ControlArm
 from regressbisect.search.naming import NamingGate
+from regressbisect.search.pairing import Pairing
 from regressbisect.search.sides import SideRule
 from regressbisect.search.stats import NoisePool
 
@@ -263,3 +265,68 @@ def test_the_culprit_rule_names_a_real_step_and_keeps_a_step_between_equal_commi
     assert not named and [c.first_bad for c in suspects] == [6]
     gap, se = rule.end_difference()
     assert gap == pytest.approx(np.log(0.9), abs=0.01) and 0 < se < 0.01
+
+
+# -- pairing and confirmation -----------------------------------------------------------------------
+
+def test_pairs_go_in_abba_order_a_fresh_sample_gets_its_partner_and_slots_alternate_within_the_caps():
+    book = SampleBook(2)
+    room = {3: 96, 4: 96}
+    pairing = Pairing(book, pair_window=2, room=lambda i: room[i])
+    assert pairing.next(3, 4, slots=1, last_round=0) == [3]          # no pair yet: a first
+    book.add(3, 1000.0, tag=None, when=1)
+    assert pairing.next(3, 4, slots=1, last_round=1) == [4]          # its partner, within the window
+    book.add(4, 900.0, tag=None, when=2)
+    assert pairing.next(3, 4, slots=1, last_round=2) == [4]          # one pair: the second starts with b (ABBA)
+    assert pairing.next(3, 4, slots=2, last_round=2) == [3, 4]
+    assert pairing.round_of(3, 4, slots=4, last_round=2) == [3, 4, 3, 4]
+    book.add(3, 1000.0, tag=None, when=3)                             # an odd sample in the last round
+    assert pairing.round_of(3, 4, slots=3, last_round=3)[0] == 4      # its partner opens the round
+    room[4] = 1
+    assert pairing.round_of(3, 4, slots=4, last_round=3) == [4, 3, 3]   # never past a cap
+
+
+def _confirmation(drop: float, pairs: int, *, capped=frozenset()):
+    """A step 3..4 whose two commits have `pairs` pairs at 1% noise, taken before the pick."""
+    rng = np.random.default_rng(3)
+    book = SampleBook(pair_window=2)
+    for k in range(pairs):
+        book.add(3, float(1000 * math.exp(rng.normal(0, 0.01))), tag=None, when=1 + 2 * k)
+        book.add(4, float(1000 * (1 - drop) * math.exp(rng.normal(0, 0.01))), tag=None, when=2 + 2 * k)
+    settings = SearchSettings()
+    gate = NamingGate(book, settings.name_alpha)
+    is_capped = lambda i: i in capped   # noqa: E731
+    picker = Picker(book, is_capped)
+    pairing = Pairing(book, settings.pair_window, lambda i: 0 if i in capped else settings.max_samples)
+    beside = []
+    confirm = StepConfirmation(book, settings, gate, picker, pairing, is_capped,
+                               lambda iv, a, b, slots: beside)
+    post = _posterior_over({3: 1.0}, 0, 8)   # all the mass on the step 3..4, of the size drawn
+    post = Posterior(gaps=post.gaps, probs=post.probs, step_hat=np.full(len(post.gaps), math.log1p(-drop)))
+    return confirm, post, book, gate
+
+
+def test_a_proposed_step_its_pairs_show_is_handed_to_the_gate_and_one_they_do_not_show_is_refuted():
+    confirm, post, book, gate = _confirmation(0.10, pairs=4)
+    best = post.gaps.index((3, 4))
+    last = max(book.time[4])
+    step = confirm.decide(_Bracket(0, 8), post, best, slots=1, last_round=last, sign=-1)
+    # the SPRT accepts the step on the pairs that picked it; naming it needs pairs taken since
+    assert step.action == "measure" and step.picks == ((3, "confirm step 3..4"),)
+    assert gate.since(3, 4) == last and gate.fresh_pairs(3, 4) == []
+    flat, post, book, _ = _confirmation(0.0, pairs=12)
+    assert flat.decide(_Bracket(0, 8), post, best, slots=1, last_round=max(book.time[4]), sign=-1).action == "refuted"
+
+
+def test_a_step_the_fresh_pairs_show_is_named_and_a_capped_commit_gives_the_bracket_up():
+    confirm, post, book, gate = _confirmation(0.10, pairs=4)
+    best = post.gaps.index((3, 4))
+    last = max(book.time[4])
+    confirm.decide(_Bracket(0, 8), post, best, slots=1, last_round=last, sign=-1)   # the pick
+    for k in range(2):   # two fresh pairs of a 10% step at 1% noise
+        book.add(3, 1000.0 * (1 + 0.005 * k), tag=None, when=last + 1 + 2 * k)
+        book.add(4, 900.0, tag=None, when=last + 2 + 2 * k)
+    assert confirm.decide(_Bracket(0, 8), post, best, slots=1, last_round=last + 4, sign=-1).action == "named"
+    stuck, post, book, _ = _confirmation(0.10, pairs=4, capped={4})
+    assert stuck.decide(_Bracket(0, 8), post, best, slots=1, last_round=max(book.time[4]), sign=-1).action == "give-up"
+

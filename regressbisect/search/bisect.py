@@ -19,8 +19,8 @@ The method (docs/search.md has the details and the references):
    into slots + 1 equal parts (the median for one slot: the split of greatest expected
    information), plus an end of the bracket when an interior commit has as many samples (the
    levels are shared by all hypotheses and must stay pinned).
-3. Confirmation. Once one step (last_good, first_bad) holds confirm_enter of the mass, the two
-   commits are measured in pairs and a Wald SPRT on their paired log differences (sigma pooled
+3. Confirmation (search/confirm.py). Once one step (last_good, first_bad) holds confirm_enter of
+   the mass, the two commits are measured in pairs and a Wald SPRT on their paired log differences (sigma pooled
    from all samples) must accept the step, and the posterior must reach `confidence`. A drift of
    the machine cancels in each pair, so it cannot make a culprit; an SPRT that accepts 'no step'
    vetoes that pair and the search moves on. Those read the samples that picked the step, so it is
@@ -46,13 +46,15 @@ import numpy as np
 from regressbisect.config import DIRECTION, DIRECTIONS, MAX_SAMPLES, MIN_EFFECT
 from regressbisect.search.book import SampleBook
 from regressbisect.search.control import ControlArm
+from regressbisect.search.confirm import StepConfirmation
 from regressbisect.search.culprits import Culprit, CulpritRule
 from regressbisect.search.direction import hunted_sign, toward
 from regressbisect.search.localise import Posterior, step_posterior
 from regressbisect.search.naming import NamingGate
+from regressbisect.search.pairing import Pairing
 from regressbisect.search.picker import Picker
 from regressbisect.search.sides import SideRule
-from regressbisect.search.stats import Comparison, NoisePool, Summary, log_threshold, sprt, summarize
+from regressbisect.search.stats import Comparison, NoisePool, Summary, log_threshold, summarize
 
 __all__ = ["SearchSettings", "Measure", "Culprit", "CandidateVerdict", "SideCheck", "SearchResult", "CommitSearch"]
 
@@ -285,6 +287,9 @@ class CommitSearch:
         self._reproduced = False                         # the control arm said 'go'
         self.gate = NamingGate(self.book, settings.name_alpha)   # steps that reached confirmation
         self.picker = Picker(self.book, self._capped)            # what the localisation measures next
+        self.pairing = Pairing(self.book, settings.pair_window, self._room)   # which of two commits a pair takes next
+        self.confirmation = StepConfirmation(self.book, settings, self.gate, self.picker, self.pairing,
+                                             self._capped, self._side_ends_beside_gate)   # is the proposed step a step
         self.rule = CulpritRule(self.book, settings, self.gate, n)   # which confirmed steps are named, their sizes
         self.sides = SideRule(self.book, min_effect=settings.min_effect, alpha=settings.alpha,
                               side_share=settings.side_share, side_drop=settings.side_drop)
@@ -535,62 +540,18 @@ class CommitSearch:
             # beside them: find where they end first, instead of walking them pair by pair
             return [(Measure(self.picker.past_skips(iv, past), f"bisect {iv.lo}..{iv.hi} (past skips)"), None)]
         if mass >= s.confirm_enter:
-            diffs = self.book.paired_diffs(a, b)
-            sigma, _ = self.book.pooled_sigma()
-            delta = self._step_for_sprt(post.step_hat[best])
-            self.gate.pick(a, b, self._round, delta)
-            decision = "continue"
-            if sigma > 0 and diffs:
-                decision = sprt(diffs, sigma=sigma * math.sqrt(2), delta=delta, alpha=s.confirm_alpha, beta=s.beta)
-            if decision == "H1" and mass >= s.confidence:
-                if self.gate.named(a, b, self._sign):
-                    self._accept(iv, a, b, diffs)
-                    return None
-                # the posterior and the SPRT read samples that picked this step; naming it needs
-                # pairs taken since: measure the two commits in pairs until the gate decides
-                outer = self._side_ends_beside_gate(iv, a, b, slots)
-                fresh = [i for i in self._pairs_next(a, b, max(0, slots - len(outer)) if slots >= 4 else slots)
-                         if not self._capped(i)]
-                if fresh and not (self._capped(a) or self._capped(b)):
-                    beside = [(Measure(i, f"check ends beside step {a}..{b}"), None) for i in outer]
-                    pairs = [(Measure(i, f"confirm step {a}..{b}"), None) for i in fresh]
-                    return beside if beside and slots < 4 else beside + pairs   # under 4 slots: a round each
-                self._queue.pop(0)
-                self._give_up(iv)
-                return None
-            if decision == "H0":
+            step = self.confirmation.decide(iv, post, best, slots, self._round, self._sign)
+            if step.action == "named":
+                self._accept(iv, a, b)
+            elif step.action == "refuted":
                 iv.vetoed.add((a, b))
                 self._refuted.append((a, b))
-                return None
-            if decision == "H1":
-                # the pairs already show the step: what is missing is posterior mass, and the most
-                # informative sample for it is the median split again (a, b or a neighbour)
-                informative = self.picker.quantiles(iv, post, slots, exclude=set())
-                if informative and set(informative) <= {a, b}:
-                    # the split points at the step itself: measure its two commits in pairs, not one
-                    # of them in a burst, which a drift of the machine would confound
-                    informative = [i for i in self._pairs_next(a, b, slots) if not self._capped(i)] or informative
-                # the level rule applies here too: with the step next to GOOD (a == lo) the median
-                # split never picks a, and only the end itself can pin the old level
-                anchor = self.picker.anchor(iv, informative) if a == iv.lo else None
-                if anchor is not None:
-                    informative = [anchor] + informative[: slots - 1]
-                if informative:
-                    return [(Measure(i, f"confirm step {a}..{b}"), None) for i in informative]
-            if self._capped(a) or self._capped(b):
-                # a new pair needs a sample of both commits: with one at max_samples the paired test
-                # can go no further. Once it has accepted, the other still moves the posterior
-                uncapped = [i for i in (a, b) if not self._capped(i)]
-                if decision == "H1" and uncapped:
-                    return [(Measure(uncapped[0], f"confirm step {a}..{b}"), None)]
+            elif step.action == "give-up":
                 self._queue.pop(0)
                 self._give_up(iv)
-                return None
-            picks = [(Measure(i, "confirm step"), None) for i in self._pair_next(a, b, slots)]
-            if slots > len(picks):
-                for i in self.picker.quantiles(iv, post, slots - len(picks), exclude={a, b}):
-                    picks.append((Measure(i, f"bisect {iv.lo}..{iv.hi}"), None))
-            return picks
+            else:
+                return [(Measure(i, why), None) for i, why in step.picks]
+            return None
         picks = [(Measure(i, f"bisect {iv.lo}..{iv.hi}"), None) for i in self.picker.quantiles(iv, post, slots, exclude=set())]
         anchor = self.picker.anchor(iv, [m.index for m, _ in picks])
         if anchor is not None:
@@ -656,7 +617,7 @@ class CommitSearch:
             self._sides.append(SideCheck(iv.lo, iv.hi, "unresolved", math.nan))
             return None
         # an end at max_samples gets no more samples; the other end still may
-        ends = [i for i in self._pair_next(iv.lo, iv.hi, slots) if not self._capped(i)]
+        ends = [i for i in self.pairing.next(iv.lo, iv.hi, slots, self._round) if not self._capped(i)]
         ends = ends or [i for i in (iv.lo, iv.hi) if not self._capped(i)]
         picks = [(Measure(i, f"check side {iv.lo}..{iv.hi}"), None) for i in ends]
         # a side check measures two commits; spare slots check the next queued side at once (the
@@ -673,7 +634,7 @@ class CommitSearch:
         # picks are its two ends: no other side was added) alternates its ends over every slot
         # (a, b, a then b, a, b), as a step's pairs do, so that an odd slot also serves a pair
         if len(picks) == 2 and slots > 2:
-            picks = [(Measure(i, f"check side {iv.lo}..{iv.hi}"), None) for i in self._pairs_next(iv.lo, iv.hi, slots)]
+            picks = [(Measure(i, f"check side {iv.lo}..{iv.hi}"), None) for i in self.pairing.round_of(iv.lo, iv.hi, slots, self._round)]
         elif len(picks) >= 2:
             room = min(self.settings.max_samples - len(self.book.raw.get(m.index, [])) for m, _ in picks)
             repeats = min(slots // len(picks), room)
@@ -717,57 +678,12 @@ class CommitSearch:
         """The remembered noise scale and whether the hunt's noise now uses it (None: no prior)."""
         return self.book.noise_prior_report()
 
-    def _pair_next(self, a: int, b: int, slots: int) -> list[int]:
-        """The next sample(s) of a pair: both when slots allow, else the partner of a fresh unpaired
-        sample, else ABBA order (which cancels a linear drift across pairs)."""
-        if slots >= 2:
-            return [a, b]
-        now = self._round + 1
-        w = self.settings.pair_window
-        la = self.book.time.get(a, [])
-        lb = self.book.time.get(b, [])
-        n_pairs = len(self.book.paired_diffs(a, b))
-        fresh_a = bool(la) and now - la[-1] <= w and (not lb or la[-1] > lb[-1])
-        fresh_b = bool(lb) and now - lb[-1] <= w and (not la or lb[-1] > la[-1])
-        if fresh_a and len(la) > n_pairs:
-            return [b]
-        if fresh_b and len(lb) > n_pairs:
-            return [a]
-        return [a] if n_pairs % 2 == 0 else [b]
-
-    def _pairs_next(self, a: int, b: int, slots: int) -> list[int]:
-        """A round of nothing but the pair: `slots` samples alternating between a and b, starting
-        with the one _pair_next would take alone. With an odd number of slots the last sample's
-        partner opens the next round, within pair_window, so every slot serves a pair
-        (SampleBook.paired_diffs pairs samples across adjacent rounds)."""
-        if slots < 2:
-            return self._pair_next(a, b, 1)
-        last_a = self.book.time.get(a, []).count(self._round)
-        last_b = self.book.time.get(b, []).count(self._round)
-        # the last round's odd sample waits for its partner, which opens this round
-        first = b if last_a > last_b else a if last_b > last_a else self._pair_next(a, b, 1)[0]
-        second = b if first == a else a
-        room = {a: self._room(a), b: self._room(b)}
-        picks = []
-        for k in range(slots):   # never past either commit's cap
-            i = first if k % 2 == 0 else second
-            if room[i] > 0:
-                picks.append(i)
-                room[i] -= 1
-        return picks
-
     def _over_budget(self, iv: _Interval) -> bool:
         """An interval may spend 3x what finding one step should cost, then it is unresolved
         (bounds the cost of a range whose step cannot be pinned, e.g. a gradual slowdown)."""
         per = self._samples_per_decision()
         budget = 3 * max(per, 4) * (math.log2(iv.hi - iv.lo + 1) + 4)
         return self._probes - iv.probes_at_start > budget
-
-    def _step_for_sprt(self, step_hat: float) -> float:
-        """Alternative of the SPRT: the model's step, at least min_effect, in the hunted direction."""
-        margin = log_threshold(self.settings.min_effect)
-        sign = self._sign or (1 if step_hat >= 0 else -1)
-        return sign * max(abs(step_hat) if np.isfinite(step_hat) and np.sign(step_hat) == sign else 0.0, margin)
 
     def _gap_scale(self) -> float:
         """|log GOOD->BAD gap| from every sample of the two ends so far, at least min_effect (for
@@ -776,7 +692,7 @@ class CommitSearch:
             return self._tau
         return max(abs(self.rule.total_log_gap()), log_threshold(self.settings.min_effect))
 
-    def _accept(self, iv: _Interval, a: int, b: int, diffs: list[float]) -> None:
+    def _accept(self, iv: _Interval, a: int, b: int) -> None:
         # size and interval are filled in by result(), from all samples of the segments
         self._culprits.append(Culprit(first_bad=b, last_good=a, step=math.nan, step_ci95=(math.nan, math.nan),
                                       step_tok_s=math.nan, share_of_gap=math.nan))
