@@ -127,19 +127,23 @@ def test_an_aa_diff_ends_not_reproduced(cv):
 
 
 def test_a_prefix_search_out_of_samples_ends_undecided_without_delta_debugging():
-    # 30% noise, a 14% hunk: the prefix search reaches its sample caps; delta debugging after it
-    # spent 1500-3000 more runs on subsets it could not place either, and named nothing
-    diff = Diff(6, effects={"h004": 0.14}, needs={"h001": frozenset({"h002"})})
-    purposes = []
-    probe = Probe(diff, seed=1, cv=0.3)
+    # 30% noise, a 14% hunk: the prefix search often reaches its sample caps; delta debugging
+    # after it spent 1500-3000 more runs on subsets it could not place either, and named nothing
+    undecided = 0
+    for seed in range(1, 5):
+        diff = Diff(6, effects={"h004": 0.14}, needs={"h001": frozenset({"h002"})})
+        purposes = []
+        probe = Probe(diff, seed=seed, cv=0.3)
 
-    def measure(subset, purpose):
-        purposes.append(purpose)
-        return probe(subset, purpose)
+        def measure(subset, purpose, probe=probe, purposes=purposes):
+            purposes.append(purpose)
+            return probe(subset, purpose)
 
-    decision = decide_hunks(diff.ids, diff.groups(), measure, SearchSettings(), needs=diff.needs)
-    assert decision.verdict == "undecided" and not decision.culprits
-    assert "ddmin" not in purposes and len(purposes) < 600
+        decision = decide_hunks(diff.ids, diff.groups(), measure, SearchSettings(), needs=diff.needs)
+        assert "ddmin" not in purposes and len(purposes) < 600
+        assert named(decision) in (set(), {frozenset({"h004"})}), seed   # right or silent
+        undecided += decision.verdict == "undecided" and "the prefix search was left undecided" in decision.reason
+    assert undecided >= 1
 
 
 def test_a_culprit_after_a_large_one_in_file_order_is_named_too():

@@ -225,16 +225,16 @@ def test_spare_slots_check_both_sides_of_a_culprit_in_the_same_rounds():
     # a side check measures its two ends; with 4 slots the other side's ends go in the same round
     # (at 5% noise the side checks were most of an 8-slot hunt's rounds)
     history = FakeHistory(step_levels(128, {70: -0.10}), cv=0.05)
-    # a seed whose hunt has both phases (with seed 3 both sides are now cleared in the same rounds)
-    run = simulate(history, slots=4, seed=5)
-    assert culprit_steps(run) == [(69, 70)]
-    both = [r for r, why in zip(run.requests, run.reasons)
-            if len({w for w in why if w.startswith("check side")}) == 2]
-    assert both and all(len(set(r)) == 4 for r in both)
-    assert all({0, 69, 70, 127} == set(r) for r in both)
+    both, alone = [], []
+    for seed in range(8):   # hunts in which both sides are checked at once, and one goes on alone
+        run = simulate(history, slots=4, seed=seed)
+        assert culprit_steps(run) == [(69, 70)]
+        both += [r for r, why in zip(run.requests, run.reasons)
+                 if len({w for w in why if w.startswith("check side")}) == 2]
+        alone += [r for r, why in zip(run.requests, run.reasons)
+                  if len({w for w in why if w.startswith("check side")}) == 1 and len(r) == 4]
+    assert both and all(len(set(r)) == 4 and {0, 69, 70, 127} == set(r) for r in both)
     # once one side is settled, the other's two ends fill the 4 slots twice each
-    alone = [r for r, why in zip(run.requests, run.reasons)
-             if len({w for w in why if w.startswith("check side")}) == 1 and len(r) == 4]
     assert alone and all(len(set(r)) == 2 for r in alone)
 
 

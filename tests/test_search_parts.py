@@ -110,8 +110,8 @@ def _side_book(lo_level: float, hi_level: float, fresh_hi: float, n: int = 8, no
     return book
 
 
-def _rule(book: SampleBook) -> SideRule:
-    return SideRule(book, min_effect=0.02, alpha=0.05, side_share=0.2, side_drop=0.1)
+def _rule(book: SampleBook, side_pairs: int | None = None) -> SideRule:
+    return SideRule(book, min_effect=0.02, alpha=0.05, side_share=0.2, side_drop=0.1, side_pairs=side_pairs)
 
 
 def test_a_side_whose_ends_differ_our_way_is_searched_and_a_flat_one_cleared():
@@ -121,6 +121,23 @@ def test_a_side_whose_ends_differ_our_way_is_searched_and_a_flat_one_cleared():
     assert outcome == "cleared" and 0.0196 <= ruled_out < 0.03   # never less than min_effect (as a drop)
     # a speed-up between the ends is no further slowdown: not searched when hunting slowdowns
     assert _rule(_side_book(1000.0, 1100.0, 1100.0)).decide(0, 5, since=100, sign=-1, gap_scale=0.1)[0] == "cleared"
+
+
+def test_a_flat_side_on_a_noisy_machine_is_cleared_in_about_side_pairs_pairs_down_to_what_they_rule_out():
+    """At 14% noise, ruling out a fifth of a 15% gap (3%) takes about 2 (1.28 x 0.14 / 0.03)^2 = 70
+    fresh pairs per side: the side checks were 35% of a 5-hunk hunt's probes. The margin is now at
+    least what side_pairs pairs rule out (and the cleared side reports what its pairs bound)."""
+    book = _side_book(1000.0, 1000.0, 1000.0, n=10, noise=0.14)
+    assert _rule(book, side_pairs=8).pairs_margin(*book.pooled_sigma()) > 0.08
+    outcome, ruled_out = _rule(book, side_pairs=8).decide(0, 5, since=100, sign=-1, gap_scale=0.15)
+    assert outcome == "cleared" and ruled_out >= 0.0198   # never less than min_effect (as a drop)
+    # sized by the gap alone (the commit hunt), the same ten pairs leave the check open
+    assert _rule(book).decide(0, 5, since=100, sign=-1, gap_scale=0.15) is None
+    assert _rule(book).pairs_margin(*book.pooled_sigma()) == 0.0
+    # on a quiet machine the margin is a fifth of the gap either way
+    quiet = _side_book(1000.0, 1000.0, 1000.0, n=10, noise=0.005)
+    assert _rule(quiet, side_pairs=8).pairs_margin(*quiet.pooled_sigma()) < 0.2 * 0.15
+    assert _rule(quiet, side_pairs=8).decide(0, 5, since=100, sign=-1, gap_scale=0.15)[1] < 0.035
 
 
 def test_a_side_is_cleared_only_if_its_fresh_pairs_agree():

@@ -104,6 +104,15 @@ class SearchSettings:
     GOOD->BAD gap) is implausible there. Ruling out a step of min_effect itself costs about
     2 (1.28 sigma / min_effect)^2 samples per end (80 at 10% noise and 2%): beyond the point where a
     missed step would own a fifth of the gap, the unexplained remainder in the report carries it."""
+    side_pairs: int | None = None
+    """None: a side's margin is sized by the gap (side_share) alone. A number: the margin is also at
+    least the step that many fresh pairs rule out at the hunt's pooled noise (t sigma sqrt(2 /
+    side_pairs)), so on a noisy machine a flat side is cleared in about that many pairs instead of
+    the (sigma / margin)^2 a fifth of the gap needs (70 per side at 14% noise), and a smaller
+    further step is left to what runs after the sides. The hunk hunt sets it for its prefix
+    searches (search/hunkdecide.py), where the search of the rest against BASE catches such a step;
+    the commit hunt does not: with the machine's speed switching at 15% noise, 5 of 100 two-step
+    hunts cleared the side that held the second step (scripts/sim_sides.py; none with None)."""
     side_null: float = 0.8
     """Searching a side stops when the posterior of 'no step on this side' reaches this."""
     max_vetoes: int = 4
@@ -140,8 +149,8 @@ class SearchSettings:
             raise ValueError("need 0 < reproduce_alpha <= alpha")
         if self.max_probes < 2:
             raise ValueError("max_probes must be >= 2")
-        if not 0 <= self.side_share < 1 or not 0 < self.side_drop < 0.5:
-            raise ValueError("need 0 <= side_share < 1 and 0 < side_drop < 0.5")
+        if not 0 <= self.side_share < 1 or not 0 < self.side_drop < 0.5 or (self.side_pairs or 1) < 1:
+            raise ValueError("need 0 <= side_share < 1, 0 < side_drop < 0.5 and side_pairs >= 1 or None")
 
 
 @dataclass(frozen=True)
@@ -292,7 +301,8 @@ class CommitSearch:
                                              self._capped, self._side_ends_beside_gate)   # is the proposed step a step
         self.rule = CulpritRule(self.book, settings, self.gate, n)   # which confirmed steps are named, their sizes
         self.sides = SideRule(self.book, min_effect=settings.min_effect, alpha=settings.alpha,
-                              side_share=settings.side_share, side_drop=settings.side_drop)
+                              side_share=settings.side_share, side_drop=settings.side_drop,
+                              side_pairs=settings.side_pairs)
         self._remainder_searched = False                 # a cleared side was searched for the remainder
         self._one_step = one_step
 

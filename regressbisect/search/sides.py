@@ -21,12 +21,13 @@ class SideRule:
     """The thresholds of the side checks, over one search's samples."""
 
     def __init__(self, book: SampleBook, *, min_effect: float, alpha: float, side_share: float,
-                 side_drop: float):
+                 side_drop: float, side_pairs: int | None = None):
         self.book = book
         self.min_effect = min_effect
         self.alpha = alpha
         self.side_share = side_share
         self.side_drop = side_drop
+        self.side_pairs = side_pairs
 
     def decide(self, lo: int, hi: int, since: int, *, sign: int, gap_scale: float) -> tuple[str, float] | None:
         """('searched', nan) when the ends of the side lo..hi differ, ('cleared', the ruled-out
@@ -36,10 +37,14 @@ class SideRule:
         normal-mixture SPRT (scale: the side margin) rejects 'no difference' at alpha/5, the
         difference is at least min_effect and in the hunted direction: the check is repeated at
         every new pair, and that test's false starts stay below alpha/5 however many looks it
-        takes. 'cleared' when a step of the side margin, max(min_effect, side_share x the gap
-        `gap_scale`), in the hunted direction has become implausible (probability below
-        side_drop, t distribution), both on all samples of its ends and on the pairs of them
-        taken after round `since` (the fresh pairs: docs/search.md, section 4).
+        takes. 'cleared' when a step of the side margin in the hunted direction has become
+        implausible (probability below side_drop, t distribution), both on all samples of its ends
+        and on the pairs of them taken after round `since` (the fresh pairs: docs/search.md,
+        section 4). The margin is the larger of min_effect and side_share x the gap `gap_scale`,
+        and, with side_pairs set, at least the step that many fresh pairs rule out at the pooled
+        noise, t(1 - side_drop) sigma sqrt(2 / side_pairs) (`SearchSettings.side_pairs`): a
+        check is then sized for about side_pairs pairs, and a smaller further step is left to what
+        runs after the sides instead of costing (sigma / margin)^2 pairs per side.
 
         Why the fresh pairs: an end of a side is a culprit's commit, picked because its samples
         read at the far level, and those samples may come from another state of the machine than
@@ -57,7 +62,7 @@ class SideRule:
         est = float(np.mean(np.log(hi_v)) - np.mean(np.log(lo_v)))
         se = sigma * math.sqrt(1 / len(lo_v) + 1 / len(hi_v))
         margin = log_threshold(self.min_effect)
-        drop_margin = max(margin, self.side_share * gap_scale)
+        drop_margin = max(margin, self.side_share * gap_scale, self.pairs_margin(sigma, df))
         ours = toward(est, sign)
         if abs(est) >= margin and ours > 0 and mixture_log_lr(est, se, drop_margin) >= math.log(5 / self.alpha):
             return "searched", math.nan
@@ -73,6 +78,13 @@ class SideRule:
                 # the least.
                 return "cleared", -math.expm1(-max(bound, margin))
         return None
+
+    def pairs_margin(self, sigma: float, df: int) -> float:
+        """The step side_pairs fresh pairs rule out at probability side_drop when the ends read
+        alike (log scale; 0 without side_pairs or a noise estimate)."""
+        if not (self.side_pairs and df > 0 and sigma > 0):
+            return 0.0
+        return t_ppf(1 - self.side_drop, df) * sigma * math.sqrt(2 / self.side_pairs)
 
     def implausible(self, ours: float, se: float, margin: float, df: int) -> bool:
         """A step of `margin` in the hunted direction has less than side_drop probability, given an
