@@ -20,12 +20,13 @@ The method (docs/search.md has the details and the references):
    information), plus an end of the bracket when an interior commit has as many samples (the
    levels are shared by all hypotheses and must stay pinned).
 3. Confirmation (search/confirm.py). Once one step (last_good, first_bad) holds confirm_enter of
-   the mass, the two commits are measured in pairs and a Wald SPRT on their paired log differences (sigma pooled
-   from all samples) must accept the step, and the posterior must reach `confidence`. A drift of
-   the machine cancels in each pair, so it cannot make a culprit; an SPRT that accepts 'no step'
-   vetoes that pair and the search moves on. Those read the samples that picked the step, so it is
-   named only once pairs taken after the pick show it too (an always-valid test whose error is
-   spent over every step the hunt picks: `search/naming.py`, `NamingGate`).
+   the mass, the two commits are measured in pairs and a Wald SPRT on their paired log
+   differences (sigma pooled from all samples) must accept the step, and the posterior must reach
+   `confidence`. A drift of the machine cancels in each pair, so it cannot make a culprit; an SPRT
+   that accepts 'no step' vetoes that pair and the search moves on. Those read the samples that
+   picked the step, so it is named only once pairs taken after the pick show it too (an
+   always-valid test whose error is spent over every step the hunt picks: `search/naming.py`,
+   `NamingGate`).
 4. Every change point. After a culprit, the two sides [lo, last_good] and [first_bad, hi] are
    checked (Pinpoint-style: do their ends differ?) and searched the same way, with a 'no step
    here' hypothesis added to the posterior.

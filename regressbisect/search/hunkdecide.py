@@ -144,7 +144,7 @@ def prefix_groups(hunk_ids: Sequence[str], groups=None, needs: Needs | None = No
 HUNK_SIDE_PAIRS = 8
 """`SearchSettings.side_pairs` of the hunk hunt's prefix searches: a side check sized for about
 eight fresh pairs, a smaller further step left to the search of the rest (`_peel_the_rest`). At
-8-15% noise the hunts cost 18-37% fewer probes with the same answers (docs/results.md, "Side
+8-15% noise the hunts cost 18-41% fewer probes with the same answers (docs/results.md, "Side
 checks sized by the noise")."""
 
 

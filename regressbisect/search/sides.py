@@ -21,7 +21,7 @@ class SideRule:
     """The thresholds of the side checks, over one search's samples."""
 
     def __init__(self, book: SampleBook, *, min_effect: float, alpha: float, side_share: float,
-                 side_drop: float, side_pairs: int | None = None):
+                 side_drop: float, side_pairs: int | None):
         self.book = book
         self.min_effect = min_effect
         self.alpha = alpha
