@@ -14,15 +14,18 @@ diff dropped, then:
 
 Prints the diff's size, BASE and BASE + all hunks measured (--spread runs each), then per hunt:
 the verdict, the hunks named, probes and wall time. A right answer names the group's hunks and
-nothing else (a harmless hunk named is a false answer).
+nothing else (a harmless hunk named is a false answer). A hunt still running after --max-minutes
+is interrupted (Ctrl-C, exit 130: its samples are stored, it writes no report) and recorded as
+stopped, with its probes counted from its own log of runs.
 
-    python scripts/bench_hunks_demo.py --hunks 54 --hunts 1 [--json OUT]
+    python scripts/bench_hunks_demo.py --hunks 54 --hunts 1 [--max-minutes 30] [--json OUT]
 """
 from __future__ import annotations
 
 import argparse
 import json
 import re
+import signal
 import statistics
 import subprocess
 import sys
@@ -32,7 +35,9 @@ from pathlib import Path
 
 import _common  # noqa: E402,F401  (puts the repository on sys.path)
 
+from regressbisect.config import default_store_path  # noqa: E402
 from regressbisect.probe.protocol import parse_output  # noqa: E402
+from regressbisect.store import Store  # noqa: E402
 from regressbisect.workload.demo import build_demo_repo  # noqa: E402
 
 REFINE = '''\
@@ -116,12 +121,23 @@ def tok_s(repo: Path, runs: int) -> list[float]:
     return values
 
 
+def _runs_logged(repo: Path) -> int | None:
+    """Probes the repository's last hunt stored (its samples and skips), None without a store."""
+    path = default_store_path(repo / ".git")
+    if not path.exists():
+        return None
+    with Store(path, read_only=True) as store:
+        hunt = store.last_hunt_id()
+        return None if hunt is None else store.hunt_probe_totals(hunt)[0]
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--hunks", type=int, default=54, help="hunks in the diff, the slow group's six included")
     ap.add_argument("--refine-ffn", type=int, default=768, help="the slow group's MLP width (sets its cost)")
     ap.add_argument("--hunts", type=int, default=1)
     ap.add_argument("--spread", type=int, default=8, help="runs of BASE and of BASE + all hunks measured first")
+    ap.add_argument("--max-minutes", type=float, default=None, help="interrupt a hunt still running after this long")
     ap.add_argument("--json", type=Path)
     args = ap.parse_args()
     hunts = []
@@ -144,9 +160,20 @@ def main() -> int:
             make_diff(repo, args.hunks - 6, args.refine_ffn)
             out = tmp / f"hunt{k}.json"
             started = time.perf_counter()
-            subprocess.run([sys.executable, "-m", "regressbisect", "hunks", "-C", str(repo), "--quiet",
-                            "--json", str(out)], stdout=subprocess.DEVNULL, check=False)
+            hunt = subprocess.Popen([sys.executable, "-m", "regressbisect", "hunks", "-C", str(repo), "--quiet",
+                                     "--json", str(out)], stdout=subprocess.DEVNULL)
+            try:
+                rc = hunt.wait(timeout=None if args.max_minutes is None else args.max_minutes * 60)
+            except subprocess.TimeoutExpired:
+                hunt.send_signal(signal.SIGINT)      # the hunt stores its samples and exits 130
+                rc = hunt.wait()
             wall = time.perf_counter() - started
+            if not out.exists():
+                # interrupted or failed: no report; its probes are the runs its log holds
+                probes = _runs_logged(repo)
+                hunts.append({"verdict": f"stopped (exit {rc})", "probes": probes, "wall_s": round(wall, 1)})
+                print(f"hunt {k + 1}: stopped, exit {rc}, no report, {probes} probes, {wall / 60:.1f} min", flush=True)
+                continue
             report = json.loads(out.read_text())
             named = [h for c in report["culprits"] for h in c["hunks"]]
             false = [h for h in named if "reviewed:" in h.get("excerpt", "")]     # a harmless comment hunk
