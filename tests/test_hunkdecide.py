@@ -111,6 +111,37 @@ def test_a_declared_dependency_that_is_not_needed_names_only_the_slow_hunk():
     assert named(decision) == {frozenset({"h021"})}
 
 
+def test_two_declared_dependencies_that_are_not_needed_are_both_dropped():
+    # h020 and h022 are said to need h021 (one group of three); h021 alone is the slowdown: each of
+    # the two is found not needed on its own, and the second again once the first is gone
+    diff = Diff(30, effects={"h021": 0.10}, needs={"h020": frozenset({"h021"}), "h022": frozenset({"h021"})})
+    decision, _ = hunt(diff, seed=5)
+    assert named(decision) == {frozenset({"h021"})}
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_the_hunks_of_a_culprit_are_left_out_side_by_side(seed):
+    # a culprit of six hunks, four of which can be left out: one rotation measures BASE, the four
+    # rests and the culprit, so BASE and the culprit run once a round for all four tests (three
+    # runs per test and round measured them four times as often)
+    diff, told = feature_chain(54, random.Random(seed).sample(range(53), 5))
+    (group,) = diff.culprits()
+    phase, runs = [""], []
+
+    def probe(subset, purpose):
+        runs.append((phase[0], subset))
+        return diff.tok_s(subset) * math.exp(rng.gauss(0.0, 0.02)) if diff.runs(subset) else None
+
+    rng = random.Random(seed)
+    decision = decide_hunks(diff.ids, diff.groups(), probe, SearchSettings(), needs=told,
+                            on_phase=lambda text: phase.__setitem__(0, text))
+    assert named(decision) == {group}
+    naming = [subset for text, subset in runs if text.startswith("naming:")]
+    rests = {h: naming.count(group - {h}) for h in group if naming.count(group - {h})}
+    assert len(rests) >= 2
+    assert naming.count(group) == naming.count(frozenset()) == max(rests.values())
+
+
 def test_two_independent_hunks_are_two_culprits():
     diff = Diff(50, effects={"h008": 0.05, "h037": 0.05})
     decision, _ = hunt(diff, seed=2)

@@ -55,7 +55,7 @@ from regressbisect.search.culprits import remainder_of_gap, share_interval
 from regressbisect.search.ddmin import UNDECIDED, UNRESOLVED, DdminResult, DdminSettings, HunkSearch
 from regressbisect.search.driver import drive
 from regressbisect.search.levels import LevelRule, slowdowns, subset_verdict, undecided
-from regressbisect.search.stats import NoisePool, log_threshold, pooled_t_log_bf, t_ppf
+from regressbisect.search.stats import EFFECT_PRIORS, NoisePool, log_threshold, pooled_t_log_bf, t_ppf
 
 Measure = Callable[[frozenset, str], "float | None"]
 """(subset of hunk ids, purpose) -> tok/s of one run of BASE + subset, or None (skipped)."""
@@ -458,27 +458,31 @@ class _HunkDecider:
     def _needed_members(self, tested: TestedSubset, sign: int) -> tuple[TestedSubset, bool]:
         """The culprit less every hunk it does not need, and whether a hunk's need stayed open.
 
-        A hunk without which the rest does not run (known without a probe) is needed. For any
-        other, three arms are measured in rotation, BASE, the culprit without it, the culprit: it is
-        needed once the culprit is slower than the rest by min_effect and an e-value of 1/alpha_k,
-        not needed once the rest alone reproduces the slowdown against BASE by the same rule. The
-        k-th such test of the hunt that measures gets alpha_k = name_alpha / (2 k (k + 1)) for each
-        answer (they sum to name_alpha: a hunk named that the culprit does not need is as rare as a
-        commit named that is no step); one ended by the rest's crash claims nothing by chance. Each e-value uses the arms' own spread and the hunt's pooled noise."""
-        unsure = False
-        for hunk in sorted(tested.hunks):
-            members = tested.hunks
-            if len(members) < 2:
-                break
-            without = members - {hunk}
-            if not self.runs(without):
+        A hunk without which the rest does not run (known without a probe) is needed. Every other
+        is tested by leaving it out (`_leave_each_out`, all of them at once): needed once the
+        culprit is slower than the rest by min_effect and an e-value of 1/alpha_k, not needed once
+        the rest alone reproduces the slowdown against BASE by the same rule. The k-th such test of
+        the hunt that measures gets alpha_k = name_alpha / (2 k (k + 1)) for each answer (they sum
+        to name_alpha: a hunk named that the culprit does not need is as rare as a commit named
+        that is no step); one ended by the rest's crash claims nothing by chance. Of two or more
+        hunks found not needed each on its own, only the first is dropped at once: the others are
+        tested again, one at a time, without it (two hunks may each stand in for the other)."""
+        members = tested.hunks
+        testable = [h for h in sorted(members) if len(members) >= 2 and self.runs(members - {h})]
+        if not testable:
+            return tested, False
+        outcomes = self._leave_each_out(tested, testable, sign)
+        unsure = any(outcome == "open" for outcome, _ in outcomes.values())
+        dropped = [h for h in testable if outcomes[h][0] == "not needed"]
+        if dropped:
+            tested = outcomes[dropped[0]][1]
+        for hunk in dropped[1:]:
+            if len(tested.hunks) < 2 or not self.runs(tested.hunks - {hunk}):
                 continue
-            self.on_phase(f"naming: is one hunk of {len(members)} needed? BASE, without it, with it")
-            outcome, smaller = self._leave_one_out(without, members, self._next_leave_out_alpha, sign)
+            outcome, smaller = self._leave_each_out(tested, [hunk], sign)[hunk]
             if outcome == "not needed":
                 tested = smaller
-            elif outcome == "open":
-                unsure = True
+            unsure = unsure or outcome == "open"
         return tested, unsure
 
     def _next_leave_out_alpha(self) -> float:
@@ -488,30 +492,68 @@ class _HunkDecider:
         k = self.leave_outs
         return self.settings.name_alpha / (2 * k * (k + 1))
 
-    def _leave_one_out(self, without: frozenset, members: frozenset, next_alpha: Callable[[], float],
-                       sign: int) -> tuple[str, TestedSubset | None]:
-        """'needed', 'not needed' (with the rest's test against BASE) or 'open' (out of pairs);
-        `next_alpha` is asked for the test's alpha once the rest has run."""
-        alpha = None
-        sets = (frozenset(), without, members)
-        arms: tuple[list[float], list[float], list[float]] = ([], [], [])
+    def _effect_prior(self, tested: TestedSubset) -> tuple[float, ...] | None:
+        """The e-value's effect prior for the tests of a culprit's members: the culprit's own log
+        step in units of the hunt's pooled noise, both read before those tests measure (so the
+        prior does not look at their data: the e-value stays valid, as the naming gate's does);
+        None, the default mixture, without a step or a noise."""
+        step = abs(math.log1p(tested.change)) if tested.change > -1 else math.nan
+        if not (self.noise.df and self.noise.sigma > 0 and math.isfinite(step) and step > 0):
+            return None
+        return ((step / self.noise.sigma) ** 2,)
+
+    def _leave_each_out(self, tested: TestedSubset, hunks: Sequence[str],
+                        sign: int) -> dict[str, tuple[str, TestedSubset | None]]:
+        """hunk -> 'needed', 'not needed' (with the rest's test against BASE) or 'open' (out of
+        pairs), for each of `hunks` left out of the culprit `tested`.
+
+        One rotation measures BASE, the culprit less each hunk still open, and the culprit (in that
+        order, then reversed: a linear drift cancels over two rounds), so that a culprit of m hunks
+        costs m + 2 runs a round, not 3 m: BASE and the culprit serve every test. Each test reads
+        the rounds in which its three arms ran; its e-values are its own (a union bound over the
+        tests holds whatever their dependence) with the noise pooled over every arm and the hunt.
+        Either answer is a difference of the culprit's step (the rest at BASE's level, or at the
+        culprit's): the e-values' effect prior is centred on it (`_effect_prior`)."""
+        members = tested.hunks
+        priors = self._effect_prior(tested)
         min_effect = self.settings.min_effect
+        self.on_phase(f"naming: which of {len(hunks)} hunk(s) of {len(members)} are needed? BASE, the culprit "
+                      "without each, the culprit, in rotation")
+        rests = {h: members - {h} for h in hunks}
+        arms: dict[str, tuple[list[float], list[float], list[float]]] = {h: ([], [], []) for h in hunks}
+        every: dict[object, list[float]] = {}        # each subset's samples, once: the noise's groups
+        alphas: dict[str, float] = {}
+        outcomes: dict[str, tuple[str, TestedSubset | None]] = {}
         for k in range(min(self.rule.max_pairs, self.settings.max_samples)):
-            values = self._round_of_three(sets, k)
-            if not self.runs(without):
-                return "needed", None          # the rest does not run without it
-            if any(v is None for v in values.values()):
-                continue
-            if alpha is None:
-                alpha = next_alpha()
-            for i in range(3):
-                arms[i].append(values[i])
-            pool = self.noise.plus(NoisePool.of(arms))
-            if _shows_step(arms[1], arms[2], pool, sign, alpha, min_effect):
-                return "needed", None
-            if _shows_step(arms[0], arms[1], pool, sign, alpha, min_effect):
-                return "not needed", _tested(without, arms[0], arms[1], pool)
-        return "open", None
+            open_hunks = [h for h in hunks if h not in outcomes]
+            if not open_hunks:
+                break
+            sets = [frozenset()] + [rests[h] for h in open_hunks] + [members]
+            values = [self.measure(subset, "name") for subset in (sets if k % 2 == 0 else sets[::-1])]
+            if k % 2:
+                values.reverse()
+            for subset, value in zip(sets, values):
+                if value is not None:
+                    every.setdefault(subset, []).append(value)
+            base, full = values[0], values[-1]
+            for h, rest in zip(open_hunks, values[1:-1]):
+                if not self.runs(rests[h]):
+                    outcomes[h] = ("needed", None)         # the rest does not run without it
+                elif rest is not None and base is not None and full is not None:
+                    if h not in alphas:
+                        alphas[h] = self._next_leave_out_alpha()
+                    for arm, value in zip(arms[h], (base, rest, full)):
+                        arm.append(value)
+            pool = self.noise.plus(NoisePool.of(list(every.values())))
+            for h in open_hunks:
+                if h in outcomes or h not in alphas:
+                    continue
+                base_arm, rest_arm, full_arm = arms[h]
+                if _shows_step(rest_arm, full_arm, pool, sign, alphas[h], min_effect, priors):
+                    outcomes[h] = ("needed", None)
+                elif _shows_step(base_arm, rest_arm, pool, sign, alphas[h], min_effect, priors):
+                    outcomes[h] = ("not needed", _tested(rests[h], base_arm, rest_arm, pool))
+        return {h: outcomes.get(h, ("open", None)) for h in hunks}
 
     # -- delta debugging, where the hunks interact --------------------------------------------------
 
@@ -597,7 +639,7 @@ def _tested(hunks: frozenset, base: Sequence[float], subset: Sequence[float], no
 
 
 def _shows_step(before: Sequence[float], after: Sequence[float], noise: NoisePool, sign: int,
-                alpha: float, min_effect: float) -> bool:
+                alpha: float, min_effect: float, priors: Sequence[float] | None = None) -> bool:
     """`after` differs from `before` in the direction `sign` by at least min_effect, with an
     anytime-valid e-value (stats.pooled_t_log_bf) of at least 1/alpha: the control arm's 'go'."""
     if len(before) < 1 or len(after) < 1:
@@ -605,7 +647,7 @@ def _shows_step(before: Sequence[float], after: Sequence[float], noise: NoisePoo
     est = float(np.mean(np.log(after)) - np.mean(np.log(before)))
     c = 1 / len(before) + 1 / len(after)
     return (est * sign > 0 and abs(est) >= log_threshold(min_effect)
-            and pooled_t_log_bf(est, c, noise, sign=sign) >= math.log(1 / alpha))
+            and pooled_t_log_bf(est, c, noise, sign=sign, priors=priors or EFFECT_PRIORS) >= math.log(1 / alpha))
 
 
 def _subset_verdict(subset: frozenset, measure: Measure, gap: float, margin: float, rule: LevelRule,
