@@ -282,7 +282,7 @@ class _HunkDecider:
             else:
                 # the groups before it, less the culprits of earlier steps (their slowdown is theirs)
                 before = [g - taken for g in order[:step.first_bad - 1] if g - taken]
-                tested = self._alone_with_what_it_needs(last, before, sign)
+                tested = self._alone_with_what_it_needs(last, before, sign, self._effect_prior(step.step))
                 if tested is None:
                     return None
                 if tested.verdict == "undecided":     # out of pairs: more would not come cheaper elsewhere
@@ -331,8 +331,8 @@ class _HunkDecider:
             open_question = open_question or unsure
         return open_question
 
-    def _alone_with_what_it_needs(self, proposed: frozenset, before: list[frozenset],
-                                  sign: int) -> TestedSubset | None:
+    def _alone_with_what_it_needs(self, proposed: frozenset, before: list[frozenset], sign: int,
+                                  priors: tuple[float, ...] | None = None) -> TestedSubset | None:
         """`proposed` (the group a step adds) alone against BASE (`_alone`, beside the slow prefix it
         ends), joined by what it needs until it reproduces the slowdown alone:
 
@@ -344,11 +344,11 @@ class _HunkDecider:
           first step adds the group it needs to be slow; up to NEEDS_DEPTH such searches.
 
         None past them, or when no such group is found; 'undecided' when the alone test runs out
-        of pairs."""
+        of pairs. `priors`: the alone tests' effect prior, the step's (`_effect_prior`)."""
         searches = 0
         while True:
             self.on_phase(f"alone: {len(proposed)} hunk(s) against BASE, beside the prefix they end")
-            outcome, tested = self._alone(proposed, proposed.union(*before), sign)
+            outcome, tested = self._alone(proposed, proposed.union(*before), sign, priors)
             if outcome == "reproduced":
                 return tested
             if outcome == "open":
@@ -395,7 +395,8 @@ class _HunkDecider:
                 lo = mid
         return hi - 1
 
-    def _alone(self, proposed: frozenset, prefix: frozenset, sign: int) -> tuple[str, TestedSubset | None]:
+    def _alone(self, proposed: frozenset, prefix: frozenset, sign: int,
+               priors: tuple[float, ...] | None = None) -> tuple[str, TestedSubset | None]:
         """'reproduced' (BASE + proposed is slower than BASE by min_effect, e-value 1/reproduce_alpha:
         the control arm's rule), 'does not run', 'interacts' (the slow `prefix` it ends is slower
         than it by min_effect, e-value 1/alpha: it needs more than itself) or 'open' (out of
@@ -413,9 +414,9 @@ class _HunkDecider:
             for i in range(3):
                 arms[i].append(values[i])
             pool = self.noise.plus(NoisePool.of(arms))
-            if _shows_step(arms[0], arms[1], pool, sign, s.reproduce_alpha, s.min_effect):
+            if _shows_step(arms[0], arms[1], pool, sign, s.reproduce_alpha, s.min_effect, priors):
                 return "reproduced", _tested(proposed, arms[0], arms[1], pool)
-            if _shows_step(arms[1], arms[2], pool, sign, s.alpha, s.min_effect):
+            if _shows_step(arms[1], arms[2], pool, sign, s.alpha, s.min_effect, priors):
                 return "interacts", None
         if not arms[0]:
             return "open", None
@@ -492,12 +493,12 @@ class _HunkDecider:
         k = self.leave_outs
         return self.settings.name_alpha / (2 * k * (k + 1))
 
-    def _effect_prior(self, tested: TestedSubset) -> tuple[float, ...] | None:
-        """The e-value's effect prior for the tests of a culprit's members: the culprit's own log
-        step in units of the hunt's pooled noise, both read before those tests measure (so the
-        prior does not look at their data: the e-value stays valid, as the naming gate's does);
-        None, the default mixture, without a step or a noise."""
-        step = abs(math.log1p(tested.change)) if tested.change > -1 else math.nan
+    def _effect_prior(self, change: float) -> tuple[float, ...] | None:
+        """The e-value's effect prior for tests whose answer is a difference of a step of `change`
+        (a culprit's, a prefix step's): its log size in units of the hunt's pooled noise, both read
+        before those tests measure (so the prior does not look at their data: the e-value stays
+        valid, as the naming gate's does); None, the default mixture, without a step or a noise."""
+        step = abs(math.log1p(change)) if change > -1 else math.nan
         if not (self.noise.df and self.noise.sigma > 0 and math.isfinite(step) and step > 0):
             return None
         return ((step / self.noise.sigma) ** 2,)
@@ -515,7 +516,7 @@ class _HunkDecider:
         Either answer is a difference of the culprit's step (the rest at BASE's level, or at the
         culprit's): the e-values' effect prior is centred on it (`_effect_prior`)."""
         members = tested.hunks
-        priors = self._effect_prior(tested)
+        priors = self._effect_prior(tested.change)
         min_effect = self.settings.min_effect
         self.on_phase(f"naming: which of {len(hunks)} hunk(s) of {len(members)} are needed? BASE, the culprit "
                       "without each, the culprit, in rotation")
