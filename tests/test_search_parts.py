@@ -183,6 +183,20 @@ def test_the_control_arm_asks_for_pairs_in_abba_order_and_gives_up_on_an_unmeasu
     assert arm.decide() == "all-skipped"
 
 
+
+def test_a_search_goes_on_from_pairs_of_its_ends_measured_before_it():
+    # the hunk hunt's search for what a step needs starts from the alone test's BASE and prefix
+    # arms: four clear pairs carried, the control arm decides without a probe of its own
+    rng = np.random.default_rng(3)
+    noisy = lambda level: float(level * math.exp(rng.normal(0, 0.01)))  # noqa: E731
+    search = CommitSearch(8)
+    search.carry_control_pairs([noisy(1000) for _ in range(4)], [noisy(900) for _ in range(4)])
+    first = search.next_batch(1)
+    assert first and first[0].reason != "control arm" and first[0].index not in (0, 7)
+    assert search.control.pairs() == 4
+    with pytest.raises(RuntimeError):
+        search.carry_control_pairs([1000.0], [900.0])
+
 # -- the driver loop ----------------------------------------------------------------------------------
 
 def test_the_driver_feeds_every_measure_back_in_order_and_reports_after_each_record():

@@ -309,6 +309,18 @@ class CommitSearch:
 
     # ------------------------------------------------------------------ public API
 
+    def carry_control_pairs(self, good: Sequence[float], bad: Sequence[float]) -> None:
+        """Pairs of the two ends measured before this search, side by side (another test's arms in
+        rotation): the control arm goes on from them. Its e-values are anytime-valid, so a
+        sequence that another rule stopped may be continued (Ville's inequality holds at every
+        stopping time). Only before the first round; they are no probes of this search."""
+        if self._round or self._pending:
+            raise RuntimeError("carry_control_pairs() comes before the first round")
+        for good_value, bad_value in zip(good, bad):
+            self._round += 1
+            self.book.add(0, good_value, tag=self.control.tag, when=self._round)
+            self.book.add(self.n - 1, bad_value, tag=self.control.tag, when=self._round)
+
     def next_batch(self, slots: int = 1) -> list[Measure]:
         """One round: up to `slots` measures, one sample each; [] when done. The candidates of a
         round are distinct, except in side checks, where spare slots take more samples of the ends,

@@ -248,12 +248,16 @@ class _HunkDecider:
         return self._by_delta_debugging(search.samples(0), search.samples(len(prefixes) - 1))
 
     def _commit_search(self, candidates: Sequence[frozenset], *, first: str, rest: str,
-                       one_step: bool = False) -> CommitSearch:
+                       one_step: bool = False, carried: tuple[list[float], list[float]] | None = None) -> CommitSearch:
         """The commit search over BASE + each candidate subset, in order; its samples join the
-        hunt's pooled noise. one_step: it ends at its first named step (`CommitSearch`)."""
+        hunt's pooled noise. one_step: it ends at its first named step (`CommitSearch`). carried:
+        pairs of its two ends measured already, its control arm's first
+        (`CommitSearch.carry_control_pairs`)."""
         settings = replace(self.settings, side_pairs=HUNK_SIDE_PAIRS)
         search = CommitSearch(len(candidates), settings, end_names=("BASE", "BASE + all hunks"),
                               one_step=one_step)
+        if carried:
+            search.carry_control_pairs(*carried)
         drive(search, lambda batch: [self.measure(candidates[m.index], first if m.reason == "control arm" else rest)
                                      for m in batch])
         self.noise = self.noise.plus(NoisePool.of([search.samples(i) for i in range(len(candidates))]))
@@ -348,7 +352,7 @@ class _HunkDecider:
         searches = 0
         while True:
             self.on_phase(f"alone: {len(proposed)} hunk(s) against BASE, beside the prefix they end")
-            outcome, tested = self._alone(proposed, proposed.union(*before), sign, priors)
+            outcome, tested, ends = self._alone(proposed, proposed.union(*before), sign, priors)
             if outcome == "reproduced":
                 return tested
             if outcome == "open":
@@ -368,8 +372,11 @@ class _HunkDecider:
             self.on_phase(f"needs: BASE + {len(proposed)} hunk(s) + the first j of {len(before)} "
                           "group(s) before them, bisected")
             candidates = [frozenset()] + [proposed.union(*before[:j]) for j in range(len(before) + 1)]
-            # only its first step is used: a further need shows in the next alone test
-            found = self._commit_search(candidates, first="needs", rest="needs", one_step=True).result()
+            # only its first step is used: a further need shows in the next alone test. Its ends
+            # are BASE and the prefix the alone test just measured side by side: its control arm
+            # goes on from those pairs
+            found = self._commit_search(candidates, first="needs", rest="needs", one_step=True,
+                                        carried=ends).result()
             steps = sorted(found.culprits + found.ambiguous, key=lambda c: c.first_bad)
             if not steps:
                 return None
@@ -396,32 +403,34 @@ class _HunkDecider:
         return hi - 1
 
     def _alone(self, proposed: frozenset, prefix: frozenset, sign: int,
-               priors: tuple[float, ...] | None = None) -> tuple[str, TestedSubset | None]:
+               priors: tuple[float, ...] | None = None,
+               ) -> tuple[str, TestedSubset | None, tuple[list[float], list[float]]]:
         """'reproduced' (BASE + proposed is slower than BASE by min_effect, e-value 1/reproduce_alpha:
         the control arm's rule), 'does not run', 'interacts' (the slow `prefix` it ends is slower
         than it by min_effect, e-value 1/alpha: it needs more than itself) or 'open' (out of
         pairs). Three arms in rotation, BASE, BASE + proposed, BASE + prefix; a wrong 'interacts'
-        costs only a search, so it is held to alpha, not reproduce_alpha."""
+        costs only a search, so it is held to alpha, not reproduce_alpha. Also returns the BASE and
+        prefix arms (the ends of the search for what it needs)."""
         sets = (frozenset(), proposed, prefix)
         arms: tuple[list[float], list[float], list[float]] = ([], [], [])
         s = self.settings
         for k in range(s.max_samples):
             values = self._round_of_three(sets, k)
             if not self.runs(proposed):
-                return "does not run", None
+                return "does not run", None, (arms[0], arms[2])
             if any(v is None for v in values.values()):
                 continue
             for i in range(3):
                 arms[i].append(values[i])
             pool = self.noise.plus(NoisePool.of(arms))
             if _shows_step(arms[0], arms[1], pool, sign, s.reproduce_alpha, s.min_effect, priors):
-                return "reproduced", _tested(proposed, arms[0], arms[1], pool)
+                return "reproduced", _tested(proposed, arms[0], arms[1], pool), (arms[0], arms[2])
             if _shows_step(arms[1], arms[2], pool, sign, s.alpha, s.min_effect, priors):
-                return "interacts", None
+                return "interacts", None, (arms[0], arms[2])
         if not arms[0]:
-            return "open", None
+            return "open", None, (arms[0], arms[2])
         return "open", replace(_tested(proposed, arms[0], arms[1], self.noise.plus(NoisePool.of(arms))),
-                               verdict="undecided")
+                               verdict="undecided"), (arms[0], arms[2])
 
     def _round_of_three(self, sets: tuple[frozenset, frozenset, frozenset], k: int) -> dict[int, float | None]:
         """One rotation of the three arms (BASE, the subset tested, the reference), in the order
