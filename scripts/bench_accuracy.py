@@ -310,11 +310,12 @@ def run_trial(task: tuple[Cell, str, int, int]) -> dict:
 
 def _set_settings(confidence: float, drift_prior: float, max_samples: int, prior_samples: int = 0,
                   name_alpha: float = SearchSettings().name_alpha,
-                  reproduce_alpha: float = SearchSettings().reproduce_alpha) -> None:
+                  reproduce_alpha: float = SearchSettings().reproduce_alpha,
+                  side_pairs: int | None = SearchSettings().side_pairs) -> None:
     global OURS_SETTINGS, PRIOR_SAMPLES
     PRIOR_SAMPLES = prior_samples
     OURS_SETTINGS = SearchSettings(confidence=confidence, drift_prior=drift_prior, max_samples=max_samples,
-                                   name_alpha=name_alpha, reproduce_alpha=reproduce_alpha)
+                                   name_alpha=name_alpha, reproduce_alpha=reproduce_alpha, side_pairs=side_pairs)
 
 
 def aggregate(rows: list[dict]) -> dict:
@@ -460,6 +461,9 @@ def main(argv: list[str] | None = None) -> int:
                    help="family-wise rate of naming a commit that is no step (SearchSettings.name_alpha)")
     p.add_argument("--reproduce-alpha", type=float, default=SearchSettings().reproduce_alpha,
                    help="level of the control arm's 'reproduced' (SearchSettings.reproduce_alpha)")
+    p.add_argument("--side-pairs", type=int, default=SearchSettings().side_pairs,
+                   help="size a side's margin also by the noise, for about this many fresh pairs "
+                        "(SearchSettings.side_pairs; default: by the gap alone)")
     p.add_argument("--high-noise", action="store_true",
                    help="the busy-machine cells (CV 8, 12, 15%%; ours only, every cell gets --trials)")
     p.add_argument("--noise-prior", type=int, default=0, metavar="N",
@@ -494,7 +498,7 @@ def main(argv: list[str] | None = None) -> int:
     rows: list[dict] = []
     done: dict[str, int] = {}
     with mp.Pool(args.jobs, initializer=_set_settings, initargs=(args.confidence, args.drift_prior, args.max_samples, args.noise_prior,
-                                                                 args.name_alpha, args.reproduce_alpha)) as pool:
+                                                                 args.name_alpha, args.reproduce_alpha, args.side_pairs)) as pool:
         for row in pool.imap_unordered(run_trial, tasks, chunksize=2):
             rows.append(row)
             done[row["cell"]] = done.get(row["cell"], 0) + 1
