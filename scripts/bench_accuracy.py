@@ -358,7 +358,7 @@ def markdown(cells: list[Cell], table: dict, args: argparse.Namespace, seconds: 
     lines = [f"Simulated histories, lognormal noise; {BAYES_IMPL} for the Bayesian baseline; "
              f"seed {args.seed}; ours stops at posterior mass {args.confidence}, drift prior {args.drift_prior}, "
              f"max samples {args.max_samples}; name_alpha {args.name_alpha:g}, reproduce_alpha "
-             f"{args.reproduce_alpha:g}; remembered noise from {args.noise_prior} samples; "
+             f"{args.reproduce_alpha:g}; side pairs {args.side_pairs}; remembered noise from {args.noise_prior} samples; "
              f"{seconds / 60:.1f} min on {args.jobs} processes.", "",
              "| cell | method | trials | exact | hit | both | false culprit | reproduced | could not decide | executions | p95 | rounds s=1/4/8 |",
              "|---|---|---|---|---|---|---|---|---|---|---|---|"]

@@ -80,13 +80,13 @@ def main() -> int:
             named = [(h["file"], h["excerpt"]) for c in report["culprits"] for h in c["hunks"]]
             right = bool(named) and all(f == "train.py" and SLOW_HUNK in e for f, e in named)
             false = [n for n in named if not (n[0] == "train.py" and SLOW_HUNK in n[1])]
-            hunts.append({"verdict": report["verdict"], "verdict_reason": report.get("verdict_reason", ""), "named": named, "right": right, "false": len(false),
+            reason = report.get("verdict_reason", "")
+            hunts.append({"verdict": report["verdict"], "verdict_reason": reason, "named": named, "right": right, "false": len(false),
                           "probes": report["probes"], "wall_s": round(wall, 1),
                           "step_pct": [c["step_pct"] for c in report["culprits"]]})
             rows.append([k + 1, report["verdict"], "the slow hunk" if right else (f"{len(false)} neutral" if false else "nothing"),
                          report["probes"], f"{wall:.0f}"])
-            print(f"hunt {k + 1}: {rows[-1][1:]}" + (f" ({hunts[-1]['verdict_reason']})" if hunts[-1]["verdict_reason"] else ""),
-                  flush=True)
+            print(f"hunt {k + 1}: {rows[-1][1:]}" + (f" ({reason})" if reason else ""), flush=True)
     _common.print_table(["hunt", "verdict", "named", "probes", "wall s"], rows)
     if hunts:
         print(f"right {sum(h['right'] for h in hunts)} of {len(hunts)}, neutral hunks named "
