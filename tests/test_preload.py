@@ -109,6 +109,36 @@ def test_each_forked_probe_gets_its_own_budget_and_random_state(tmp_path):
     assert seen[0]["random"] != seen[1]["random"]
 
 
+def test_what_the_server_preloaded_is_frozen_and_the_probes_own_garbage_is_still_collected(tmp_path):
+    # gc.freeze before the fork (docs/cost.md): no collection in the probe, in its measured window
+    # or in its interpreter's teardown, walks (and so copies) the server's heap page by page
+    worktree = tmp_path / "wt"
+    worktree.mkdir()
+    (worktree / "bench.py").write_text(textwrap.dedent("""
+        import gc, json, os
+        class Node:
+            pass
+        for _ in range(100):   # cycles the probe itself leaves behind
+            a, b = Node(), Node()
+            a.other, b.other = b, a
+        del a, b
+        seen = {"frozen": gc.get_freeze_count(), "collected": gc.collect()}
+        print("seen " + json.dumps(seen))
+        print("@regressbisect " + json.dumps({"tokens": 10, "seconds": 1.0, "tok_s": 10.0}))
+    """))
+    spec = ProbeSpec(command=f"{PY} bench.py", tokens=10, timeout_s=60)
+    servers = PreloadServers("email.mime.text")
+    try:
+        forked = servers.run(spec, worktree, {}, run_probe)
+        assert servers.stats.forked == 1, servers.stats
+    finally:
+        servers.close()
+    fresh = run_probe(spec, worktree)
+    assert _seen(fresh)["frozen"] == 0
+    assert _seen(forked)["frozen"] > 1000               # the interpreter's and email's objects
+    assert _seen(forked)["collected"] >= 200            # the probe's 100 cycles, two nodes each
+
+
 def test_skips_crashes_and_timeouts_of_a_forked_probe_read_as_for_a_fresh_one(tmp_path):
     worktree = tmp_path / "wt"
     worktree.mkdir()

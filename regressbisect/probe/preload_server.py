@@ -19,6 +19,7 @@ import sys
 
 del sys.path[0]   # this file's directory (regressbisect/probe) must not shadow any module
 
+import gc  # noqa: E402
 import importlib.machinery  # noqa: E402
 import importlib.util  # noqa: E402
 import json  # noqa: E402
@@ -94,6 +95,9 @@ def _serve(listener, parent):
         request = json.loads(data.decode())
         sys.stdout.flush()
         sys.stderr.flush()
+        # Python's own advice for a fork without exec (the gc module's docs, gc.freeze): every
+        # object so far goes to the permanent generation, which no collection in the child visits
+        gc.freeze()
         pid = os.fork()
         if pid == 0:
             listener.close()
@@ -135,11 +139,10 @@ def _become(request, fds):
     sys.path[:] = first + list(request["pythonpath"]) + rest
     if "random" in sys.modules:
         sys.modules["random"].seed()   # a fresh interpreter seeds from the OS, not the server's state
-    # Copy the inherited heap now, in start-up, not in the measured window: without this the
-    # forked tiny-preset probes measured 2-4% slower than fresh ones (paired, interleaved;
-    # scripts/bench_preload.py), with it they did not (docs/cost.md).
-    import gc
-
+    # What the server made is frozen (gc.freeze before the fork): the cyclic collector never walks
+    # it, so neither a collection in the measured window (forked tiny-preset probes measured 2-4%
+    # slower than fresh ones when it did) nor the interpreter's teardown copies the inherited heap
+    # page by page (docs/cost.md). This collects only what the request itself made.
     gc.collect()
     startup = request.get("startup")
     if startup:   # regressbisect's sitecustomize (counters, import record), as at interpreter start
