@@ -1,0 +1,112 @@
+#!/usr/bin/env python3
+"""Does freezing a preload server's heap before the fork move a forked probe's tok/s? (docs/cost.md)
+
+Builds the demo repository and checks out GOOD (HEAD~20), then starts one worker interpreter
+there (the probe's own: this process never imports torch or the trainer). The worker imports
+torch and torch._dynamo, as a preload server does, and forks one child per probe, the arms
+alternating round by round (the order rotated):
+
+  collect          the child collects the inherited heap before the program (the server before 2d2496c)
+  freeze-collect   the parent calls gc.freeze() before the fork, the child then collects only
+                   its own objects (the server since 2d2496c)
+  freeze           gc.freeze() before the fork, no collection in the child
+
+Each child runs the demo's trainer (`python -m trainer --preset P --tokens N`) through runpy, as
+the server's children do, and exits as a probe does (interpreter teardown included). Per arm:
+the child's wall (fork to exit), tok/s, and its paired difference to the first arm.
+
+    python scripts/bench_fork_freeze.py --rounds 60 --arm collect --arm freeze-collect
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+from bench_probe_caches import demo_at  # noqa: E402  (also puts the repository on sys.path)
+from _common import write_results  # noqa: E402
+
+from regressbisect import __version__  # noqa: E402
+
+WORKER = r"""
+import gc, json, os, sys, time
+sys.path.insert(0, os.getcwd())
+import torch, torch._dynamo
+rounds, arms, argv = int(sys.argv[1]), sys.argv[2].split(","), sys.argv[3:]
+rows = []
+for i in range(rounds):
+    for arm in arms[i % len(arms):] + arms[:i % len(arms)]:
+        if arm.startswith("freeze"):
+            gc.freeze()
+        read, write = os.pipe()
+        started = time.time()
+        pid = os.fork()
+        if pid == 0:
+            os.close(read)
+            os.dup2(write, 1)
+            if arm.endswith("collect"):
+                gc.collect()
+            import runpy
+            sys.argv = ["-m"] + argv
+            try:
+                runpy._run_module_as_main("trainer", alter_argv=True)
+            except SystemExit:
+                pass
+            sys.stdout.flush()
+            sys.exit(0)
+        os.close(write)
+        out = b""
+        while chunk := os.read(read, 65536):
+            out += chunk
+        os.close(read)
+        os.waitpid(pid, 0)
+        wall = time.time() - started
+        if arm.startswith("freeze"):
+            gc.unfreeze()   # the next arm starts from the same parent
+        line = next(l for l in out.decode().splitlines() if l.startswith("@regressbisect "))
+        rows.append({"arm": arm, "round": i, "wall_s": wall, "tok_s": json.loads(line.split(" ", 1)[1])["tok_s"]})
+        print(json.dumps(rows[-1]), flush=True)
+"""
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--preset", default="tiny", help="demo preset: tiny (CPU) or h200 (GPU)")
+    parser.add_argument("--rounds", type=int, default=30, help="probes per arm (arms alternated)")
+    parser.add_argument("--arm", action="append", choices=["collect", "freeze-collect", "freeze"], default=None,
+                        help="repeatable; the first is the reference (default: collect, freeze-collect)")
+    parser.add_argument("--work", type=Path, default=None, help="working directory (default: a temp dir)")
+    parser.add_argument("--json", type=Path, default=None, help="write every probe's figures here")
+    args = parser.parse_args()
+    arms = args.arm or ["collect", "freeze-collect"]
+    work, repo, tree, spec = demo_at(args.work, args.preset, "regressbisect-freeze-")
+    trainer_argv = ["--preset", args.preset, "--tokens", str(spec.tokens)]
+    done = subprocess.run([sys.executable, "-c", WORKER, str(args.rounds), ",".join(arms), *trainer_argv],
+                          cwd=tree, capture_output=True, text=True)
+    if done.returncode != 0:
+        print(done.stderr[-2000:], file=sys.stderr)
+        return 1
+    rows = [json.loads(l) for l in done.stdout.splitlines() if l.startswith("{")]
+    if args.json:
+        write_results(args.json, {"preset": args.preset, "tokens": spec.tokens, "arms": arms, "rows": rows})
+    print(f"regressbisect {__version__}, demo preset {args.preset}, {spec.tokens} tokens, "
+          f"{args.rounds} probes per arm, arms alternated")
+    print(f"| arm | probes | child wall s | tok/s | tok/s vs {arms[0]}, paired (se) |")
+    print("|---|---|---|---|---|")
+    reference = {r["round"]: r["tok_s"] for r in rows if r["arm"] == arms[0]}
+    for arm in arms:
+        mine = [r for r in rows if r["arm"] == arm]
+        pairs = [math.log(r["tok_s"] / reference[r["round"]]) for r in mine]
+        paired = "-" if arm == arms[0] else (
+            f"{math.expm1(statistics.mean(pairs)):+.1%} ({statistics.stdev(pairs) / math.sqrt(len(pairs)):.1%})")
+        print(f"| {arm} | {len(mine)} | {statistics.median(r['wall_s'] for r in mine):.2f} | "
+              f"{statistics.median(r['tok_s'] for r in mine):,.0f} | {paired} |")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
