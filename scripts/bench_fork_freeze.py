@@ -34,7 +34,6 @@ from regressbisect import __version__  # noqa: E402
 
 WORKER = r"""
 import gc, json, os, sys, time
-sys.path.insert(0, os.getcwd())
 import torch, torch._dynamo
 rounds, arms, argv = int(sys.argv[1]), sys.argv[2].split(","), sys.argv[3:]
 rows = []
