@@ -81,6 +81,8 @@ def main() -> int:
     parser.add_argument("--work", type=Path, default=None, help="working directory (default: a temp dir)")
     parser.add_argument("--json", type=Path, default=None, help="write every probe's figures here")
     args = parser.parse_args()
+    if args.rounds < 2:
+        parser.error("--rounds must be 2 or more (a paired standard error needs two pairs)")
     arms = args.arm or ["collect", "freeze-collect"]
     work, repo, tree, spec = demo_at(args.work, args.preset, "regressbisect-freeze-")
     trainer_argv = ["--preset", args.preset, "--tokens", str(spec.tokens)]
