@@ -10,12 +10,13 @@ alternating round by round (the order rotated):
   freeze-collect   the parent calls gc.freeze() before the fork, the child then collects only
                    its own objects (the server since 2d2496c)
   freeze           gc.freeze() before the fork, no collection in the child
+  fresh            no fork: a new interpreter runs the trainer (`python -m trainer ...`)
 
 Each child runs the demo's trainer (`python -m trainer --preset P --tokens N`) through runpy, as
 the server's children do, and exits as a probe does (interpreter teardown included). Per arm:
 the child's wall (fork to exit), tok/s, and its paired difference to the first arm.
 
-    python scripts/bench_fork_freeze.py --rounds 60 --arm collect --arm freeze-collect
+    python scripts/bench_fork_freeze.py --rounds 60 --arm collect --arm freeze-collect --arm fresh
 """
 from __future__ import annotations
 
@@ -33,12 +34,20 @@ from _common import write_results  # noqa: E402
 from regressbisect import __version__  # noqa: E402
 
 WORKER = r"""
-import gc, json, os, sys, time
+import gc, json, os, subprocess, sys, time
 import torch, torch._dynamo
 rounds, arms, argv = int(sys.argv[1]), sys.argv[2].split(","), sys.argv[3:]
 rows = []
 for i in range(rounds):
     for arm in arms[i % len(arms):] + arms[:i % len(arms)]:
+        if arm == "fresh":
+            started = time.time()
+            out = subprocess.run([sys.executable, "-m", "trainer"] + argv, capture_output=True).stdout
+            wall = time.time() - started
+            line = next(l for l in out.decode().splitlines() if l.startswith("@regressbisect "))
+            rows.append({"arm": arm, "round": i, "wall_s": wall, "tok_s": json.loads(line.split(" ", 1)[1])["tok_s"]})
+            print(json.dumps(rows[-1]), flush=True)
+            continue
         if arm.startswith("freeze"):
             gc.freeze()
         read, write = os.pipe()
@@ -76,7 +85,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--preset", default="tiny", help="demo preset: tiny (CPU) or h200 (GPU)")
     parser.add_argument("--rounds", type=int, default=30, help="probes per arm (arms alternated)")
-    parser.add_argument("--arm", action="append", choices=["collect", "freeze-collect", "freeze"], default=None,
+    parser.add_argument("--arm", action="append", choices=["collect", "freeze-collect", "freeze", "fresh"], default=None,
                         help="repeatable; the first is the reference (default: collect, freeze-collect)")
     parser.add_argument("--work", type=Path, default=None, help="working directory (default: a temp dir)")
     parser.add_argument("--json", type=Path, default=None, help="write every probe's figures here")

@@ -115,7 +115,7 @@ def test_what_the_server_preloaded_is_frozen_and_the_probes_own_garbage_is_still
     worktree = tmp_path / "wt"
     worktree.mkdir()
     (worktree / "bench.py").write_text(textwrap.dedent("""
-        import gc, json, os
+        import gc, json
         class Node:
             pass
         for _ in range(100):   # cycles the probe itself leaves behind

@@ -96,7 +96,10 @@ def _serve(listener, parent):
         sys.stdout.flush()
         sys.stderr.flush()
         # Python's own advice for a fork without exec (the gc module's docs, gc.freeze): every
-        # object so far goes to the permanent generation, which no collection in the child visits
+        # object so far goes to the permanent generation, which no collection in the child visits.
+        # Garbage is collected first so that none is frozen (after the first fork this walks only
+        # what the requests made since).
+        gc.collect()
         gc.freeze()
         pid = os.fork()
         if pid == 0:
