@@ -4,8 +4,10 @@ results file, and table printing. Scripts import regressbisect and this module, 
 from __future__ import annotations
 
 import json
+import math
 import platform
 import shlex
+import statistics
 import sys
 import time
 from pathlib import Path
@@ -51,6 +53,15 @@ def write_results(path: Path, results: Mapping[str, Any], argv: Sequence[str] | 
     path.write_text(dumps(results_envelope(results, argv)))
     print(f"wrote {path}")
     return path
+
+
+def paired_change(log_ratios: Sequence[float], digits: int = 1) -> str:
+    """'+x% (se y%)' of paired log ratios (arm / reference, one per round: pairs cancel drift the
+    rounds share); '-' with fewer than two."""
+    if len(log_ratios) < 2:
+        return "-"
+    se = statistics.stdev(log_ratios) / math.sqrt(len(log_ratios))
+    return f"{math.expm1(statistics.mean(log_ratios)):+.{digits}%} ({se:.{digits}%})"
 
 
 def print_table(headers: Sequence[str], rows: Iterable[Sequence[Any]]) -> None:

@@ -8,8 +8,9 @@ alternating round by round (the order rotated):
 
   collect          the child collects the inherited heap before the program (the server before 2d2496c)
   freeze-collect   the parent calls gc.freeze() before the fork, the child then collects only
-                   its own objects (the server since 2d2496c)
-  freeze           gc.freeze() before the fork, no collection in the child
+                   its own objects (the server at 2d2496c)
+  collect-freeze   the parent calls gc.collect() and gc.freeze() before the fork, the child
+                   collects nothing (the server since)
   fresh            no fork: a new interpreter runs the trainer (`python -m trainer ...`)
 
 Each child runs the demo's trainer (`python -m trainer --preset P --tokens N`) through runpy, as
@@ -29,7 +30,7 @@ import sys
 from pathlib import Path
 
 from bench_probe_caches import demo_at  # noqa: E402  (also puts the repository on sys.path)
-from _common import write_results  # noqa: E402
+from _common import paired_change, print_table, write_results  # noqa: E402
 
 from regressbisect import __version__  # noqa: E402
 
@@ -37,47 +38,50 @@ WORKER = r"""
 import gc, json, os, subprocess, sys, time
 import torch, torch._dynamo
 rounds, arms, argv = int(sys.argv[1]), sys.argv[2].split(","), sys.argv[3:]
-rows = []
+
+
+def forked(arm):   # the trainer's stdout from a child of this process, run as the server's run it
+    if arm == "collect-freeze":
+        gc.collect()
+    if "freeze" in arm:
+        gc.freeze()
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(read)
+        os.dup2(write, 1)
+        if arm in ("collect", "freeze-collect"):
+            gc.collect()
+        import runpy
+        sys.argv = ["-m"] + argv
+        try:
+            runpy._run_module_as_main("trainer", alter_argv=True)
+        except SystemExit:
+            pass
+        sys.stdout.flush()
+        sys.exit(0)
+    os.close(write)
+    out = b""
+    while chunk := os.read(read, 65536):
+        out += chunk
+    os.close(read)
+    os.waitpid(pid, 0)
+    if "freeze" in arm:
+        gc.unfreeze()   # the next arm starts from the same parent
+    return out
+
+
 for i in range(rounds):
     for arm in arms[i % len(arms):] + arms[:i % len(arms)]:
-        if arm == "fresh":
-            started = time.time()
-            out = subprocess.run([sys.executable, "-m", "trainer"] + argv, capture_output=True).stdout
-            wall = time.time() - started
-            line = next(l for l in out.decode().splitlines() if l.startswith("@regressbisect "))
-            rows.append({"arm": arm, "round": i, "wall_s": wall, "tok_s": json.loads(line.split(" ", 1)[1])["tok_s"]})
-            print(json.dumps(rows[-1]), flush=True)
-            continue
-        if arm.startswith("freeze"):
-            gc.freeze()
-        read, write = os.pipe()
         started = time.time()
-        pid = os.fork()
-        if pid == 0:
-            os.close(read)
-            os.dup2(write, 1)
-            if arm.endswith("collect"):
-                gc.collect()
-            import runpy
-            sys.argv = ["-m"] + argv
-            try:
-                runpy._run_module_as_main("trainer", alter_argv=True)
-            except SystemExit:
-                pass
-            sys.stdout.flush()
-            sys.exit(0)
-        os.close(write)
-        out = b""
-        while chunk := os.read(read, 65536):
-            out += chunk
-        os.close(read)
-        os.waitpid(pid, 0)
+        if arm == "fresh":
+            out = subprocess.run([sys.executable, "-m", "trainer"] + argv, capture_output=True).stdout
+        else:
+            out = forked(arm)
         wall = time.time() - started
-        if arm.startswith("freeze"):
-            gc.unfreeze()   # the next arm starts from the same parent
         line = next(l for l in out.decode().splitlines() if l.startswith("@regressbisect "))
-        rows.append({"arm": arm, "round": i, "wall_s": wall, "tok_s": json.loads(line.split(" ", 1)[1])["tok_s"]})
-        print(json.dumps(rows[-1]), flush=True)
+        tok_s = json.loads(line.split(" ", 1)[1])["tok_s"]
+        print(json.dumps({"arm": arm, "round": i, "wall_s": wall, "tok_s": tok_s}), flush=True)
 """
 
 
@@ -85,7 +89,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--preset", default="tiny", help="demo preset: tiny (CPU) or h200 (GPU)")
     parser.add_argument("--rounds", type=int, default=30, help="probes per arm (arms alternated)")
-    parser.add_argument("--arm", action="append", choices=["collect", "freeze-collect", "freeze", "fresh"], default=None,
+    parser.add_argument("--arm", action="append", choices=["collect", "freeze-collect", "collect-freeze", "fresh"], default=None,
                         help="repeatable; the first is the reference (default: collect, freeze-collect)")
     parser.add_argument("--work", type=Path, default=None, help="working directory (default: a temp dir)")
     parser.add_argument("--json", type=Path, default=None, help="write every probe's figures here")
@@ -105,16 +109,15 @@ def main() -> int:
         write_results(args.json, {"preset": args.preset, "tokens": spec.tokens, "arms": arms, "rows": rows})
     print(f"regressbisect {__version__}, demo preset {args.preset}, {spec.tokens} tokens, "
           f"{args.rounds} probes per arm, arms alternated")
-    print(f"| arm | probes | child wall s | tok/s | tok/s vs {arms[0]}, paired (se) |")
-    print("|---|---|---|---|---|")
     reference = {r["round"]: r["tok_s"] for r in rows if r["arm"] == arms[0]}
+    table = []
     for arm in arms:
         mine = [r for r in rows if r["arm"] == arm]
         pairs = [math.log(r["tok_s"] / reference[r["round"]]) for r in mine]
-        paired = "-" if arm == arms[0] else (
-            f"{math.expm1(statistics.mean(pairs)):+.1%} ({statistics.stdev(pairs) / math.sqrt(len(pairs)):.1%})")
-        print(f"| {arm} | {len(mine)} | {statistics.median(r['wall_s'] for r in mine):.2f} | "
-              f"{statistics.median(r['tok_s'] for r in mine):,.0f} | {paired} |")
+        table.append([arm, len(mine), f"{statistics.median(r['wall_s'] for r in mine):.2f}",
+                      f"{statistics.median(r['tok_s'] for r in mine):,.0f}",
+                      "-" if arm == arms[0] else paired_change(pairs)])
+    print_table(["arm", "probes", "child wall s", "tok/s", f"tok/s vs {arms[0]}, paired (se)"], table)
     return 0
 
 

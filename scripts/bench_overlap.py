@@ -33,7 +33,7 @@ import threading
 import time
 from pathlib import Path
 
-from _common import write_results  # noqa: E402  (also puts the repository on sys.path)
+from _common import paired_change, write_results  # noqa: E402  (also puts the repository on sys.path)
 
 from bench_probe_caches import demo_at  # noqa: E402
 
@@ -151,9 +151,7 @@ def main() -> int:
         logs = [math.log(r["tok_s"]) for r in mine]
         pairs = [statistics.mean(math.log(x["tok_s"]) for x in mine if x["round"] == r) - alone_by_round[r]
                  for r in sorted({x["round"] for x in mine}) if r in alone_by_round]
-        paired = "-" if arm == base else (
-            f"{math.expm1(statistics.mean(pairs)):+.2%} ({statistics.stdev(pairs) / math.sqrt(len(pairs)):.2%})"
-            if len(pairs) > 1 else "-")
+        paired = "-" if arm == base else paired_change(pairs, digits=2)
         print(f"| {arm} | {len(walls)} | {statistics.median(walls):.1f} | {statistics.median(walls) / args.lanes:.2f} | "
               f"{statistics.median(r['wall_s'] for r in mine):.2f} | {statistics.median(r['tok_s'] for r in mine):,.0f} | "
               f"{statistics.stdev(logs) if len(logs) > 1 else float('nan'):.2%} | {paired} |")

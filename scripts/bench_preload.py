@@ -26,7 +26,7 @@ import sys
 import time
 from pathlib import Path
 
-from _common import write_results  # noqa: E402  (also puts the repository on sys.path)
+from _common import paired_change, write_results  # noqa: E402  (also puts the repository on sys.path)
 
 from bench_probe_caches import demo_at, probe_row  # noqa: E402
 
@@ -105,8 +105,7 @@ def main() -> int:
         # per round, log(arm / fresh): the rounds share the machine's state, so pairs cancel drift
         pairs = [math.log(r["tok_s"] / fresh_by_round[r["round"]]) for r in mine if r["round"] in fresh_by_round]
         paired = "-" if arm == "fresh" else (
-            f"{math.expm1(statistics.mean(pairs)):+.1%} ({statistics.stdev(pairs) / math.sqrt(len(pairs)):.1%})"
-            if len(pairs) > 1 else f"{tok / fresh_tok - 1:+.1%}")
+            paired_change(pairs) if len(pairs) > 1 else f"{tok / fresh_tok - 1:+.1%}")
         print(f"| {arm} | {len(mine)} | {statistics.median(r['wall_s'] for r in mine):.2f} | "
               f"{statistics.median(r['startup_s'] for r in mine):.2f} | {tok:,.0f} | {cv:.1%} | "
               f"{paired} | {start} |")

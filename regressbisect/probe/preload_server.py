@@ -142,11 +142,10 @@ def _become(request, fds):
     sys.path[:] = first + list(request["pythonpath"]) + rest
     if "random" in sys.modules:
         sys.modules["random"].seed()   # a fresh interpreter seeds from the OS, not the server's state
-    # What the server made is frozen (gc.freeze before the fork): the cyclic collector never walks
-    # it, so neither a collection in the measured window (forked tiny-preset probes measured 2-4%
-    # slower than fresh ones when it did) nor the interpreter's teardown copies the inherited heap
-    # page by page (docs/cost.md). This collects only what the request itself made.
-    gc.collect()
+    # No collection here: the server collected and froze its heap just before the fork, so the
+    # cyclic collector never walks what the child inherited, neither in the measured window
+    # (forked tiny-preset probes measured 2-4% slower than fresh ones when it did) nor in the
+    # interpreter's teardown (docs/cost.md).
     startup = request.get("startup")
     if startup:   # regressbisect's sitecustomize (counters, import record), as at interpreter start
         spec = importlib.util.spec_from_file_location("_regressbisect_startup", startup)
