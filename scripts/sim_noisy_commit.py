@@ -1,0 +1,112 @@
+"""A commit noisier than the rest of its hunt: is it, or its neighbour, named as a culprit?
+
+The search pools the noise over every commit of a hunt (the spread is mostly the machine's). A
+commit can have a spread of its own: a host-bound commit on a GPU, a flaky one. This simulates
+32 commits with a -10% step at #8 and 0.5% noise, one or more commits at their own noise:
+
+* quiet      no noisy commit (what the rest costs)
+* lg-8, lg-15  the step's last good commit (#7) at 8% / 15%
+* fb-8, fb-15  its first bad commit (#8) at 8% / 15%
+* both-15      both at 15%
+* bad-side-5   every commit from the step on at 5% (host-bound after it)
+* far-8        a commit far from the step (#20) at 8%
+
+Per arm and scenario: hunts exactly right, hunts that named a false culprit, hunts left
+undecided, mean executions. Arms are copies of the tool: --arm NAME@PATH runs the search from
+PATH (e.g. `git worktree add --detach PATH <rev>`); the noise is drawn here, the same draws in
+every arm.
+
+    python scripts/sim_noisy_commit.py --arm before@/tmp/rb-before --arm now --trials 200 --jobs 2
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import subprocess
+import sys
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+N, STEP_AT, STEP, CV = 32, 8, -0.10, 0.005
+SCENARIOS: dict[str, dict[int, float]] = {
+    "quiet": {},
+    "lg-8": {7: 0.08},
+    "lg-15": {7: 0.15},
+    "fb-8": {8: 0.08},
+    "fb-15": {8: 0.15},
+    "both-15": {7: 0.15, 8: 0.15},
+    "bad-side-5": {i: 0.05 for i in range(STEP_AT, N)},
+    "far-8": {20: 0.08},
+}
+
+
+def one_hunt(job: tuple[str, int]) -> dict:
+    """One simulated hunt in this interpreter's copy of the tool."""
+    from regressbisect.search.bisect import CommitSearch, SearchSettings
+    from regressbisect.search.driver import drive
+    from regressbisect.search.simulate import step_levels
+
+    scenario, seed = job
+    levels = step_levels(N, {STEP_AT: STEP})
+    own = SCENARIOS[scenario]
+    sigma = [math.sqrt(math.log1p(own.get(i, CV) ** 2)) for i in range(N)]
+    rng = np.random.default_rng(seed)
+    executions = 0
+
+    def measure(batch):
+        nonlocal executions
+        executions += len(batch)
+        return [levels[m.index] * float(np.exp(rng.normal(0.0, sigma[m.index]))) for m in batch]
+
+    result = drive(CommitSearch(N, SearchSettings()), measure)
+    found = {c.first_bad for c in result.culprits}
+    return {"exact": found == {STEP_AT}, "false": bool(found - {STEP_AT}),
+            "undecided": result.verdict == "undecided", "executions": executions}
+
+
+def run_arm(trials: int, jobs: int, seed: int) -> list[dict]:
+    rows = []
+    with ProcessPoolExecutor(jobs) as pool:
+        for scenario in SCENARIOS:
+            hunts = list(pool.map(one_hunt, [(scenario, seed + t) for t in range(trials)]))
+            rows.append({"scenario": scenario,
+                         **{k: sum(h[k] for h in hunts) for k in ("exact", "false", "undecided")},
+                         "executions": round(float(np.mean([h["executions"] for h in hunts])), 1)})
+    return rows
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--trials", type=int, default=200)
+    ap.add_argument("--jobs", type=int, default=2)
+    ap.add_argument("--seed", type=int, default=1000)
+    ap.add_argument("--arm", action="append", default=[], help="NAME@PATH: the tool at PATH (default: now, this copy)")
+    ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    args = ap.parse_args(argv)
+    if args.worker:
+        print(json.dumps(run_arm(args.trials, args.jobs, args.seed)))
+        return 0
+    from _common import print_table   # here: _common puts this copy first on sys.path, which the workers must not see
+
+    table = []
+    for arm in args.arm or ["now"]:
+        name, _, path = arm.partition("@")
+        env = dict(os.environ, PYTHONPATH=str(Path(path or ROOT).resolve()))
+        out = subprocess.run([sys.executable, __file__, "--worker", "--trials", str(args.trials), "--jobs",
+                              str(args.jobs), "--seed", str(args.seed)], env=env, capture_output=True, text=True,
+                             check=True)
+        table += [{"arm": name, **row} for row in json.loads(out.stdout)]
+    table.sort(key=lambda r: list(SCENARIOS).index(r["scenario"]))
+    print(f"{args.trials} hunts per row: 32 commits, {STEP:+.0%} at #{STEP_AT}, {CV:.1%} noise but the noisy commits'")
+    print_table(["scenario", "arm", "exact", "false", "undecided", "executions"],
+                [[r["scenario"], r["arm"], r["exact"], r["false"], r["undecided"], r["executions"]] for r in table])
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
