@@ -17,7 +17,7 @@ from scipy.stats import f as f_dist
 
 from regressbisect.search.stats import NoisePool
 
-__all__ = ["NOISE_PRIOR_DF", "SampleBook"]
+__all__ = ["NOISE_PRIOR_DF", "NOISIER_LEVEL", "SampleBook"]
 
 NOISE_PRIOR_DF = 10
 """Most degrees of freedom a remembered noise scale counts for: it starts the estimate (two pairs
