@@ -7,7 +7,7 @@ and see the same machine); chosen commits can be unmeasurable (their probe alway
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Mapping
 
 import numpy as np
@@ -41,9 +41,6 @@ class FakeHistory:
     """Relative change of the machine's speed per round, compounding (-0.001: 0.1% slower each round)."""
     unmeasurable: frozenset[int] = frozenset()
     """Commits whose probe always fails (returns no sample)."""
-    cv_of: Mapping[int, float] = field(default_factory=dict)
-    """Commits with a noise of their own (a host-bound or flaky commit), index -> CV; `cv` for
-    the others."""
 
 
 class FakeExecutor:
@@ -54,7 +51,6 @@ class FakeExecutor:
         self.rng = np.random.default_rng(seed)
         # sigma of log noise with the requested CV: CV^2 = exp(s^2) - 1
         self.sigma = math.sqrt(math.log1p(history.cv ** 2))
-        self.sigma_of = {i: math.sqrt(math.log1p(cv ** 2)) for i, cv in history.cv_of.items()}
         self.executions = 0
 
     def measure(self, index: int, round_no: int) -> float | None:
@@ -62,8 +58,7 @@ class FakeExecutor:
         if index in self.history.unmeasurable:
             return None
         drift = (1.0 + self.history.drift_per_round) ** round_no      # compounding: never reaches 0
-        sigma = self.sigma_of.get(index, self.sigma)
-        return self.history.levels[index] * drift * float(np.exp(self.rng.normal(0.0, sigma)))
+        return self.history.levels[index] * drift * float(np.exp(self.rng.normal(0.0, self.sigma)))
 
 
 @dataclass(frozen=True)
