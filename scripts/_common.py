@@ -7,7 +7,9 @@ import json
 import math
 import platform
 import shlex
+import os
 import statistics
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -70,3 +72,31 @@ def print_table(headers: Sequence[str], rows: Iterable[Sequence[Any]]) -> None:
     print("|" + "---|" * len(headers))
     for row in rows:
         print("| " + " | ".join(str(c) for c in row) + " |")
+
+
+def run_arms(script: str, arms: Sequence[str], argv: Sequence[str]) -> list[dict[str, Any]]:
+    """Each arm NAME[@PATH] (default: now, this checkout) runs `script --worker` with the command
+    line `argv` less its --arm options, in an interpreter with PATH first on PYTHONPATH (a copy of
+    the tool: `git worktree add --detach PATH <rev>`); the JSON rows it prints, each with its
+    'arm'. A worker must not import this module, which puts this checkout first on sys.path."""
+    rows: list[dict[str, Any]] = []
+    for arm in arms or ["now"]:
+        name, _, path = arm.partition("@")
+        pythonpath = os.pathsep.join(p for p in (path or str(REPO_ROOT), os.environ.get("PYTHONPATH")) if p)
+        out = subprocess.run([sys.executable, script, "--worker", *_without_arms(argv)], check=True,
+                             capture_output=True, text=True, env=dict(os.environ, PYTHONPATH=pythonpath)).stdout
+        rows += [{"arm": name, **row} for row in json.loads(out)]
+    return rows
+
+
+def _without_arms(argv: Sequence[str]) -> list[str]:
+    """The command line without its --arm options (a worker runs one arm)."""
+    out, skip = [], False
+    for a in argv:
+        if skip:
+            skip = False
+        elif a == "--arm":
+            skip = True
+        elif not a.startswith("--arm="):
+            out.append(a)
+    return out

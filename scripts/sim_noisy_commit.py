@@ -23,15 +23,11 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import os
-import subprocess
 import sys
 from concurrent.futures import ProcessPoolExecutor
-from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parent.parent
 N, STEP_AT, STEP, CV = 32, 8, -0.10, 0.005
 SCENARIOS: dict[str, dict[int, float]] = {
     "quiet": {},
@@ -91,16 +87,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.worker:
         print(json.dumps(run_arm(args.trials, args.jobs, args.seed)))
         return 0
-    from _common import print_table   # here: _common puts this copy first on sys.path, which the workers must not see
+    from _common import print_table, run_arms   # here: it puts this copy first on sys.path, which the workers must not see
 
-    table = []
-    for arm in args.arm or ["now"]:
-        name, _, path = arm.partition("@")
-        env = dict(os.environ, PYTHONPATH=str(Path(path or ROOT).resolve()))
-        out = subprocess.run([sys.executable, __file__, "--worker", "--trials", str(args.trials), "--jobs",
-                              str(args.jobs), "--seed", str(args.seed)], env=env, capture_output=True, text=True,
-                             check=True)
-        table += [{"arm": name, **row} for row in json.loads(out.stdout)]
+    table = run_arms(__file__, args.arm, sys.argv[1:] if argv is None else argv)
     table.sort(key=lambda r: list(SCENARIOS).index(r["scenario"]))
     print(f"{args.trials} hunts per row: 32 commits, {STEP:+.0%} at #{STEP_AT}, {CV:.1%} noise but the noisy commits'")
     print_table(["scenario", "arm", "exact", "false", "undecided", "executions"],

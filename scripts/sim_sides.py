@@ -24,12 +24,9 @@ import argparse
 import json
 import os
 import random
-import subprocess
 import sys
 from concurrent.futures import ProcessPoolExecutor
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
 MACHINES = ("steady", "switching", "tail")
 
 
@@ -110,31 +107,13 @@ def main() -> int:
         return 0
     from tabulate import tabulate
 
-    table = []
-    for arm in args.arm or ["now"]:
-        name, _, path = arm.partition("@")
-        env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in (path or str(ROOT), os.environ.get("PYTHONPATH")) if p))
-        out = subprocess.run([sys.executable, __file__, "--worker", *strip_arms(sys.argv[1:])], env=env,
-                             check=True, capture_output=True, text=True).stdout
-        for row in json.loads(out):
-            table.append({"arm": name, **row})
+    from _common import run_arms   # here, in the parent: it puts this checkout first on sys.path
+
+    table = run_arms(__file__, args.arm, sys.argv[1:])
     print(f"{args.commits} commits, steps {args.steps}, CV {args.cv:.0%}, switching {args.switch}/round to "
           f"x{args.factor}, tail {args.tail:.0%} at -25%, slots {args.slots}")
     print(tabulate(table, headers="keys", tablefmt="github"))
     return 0
-
-
-def strip_arms(argv: list[str]) -> list[str]:
-    """The command line without its --arm options (the worker runs one arm)."""
-    out, skip = [], False
-    for a in argv:
-        if skip:
-            skip = False
-        elif a == "--arm":
-            skip = True
-        elif not a.startswith("--arm="):
-            out.append(a)
-    return out
 
 
 if __name__ == "__main__":
