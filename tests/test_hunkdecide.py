@@ -180,10 +180,12 @@ def test_a_prefix_search_out_of_samples_ends_undecided_without_delta_debugging()
 def test_a_culprit_after_a_large_one_in_file_order_is_named_too():
     # the demo's shape: costs in time add, so a hunk 22% slower alone is 9% slower on top of one of
     # -65%: too small a step in the prefixes for their side checks (a fifth of the gap), while the
-    # named culprit alone leaves 9% of the gap unexplained; the rest is searched again
+    # named culprit alone leaves 9% of the gap unexplained; the rest is searched again. The large
+    # one is often named on a single pair: the remainder's estimate is then too wide to tell, and
+    # it was missed at 1 of these 42 seeds (15 of 300) until the remainder was asked directly
     ids = [f"h{i:03d}" for i in range(30)]
     cost = {"h009": 1.857, "h013": 0.28}
-    for seed in range(6):
+    for seed in range(42):
         rng = random.Random(seed)
 
         def measure(subset, purpose, rng=rng):
