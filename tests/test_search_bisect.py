@@ -316,19 +316,22 @@ def test_a_culprit_that_read_at_the_next_level_does_not_clear_the_side_holding_t
     # machine slower while it was measured), so its side 4..20 looked flat on the means of all
     # samples and was cleared; the lm_head step at #12 was missed while the report said "no
     # further slowdown of 3.7% or more". A side is now cleared only on pairs of its ends taken
-    # since it was opened, and #4 reads at its own level in those.
+    # since the step was picked (its sides open at the pick), and here #4 reads at its own level
+    # in those: the state of the machine that picked it is over. (A bias of #4 that lasts through
+    # the naming gate's fresh pairs is beyond what fresh pairs can see: docs/search.md, section 4.)
     levels = step_levels(21, {4: -0.20, 12: -0.15})
     noise = np.random.default_rng(7)
-    search, side_open, rounds = CommitSearch(21), False, 0
+    search, picked, read_wrong = CommitSearch(21), False, 0
     while batch := search.next_batch(1):
-        rounds += 1
-        side_open = side_open or any(m.reason == "check side 4..20" for m in batch)
+        picked = picked or (3, 4) in search.gate.targets
         for m in batch:
-            level = levels[20] if m.index == 4 and not side_open else levels[m.index]
+            wrong = m.index == 4 and not picked
+            read_wrong += wrong
+            level = levels[20] if wrong else levels[m.index]
             search.record(m.index, level * math.exp(noise.normal(0.0, 0.01)))
     result = search.result()
     assert not any(s.outcome == "cleared" and s.lo < 12 <= s.hi for s in result.sides), result.sides
-    assert side_open
+    assert picked and read_wrong >= 1
     assert sorted(c.first_bad for c in result.culprits) == [4, 12]
 
 

@@ -57,6 +57,50 @@ def test_the_remembered_noise_counts_for_a_few_samples_and_is_dropped_when_today
     assert noisy.noise().df == 7 and not noisy.noise_prior_report()["used"]   # F test: 10x the spread
 
 
+def _quiet_hunt_and(noisy: dict[int, list[tuple[int, float]]]) -> SampleBook:
+    """Ten quiet commits (0.5%, 4 samples each, rounds 1-4) and the samples of `noisy`."""
+    rng = np.random.default_rng(3)
+    series = {i: [(k, float(1000 * math.exp(rng.normal(0, 0.005)))) for k in range(1, 5)] for i in range(10, 20)}
+    return _book({**series, **noisy})
+
+
+def test_a_commit_noisier_than_the_rest_is_tested_on_its_own_spread_and_a_quiet_one_on_the_pool():
+    rng = np.random.default_rng(4)
+    flaky = {3: [(k, float(1000 * math.exp(rng.normal(0, 0.10)))) for k in range(5, 9)],
+             4: [(k, float(1000 * math.exp(rng.normal(0, 0.005)))) for k in range(5, 9)]}
+    book = _quiet_hunt_and(flaky)
+    pooled = book.noise()
+    tested = book.noise(of=(3, 4))
+    assert tested.df == 6 and tested.sigma > 2 * pooled.sigma          # 3's scatter, not the pool's quiet
+    assert book.noise(of=(4, 10)).df == pooled.df                      # two quiet commits: the pool
+
+
+def test_the_gate_names_only_once_the_two_commits_have_shown_their_own_spread():
+    # a step picked at round 4; one fresh pair (rounds 5, 6) reads -13%: at the pool's 0.5% noise
+    # that is a step by far, but each commit has only one sample before the pick and one after,
+    # so nothing says whether they are as quiet as the rest (a flaky commit read low twice)
+    book = _quiet_hunt_and({3: [(3, 1000.0), (5, 1000.0)], 4: [(4, 880.0), (6, 878.0)]})
+    gate = NamingGate(book, name_alpha=0.001)
+    gate.pick(3, 4, when=4, step=math.log(0.88))
+    assert len(gate.fresh_pairs(3, 4)) == 1 and not gate.named(3, 4, sign=-1)
+    for when, (va, vb) in enumerate([(1001.0, 879.0), (999.0, 881.0)], start=7):
+        book.add(3, va, tag=None, when=2 * when)
+        book.add(4, vb, tag=None, when=2 * when + 1)
+    assert gate.named(3, 4, sign=-1)                  # 2 degrees of freedom of their own, as quiet
+
+
+def test_a_noisy_commit_beside_the_step_is_not_named_through_the_pools_quiet():
+    # 32 commits at 0.5% noise, -10% at #8; the last good commit #7 at 8% of its own. Pooled with
+    # the quiet ones its scatter read as a step: #7 was named in 6 of seeds 0-299, these
+    levels = step_levels(32, {8: -0.10})
+    sigma = [math.sqrt(math.log1p((0.08 if i == 7 else 0.005) ** 2)) for i in range(32)]
+    for seed in (73, 125, 150, 178, 246, 297):
+        rng = np.random.default_rng(seed)
+        result = drive(CommitSearch(32, SearchSettings()),
+                       lambda batch, rng=rng: [levels[m.index] * float(np.exp(rng.normal(0.0, sigma[m.index]))) for m in batch])
+        assert [c.first_bad for c in result.culprits] == [8], seed
+
+
 def _gate_with_pairs(drop: float, pairs: int, noise: float = 0.01, since: int = 0) -> NamingGate:
     rng = np.random.default_rng(7)
     book = SampleBook(pair_window=2)

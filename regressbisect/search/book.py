@@ -17,11 +17,15 @@ from scipy.stats import f as f_dist
 
 from regressbisect.search.stats import NoisePool
 
-__all__ = ["NOISE_PRIOR_DF", "SampleBook"]
+__all__ = ["NOISE_PRIOR_DF", "NOISIER_LEVEL", "SampleBook"]
 
 NOISE_PRIOR_DF = 10
 """Most degrees of freedom a remembered noise scale counts for: it starts the estimate (two pairs
 can then decide a 10% step at 0.5% noise), and ten samples of the hunt's own outweigh it."""
+
+NOISIER_LEVEL = 0.99
+"""Level of the F test that finds the commits a test compares noisier than the rest of the hunt
+(`SampleBook.noise`); their spread is then the test's alone."""
 
 
 class SampleBook:
@@ -91,16 +95,39 @@ class SampleBook:
 
     # -- the noise ------------------------------------------------------------------------------
 
-    def noise(self, split: dict[int, int] | None = None) -> NoisePool:
-        """The hunt's pure-error noise with the remembered prior (`with_prior`)."""
-        return self.with_prior(self.own_noise(split))
+    def noise(self, split: dict[int, int] | None = None, of: Sequence[int] = ()) -> NoisePool:
+        """The hunt's pure-error noise with the remembered prior (`with_prior`).
 
-    def own_noise(self, split: dict[int, int] | None = None) -> NoisePool:
-        """Every measurable candidate's spread about its own mean. `split` {index: round} makes the
-        samples of a candidate up to that round and after it two groups of their own."""
+        of: the commits a test compares (the naming gate's). The spread is pooled because it is
+        mostly the machine's, but a commit can be noisier than the rest (host-bound, flaky): pooled
+        with quiet commits it borrows their quiet, and a test of it reads its own scatter as a step
+        (docs/search.md, section 1, "A commit noisier than the rest"). So when their spread is
+        larger than the rest's (an F test at NOISIER_LEVEL, on their own degrees of freedom however
+        few), the test reads their spread alone. As with the remembered prior, which pool a look
+        reads is chosen on sums of squares only, independent of the means under the normal model.
+        """
+        own = self.own_noise(split)
+        if of:
+            tested = self.own_noise(split, only=of)
+            rest = self.with_prior(NoisePool(max(own.ss - tested.ss, 0.0), own.df - tested.df))
+            if self.noisier(tested, rest):
+                return tested
+        return self.with_prior(own)
+
+    @staticmethod
+    def noisier(tested: NoisePool, rest: NoisePool) -> bool:
+        """`tested`'s spread is larger than `rest`'s at NOISIER_LEVEL (F test)."""
+        if not (tested.df and rest.df and rest.ss > 0):
+            return False
+        return tested.sigma ** 2 > rest.sigma ** 2 * float(f_dist.ppf(NOISIER_LEVEL, tested.df, rest.df))
+
+    def own_noise(self, split: dict[int, int] | None = None, only: Sequence[int] | None = None) -> NoisePool:
+        """Every measurable candidate's spread about its own mean (`only`: of those candidates).
+        `split` {index: round} makes the samples of a candidate up to that round and after it two
+        groups of their own."""
         groups: list[Sequence[float]] = []
         for i, vals in self.raw.items():
-            if len(vals) < 2 or self.unmeasurable(i):
+            if len(vals) < 2 or self.unmeasurable(i) or (only is not None and i not in only):
                 continue
             if split and i in split:
                 times = self.time.get(i, [])

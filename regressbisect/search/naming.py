@@ -18,7 +18,11 @@ from regressbisect.search.book import SampleBook
 from regressbisect.search.direction import toward
 from regressbisect.search.stats import EFFECT_PRIORS, pooled_t_log_bf
 
-__all__ = ["Target", "NamingGate"]
+__all__ = ["Target", "NamingGate", "OWN_DF_TO_NAME"]
+
+OWN_DF_TO_NAME = 2
+"""Degrees of freedom of a step's two commits' own spread (split at the pick) before the gate may
+name it: with fewer, whether they are as quiet as the pool is not known (`NamingGate.named`)."""
 
 
 @dataclass(frozen=True)
@@ -66,9 +70,12 @@ class NamingGate:
         most alpha_k, however often it is looked at; alpha_k = name_alpha / (k (k + 1)) for the
         k-th step picked sums to name_alpha over the whole hunt (a union bound over every bracket
         and side). The noise is the hunt's pooled spread, with a and b each split at the pick (so
-        that it is independent of the fresh pairs' mean): the e-value needs no bound on sigma (an
-        upper confidence bound cost ~1.2-1.4x the pairs) and no floor of pairs: at 0.5% noise one
-        pair shows a 10% step.
+        that it is independent of the fresh pairs' mean), or theirs alone where they are noisier
+        than the rest (`SampleBook.noise`): the e-value needs no bound on sigma (an upper
+        confidence bound cost ~1.2-1.4x the pairs). It names only once a and b have 2 degrees of
+        freedom of their own after the split: before that nothing tells a flaky commit that read
+        low twice from a quiet one, and the pool's quiet made its scatter a step (docs/search.md,
+        section 1, "A commit noisier than the rest").
         """
         target = self.targets[(a, b)]
         diffs = self.fresh_pairs(a, b)
@@ -79,7 +86,10 @@ class NamingGate:
             return False
         alpha_k = self.name_alpha / (target.order * (target.order + 1))
         priors = (target.effect ** 2,) if math.isfinite(target.effect) and target.effect > 0 else EFFECT_PRIORS
-        noise = self.book.noise(split={a: target.since, b: target.since})
+        split = {a: target.since, b: target.since}
+        if self.book.own_noise(split, only=(a, b)).df < OWN_DF_TO_NAME:
+            return False
+        noise = self.book.noise(split=split, of=(a, b))
         return pooled_t_log_bf(est, 2 / len(diffs), noise, sign=sign, priors=priors) >= math.log(1 / alpha_k)
 
     def own_size(self, a: int, b: int, sigma: float) -> tuple[float, float] | None:
