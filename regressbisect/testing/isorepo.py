@@ -4,13 +4,14 @@ virtualenv, as in a user's own setup, so a probe can import the wrong copy of it
 The package `mypkg` lives under src/ (setuptools, `packages.find.where = ["src"]`); its speed
 (tok/s) is SPEED in src/mypkg/core.py at each commit. `bench.py` at the root, `python -m mypkg`
 and the torchrun script `train.py` all print that speed times 1% noise as a protocol line.
-No network: the venv sees the interpreter's own site-packages (setuptools, pip, torch) and pip
+No network: the venv sees the running interpreter's own site-packages (setuptools, pip, torch) and pip
 installs with --no-build-isolation --no-deps.
 """
 from __future__ import annotations
 
 import hashlib
 import os
+import site
 import subprocess
 import sys
 from pathlib import Path
@@ -77,10 +78,17 @@ def make_installed_repo(path: Path, speeds: Sequence[float], extra: Mapping[str,
 
 
 def make_venv(path: Path) -> Path:
-    """A virtualenv that sees this interpreter's site-packages; returns its python."""
-    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", "--without-pip", str(path)],
-                   check=True, capture_output=True)
-    return path / "bin" / "python"
+    """A virtualenv that sees this interpreter's site-packages; returns its python.
+
+    `venv --system-site-packages` would not do: run from a virtualenv (as CI runs), it shows the
+    base interpreter's site-packages, not this one's, and those may lack torch or a setuptools
+    that builds wheels. A .pth file in the new venv names this interpreter's own directories."""
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(path)], check=True, capture_output=True)
+    python = path / "bin" / "python"
+    purelib = subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
+                             check=True, capture_output=True, text=True).stdout.strip()
+    Path(purelib, "_regressbisect_parent.pth").write_text("".join(f"{d}\n" for d in site.getsitepackages()))
+    return python
 
 
 def pip_install(python: Path, project: Path, editable: bool, mode: str | None = None) -> None:
