@@ -413,6 +413,15 @@ class Store:
                 (hunt_id, hunt_id)).fetchall()
         return [(None if s is None else float(s), float(w)) for s, w in rows]
 
+    def hunt_samples_in_order(self, hunt_id: int) -> list[tuple[str, str, float]]:
+        """(commit, patch ids as stored, tok/s) of one hunt's unprofiled samples of its main arm,
+        in the order the probes started (insertion order where a start time is missing)."""
+        with self._lock:
+            rows = self._conn.execute(
+                "SELECT commit_sha, patch_ids, tok_s FROM samples WHERE hunt_id = ? AND arm = 'main'"
+                " AND instrumented = 0 ORDER BY COALESCE(started_at, created_at), id", (hunt_id,)).fetchall()
+        return [(str(c), str(p), float(v)) for c, p, v in rows]
+
     def sample_ids(self, key: SampleKey, *, instrumented: bool | None = False,
                    arm: str | None = None) -> list[int]:
         """Ids of the samples `samples()` returns, same order (for `iterations()`)."""

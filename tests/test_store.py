@@ -267,6 +267,25 @@ def test_a_version_1_store_is_migrated_once_to_the_current_schema(tmp_path):
     assert columns.count("started_at") == 1
 
 
+def test_a_hunts_samples_in_order_are_its_plain_main_arm_samples_by_start_time(tmp_path):
+    # scripts/pair_noise.py pairs neighbours in this order: a profiled sample, another arm's or
+    # another hunt's must not sit between two samples that were taken side by side
+    with Store(tmp_path / "store.sqlite") as store:
+        hunt = store.start_hunt(kind="commits", good=SHA_A, bad=SHA_B, config_hash="cfg", env_fingerprint="env",
+                                settings={})
+        other = store.start_hunt(kind="commits", good=SHA_B, bad=SHA_A, config_hash="cfg", env_fingerprint="env",
+                                 settings={})
+        assert other != hunt
+        started = lambda value, t: dataclasses.replace(_measured(value), started_at=t)  # noqa: E731
+        store.add_outcome(KEY_A, Candidate(SHA_B), started(900.0, 20.0), hunt_id=hunt)
+        store.add_outcome(KEY_A, Candidate(SHA_A), started(1000.0, 10.0), hunt_id=hunt)
+        store.add_outcome(KEY_A, Candidate(SHA_A), started(1100.0, 15.0), hunt_id=hunt, arm="overhead")
+        store.add_outcome(KEY_A, Candidate(SHA_A), started(1200.0, 16.0), hunt_id=other)
+        store.add_outcome(KEY_A, Candidate(SHA_A), dataclasses.replace(
+            _measured(800.0, instrumented=True), started_at=17.0), hunt_id=hunt)
+        assert store.hunt_samples_in_order(hunt) == [(SHA_A, "[]", 1000.0), (SHA_B, "[]", 900.0)]
+
+
 def test_a_later_migration_runs_once(tmp_path, monkeypatch):
     import regressbisect.store as store_module
 
