@@ -26,8 +26,6 @@ import contextlib
 import io
 import json
 import os
-import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -39,6 +37,7 @@ from tabulate import tabulate  # noqa: E402
 
 from regressbisect.cli import main  # noqa: E402
 from regressbisect.testing.cextrepo import make_cext_repo  # noqa: E402
+from regressbisect.testing.isorepo import make_venv, pip_install  # noqa: E402
 
 SPEEDS = [1000.0] * 4 + [700.0] * 3
 WAYS = {
@@ -51,11 +50,7 @@ WAYS = {
 
 def user_env(tmp: Path, repo: Path) -> Path:
     env = tmp / "userenv"
-    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", "--without-pip", str(env)], check=True)
-    site = env / "lib" / f"python{sys.version_info[0]}.{sys.version_info[1]}" / "site-packages"
-    (site / "_base.pth").write_text("\n".join(p for p in sys.path if p.endswith("site-packages")) + "\n")
-    subprocess.run([str(env / "bin" / "python"), "-m", "pip", "install", "-q", "--no-deps",
-                    "--no-build-isolation", "--no-index", str(repo)], check=True, capture_output=True)
+    pip_install(make_venv(env), repo, editable=False)
     return env
 
 
