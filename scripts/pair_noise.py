@@ -4,9 +4,10 @@
 The search's tests read one noise: every candidate's spread about its own mean, pooled over the
 hunt (`SampleBook.noise`, docs/search.md). A candidate sampled early and late in a hunt also
 carries the machine's changes between those times, which a pair taken side by side cancels; the
-naming gate and the side checks test such pairs. This script compares the two spreads on a stored
+naming gate tests such pairs, and reads their spread for a step picked once the machine had
+changed (`SampleBook.drifting`, docs/search.md section 3). This script compares the two spreads on a stored
 hunt: the pooled within-candidate spread, and the spread within pairs (two neighbouring samples,
-in the order the probes started, of two different candidates; each sample in one pair at most;
+in the order the probes started, of two different candidates, paired as the search pairs them;
 per sample, the pair differences' spread over sqrt 2, about each candidate pair's own mean).
 Their ratio squared is about the factor in pairs that a paired test would need less at the
 within-pair spread (1 on a machine whose noise does not change over the hunt).
@@ -17,44 +18,31 @@ within-pair spread (1 on a machine whose noise does not change over the hunt).
 from __future__ import annotations
 
 import argparse
-import math
 import sys
-from collections import defaultdict
 from pathlib import Path
 
 from _common import write_results  # noqa: E402  (also puts the repository on sys.path)
 
+from regressbisect.search.book import SampleBook  # noqa: E402
 from regressbisect.search.stats import NoisePool  # noqa: E402
 from regressbisect.store import Store  # noqa: E402
 
 
-def neighbour_pairs(samples: list[tuple[str, float]]) -> dict[tuple[str, str], list[float]]:
-    """log(second) - log(first) of neighbouring samples of two candidates, by the sorted pair."""
-    out: dict[tuple[str, str], list[float]] = defaultdict(list)
-    k = 0
-    while k + 1 < len(samples):
-        (a, x), (b, y) = samples[k], samples[k + 1]
-        if a == b:
-            k += 1
-            continue
-        key = (a, b) if a < b else (b, a)
-        out[key].append(math.log(y / x) if a == key[0] else math.log(x / y))
-        k += 2
-    return out
-
-
 def spreads(samples: list[tuple[str, float]]) -> dict:
-    by_candidate: dict[str, list[float]] = defaultdict(list)
-    for candidate, value in samples:
-        by_candidate[candidate].append(value)
-    within = NoisePool.of(list(by_candidate.values()))
-    pairs = neighbour_pairs(samples)
-    # a pair difference has twice a sample's variance: its sum of squares over 2 is per sample
-    diff_pools = {key: NoisePool.of([[math.exp(d) for d in ds]]) for key, ds in pairs.items()}
-    in_pairs = NoisePool(sum(p.ss for p in diff_pools.values()) / 2, sum(p.df for p in diff_pools.values()))
-    rows = [{"a": a[:10], "b": b[:10], "pairs": len(ds),
-             "sigma": diff_pools[(a, b)].sigma / math.sqrt(2) if diff_pools[(a, b)].df else None}
-            for (a, b), ds in sorted(pairs.items(), key=lambda kv: -len(kv[1]))]
+    """The two spreads of samples in start order, paired as the search pairs them
+    (`SampleBook.pairs`: neighbours, each sample in one pair at most)."""
+    names = sorted({candidate for candidate, _ in samples})
+    book = SampleBook(pair_window=1)
+    for n, (candidate, value) in enumerate(samples):
+        book.add(names.index(candidate), value, tag=None, when=n)
+    within = book.own_noise()
+    pairs = book.pairs()
+    in_pairs = NoisePool.of_ratios(pairs.diffs.values())
+    rows = []
+    for (a, b), diffs in sorted(pairs.diffs.items(), key=lambda kv: -len(kv[1])):
+        own = NoisePool.of_ratios([diffs])
+        rows.append({"a": names[a][:10], "b": names[b][:10], "pairs": len(diffs),
+                     "sigma": own.sigma if own.df else None})
     ratio = (within.sigma / in_pairs.sigma) ** 2 if in_pairs.df and in_pairs.sigma > 0 else None
     return {"samples": len(samples), "within_candidates": {"sigma": within.sigma, "df": within.df},
             "within_pairs": {"sigma": in_pairs.sigma, "df": in_pairs.df}, "variance_ratio": ratio,

@@ -121,6 +121,51 @@ def test_the_gate_names_a_step_its_fresh_pairs_show_and_not_one_they_do_not():
     assert not flat.named(3, 4, sign=-1)
 
 
+def _gate_on_a_switching_machine(switching: bool) -> NamingGate:
+    """GOOD (0) and BAD (9) -20% in 12 side-by-side pairs while the machine's speed switches
+    between 1 and 0.8 every 4 pairs (or not), then step (3, 4) of -3% picked at round 30 and 5
+    fresh pairs of it; 1% noise per sample."""
+    rng = np.random.default_rng(11)
+    book = SampleBook(pair_window=2)
+    draw = lambda level: float(level * math.exp(rng.normal(0, 0.01)))  # noqa: E731
+    for k in range(12):
+        speed = 0.8 if switching and (k // 4) % 2 else 1.0
+        book.add(0, draw(1000 * speed), tag=None, when=2 * k)
+        book.add(9, draw(800 * speed), tag=None, when=2 * k + 1)
+    book.add(3, draw(1000), tag=None, when=25)
+    book.add(4, draw(970), tag=None, when=26)
+    gate = NamingGate(book, name_alpha=0.001)
+    gate.pick(3, 4, when=30, step=math.log(0.97))
+    for k in range(5):
+        book.add(3, draw(1000), tag=None, when=31 + 2 * k)
+        book.add(4, draw(970), tag=None, when=32 + 2 * k)
+    return gate
+
+
+def test_on_a_machine_that_changed_the_gate_reads_the_spread_within_pairs():
+    # GOOD's and BAD's samples span both speeds, so the spread within commits is ~10% while a
+    # pair's two samples share one: the pooled spread left a 3% step unnamed after 5 fresh pairs
+    changed, steady = _gate_on_a_switching_machine(True), _gate_on_a_switching_machine(False)
+    assert changed.book.own_noise().sigma > 5 * changed.book.pair_noise().sigma
+    assert changed.targets[(3, 4)].paired and not steady.targets[(3, 4)].paired
+    assert changed.named(3, 4, sign=-1) and steady.named(3, 4, sign=-1)
+    assert not changed.named(3, 4, sign=1)
+
+
+def test_side_by_side_pairs_use_each_sample_once_and_only_within_the_window():
+    book = SampleBook(pair_window=2)
+    for index, value, when in [(0, 1000.0, 0), (1, 900.0, 1), (1, 910.0, 2), (0, 1010.0, 3),
+                               (2, 800.0, 4), (0, 1020.0, 9), (3, 700.0, 10)]:
+        book.add(index, value, tag=None, when=when)
+    book.add(3, None, tag=None, when=11)
+    book.add(3, None, tag=None, when=12)                       # 3 is now unmeasurable
+    pairs = book.pairs()
+    # (0, 1) twice in ABBA order; 2 alone (its neighbour 0 at round 9 is 5 rounds later); 3 is out
+    assert pairs.diffs == {(0, 1): [pytest.approx(math.log(0.9)), pytest.approx(math.log(910 / 1010))]}
+    assert pairs.rounds == {(0, 1): [1, 3]} and pairs.samples == {0: [0, 1], 1: [0, 1]}
+    assert book.pair_noise().df == 1 and not book.drifting()
+
+
 def test_pairs_before_the_pick_do_not_count_and_a_later_pick_gets_a_smaller_share():
     gate = _gate_with_pairs(0.10, 3)
     target = gate.pick(3, 4, when=100, step=math.log(0.9))   # picked after every pair

@@ -9,6 +9,7 @@ remembered scale from earlier hunts joined while it fits).
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Sequence
 
 import numpy as np
@@ -17,7 +18,7 @@ from scipy.stats import f as f_dist
 
 from regressbisect.search.stats import NoisePool
 
-__all__ = ["NOISE_PRIOR_DF", "NOISIER_LEVEL", "SampleBook"]
+__all__ = ["NOISE_PRIOR_DF", "NOISIER_LEVEL", "SampleBook", "SideBySide"]
 
 NOISE_PRIOR_DF = 10
 """Most degrees of freedom a remembered noise scale counts for: it starts the estimate (two pairs
@@ -39,6 +40,7 @@ class SampleBook:
         self.time: dict[int, list[int]] = {}
         self.tags: dict[int, list[str | None]] = {}
         self.skips: dict[int, int] = {}
+        self.order: list[tuple[int, int]] = []     # (candidate, its sample number), as recorded
         self.noise_prior = noise_prior.capped(NOISE_PRIOR_DF) if noise_prior and noise_prior.df else None
 
     def add(self, index: int, value: float | None, *, tag: str | None, when: int) -> None:
@@ -48,6 +50,7 @@ class SampleBook:
             return
         if not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):
             raise ValueError(f"tok/s must be finite and positive, got {value!r}")
+        self.order.append((index, len(self.raw.get(index, []))))
         self.raw.setdefault(index, []).append(float(value))
         self.time.setdefault(index, []).append(when)
         self.tags.setdefault(index, []).append(tag)
@@ -114,6 +117,62 @@ class SampleBook:
                 return tested
         return self.with_prior(own)
 
+    def pair_noise(self, of: Sequence[int] = (), since: int | None = None) -> NoisePool:
+        """The spread within side-by-side pairs (`pairs`), per sample, with the remembered prior.
+
+        A test of paired differences has this variance; the within-candidate pool (`noise`) also
+        holds the machine's changes between the times a candidate was sampled, which pairs cancel
+        (scripts/pair_noise.py). `of`: as in `noise`, the tested pair's own spread where it is
+        larger than the rest's; `since`: its pairs up to that round and after it are two groups of
+        their own (so that the spread is independent of the fresh pairs' mean)."""
+        pairs = self.pairs()
+        groups: dict[tuple, list[float]] = dict(pairs.diffs)
+        if of and since is not None and (key := (min(of), max(of))) in groups:
+            diffs, rounds = groups.pop(key), pairs.rounds[key]
+            groups[key] = [d for d, t in zip(diffs, rounds) if t <= since]
+            groups[(*key, "fresh")] = [d for d, t in zip(diffs, rounds) if t > since]
+        own = NoisePool.of_ratios(groups.values())
+        if of:
+            tested = NoisePool.of_ratios(d for key, d in groups.items() if key[0] in of and key[1] in of)
+            rest = self.with_prior(NoisePool(max(own.ss - tested.ss, 0.0), own.df - tested.df))
+            if self.noisier(tested, rest):
+                return tested
+        return self.with_prior(own)
+
+    def drifting(self) -> bool:
+        """The machine changed during the hunt: on the samples that pair, their spread within
+        candidates is larger than within the pairs at NOISIER_LEVEL (an F test, the pairs with 3
+        degrees of freedom or more). On the same samples, a commit noisier than the rest widens
+        both alike; what pairs cancel and candidates do not is the machine's change between the
+        times a candidate was sampled. A machine property, so both are of the whole hunt."""
+        pairs = self.pairs()
+        within = NoisePool.of([[self.raw[i][k] for k in ks] for i, ks in pairs.samples.items()])
+        paired = NoisePool.of_ratios(pairs.diffs.values())
+        if not (within.df and paired.df >= 3 and paired.ss > 0):
+            return False
+        return within.sigma ** 2 > paired.sigma ** 2 * float(f_dist.ppf(NOISIER_LEVEL, within.df, paired.df))
+
+    def pairs(self) -> "SideBySide":
+        """The hunt's side-by-side pairs: every sample, in the order recorded, pairs with the next
+        one when that is another candidate's taken within pair_window rounds; each sample is in one
+        pair at most."""
+        out = SideBySide({}, {}, {})
+        pending: tuple[int, int] | None = None
+        for index, k in self.order:
+            if self.unmeasurable(index):
+                continue
+            if pending is not None and pending[0] != index and \
+                    abs(self.time[index][k] - self.time[pending[0]][pending[1]]) <= self.pair_window:
+                (a, ka), (b, kb) = sorted([pending, (index, k)])
+                out.diffs.setdefault((a, b), []).append(math.log(self.raw[b][kb]) - math.log(self.raw[a][ka]))
+                out.rounds.setdefault((a, b), []).append(max(self.time[a][ka], self.time[b][kb]))
+                out.samples.setdefault(a, []).append(ka)
+                out.samples.setdefault(b, []).append(kb)
+                pending = None
+            else:
+                pending = (index, k)
+        return out
+
     @staticmethod
     def noisier(tested: NoisePool, rest: NoisePool) -> bool:
         """`tested`'s spread is larger than `rest`'s at NOISIER_LEVEL (F test)."""
@@ -166,3 +225,14 @@ class SampleBook:
         if df == 0 or not sigma > 0:
             return math.nan, 0
         return (sigma * math.sqrt(df / chi2.ppf(0.10, df)) if df < 10 else sigma), df
+
+
+
+@dataclass(frozen=True)
+class SideBySide:
+    """Side-by-side pairs (`SampleBook.pairs`): log(b / a) by the two candidates (a < b), each
+    pair's round (its later sample's), and each candidate's sample numbers that are in a pair."""
+
+    diffs: dict[tuple[int, int], list[float]]
+    rounds: dict[tuple[int, int], list[int]]
+    samples: dict[int, list[int]]

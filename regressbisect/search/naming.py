@@ -30,12 +30,15 @@ class Target:
     """A step (last_good, first_bad) that reached confirmation: its rank among the steps picked in
     the hunt (its share of name_alpha), the round it was picked in (only pairs taken after it name
     it) and the naming test's effect prior: the step the model expected then, in units of the
-    noise then (both fixed at the pick, so the test's prior does not look at its own data)."""
+    noise then (both fixed at the pick, so the test's prior does not look at its own data).
+    paired: the machine had changed by the pick (`SampleBook.drifting`), so the test reads the
+    spread within side-by-side pairs, in whose units `effect` is."""
 
     order: int
     since: int
     scale: float
     effect: float = math.nan
+    paired: bool = False
 
 
 class NamingGate:
@@ -50,7 +53,9 @@ class NamingGate:
         """Register step (a, b) when it first reaches confirmation in round `when`, expecting a log
         step of `step`; a step picked before keeps its first pick."""
         if (a, b) not in self.targets:
-            self.targets[(a, b)] = Target(len(self.targets) + 1, when, abs(step), abs(step) / self.book.noise().sigma)
+            paired = self.book.drifting()
+            noise = self.book.pair_noise() if paired else self.book.noise()
+            self.targets[(a, b)] = Target(len(self.targets) + 1, when, abs(step), abs(step) / noise.sigma, paired)
         return self.targets[(a, b)]
 
     def since(self, a: int, b: int) -> int:
@@ -71,7 +76,9 @@ class NamingGate:
         k-th step picked sums to name_alpha over the whole hunt (a union bound over every bracket
         and side). The noise is the hunt's pooled spread, with a and b each split at the pick (so
         that it is independent of the fresh pairs' mean), or theirs alone where they are noisier
-        than the rest (`SampleBook.noise`): the e-value needs no bound on sigma (an upper
+        than the rest (`SampleBook.noise`); for a step picked once the machine had changed, the
+        spread within side-by-side pairs, the step's own split at the pick (`SampleBook.pair_noise`,
+        docs/search.md section 3): the e-value needs no bound on sigma (an upper
         confidence bound cost ~1.2-1.4x the pairs). It names only once a and b have 2 degrees of
         freedom of their own after the split: before that nothing tells a flaky commit that read
         low twice from a quiet one, and the pool's quiet made its scatter a step (docs/search.md,
@@ -89,7 +96,8 @@ class NamingGate:
         split = {a: target.since, b: target.since}
         if self.book.own_noise(split, only=(a, b)).df < OWN_DF_TO_NAME:
             return False
-        noise = self.book.noise(split=split, of=(a, b))
+        noise = (self.book.pair_noise(of=(a, b), since=target.since) if target.paired
+                 else self.book.noise(split=split, of=(a, b)))
         return pooled_t_log_bf(est, 2 / len(diffs), noise, sign=sign, priors=priors) >= math.log(1 / alpha_k)
 
     def own_size(self, a: int, b: int, sigma: float) -> tuple[float, float] | None:

@@ -312,6 +312,19 @@ class NoisePool:
                 df += x.size - 1
         return NoisePool(ss, df)
 
+    @staticmethod
+    def of_ratios(groups: Iterable[Sequence[float]]) -> "NoisePool":
+        """Per sample, from groups of log ratios of side-by-side pairs: each group's squared
+        deviations from its own mean, halved (a ratio has twice a sample's variance), and its size
+        less one."""
+        ss, df = 0.0, 0
+        for g in groups:
+            d = np.asarray(list(g), dtype=float)
+            if d.size > 1:
+                ss += float(np.sum((d - d.mean()) ** 2)) / 2
+                df += d.size - 1
+        return NoisePool(ss, df)
+
     def plus(self, other: "NoisePool") -> "NoisePool":
         return NoisePool(self.ss + other.ss, self.df + other.df)
 
