@@ -227,7 +227,6 @@ class SampleBook:
         return (sigma * math.sqrt(df / chi2.ppf(0.10, df)) if df < 10 else sigma), df
 
 
-
 @dataclass(frozen=True)
 class SideBySide:
     """Side-by-side pairs (`SampleBook.pairs`): log(b / a) by the two candidates (a < b), each
