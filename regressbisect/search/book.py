@@ -41,6 +41,7 @@ class SampleBook:
         self.tags: dict[int, list[str | None]] = {}
         self.skips: dict[int, int] = {}
         self.order: list[tuple[int, int]] = []     # (candidate, its sample number), as recorded
+        self._pairs: tuple[tuple[int, int], SideBySide] | None = None    # `pairs` at (samples, skips)
         self.noise_prior = noise_prior.capped(NOISE_PRIOR_DF) if noise_prior and noise_prior.df else None
 
     def add(self, index: int, value: float | None, *, tag: str | None, when: int) -> None:
@@ -109,13 +110,7 @@ class SampleBook:
         few), the test reads their spread alone. As with the remembered prior, which pool a look
         reads is chosen on sums of squares only, independent of the means under the normal model.
         """
-        own = self.own_noise(split)
-        if of:
-            tested = self.own_noise(split, only=of)
-            rest = self.with_prior(NoisePool(max(own.ss - tested.ss, 0.0), own.df - tested.df))
-            if self.noisier(tested, rest):
-                return tested
-        return self.with_prior(own)
+        return self._tested_or_pooled(self.own_noise(split), self.own_noise(split, only=of) if of else None)
 
     def pair_noise(self, of: Sequence[int] = (), since: int | None = None) -> NoisePool:
         """The spread within side-by-side pairs (`pairs`), per sample, with the remembered prior.
@@ -131,9 +126,13 @@ class SampleBook:
             diffs, rounds = groups.pop(key), pairs.rounds[key]
             groups[key] = [d for d, t in zip(diffs, rounds) if t <= since]
             groups[(*key, "fresh")] = [d for d, t in zip(diffs, rounds) if t > since]
-        own = NoisePool.of_ratios(groups.values())
-        if of:
-            tested = NoisePool.of_ratios(d for key, d in groups.items() if key[0] in of and key[1] in of)
+        tested = NoisePool.of_ratios(d for key, d in groups.items() if key[0] in of and key[1] in of) if of else None
+        return self._tested_or_pooled(NoisePool.of_ratios(groups.values()), tested)
+
+    def _tested_or_pooled(self, own: NoisePool, tested: NoisePool | None) -> NoisePool:
+        """`tested` (the compared commits' part of `own`) alone where it is noisier than the rest,
+        else all of `own` with the remembered prior (`noise`)."""
+        if tested is not None:
             rest = self.with_prior(NoisePool(max(own.ss - tested.ss, 0.0), own.df - tested.df))
             if self.noisier(tested, rest):
                 return tested
@@ -148,14 +147,15 @@ class SampleBook:
         pairs = self.pairs()
         within = NoisePool.of([[self.raw[i][k] for k in ks] for i, ks in pairs.samples.items()])
         paired = NoisePool.of_ratios(pairs.diffs.values())
-        if not (within.df and paired.df >= 3 and paired.ss > 0):
-            return False
-        return within.sigma ** 2 > paired.sigma ** 2 * float(f_dist.ppf(NOISIER_LEVEL, within.df, paired.df))
+        return paired.df >= 3 and self.noisier(within, paired)
 
     def pairs(self) -> "SideBySide":
         """The hunt's side-by-side pairs: every sample, in the order recorded, pairs with the next
         one when that is another candidate's taken within pair_window rounds; each sample is in one
-        pair at most."""
+        pair at most. Kept until a sample or a skip is added (the gate reads them at every look)."""
+        state = (len(self.order), sum(self.skips.values()))
+        if self._pairs is not None and self._pairs[0] == state:
+            return self._pairs[1]
         out = SideBySide({}, {}, {})
         pending: tuple[int, int] | None = None
         for index, k in self.order:
@@ -171,6 +171,7 @@ class SampleBook:
                 pending = None
             else:
                 pending = (index, k)
+        self._pairs = (state, out)
         return out
 
     @staticmethod
