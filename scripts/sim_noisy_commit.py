@@ -10,6 +10,10 @@ commit can have a spread of its own: a host-bound commit on a GPU, a flaky one. 
 * both-15      both at 15%
 * bad-side-5   every commit from the step on at 5% (host-bound after it)
 * far-8        a commit far from the step (#20) at 8%
+* bad-side-5+  bad-side-5 with a second step, -5% at #20, inside the noisy commits
+
+The last asks whether the quiet commits' spread, pooled, shrinks the noisy commits' tests: early in
+a hunt the F test that finds a tested pair noisier has few degrees of freedom.
 
 Per arm and scenario: hunts exactly right, hunts that named a false culprit, hunts left
 undecided, mean executions. Arms are copies of the tool: --arm NAME@PATH runs the search from
@@ -38,7 +42,9 @@ SCENARIOS: dict[str, dict[int, float]] = {
     "both-15": {7: 0.15, 8: 0.15},
     "bad-side-5": {i: 0.05 for i in range(STEP_AT, N)},
     "far-8": {20: 0.08},
+    "bad-side-5+": {i: 0.05 for i in range(STEP_AT, N)},
 }
+MORE_STEPS: dict[str, dict[int, float]] = {"bad-side-5+": {20: -0.05}}
 
 
 def one_hunt(job: tuple[str, int]) -> dict:
@@ -48,7 +54,8 @@ def one_hunt(job: tuple[str, int]) -> dict:
     from regressbisect.search.simulate import step_levels
 
     scenario, seed = job
-    levels = step_levels(N, {STEP_AT: STEP})
+    steps = {STEP_AT: STEP, **MORE_STEPS.get(scenario, {})}
+    levels = step_levels(N, steps)
     own = SCENARIOS[scenario]
     sigma = [math.sqrt(math.log1p(own.get(i, CV) ** 2)) for i in range(N)]
     rng = np.random.default_rng(seed)
@@ -61,14 +68,16 @@ def one_hunt(job: tuple[str, int]) -> dict:
 
     result = drive(CommitSearch(N, SearchSettings()), measure)
     found = {c.first_bad for c in result.culprits}
-    return {"exact": found == {STEP_AT}, "false": bool(found - {STEP_AT}),
+    return {"exact": found == set(steps), "false": bool(found - set(steps)),
             "undecided": result.verdict == "undecided", "executions": executions}
 
 
-def run_arm(trials: int, jobs: int, seed: int) -> list[dict]:
+def run_arm(trials: int, jobs: int, seed: int, only: str | None) -> list[dict]:
     rows = []
     with ProcessPoolExecutor(jobs) as pool:
         for scenario in SCENARIOS:
+            if only is not None and scenario != only:
+                continue
             hunts = list(pool.map(one_hunt, [(scenario, seed + t) for t in range(trials)]))
             rows.append({"scenario": scenario,
                          **{k: sum(h[k] for h in hunts) for k in ("exact", "false", "undecided")},
@@ -81,11 +90,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--trials", type=int, default=200)
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--seed", type=int, default=1000)
+    ap.add_argument("--only", choices=list(SCENARIOS), help="this scenario alone")
     ap.add_argument("--arm", action="append", default=[], help="NAME@PATH: the tool at PATH (default: now, this copy)")
     ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.worker:
-        print(json.dumps(run_arm(args.trials, args.jobs, args.seed)))
+        print(json.dumps(run_arm(args.trials, args.jobs, args.seed, args.only)))
         return 0
     from _common import print_table, run_arms   # here: it puts this copy first on sys.path, which the workers must not see
 

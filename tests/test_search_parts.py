@@ -72,7 +72,10 @@ def test_a_commit_noisier_than_the_rest_is_tested_on_its_own_spread_and_a_quiet_
     pooled = book.noise()
     tested = book.noise(of=(3, 4))
     assert tested.df == 6 and tested.sigma > 2 * pooled.sigma          # 3's scatter, not the pool's quiet
-    assert book.noise(of=(4, 10)).df == pooled.df                      # two quiet commits: the pool
+    # two quiet commits: the pool, less 3's scatter (a test of them does not pay for it)
+    quiet = book.noise(of=(4, 10))
+    assert book.noisier_commits() == {3}
+    assert quiet.df == pooled.df - 3 and quiet.sigma < 0.008 < pooled.sigma
 
 
 def test_the_gate_names_only_once_the_two_commits_have_shown_their_own_spread():
@@ -91,14 +94,19 @@ def test_the_gate_names_only_once_the_two_commits_have_shown_their_own_spread():
 
 def test_a_noisy_commit_beside_the_step_is_not_named_through_the_pools_quiet():
     # 32 commits at 0.5% noise, -10% at #8; the last good commit #7 at 8% of its own. Pooled with
-    # the quiet ones its scatter read as a step: #7 was named in 6 of seeds 0-299, these
+    # the quiet ones its scatter read as a step: #7 was named in 6 of seeds 0-299, these. A hunt
+    # may end undecided (#7's own spread can need more pairs than the cap), never on a wrong name
     levels = step_levels(32, {8: -0.10})
     sigma = [math.sqrt(math.log1p((0.08 if i == 7 else 0.005) ** 2)) for i in range(32)]
+    found = []
     for seed in (73, 125, 150, 178, 246, 297):
         rng = np.random.default_rng(seed)
         result = drive(CommitSearch(32, SearchSettings()),
                        lambda batch, rng=rng: [levels[m.index] * float(np.exp(rng.normal(0.0, sigma[m.index]))) for m in batch])
-        assert [c.first_bad for c in result.culprits] == [8], seed
+        named = [c.first_bad for c in result.culprits]
+        assert named in ([8], []) and (named or result.verdict == "undecided"), seed
+        found.append(named == [8])
+    assert sum(found) >= 5
 
 
 def _gate_with_pairs(drop: float, pairs: int, noise: float = 0.01, since: int = 0) -> NamingGate:
@@ -235,6 +243,32 @@ def test_a_side_is_cleared_only_if_its_fresh_pairs_agree():
     book = _side_book(1000.0, 1050.0, 950.0)
     assert _rule(book).decide(0, 5, since=100, sign=-1, gap_scale=0.1) is None
     assert _rule(book).decide(0, 5, since=1000, sign=-1, gap_scale=0.1) is None   # no fresh pairs yet
+
+
+def _quiet_rest_noisy_ends(noise: float, n: int = 3) -> SampleBook:
+    """A side 0..5 whose ends read alike at `noise` (n samples each before round 100, n fresh pairs
+    after it), in a hunt of ten other commits at 0.5% (`_quiet_hunt_and`)."""
+    rng = np.random.default_rng(12)
+    ends: dict[int, list[tuple[int, float]]] = {0: [], 5: []}
+    for i in (0, 5):
+        ends[i] += [(k, float(1000 * math.exp(rng.normal(0, noise)))) for k in range(1, n + 1)]
+    for k in range(n):
+        for i in (0, 5):
+            ends[i].append((101 + 2 * k + (i == 5), float(1000 * math.exp(rng.normal(0, noise)))))
+    return _quiet_hunt_and(ends)
+
+
+def test_a_side_whose_ends_are_noisier_than_the_rest_is_not_cleared_on_the_pools_quiet():
+    """Host-bound ends (5%) in a hunt of GPU-bound commits (0.5%): on the pool's quiet, three fresh
+    pairs ruled out a 2% step between them, which their own spread cannot. In a simulated hunt of
+    that shape (32 commits, -10% at #8 and every commit from it on at 5%, a second step of -5% at
+    #20) the side that held the second step was cleared so in 6 of 100 hunts."""
+    book = _quiet_hunt_and({})
+    noisy = _quiet_rest_noisy_ends(0.05)
+    assert noisy.noise(of=(0, 5)).sigma > 4 * book.noise().sigma         # the ends' own spread
+    assert _rule(noisy).decide(0, 5, since=100, sign=-1, gap_scale=0.1) is None
+    # ends as quiet as the rest are cleared on as many pairs
+    assert _rule(_quiet_rest_noisy_ends(0.005)).decide(0, 5, since=100, sign=-1, gap_scale=0.1)[0] == "cleared"
 
 
 def _arm(pairs: list[tuple[float, float]], direction: str = "slower", max_samples: int = 96) -> ControlArm:

@@ -29,6 +29,14 @@ NOISIER_LEVEL = 0.99
 (`SampleBook.noise`); their spread is then the test's alone."""
 
 
+OUTLIER_LEVEL = 0.9999
+"""Level of the F test that finds a commit noisier than all the others (`noisier_commits`): the
+tests of other commits leave its spread out of their pool. Strict, because it is asked at every
+look of every test: at 99.9% a chance flag of an ordinary commit cost one simulated hunk hunt in
+100 about 700 probes, while a host-bound or flaky commit (10-900x the variance) is found at
+either level."""
+
+
 class SampleBook:
     """tok/s per candidate in recording order, the round and pairing tag of each, and the skips."""
 
@@ -42,6 +50,7 @@ class SampleBook:
         self.skips: dict[int, int] = {}
         self.order: list[tuple[int, int]] = []     # (candidate, its sample number), as recorded
         self._pairs: tuple[tuple[int, int], SideBySide] | None = None    # `pairs` at (samples, skips)
+        self._outliers: tuple[tuple[int, int], frozenset[int]] | None = None   # `noisier_commits`, likewise
         self.noise_prior = noise_prior.capped(NOISE_PRIOR_DF) if noise_prior and noise_prior.df else None
 
     def add(self, index: int, value: float | None, *, tag: str | None, when: int) -> None:
@@ -102,15 +111,35 @@ class SampleBook:
     def noise(self, split: dict[int, int] | None = None, of: Sequence[int] = ()) -> NoisePool:
         """The hunt's pure-error noise with the remembered prior (`with_prior`).
 
-        of: the commits a test compares (the naming gate's). The spread is pooled because it is
-        mostly the machine's, but a commit can be noisier than the rest (host-bound, flaky): pooled
-        with quiet commits it borrows their quiet, and a test of it reads its own scatter as a step
-        (docs/search.md, section 1, "A commit noisier than the rest"). So when their spread is
-        larger than the rest's (an F test at NOISIER_LEVEL, on their own degrees of freedom however
-        few), the test reads their spread alone. As with the remembered prior, which pool a look
-        reads is chosen on sums of squares only, independent of the means under the normal model.
+        of: the commits a test compares (the naming gate's, a side check's ends). The spread is
+        pooled because it is mostly the machine's, but a commit can be noisier than the rest
+        (host-bound, flaky): pooled with quiet commits it borrows their quiet, and a test of it
+        reads its own scatter as a step (docs/search.md, section 1, "A commit noisier than the
+        rest"). So when their spread is larger than the rest's (an F test at NOISIER_LEVEL, on their
+        own degrees of freedom however few), the test reads their spread alone. The other way
+        round, a commit far noisier than all the others (`noisier_commits`) leaves the pool of a
+        test that does not compare it: one 15% commit among 0.5% ones made every side check
+        beside it pay for its scatter. As with the remembered prior, which pool a look reads is
+        chosen on sums of squares only, independent of the means under the normal model. Without
+        `of` (the paired SPRT, a culprit's interval) the pool is every commit's.
         """
-        return self._tested_or_pooled(self.own_noise(split), self.own_noise(split, only=of) if of else None)
+        if not of:
+            return self.with_prior(self.own_noise(split))
+        skip = self.noisier_commits() - set(of)
+        return self._tested_or_pooled(self.own_noise(split, skip=skip), self.own_noise(split, only=of))
+
+    def noisier_commits(self) -> frozenset[int]:
+        """Candidates whose spread is larger than the rest's at OUTLIER_LEVEL (an F test, each
+        against all the others). Kept until a sample or a skip is added."""
+        state = (len(self.order), sum(self.skips.values()))
+        if self._outliers is not None and self._outliers[0] == state:
+            return self._outliers[1]
+        groups = {i: NoisePool.of([v]) for i, v in self.raw.items() if len(v) >= 2 and not self.unmeasurable(i)}
+        total = NoisePool(sum(g.ss for g in groups.values()), sum(g.df for g in groups.values()))
+        out = frozenset(i for i, g in groups.items()
+                        if self.noisier(g, NoisePool(max(total.ss - g.ss, 0.0), total.df - g.df), OUTLIER_LEVEL))
+        self._outliers = (state, out)
+        return out
 
     def pair_noise(self, of: Sequence[int] = (), since: int | None = None) -> NoisePool:
         """The spread within side-by-side pairs (`pairs`), per sample, with the remembered prior.
@@ -175,19 +204,20 @@ class SampleBook:
         return out
 
     @staticmethod
-    def noisier(tested: NoisePool, rest: NoisePool) -> bool:
-        """`tested`'s spread is larger than `rest`'s at NOISIER_LEVEL (F test)."""
+    def noisier(tested: NoisePool, rest: NoisePool, level: float = NOISIER_LEVEL) -> bool:
+        """`tested`'s spread is larger than `rest`'s at `level` (F test)."""
         if not (tested.df and rest.df and rest.ss > 0):
             return False
-        return tested.sigma ** 2 > rest.sigma ** 2 * float(f_dist.ppf(NOISIER_LEVEL, tested.df, rest.df))
+        return tested.sigma ** 2 > rest.sigma ** 2 * float(f_dist.ppf(level, tested.df, rest.df))
 
-    def own_noise(self, split: dict[int, int] | None = None, only: Sequence[int] | None = None) -> NoisePool:
-        """Every measurable candidate's spread about its own mean (`only`: of those candidates).
-        `split` {index: round} makes the samples of a candidate up to that round and after it two
-        groups of their own."""
+    def own_noise(self, split: dict[int, int] | None = None, only: Sequence[int] | None = None,
+                  skip: frozenset[int] = frozenset()) -> NoisePool:
+        """Every measurable candidate's spread about its own mean (`only`: of those candidates;
+        `skip`: but these). `split` {index: round} makes the samples of a candidate up to that
+        round and after it two groups of their own."""
         groups: list[Sequence[float]] = []
         for i, vals in self.raw.items():
-            if len(vals) < 2 or self.unmeasurable(i) or (only is not None and i not in only):
+            if len(vals) < 2 or self.unmeasurable(i) or (only is not None and i not in only) or i in skip:
                 continue
             if split and i in split:
                 times = self.time.get(i, [])
@@ -217,11 +247,11 @@ class SampleBook:
         return {"sigma": self.noise_prior.sigma, "df": self.noise_prior.df,
                 "used": self.prior_fits(self.own_noise())}
 
-    def pooled_sigma(self) -> tuple[float, int]:
-        """Noise sigma (log scale) pooled over candidates (`noise`, the prior included); below 10
-        degrees of freedom, its 90% upper confidence bound, so that a lucky small spread early on
-        does not fake certainty."""
-        noise = self.noise()
+    def pooled_sigma(self, of: Sequence[int] = ()) -> tuple[float, int]:
+        """Noise sigma (log scale) pooled over candidates (`noise`, the prior included; `of`: the
+        compared commits, as there); below 10 degrees of freedom, its 90% upper confidence bound,
+        so that a lucky small spread early on does not fake certainty."""
+        noise = self.noise(of=of)
         sigma, df = noise.sigma, noise.df
         if df == 0 or not sigma > 0:
             return math.nan, 0

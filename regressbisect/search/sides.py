@@ -33,7 +33,9 @@ class SideRule:
         """('searched', nan) when the ends of the side lo..hi differ, ('cleared', the ruled-out
         relative size) when a further step is implausible there, None while neither.
 
-        The two ends' mean log tok/s, compared with the pooled sigma. 'searched' when a
+        The two ends' mean log tok/s, compared with the pooled sigma, or the ends' own where it is
+        larger than the rest's (`SampleBook.noise`: host-bound ends among GPU-bound commits
+        borrowed their quiet and were cleared on it). 'searched' when a
         normal-mixture SPRT (scale: the side margin) rejects 'no difference' at alpha/5, the
         difference is at least min_effect and in the hunted direction: the check is repeated at
         every new pair, and that test's false starts stay below alpha/5 however many looks it
@@ -56,7 +58,7 @@ class SideRule:
         Their price is one pair per side at low noise, a few at high noise.
         """
         lo_v, hi_v = self.book.raw.get(lo, []), self.book.raw.get(hi, [])
-        sigma, df = self.book.pooled_sigma()
+        sigma, df = self.book.pooled_sigma(of=(lo, hi))
         if not (lo_v and hi_v and sigma > 0):
             return None
         est = float(np.mean(np.log(hi_v)) - np.mean(np.log(lo_v)))
