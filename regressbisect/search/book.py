@@ -49,7 +49,7 @@ class SampleBook:
         self.tags: dict[int, list[str | None]] = {}
         self.skips: dict[int, int] = {}
         self.order: list[tuple[int, int]] = []     # (candidate, its sample number), as recorded
-        self._pairs: tuple[tuple[int, int], SideBySide] | None = None    # `pairs` at (samples, skips)
+        self._pairs: tuple[tuple[int, int], SideBySide] | None = None    # `pairs` at `_state()`
         self._outliers: tuple[tuple[int, int], frozenset[int]] | None = None   # `noisier_commits`, likewise
         self.noise_prior = noise_prior.capped(NOISE_PRIOR_DF) if noise_prior and noise_prior.df else None
 
@@ -131,7 +131,7 @@ class SampleBook:
     def noisier_commits(self) -> frozenset[int]:
         """Candidates whose spread is larger than the rest's at OUTLIER_LEVEL (an F test, each
         against all the others). Kept until a sample or a skip is added."""
-        state = (len(self.order), sum(self.skips.values()))
+        state = self._state()
         if self._outliers is not None and self._outliers[0] == state:
             return self._outliers[1]
         groups = {i: NoisePool.of([v]) for i, v in self.raw.items() if len(v) >= 2 and not self.unmeasurable(i)}
@@ -182,7 +182,7 @@ class SampleBook:
         """The hunt's side-by-side pairs: every sample, in the order recorded, pairs with the next
         one when that is another candidate's taken within pair_window rounds; each sample is in one
         pair at most. Kept until a sample or a skip is added (the gate reads them at every look)."""
-        state = (len(self.order), sum(self.skips.values()))
+        state = self._state()
         if self._pairs is not None and self._pairs[0] == state:
             return self._pairs[1]
         out = SideBySide({}, {}, {})
@@ -202,6 +202,10 @@ class SampleBook:
                 pending = (index, k)
         self._pairs = (state, out)
         return out
+
+    def _state(self) -> tuple[int, int]:
+        """(samples, skips) recorded so far: what `pairs` and `noisier_commits` are kept by."""
+        return len(self.order), sum(self.skips.values())
 
     @staticmethod
     def noisier(tested: NoisePool, rest: NoisePool, level: float = NOISIER_LEVEL) -> bool:
