@@ -305,6 +305,34 @@ def test_a_probe_that_failed_beside_others_is_run_again_alone(tmp_path):
     assert len(list(logs.glob("*.jsonl"))) == 4   # the learning probe, the long one, the failing one twice
 
 
+def test_a_failure_beside_others_that_runs_alone_narrows_the_slot(tmp_path):
+    """A probe that fails beside others and then runs alone failed for want of what its company
+    held (an 80 GB card under --overlap 3 sized for 141 GB): the slot runs one probe fewer side by
+    side from then on, so the next probes do not fail and run again too."""
+    work = _probe_dir(tmp_path)
+    alive = tmp_path / "alive"
+    alive.mkdir()
+    (work / "probe.py").write_text(
+        f"from pathlib import Path\nimport atexit, os\nmarker = Path({str(alive)!r}) / str(os.getpid())\n"
+        "marker.touch()\natexit.register(marker.unlink)\n" + PROBE.replace(
+            "    end = time.time()\n",
+            "    end = time.time()\n"
+            "    if len(list(marker.parent.iterdir())) > 1:\n"
+            "        sys.exit('RuntimeError: CUDA out of memory (other probes hold the memory)')\n"))
+    logs = tmp_path / "logs"
+    gate = WindowGate(2, settle_s=0.05)
+    try:
+        first = _at_once(gate, work, logs, _beside_each_other(tmp_path, {"STARTUP": "0.2"}))
+        assert all(o.sample is not None for o in first.values())
+        assert gate.stats.reruns == 1   # one failed beside the other; alone it ran
+        assert any("at most 1 probe(s)" in note for note in gate.stats.notes)
+        later = _at_once(gate, work, logs, {"c": {"STARTUP": "0.5"}, "d": {"STARTUP": "0.5"}})
+    finally:
+        gate.close()
+    assert all(o.sample is not None for o in later.values())
+    assert gate.stats.reruns == 1   # the slot ran them one at a time: neither failed beside the other
+
+
 def test_time_held_by_the_gate_does_not_count_against_the_timeout(tmp_path):
     """Held through another probe's 6 s window, a probe with a 4 s timeout that itself runs for
     well under a second still finishes: only the seconds it ran count. Its start-up lasts until

@@ -18,7 +18,10 @@ probes"): it connects to the unix socket named by REGRESSBISECT_WINDOW, sends `o
   once a probe of the slot has measured without opening a window, the slot's probes run one at a
   time. A probe that ran beside others of its slot without opening a window (its sample could
   have been disturbed) or that failed beside them (a stopped probe keeps its GPU memory: out of
-  memory beside others says nothing of the candidate) is run again alone.
+  memory beside others says nothing of the candidate) is run again alone. When that run alone
+  succeeds, the failure was the company's, and the slot runs one probe fewer side by side from
+  then on (down to one): `--overlap 3` sized for an H200's 141 GB had 8 of 12 h200-preset probes
+  fail beside each other on an 80 GB H100, each run again (docs/results.md, 2026-12-05).
 
 A hunt killed with -9 cannot continue the probes it stopped: a watchdog process, started with the
 gate, kills the process group of every probe still registered once the hunt's end of its pipe
@@ -145,6 +148,9 @@ class WindowGate:
         """Groups whose probe measured without the gate: their probes run one at a time."""
         self._alone: dict[str, int] = {}
         """group -> -1 while a probe runs alone, else how many probes run side by side."""
+        self._width: dict[str, int] = {}
+        """group -> most probes side by side, once a failure beside others narrowed it (from
+        lanes_per_slot; until then the executor's lanes alone bound it)."""
         self._dir = Path(tempfile.mkdtemp(prefix="regressbisect-windows-"))
         self.path = self._dir / "gate.sock"
         self._listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -185,8 +191,21 @@ class WindowGate:
                                         "run again alone")
             with self._lane(group, alone=True):
                 outcome, opened, _ = self._run_registered(group, run_probe, stoppable=False)
+            if failed and outcome.sample is not None:
+                self._narrow(group)
         self._learn(group, opened, outcome.sample is None)   # from the run whose outcome counts
         return outcome
+
+    def _narrow(self, group: str) -> None:
+        """A probe failed beside others and ran alone: one probe fewer side by side in its slot
+        (the card's memory, say, holds fewer than the lanes), never fewer than one."""
+        with self._cond:
+            width = max(1, self._width.get(group, self.stats.lanes_per_slot) - 1)
+            if width < self._width.get(group, self.stats.lanes_per_slot):
+                self.stats.notes.append(f"a probe failed beside others and ran alone: from then on at most {width} "
+                                        "probe(s) of its slot ran side by side")
+            self._width[group] = width
+            self._cond.notify_all()
 
     def _learn(self, group: str, opened: bool, failed: bool) -> None:
         """What the run whose outcome counts tells of its slot's probe: one that opened a window
@@ -232,7 +251,8 @@ class WindowGate:
             while True:
                 running = self._alone.get(group, 0)
                 shared = not alone and group not in self._ungated
-                if running == 0 or (shared and running > 0):
+                width = self._width.get(group, running + 1)
+                if running == 0 or (shared and 0 < running < width):
                     break
                 self._cond.wait()
             self._alone[group] = running + 1 if shared else -1
