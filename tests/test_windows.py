@@ -114,6 +114,22 @@ def _beside_each_other(tmp_path: Path, env: dict[str, str], names: str = "ab") -
             second: {**env, "STARTED": started[second], "START_UP_UNTIL": started[first]}}
 
 
+def _probe_failing_beside_others(tmp_path: Path) -> Path:
+    """The probe dir, its probe failing as out of memory at the end of its window when FAIL_BESIDE
+    is set and another probe process is alive (a stopped probe holds its GPU memory)."""
+    work = _probe_dir(tmp_path)
+    alive = tmp_path / "alive"
+    alive.mkdir()
+    (work / "probe.py").write_text(
+        f"from pathlib import Path\nimport atexit, os\nmarker = Path({str(alive)!r}) / str(os.getpid())\n"
+        "marker.touch()\natexit.register(marker.unlink)\n" + PROBE.replace(
+            "    end = time.time()\n",
+            "    end = time.time()\n"
+            "    if os.environ.get('FAIL_BESIDE') and len(list(marker.parent.iterdir())) > 1:\n"
+            "        sys.exit('RuntimeError: CUDA out of memory (other probes hold the memory)')\n"))
+    return work
+
+
 def _records(logs: Path) -> dict[int, list[dict]]:
     return {int(p.stem): [json.loads(line) for line in p.read_text().splitlines()] for p in logs.glob("*.jsonl")}
 
@@ -286,16 +302,7 @@ def test_a_hunt_with_overlapped_probes_finds_the_step(tmp_path):
 def test_a_probe_that_failed_beside_others_is_run_again_alone(tmp_path):
     """Out of memory because stopped probes hold theirs says nothing of the candidate: a probe
     that fails beside others is run again alone, and that outcome counts."""
-    work = _probe_dir(tmp_path)
-    alive = tmp_path / "alive"
-    alive.mkdir()
-    (work / "probe.py").write_text(
-        f"from pathlib import Path\nimport atexit, os\nmarker = Path({str(alive)!r}) / str(os.getpid())\n"
-        "marker.touch()\natexit.register(marker.unlink)\n" + PROBE.replace(
-            "    end = time.time()\n",
-            "    end = time.time()\n"
-            "    if os.environ.get('FAIL_BESIDE') and len(list(marker.parent.iterdir())) > 1:\n"
-            "        sys.exit('RuntimeError: CUDA out of memory (other probes hold the memory)')\n"))
+    work = _probe_failing_beside_others(tmp_path)
     logs = tmp_path / "logs"
     gate = WindowGate(2, settle_s=0.05)
     outcomes = _side_by_side(gate, work, logs, {"long": {"STARTUP": "2.0"}, "fails": {"STARTUP": "0.2", "FAIL_BESIDE": "1"}})
@@ -309,24 +316,15 @@ def test_a_failure_beside_others_that_runs_alone_narrows_the_slot(tmp_path):
     """A probe that fails beside others and then runs alone failed for want of what its company
     held (an 80 GB card under --overlap 3 sized for 141 GB): the slot runs one probe fewer side by
     side from then on, so the next probes do not fail and run again too."""
-    work = _probe_dir(tmp_path)
-    alive = tmp_path / "alive"
-    alive.mkdir()
-    (work / "probe.py").write_text(
-        f"from pathlib import Path\nimport atexit, os\nmarker = Path({str(alive)!r}) / str(os.getpid())\n"
-        "marker.touch()\natexit.register(marker.unlink)\n" + PROBE.replace(
-            "    end = time.time()\n",
-            "    end = time.time()\n"
-            "    if len(list(marker.parent.iterdir())) > 1:\n"
-            "        sys.exit('RuntimeError: CUDA out of memory (other probes hold the memory)')\n"))
+    work = _probe_failing_beside_others(tmp_path)
     logs = tmp_path / "logs"
     gate = WindowGate(2, settle_s=0.05)
     try:
-        first = _at_once(gate, work, logs, _beside_each_other(tmp_path, {"STARTUP": "0.2"}))
+        first = _at_once(gate, work, logs, _beside_each_other(tmp_path, {"STARTUP": "0.2", "FAIL_BESIDE": "1"}))
         assert all(o.sample is not None for o in first.values())
         assert gate.stats.reruns == 1   # one failed beside the other; alone it ran
         assert any("at most 1 probe(s)" in note for note in gate.stats.notes)
-        later = _at_once(gate, work, logs, {"c": {"STARTUP": "0.5"}, "d": {"STARTUP": "0.5"}})
+        later = _at_once(gate, work, logs, {name: {"STARTUP": "0.5", "FAIL_BESIDE": "1"} for name in "cd"})
     finally:
         gate.close()
     assert all(o.sample is not None for o in later.values())
