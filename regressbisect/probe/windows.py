@@ -200,8 +200,9 @@ class WindowGate:
         """A probe failed beside others and ran alone: one probe fewer side by side in its slot
         (the card's memory, say, holds fewer than the lanes), never fewer than one."""
         with self._cond:
-            width = max(1, self._width.get(group, self.stats.lanes_per_slot) - 1)
-            if width < self._width.get(group, self.stats.lanes_per_slot):
+            before = self._width.get(group, self.stats.lanes_per_slot)
+            width = max(1, before - 1)
+            if width < before:
                 self.stats.notes.append(f"a probe failed beside others and ran alone: from then on at most {width} "
                                         "probe(s) of its slot ran side by side")
             self._width[group] = width
