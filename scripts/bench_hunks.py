@@ -1,7 +1,8 @@
 #!/usr/bin/env python
 """Simulate the hunk hunt (search/hunkdecide.py) with a noisy numeric probe; print a table.
 
-    python scripts/bench_hunks.py [--trials 100] [--seed 0] [--cv 0.02]
+    python scripts/bench_hunks.py [--trials 100] [--seed 0] [--cv 0.02] [--only TEXT] [--phases]
+                                  [--name-alpha A]
 
 The diff: N hunks in files of 5 hunks, functions of 2 (group_hunks' three levels). Scenarios:
   one culprit      one hunk costs 10% of throughput
@@ -25,7 +26,9 @@ Probe: one sample = true tok/s x lognormal noise (sigma = CV, 2% by default; som
 own). The decisions are the real hunk hunt's (search/hunkdecide.py). Every run is counted in the
 probes; a subset known not to run is never a run. A trial is right when the culprit sets named
 equal the true ones exactly (for 'no culprit': when the verdict is 'not-reproduced'); 'wrong
-hunk' counts trials that named a hunk of no true culprit.
+hunk' counts trials that named a hunk of no true culprit. --phases adds each row's mean probes by
+what they were for (the `purpose` the decisions give each run: control, prefix, needs, name,
+remainder, ddmin, confirm); --name-alpha runs the decisions at another naming level.
 """
 from __future__ import annotations
 
@@ -33,6 +36,7 @@ import argparse
 import inspect
 import math
 import functools
+from collections import Counter
 
 import numpy as np
 from tabulate import tabulate
@@ -94,23 +98,23 @@ TAKES_NEEDS = "needs" in inspect.signature(decide_hunks).parameters
 """Older decisions have no `needs`: they learn a dependency from the crash."""
 
 
-def run_trial(n: int, scenario: str, seed: int, row: int, trial: int, cv: float) -> tuple[bool, bool, int]:
-    """(right, named a wrong hunk, probes) of one hunk hunt with the real decisions and a
-    simulated probe."""
+def run_trial(n: int, scenario: str, seed: int, row: int, trial: int, cv: float,
+              settings: SearchSettings = SearchSettings()) -> tuple[bool, bool, Counter]:
+    """(right, named a wrong hunk, probes by purpose) of one hunk hunt with the real decisions
+    and a simulated probe."""
     diff, told = make_diff(n, scenario, np.random.default_rng([seed, row, trial]))
     noise = np.random.default_rng([seed, row, trial, 1])
-    probes = 0
+    probes: Counter = Counter()
 
     def measure(subset: frozenset[str], purpose: str) -> float | None:
-        nonlocal probes
-        probes += 1
+        probes[purpose] += 1
         if not diff.runs(subset):
             return None            # the probe crashes at import: a skip
         return diff.tok_s(subset) * math.exp(noise.normal(0.0, cv))
 
     needs = diff.needs if told is True else (told or None)
     extra = {"needs": needs} if needs and TAKES_NEEDS else {}
-    decision = decide_hunks(diff.ids, diff.groups(), measure, SearchSettings(), **extra)
+    decision = decide_hunks(diff.ids, diff.groups(), measure, settings, **extra)
     named = {c.hunks for c in decision.culprits}
     truth = diff.culprits()
     right = decision.verdict == "not-reproduced" if not truth else named == truth
@@ -118,23 +122,41 @@ def run_trial(n: int, scenario: str, seed: int, row: int, trial: int, cv: float)
     return right, wrong, probes
 
 
+PURPOSES = ("control", "prefix", "needs", "name", "remainder", "ddmin", "confirm")
+"""The columns of --phases, in the order a hunt spends them."""
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--trials", type=int, default=100)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--cv", type=float, default=0.02, help="probe noise (lognormal sigma) of the rows without their own")
+    parser.add_argument("--only", default="", help="only the rows whose scenario contains this text")
+    parser.add_argument("--phases", action="store_true", help="add each row's mean probes by purpose")
+    parser.add_argument("--name-alpha", type=float, default=SearchSettings().name_alpha,
+                        help="the naming level the decisions run at (SearchSettings.name_alpha)")
     args = parser.parse_args(argv)
+    settings = SearchSettings(name_alpha=args.name_alpha)
     rows = []
     for row, (n, scenario, cv) in enumerate(CASES):
+        if args.only not in scenario:
+            continue
         cv = args.cv if cv is None else cv
-        outcomes = [run_trial(n, scenario, args.seed, row, t, cv) for t in range(args.trials)]
-        probes = [p for _, _, p in outcomes]
+        outcomes = [run_trial(n, scenario, args.seed, row, t, cv, settings) for t in range(args.trials)]
+        probes = [sum(p.values()) for _, _, p in outcomes]
         rows.append([n, scenario, f"{cv:.0%}", f"{np.mean([r for r, _, _ in outcomes]):.0%}",
                      sum(w for _, w, _ in outcomes), f"{np.mean(probes):.0f}",
                      f"{np.percentile(probes, 95):.0f}"])
-    print(f"{args.trials} trials per row, seed {args.seed}")
+        if args.phases:
+            spent = sum((p for _, _, p in outcomes), Counter())
+            if set(spent) - set(PURPOSES):
+                raise SystemExit(f"purposes without a column: {sorted(set(spent) - set(PURPOSES))}")
+            rows[-1] += [f"{spent[purpose] / args.trials:.0f}" for purpose in PURPOSES]
+    print(f"{args.trials} trials per row, seed {args.seed}"
+          + (f", name_alpha {args.name_alpha:g}" if args.name_alpha != SearchSettings().name_alpha else ""))
     print(tabulate(rows, headers=["hunks", "scenario", "CV", "right", "wrong hunk named",
-                                  "mean probes", "p95 probes"], tablefmt="github"))
+                                  "mean probes", "p95 probes"] + (list(PURPOSES) if args.phases else []),
+                   tablefmt="github"))
 
 
 if __name__ == "__main__":
