@@ -133,7 +133,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--cv", type=float, default=0.02, help="probe noise (lognormal sigma) of the rows without their own")
     parser.add_argument("--only", default="", help="only the rows whose scenario contains this text")
     parser.add_argument("--phases", action="store_true", help="add each row's mean probes by purpose")
-    parser.add_argument("--name-alpha", type=float, default=SearchSettings().name_alpha,
+    shipped = SearchSettings().name_alpha
+    parser.add_argument("--name-alpha", type=float, default=shipped,
                         help="the naming level the decisions run at (SearchSettings.name_alpha)")
     args = parser.parse_args(argv)
     settings = SearchSettings(name_alpha=args.name_alpha)
@@ -153,7 +154,7 @@ def main(argv: list[str] | None = None) -> None:
                 raise SystemExit(f"purposes without a column: {sorted(set(spent) - set(PURPOSES))}")
             rows[-1] += [f"{spent[purpose] / args.trials:.0f}" for purpose in PURPOSES]
     print(f"{args.trials} trials per row, seed {args.seed}"
-          + (f", name_alpha {args.name_alpha:g}" if args.name_alpha != SearchSettings().name_alpha else ""))
+          + (f", name_alpha {args.name_alpha:g}" if args.name_alpha != shipped else ""))
     print(tabulate(rows, headers=["hunks", "scenario", "CV", "right", "wrong hunk named",
                                   "mean probes", "p95 probes"] + (list(PURPOSES) if args.phases else []),
                    tablefmt="github"))

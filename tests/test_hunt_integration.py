@@ -447,10 +447,9 @@ def test_sigterm_stores_no_killed_probe_and_starts_none(tmp_path, concurrency):
     # bench.py never fails: a probe that started and was not stored is one the stop killed
     assert len(list(state.glob("n-*"))) > len(spans), "no probe was running at the stop"
     # A probe that ended before the stop keeps its sample (stored as the round unwinds, so it may
-    # come after the stop: not evidence of a probe left running); none ran past the stop, none
-    # started after it. Seconds from the stop to each stored probe's start, and its length:
+    # come after the stop: not evidence of a probe left running); none ran past the stop, so none
+    # started after it either. Seconds from the stop to each stored probe's start, and its length:
     assert all(start + wall < 0 for start, wall in spans), f"a probe running at the stop was stored: {spans}"
-    assert all(start < 0 for start, _ in spans), f"a probe that started after the stop was stored: {spans}"
 
 
 def test_sigkill_mid_hunt_then_resume_reuses_every_stored_sample(dirty_repo, tmp_path):
