@@ -123,7 +123,7 @@ def test_built_worktrees_are_bounded_and_the_least_recently_used_one_is_given_to
     def probe(build):   # a probe of one lane: take, build if needed, give back
         tree, built = trees.take(build)
         if not built:
-            trees.mark_built(tree, build)
+            trees.mark_built(tree, build, {})
         trees.give_back(tree)
         return tree, built
 
@@ -151,6 +151,45 @@ def test_a_candidate_with_an_edited_tree_is_built_apart_from_its_commit(repo, tm
         draws = [source.draw_many([Request(c)])[0] for c in order]
     assert [d.value for d in draws] == [101.0, 109.0] * 3
     assert _builds(log) == [shas[0], shas[0]]   # the commit, and the commit with the edit
+
+
+class EditingProbe:
+    """Fake executor: notes the tracked files it finds (a.py, b.py), then edits a.py, deletes b.py
+    and adds a line to .gitignore, as a probe that rewrites its own config would."""
+
+    def __init__(self):
+        self.seen: list[tuple[str, str | None]] = []
+
+    def __call__(self, spec, worktree: Path, extra_env=None) -> ProbeOutcome:
+        b = worktree / "b.py"
+        self.seen.append(((worktree / "a.py").read_text(), b.read_text() if b.exists() else None))
+        with open(worktree / "a.py", "a") as f:
+            f.write("# edited by the probe\n")
+        b.unlink(missing_ok=True)
+        with open(worktree / ".gitignore", "a") as f:
+            f.write("*.probe\n")
+        return ProbeOutcome(sample=Sample(tok_s=100.0), skip_reason=None, exit_code=0, wall_seconds=0.01)
+
+
+def test_a_probe_finds_the_tracked_files_as_the_patch_and_the_setup_left_them_at_every_probe(tmp_path):
+    path = tmp_path / "repo"
+    shas = make_repo(path, [{"a.py": "x = 1\n", "b.py": "y = 1\n", ".gitignore": "built.txt\n"}])
+    history = History.open(path)
+    edit = "diff --git a/a.py b/a.py\n--- a/a.py\n+++ b/a.py\n@@ -1 +1 @@\n-x = 1\n+x = 9\n"
+    probe = EditingProbe()
+    # The setup writes an untracked output and edits a tracked file (a version file a build stamps):
+    # both are the build, kept; what the probe changed is not.
+    with Store(tmp_path / "s.sqlite") as store, WorktreePool(history, 1) as pool:
+        source, setup = _source(path, store, pool, "cp a.py built.txt; echo '# stamped' >> a.py",
+                                _hunt(store), probe=probe, patch_for=lambda c: edit if c.patch else None)
+        order = [Candidate(shas[0]), Candidate(shas[0], ("h1",))] * 3
+        for candidate in order:
+            source.draw_many([Request(candidate)])
+        worktrees = [pool.path(t) for t in range(2)]
+        assert all((w / "built.txt").exists() for w in worktrees)   # the build outputs stayed
+    assert probe.seen == [("x = 1\n# stamped\n", "y = 1\n"), ("x = 9\n# stamped\n", "y = 1\n")] * 3
+    assert setup.runs == 2
+    assert setup.to_json()["tracked_files_restored"] == {"probes": 4, "files": [".gitignore", "a.py", "b.py"]}
 
 
 def test_a_new_setup_step_or_an_edited_setup_command_builds_again(repo, tmp_path):
@@ -565,3 +604,44 @@ def test_a_pure_python_project_declares_no_extensions(tmp_path):
                                              "build-backend = 'hatchling.build'\n")
     assert declared_extensions(tmp_path) is None
     assert declared_extensions(tmp_path / "missing") is None
+
+
+SELF_EDITING_BENCH = '''\
+import json, os, random
+FACTOR = @FACTOR@
+value = 1000.0 / FACTOR * random.gauss(1.0, 0.01)
+tokens = int(os.environ["REGRESSBISECT_TOKENS"])
+print("@regressbisect " + json.dumps({"tokens": tokens, "seconds": tokens / value, "tok_s": value}))
+# Then it rewrites a tracked file of its worktree (as a job rewriting its config, or a cache file).
+source = open(__file__).read()
+open(__file__, "w").write(source.replace("FACTOR = " + "1.25", "FACTOR = " + "1.0"))
+'''
+
+
+def _self_editing_repo(path: Path) -> list[str]:
+    """9 commits; bench.py is 20% slower (FACTOR = 1.25) from commit 5 on, and every probe of it
+    resets FACTOR to 1.0 in its worktree after measuring."""
+    commits = [{"bench.py": SELF_EDITING_BENCH.replace("@FACTOR@", "1.0"), ".gitignore": "built.txt\n"}]
+    for i in range(1, 9):
+        commits.append({"bench.py": SELF_EDITING_BENCH.replace("@FACTOR@", "1.25")} if i == 5
+                       else {f"notes/n{i}.txt": f"{i}\n"})
+    return make_repo(path, commits)
+
+
+@pytest.mark.parametrize("extra", [[], ["--slots", "2"], ["--overlap", "2"], ["--venv"]],
+                         ids=["one-slot", "two-slots", "overlap", "venv"])
+def test_a_probe_that_edits_a_tracked_file_finds_it_restored_before_its_next_probe(tmp_path, capsys, extra):
+    repo = tmp_path / "repo"
+    shas = _self_editing_repo(repo)
+    code = run_cli(["run", "-C", str(repo), "--cmd", f"{sys.executable} bench.py", "--tokens", "1000",
+                    "--instrument", "off", "--no-busy-check", "--setup", "git rev-parse HEAD > built.txt",
+                    "--store", str(tmp_path / "store.sqlite"), "--json", str(tmp_path / "hunt.json"),
+                    *extra, "HEAD~8", "HEAD"])
+    out, err = capsys.readouterr()
+    report = json.loads((tmp_path / "hunt.json").read_text())
+    assert (code, report["verdict"]) == (0, "culprits"), out
+    assert [c["commit"] for c in report["culprits"]] == [shas[5]]
+    assert report["cost"]["build_reuses"] > 0   # the edited worktrees were reused, restored
+    said = [line for line in err.splitlines() if "modified tracked files in its worktree" in line]
+    assert len(said) == 1 and "(bench.py)" in said[0] and "restored before every probe" in said[0]
+    assert report["measurement"]["setup"]["tracked_files_restored"]["files"] == ["bench.py"]

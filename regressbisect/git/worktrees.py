@@ -39,6 +39,7 @@ import threading
 import time
 from pathlib import Path
 from types import TracebackType
+from typing import Mapping, Optional
 
 from regressbisect.errors import UserError, warn
 from regressbisect.git.hunks import APPLY_ARGS, encode_patch
@@ -299,6 +300,50 @@ class WorktreePool:
             if where.exists():
                 where.unlink()
         self.history.repo.git.worktree("prune")
+
+
+TrackedState = Mapping[str, Optional[bytes]]
+"""The tracked files of a worktree that differ from its commit (a hunk patch, a setup step's
+edits), each with its content; None: deleted."""
+
+
+def tracked_state(where: Path) -> dict[str, bytes | None]:
+    """What `where`'s tracked files hold beyond its commit (`git diff HEAD`, submodules left
+    out); untracked and ignored files (build outputs) are not part of it."""
+    proc = run_git(where, "diff", "--name-only", "-z", "--no-renames", "--ignore-submodules=all", "HEAD")
+    paths = [p for p in proc.stdout.decode(errors="surrogateescape").split("\0") if p]
+    return {path: _content(where / path) for path in paths}
+
+
+def restore_tracked(where: Path, state: TrackedState) -> list[str]:
+    """Make `where`'s tracked files hold `state` again (what `tracked_state` read right after
+    the setup step ran), leaving untracked and ignored files (the build's outputs) alone: a file
+    `state` does not name goes back to the commit (`git checkout HEAD --`), one it names gets its
+    content back. Returns the paths that differed, sorted; [] (one `git diff`) when none did."""
+    now = tracked_state(where)
+    as_commit = object()
+    differ = sorted(p for p in set(now) | set(state) if now.get(p, as_commit) != state.get(p, as_commit))
+    to_commit = [p for p in differ if p not in state]
+    if to_commit:
+        run_git(where, "--literal-pathspecs", "checkout", "--quiet", "HEAD", "--pathspec-from-file=-",
+                "--pathspec-file-nul", input="\0".join(to_commit).encode(errors="surrogateescape"))
+    for path in differ:
+        if path not in state:
+            continue
+        target, content = where / path, state[path]
+        if content is None:
+            target.unlink(missing_ok=True)
+        else:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(content)
+    return differ
+
+
+def _content(path: Path) -> bytes | None:
+    try:
+        return path.read_bytes()
+    except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
+        return None
 
 
 def _check_out_submodules(work: Path, user_git_dir: Path, base_url: str) -> None:

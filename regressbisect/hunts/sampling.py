@@ -325,9 +325,10 @@ class SampleSource:
         either fails. A worktree that holds the candidate `built` is used as it is (a checkout
         would `git clean` the build away); see docs/setup.md."""
         if built:
-            self._setup.reused(candidate.short)
+            worktree = self._pool.path(tree)
+            self._setup.reuse(tree, worktree, candidate.short)
             self._count_build(reused=True)
-            return self._pool.path(tree)
+            return worktree
         try:
             worktree = self._pool.checkout(tree, candidate.commit, self._patch_for(candidate))
         except PatchDoesNotApply as exc:
@@ -342,7 +343,7 @@ class SampleSource:
             self._count_build(reused=False)
             if not result.ok:
                 return _skipped(result.reason)
-            self._setup.trees.mark_built(tree, self._build_of(candidate))   # only once it succeeded
+            self._setup.mark_built(tree, self._build_of(candidate), worktree)   # only once it succeeded
         return worktree
 
     def _measure(self, request: Request, spec: ProbeSpec, worktree: Path,

@@ -6,7 +6,9 @@ it is kept for that candidate (`BuiltTrees`): up to one worktree per lane plus S
 the least recently used free one given to a candidate no worktree holds built. A worktree is
 marked built only after its setup succeeded and forgotten before it is checked out again (a
 checkout's `git clean -ffdx` removes in-place build outputs); the marks live in this process
-only, so a new process (a resumed hunt, also after kill -9) builds again. Every run is stored
+only, so a new process (a resumed hunt, also after kill -9) builds again. Before each later probe
+in a kept worktree its tracked files are put back as the setup left them (a probe may edit one:
+it would change what every later probe there measures). Every run is stored
 (result, output tail, seconds, full log under <common_dir>/regressbisect/setup-logs/). A failed
 setup skips the candidate with its reason (git bisect's 125, never "slow"), and within one hunt
 (also a resumed one) the stored failure is reused instead of building again; a new hunt
@@ -24,13 +26,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Hashable, Mapping
 
+from regressbisect.git.worktrees import TrackedState, restore_tracked, tracked_state
 from regressbisect.samples import SampleKey
 from regressbisect.probe.runner import (_kill_group, _last_nonempty_line, _signal_group, reusable_failure, start_reaped,
                                         timeout_reason)
+from regressbisect.errors import warn
 from regressbisect.store import Store
 
 TAIL_LINES = 30
 """Trailing lines of the setup's output kept in the store and shown in a failure's report."""
+RESTORED_NAMED = 5
+"""Files a warning about restored tracked files names (the report lists them all)."""
 SPARE_TREES = 7
 """Worktrees a hunt with a setup step keeps beyond one per lane, each holding a candidate built:
 with one slot, 8 worktrees, enough for GOOD, BAD, each culprit and its parent and the latest
@@ -62,6 +68,8 @@ class BuiltTrees:
         self.count = 0
         """Worktrees in use: indices 0..count-1 of the pool."""
         self._built: dict[int, Hashable] = {}
+        self._after_setup: dict[int, TrackedState] = {}
+        """Per built worktree: its tracked files as the setup left them (restored before each probe)."""
         self._last_used: dict[int, int] = {}
         self._busy: set[int] = set()
         self._clock = 0
@@ -87,15 +95,23 @@ class BuiltTrees:
             tree = (holding or unused or [min(free, key=self._last_used.__getitem__)])[0]
             if not holding:
                 self._built.pop(tree, None)
+                self._after_setup.pop(tree, None)
             self._busy.add(tree)
             self._clock += 1
             self._last_used[tree] = self._clock
             return tree, bool(holding)
 
-    def mark_built(self, tree: int, build: Hashable) -> None:
-        """Its setup succeeded: later probes of `build` may run in `tree` as it is."""
+    def mark_built(self, tree: int, build: Hashable, after_setup: TrackedState) -> None:
+        """Its setup succeeded: later probes of `build` may run in `tree`, its tracked files
+        put back to `after_setup` first (what they held when the setup ended)."""
         with self._lock:
             self._built[tree] = build
+            self._after_setup[tree] = after_setup
+
+    def after_setup(self, tree: int) -> TrackedState:
+        """The tracked files of built worktree `tree` as its setup left them."""
+        with self._lock:
+            return self._after_setup[tree]
 
     def give_back(self, tree: int) -> None:
         with self._lock:
@@ -128,6 +144,10 @@ class SetupStep:
         self.failed: list[dict[str, str]] = []
         """Per failed run: candidate, reason and the output's tail (report)."""
         self.trees = BuiltTrees()
+        self._restored_lock = threading.Lock()
+        self.restored_probes = 0
+        """Probes before which a built worktree's tracked files were put back (a probe had edited them)."""
+        self.restored_files: set[str] = set()
         """The worktrees holding candidates built by this command (every sample source of the hunt)."""
 
     def remembered_failure(self, key: SampleKey, label: str) -> SetupResult | None:
@@ -190,9 +210,30 @@ class SetupStep:
             self.failed.append({"candidate": label, "reason": reason or "", "tail": tail})
         return SetupResult(ok=ok, reason=reason, seconds=seconds, ran=True)
 
-    def reused(self, label: str) -> None:
-        """A worktree still holds this candidate built: no setup (a cache hit)."""
+    def mark_built(self, tree: int, build: Hashable, worktree: Path) -> None:
+        """The setup of `build` succeeded in worktree `tree` (at `worktree`): later probes of it
+        run there, its tracked files as the setup left them."""
+        self.trees.mark_built(tree, build, tracked_state(worktree))
+
+    def reuse(self, tree: int, worktree: Path, label: str) -> None:
+        """A worktree still holds this candidate built: no setup (a cache hit). Its tracked files
+        are put back first as the setup left them: a probe that edits one (a config it rewrites,
+        a cache kept in a tracked file) would change what every later probe there measures."""
+        restored = restore_tracked(worktree, self.trees.after_setup(tree))
+        if restored:
+            self._note_restored(label, restored)
         self._count(label, "reuses", 0.0)
+
+    def _note_restored(self, label: str, files: list[str]) -> None:
+        """Counted for the report, and said once per hunt."""
+        with self._restored_lock:
+            first = self.restored_probes == 0
+            self.restored_probes += 1
+            self.restored_files.update(files)
+        if first:
+            shown = ", ".join(files[:RESTORED_NAMED]) + (", ..." if len(files) > RESTORED_NAMED else "")
+            warn(f"the probe of {label} modified tracked files in its worktree ({shown}); they are "
+                 f"restored before every probe")
 
     def _count(self, label: str, what: str, seconds: float) -> None:
         entry = self.by_tree.setdefault(label, {"runs": 0, "failures": 0, "reuses": 0,
@@ -204,7 +245,9 @@ class SetupStep:
         return {"command": self.command, "runs": self.runs, "failures": self.failures,
                 "remembered_failures": self.remembered_failures, "seconds": round(self.seconds, 3),
                 "log_dir": str(self._log_dir), "worktrees": self.trees.count,
-                "per_candidate": self.by_tree, "failed": self.failed}
+                "per_candidate": self.by_tree, "failed": self.failed,
+                "tracked_files_restored": ({"probes": self.restored_probes, "files": sorted(self.restored_files)}
+                                           if self.restored_probes else None)}
 
 
 def _strip_log_header(output: str) -> str:

@@ -356,6 +356,10 @@ def measurement_lines(report: Mapping[str, Any]) -> list[str]:
         lines.append(f"Setup `{setup['command']}`: {setup['runs']} run(s) in {setup['seconds']:.1f} s "
                      f"(not in tok/s), {reuses} sample(s) on an already built tree, "
                      f"{setup['failures']} failed, {setup['remembered_failures']} stored failure(s) reused.")
+        restored = setup.get("tracked_files_restored")
+        if restored:
+            lines.append(f"  tracked files a probe modified in its worktree ({', '.join(restored['files'])}) "
+                         f"were restored before {restored['probes']} probe(s)")
         for failure in setup.get("failed") or ():
             lines.append(f"  {failure['candidate']}: {failure['reason']}")
             lines += [f"    | {line}" for line in failure["tail"].splitlines()[-8:]]
