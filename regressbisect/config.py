@@ -138,6 +138,56 @@ def _settings_of(part: str, cls: type) -> tuple[Setting, ...]:
     return tuple(found)
 
 
+INPUT_HASH_MAX_BYTES = 64 << 20
+"""A command's input file up to this size is hashed by content; a larger one (a data set) by
+its size and modification time, so that making the config never reads gigabytes."""
+
+
+def command_inputs(*commands: str | None) -> tuple[tuple[str, str], ...]:
+    """The existing files outside the worktree that shell `commands` name, sorted, each with a
+    digest of its content: the tokens (shlex; also the value of a `NAME=/path` or `--opt=/path`
+    token) that are absolute paths, `~` expanded, of regular files. A relative path names a file
+    of the worktree the command runs in, the commit's own, which the sample key holds already;
+    a redirection's target (`> /tmp/build.log`) and `tee`'s files are the command's output, not
+    inputs."""
+    import os
+    import shlex
+
+    found: dict[str, str] = {}
+    for command in commands:
+        if not command:
+            continue
+        lexer = shlex.shlex(command, posix=True, punctuation_chars=True)
+        lexer.whitespace_split = True
+        try:
+            tokens = list(lexer)
+        except ValueError:   # unbalanced quotes: the shell refuses it, the probe fails
+            continue
+        writing = False   # within the arguments of `tee`, which writes into its files
+        for previous, token in zip([""] + tokens, tokens):
+            if not token.strip(";&|()<>"):   # an operator: a new command, or a redirection
+                writing = False
+                continue
+            writing = writing or os.path.basename(token) == "tee"
+            if writing or (">" in previous and not previous.strip(">&|0123456789")):
+                continue   # a file the command writes: the target of >, >>, 2>, &>, >|, or tee's
+            for word in (token, token.partition("=")[2]):
+                path = os.path.expanduser(word)
+                if os.path.isabs(path) and path not in found and os.path.isfile(path):
+                    found[path] = _file_digest(Path(path))
+    return tuple(sorted(found.items()))
+
+
+def _file_digest(path: Path) -> str:
+    stat = path.stat()
+    if stat.st_size > INPUT_HASH_MAX_BYTES:
+        return f"size {stat.st_size} mtime_ns {stat.st_mtime_ns}"
+    try:
+        return hashlib.sha1(path.read_bytes()).hexdigest()[:16]
+    except OSError as error:   # unreadable: the command meets the same error
+        return f"unreadable: {error.strerror}"
+
+
 @dataclass(frozen=True)
 class ProbeConfig:
     """How one sample is taken. Everything here changes what a sample means, so it is hashed."""
@@ -201,6 +251,11 @@ class ProbeConfig:
     nightly's series) keys its samples with `alone()`. Hashed: probes of one hunt compete for the
     machine like any other job, so samples taken with others beside them never serve a hunt that
     takes them alone, or with other company (docs/contention.md, "The hunt's own probes")."""
+    inputs: tuple[tuple[str, str], ...] | None = None
+    """The files outside the worktree that the probe and setup commands name, each with its
+    digest (`command_inputs`), read once when the config is made (None: read them then; a copy
+    made by dataclasses.replace keeps them). Hashed: a build script or probe script outside the
+    repository edited between two runs makes other samples (docs/setup.md)."""
 
     def __post_init__(self) -> None:
         if not self.cmd or not self.cmd.strip():
@@ -211,6 +266,9 @@ class ProbeConfig:
         if self.setup is not None and not self.setup.strip():
             object.__setattr__(self, "setup", None)
         object.__setattr__(self, "concurrency", tuple(int(n) for n in self.concurrency))
+        if self.inputs is None:
+            object.__setattr__(self, "inputs", command_inputs(self.cmd, self.setup))
+        object.__setattr__(self, "inputs", tuple(tuple(pair) for pair in self.inputs))
         try:  # here, not at the first probe: a bad regex must not wait for worktrees and probes
             compile_metric_regex(self.metric_regex)
         except ValueError as error:
@@ -240,6 +298,8 @@ class ProbeConfig:
             payload["setup"] = self.setup
         if self.venv:
             payload["venv"] = True
+        if self.inputs:   # added only when a command names such files: other hashes stay as they were
+            payload["inputs"] = [list(pair) for pair in self.inputs]
         return hashlib.sha1(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:16]
 
     def alone(self) -> "ProbeConfig":

@@ -29,7 +29,7 @@ def test_config_hash_depends_on_what_a_sample_means_only():
 _OTHER_VALUE = {"cmd": "y {tokens}", "tokens": 8192, "env": {"A": "1"}, "timeout_s": 5.0,
                 "metric_regex": r"([0-9.]+) items/s", "setup": "make", "venv": True,
                 "setup_timeout_s": 60.0, "isolation_check": False, "lm_head_min_out": 2048,
-                "concurrency": (2, 1)}
+                "concurrency": (2, 1), "inputs": (("/opt/build.sh", "0123456789abcdef"),)}
 _NOT_HASHED = {"timeout_s", "setup_timeout_s"}   # a run that finished within them is the same run
 
 
@@ -113,7 +113,7 @@ def test_every_default_read_by_several_modules_comes_from_config():
 
 
 # -- one definition per setting: a new setting is one knob(...) field, and these tests ------------
-INTERNAL_FIELDS = {("probe", "concurrency"), ("hunt", "probe"), ("hunt", "tokens_auto")}
+INTERNAL_FIELDS = {("probe", "concurrency"), ("probe", "inputs"), ("hunt", "probe"), ("hunt", "tokens_auto")}
 """Config fields that are not user settings: set by the hunt, never by a key or a flag."""
 
 
@@ -190,3 +190,24 @@ def test_each_settings_own_rule_rejects_a_bad_value_in_one_line_naming_its_flag(
             make(**{setting.field: bad})
         name = f"slurm {setting.key}" if setting.part == "slurm" else setting.flag
         assert str(raised.value).startswith(f"{name} must ") and "\n" not in str(raised.value)
+
+
+def test_the_files_outside_the_worktree_a_command_reads_are_in_the_config_hash(tmp_path, monkeypatch):
+    from regressbisect.config import command_inputs
+
+    build, log, data = tmp_path / "build.sh", tmp_path / "build.log", tmp_path / "cfg.yaml"
+    for path in (build, log, data):
+        path.write_text("1\n")
+    (tmp_path / "bench.py").write_text("")
+    monkeypatch.chdir(tmp_path)   # a relative path names the worktree's file, wherever the hunt starts
+    setup = f"sh {build} > {log} 2>&1 && tee -a {log} < {data}; CFG={data} make --opt=x bench.py {tmp_path}"
+    assert [path for path, _ in command_inputs("python bench.py", setup)] == [str(build), str(data)]
+    config = build_config({"cmd": "python bench.py", "setup": setup}, {})
+    assert build_config({"cmd": "python bench.py", "setup": setup}, {}).probe.config_hash() == config.probe.config_hash()
+    log.write_text("2\n")   # the command's own output
+    assert build_config({"cmd": "python bench.py", "setup": setup}, {}).probe.config_hash() == config.probe.config_hash()
+    build.write_text("2\n")
+    assert build_config({"cmd": "python bench.py", "setup": setup}, {}).probe.config_hash() != config.probe.config_hash()
+    assert dataclasses.replace(config.probe, tokens=1).inputs == config.probe.inputs   # read once
+    # Commands that name no such file keep the hash they always had.
+    assert ProbeConfig(cmd="x {tokens}", setup="make").config_hash() == "11005b833a287cc9"

@@ -645,3 +645,44 @@ def test_a_probe_that_edits_a_tracked_file_finds_it_restored_before_its_next_pro
     said = [line for line in err.splitlines() if "modified tracked files in its worktree" in line]
     assert len(said) == 1 and "(bench.py)" in said[0] and "restored before every probe" in said[0]
     assert report["measurement"]["setup"]["tracked_files_restored"]["files"] == ["bench.py"]
+
+
+BUILT_SPEED_BENCH = '''\
+import json, os, random
+value = float(open("built_speed.txt").read()) * random.gauss(1.0, 0.01)
+tokens = int(os.environ["REGRESSBISECT_TOKENS"])
+print("@regressbisect " + json.dumps({"tokens": tokens, "seconds": tokens / value, "tok_s": value}))
+'''
+
+
+def test_a_setup_script_outside_the_repository_edited_between_runs_is_measured_again(tmp_path, capsys):
+    repo = tmp_path / "repo"
+    shas = make_repo(repo, [{"bench.py": BUILT_SPEED_BENCH, ".gitignore": "built_speed.txt\n"}]
+                     + [{f"notes/n{i}.txt": f"{i}\n"} for i in range(1, 9)])
+    build = tmp_path / "build.sh"   # the build script, kept outside the repository
+
+    def slow_from(commit: str) -> None:
+        build.write_text(f"if git merge-base --is-ancestor {commit} HEAD; then echo 800; else echo 1000; fi"
+                         f" > built_speed.txt\n")
+
+    def hunt(name: str) -> tuple[int, dict, list[str]]:
+        code = run_cli(["run", "-C", str(repo), "--cmd", f"{sys.executable} bench.py", "--tokens", "1000",
+                        "--instrument", "off", "--no-busy-check", "--quiet", "--setup", f"sh {build}",
+                        "--store", str(tmp_path / "store.sqlite"), "--json", str(tmp_path / f"{name}.json"),
+                        "HEAD~8", "HEAD"])
+        return code, json.loads((tmp_path / f"{name}.json").read_text()), capsys.readouterr().out.splitlines()
+
+    slow_from(shas[5])
+    code, first, out = hunt("first")
+    assert (code, [c["commit"] for c in first["culprits"]]) == ((0, [shas[5]]))
+    assert not first.get("from_store_only") and not out[0].startswith("every sample from the store")
+    slow_from(shas[3])   # the build script changed: every build, so every sample, is another
+    code, second, out = hunt("second")
+    assert second["probes"] > 0 and second["measurement"]["setup"]["runs"] > 0
+    assert (code, [c["commit"] for c in second["culprits"]]) == (0, [shas[3]])
+    # The same again: answered from the store, and its first line says so.
+    code, third, out = hunt("third")
+    assert (code, [c["commit"] for c in third["culprits"]]) == (0, [shas[3]])
+    assert third["probes"] == 0 and third["from_store_only"] is True
+    assert out[0] == (f"every sample from the store ({third['cached_samples']}): nothing was run; "
+                      f"--store NEW_FILE to measure again")

@@ -19,7 +19,7 @@ from regressbisect.errors import UserError
 from regressbisect.git.history import CommitInfo, History
 from regressbisect.git.worktrees import WorktreePool
 from regressbisect.hunts import cost as costs
-from regressbisect.hunts.common import (VERDICT_EXIT, HuntOutcome, hunting, key_for,
+from regressbisect.hunts.common import (VERDICT_EXIT, HuntOutcome, every_sample_stored, hunting, key_for,
                                         lane_environments, measurement_parts, slot_environments)
 from regressbisect.hunts.sampling import Request, SampleSource, median_counters
 from regressbisect.machine.fingerprint import count_gpus
@@ -145,6 +145,9 @@ class CommitHunt:
             report["noise_prior"] = self._noise_prior_facts
             report["exit_code"] = int(VERDICT_EXIT[result.verdict])
             report["cost"] = cost.report(store, hunt_id, tokens=self.config.probe.tokens, budget=budget)
+            report["from_store_only"] = every_sample_stored(probes=self.meter.totals.probes,
+                                                            builds=self.meter.totals.builds,
+                                                            cached=report["cached_samples"])
             report["instrumentation"].update(overhead_pairs=plan.overhead_pairs,
                                              counters_available=plan.counters_available)
             store.finish_hunt(hunt_id, report)

@@ -132,6 +132,12 @@ def check_built(worktree: Path) -> None:
                         f"measure the sources as they are")
 
 
+def every_sample_stored(*, probes: int, builds: int | None, cached: int) -> bool:
+    """The report's `from_store_only`: nothing was run (no probe, no setup step), every sample the
+    hunt used was stored before (the summary's first line says so)."""
+    return probes == 0 and not builds and cached > 0
+
+
 def key_for(history: History, candidate: Candidate, *, config_hash: str, env_fingerprint: str,
             trees: Mapping[str, str] | None = None) -> SampleKey:
     """The store key of a candidate's samples, for every hunt: the tree of its commit (not the

@@ -21,8 +21,8 @@ from regressbisect.git.history import History, run_git
 from regressbisect.git.hunks import Hunk, build_patch, collect_hunks, group_hunks, untracked_files
 from regressbisect.git.worktrees import WorktreePool
 from regressbisect.hunts import cost as costs
-from regressbisect.hunts.common import (VERDICT_EXIT, HuntOutcome, hunting, key_for, measurement_parts,
-                                        slot_environments)
+from regressbisect.hunts.common import (VERDICT_EXIT, HuntOutcome, every_sample_stored, hunting, key_for,
+                                        measurement_parts, slot_environments)
 from regressbisect.hunts.sampling import Request, SampleSource, median_counters
 from regressbisect.machine.fingerprint import count_gpus
 from regressbisect.probe.executors import ProbeExecutor, make_executor, work_root
@@ -309,6 +309,7 @@ class HunkHunt:
             "candidates": [],
             "probes": source.probes_run,
             "cached_samples": source.cached_used,
+            "from_store_only": every_sample_stored(probes=source.probes_run, builds=None, cached=source.cached_used),
             "instrumentation_overhead_pct": None,
             "isolation": isolation_json(source.isolation),
             "instrumentation": {"mode": self.config.instrument,

@@ -264,6 +264,16 @@ def isolation_line(report: Mapping[str, Any]) -> str | None:
     return f"imports: {isolation.get('note')}"
 
 
+def store_only_line(report: Mapping[str, Any]) -> str | None:
+    """A hunt that ran nothing (`from_store_only`): its first line says so, since every number in
+    it was measured before (with the same key: same commands and inputs, docs/setup.md). Another
+    store file measures again; no flag re-measures into the same one."""
+    if not report.get("from_store_only"):
+        return None
+    return (f"every sample from the store ({report.get('cached_samples', '?')}): nothing was run; "
+            f"--store NEW_FILE to measure again")
+
+
 def cost_line(report: Mapping[str, Any]) -> str | None:
     probes, cached = report.get("probes"), report.get("cached_samples")
     if probes is None and cached is None:

@@ -28,6 +28,9 @@ def render_summary(report: Mapping[str, Any]) -> str:
 
 def _hunt_lines(report: Mapping[str, Any]) -> list[str]:
     lines = [facts.verdict_line(report)]
+    stored_only = facts.store_only_line(report)
+    if stored_only:
+        lines.insert(0, stored_only)
     if report.get("endpoints"):
         lines.append("  " + facts.endpoint_text(report))
     for number, culprit in enumerate(report.get("culprits") or (), 1):
