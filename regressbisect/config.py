@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import math
 import re
 import sys
 from dataclasses import dataclass, field
@@ -106,13 +107,16 @@ class Setting:
 
 
 def _check_settings(config: object, part: str) -> None:
-    """The rules of each setting's value alone (Knob.choices, .minimum), one line naming its flag."""
+    """The rules of each setting's value alone (a finite number, Knob.choices, .minimum), one line naming its flag."""
     for setting in SETTINGS:
         value = getattr(config, setting.field) if setting.part == part else None
         if value is None:
             continue
         what = setting.knob
-        label = f"slurm {setting.key}" if part == "slurm" else setting.flag  # as in pyproject's slurm table
+        # as in pyproject's slurm table; a key without a flag by its pyproject name
+        label = f"slurm {setting.key}" if part == "slurm" else setting.flag or f"{setting.key} in [tool.regressbisect]"
+        if isinstance(value, float) and not math.isfinite(value):  # nan passes every comparison
+            raise UserError(f"{label} must be a finite number, got {value}")
         if what.choices is not None and value not in what.choices:
             raise UserError(f"{label} must be one of {', '.join(what.choices)}, got {value!r}")
         if what.minimum is not None and (value <= what.minimum if what.above else value < what.minimum):
@@ -442,9 +446,9 @@ class HuntConfig:
     `nightly` on the local executor (docs/cost.md, probe/windows.py)."""
 
     def __post_init__(self) -> None:
+        _check_settings(self, "hunt")
         if not 0 < self.min_effect < 1:
             raise UserError(f"--min-effect must be a fraction between 0 and 1 (e.g. 0.01), got {self.min_effect}")
-        _check_settings(self, "hunt")
         if self.slot_devices and len(self.slot_devices) != self.slots:
             raise UserError(f"--slot-devices names {len(self.slot_devices)} device sets for "
                             f"{self.slots} slots; give one per slot (e.g. --slot-devices 0,1 --slot-devices 2,3)")

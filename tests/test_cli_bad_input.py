@@ -350,3 +350,67 @@ def test_clean_samples_refuses_a_store_of_a_newer_regressbisect(repo, capsys):
     assert store.read_bytes() == content
     assert run_cli(["clean", "-C", str(path)]) == 0          # the worktrees alone still go
     assert store.read_bytes() == content
+
+
+# -- numbers that are no numbers, a repository that cannot be written, a store row that is no sample --
+
+@pytest.mark.parametrize("where, args, words", [
+    ("pyproject", "timeout = nan", ["--timeout", "finite", "nan"]),
+    ("pyproject", "busy_cpus = inf", ["--busy-cpus", "finite", "inf"]),
+    ("pyproject", "busy_gpu = nan", ["busy_gpu in [tool.regressbisect]", "finite"]),
+    ("flag", ["--timeout", "nan"], ["--timeout", "finite", "nan"]),
+    ("flag", ["--min-effect", "nan"], ["--min-effect", "finite"]),
+    ("flag", ["--max-wait", "inf"], ["--max-wait", "finite", "inf"]),
+    ("flag", ["--busy-share", "nan"], ["--busy-share", "finite"]),
+])
+def test_a_number_that_is_nan_or_inf_is_one_line_before_any_worktree(tmp_path, capsys, where, args, words):
+    path = tmp_path / "repo"
+    shas = make_bench_repo(path, [1000.0] * 3)
+    if where == "pyproject":  # TOML's nan and inf (JSON has none)
+        (path / "pyproject.toml").write_text(f"[tool.regressbisect]\n{args}\n")
+        args = []
+    code = run_cli(["run", "-C", str(path), "--cmd", "python bench.py", *args, shas[0], shas[-1]])
+    _one_line_error(capsys, code, 1, *words)
+    assert not (path / ".git" / "regressbisect").exists()
+
+
+def test_a_read_only_repository_is_named_as_such_and_clean_there_is_one_line(tmp_path, capsys, read_only):
+    path = read_only.path / "repo"
+    shas = make_bench_repo(path, [1000.0] * 3 + [900.0] * 3)
+    read_only.freeze()
+    before = snapshot_checkout(path)
+    store = tmp_path / "store.sqlite"   # the advice of the default store's line: --store NEWPATH
+    code = run_cli(["run", "-C", str(path), "--cmd", "python bench.py", "--store", str(store),
+                    shas[0], shas[-1]])
+    _one_line_error(capsys, code, 1, "worktrees cannot be made in a read-only repository: copy it")
+    code = run_cli(["hunks", "-C", str(path), "--cmd", "python bench.py", "--store", str(store)])
+    assert code == 1 and len(capsys.readouterr().err.strip().splitlines()) == 1
+    code = run_cli(["clean", "-C", str(path)])
+    _one_line_error(capsys, code, 1, "read-only repository", "make it writable")
+    assert snapshot_checkout(path) == before
+
+
+@pytest.mark.parametrize("bad", ["'abc'", "-5", "9e999", "NULL"])
+def test_a_store_row_that_is_no_sample_makes_the_store_invalid_and_report_shows_the_last_finished_hunt(
+        tmp_path, capsys, fake_probes, bad):
+    import sqlite3
+
+    path = tmp_path / "repo"
+    shas = make_bench_repo(path, [1000.0] * 3 + [900.0] * 3)
+    store = tmp_path / "store.sqlite"
+    argv = ["run", "-C", str(path), "--cmd", f"{sys.executable} bench.py", "--tokens", "1000",
+            "--env", f"BENCH_STATE={tmp_path / 'state'}", "--quiet", "--instrument", "off",
+            "--store", str(store), shas[0], shas[-1]]
+    assert run_cli(argv) == 0, capsys.readouterr().err
+    capsys.readouterr()
+    with sqlite3.connect(store) as raw:
+        if bad == "NULL":   # the column is NOT NULL: a foreign row is one without it, wall_seconds
+            raw.execute("UPDATE samples SET wall_seconds = 'soon' WHERE id = 3")
+        else:
+            raw.execute(f"UPDATE samples SET tok_s = {bad} WHERE id = 3")
+    raw.close()
+    content = store.read_bytes()
+    _one_line_error(capsys, run_cli(argv), 1, f"{store} is not a valid regressbisect store", "row 3")
+    assert store.read_bytes() == content     # nothing "repaired" away, no hunt registered
+    assert run_cli(["report", "--store", str(store)]) == 0, capsys.readouterr().err
+    assert "culprit" in capsys.readouterr().out

@@ -12,7 +12,7 @@ from regressbisect.cli import options as o
 
 @app.command("report")
 def report(
-    hunt: Annotated[Optional[int], typer.Argument(help="Hunt id (default: the latest); `--list` shows them.")] = None,
+    hunt: Annotated[Optional[int], typer.Argument(help="Hunt id (default: the latest finished); `--list` shows them.")] = None,
     list_hunts: Annotated[bool, typer.Option("--list", help="List stored hunts.")] = False,
     html: Annotated[Optional[Path], typer.Option("--html", help="Write a self-contained HTML page (with PNG plots) into this folder.")] = None,
     markdown: Annotated[bool, typer.Option("--markdown", help="Print Markdown (for a CI comment) instead of the table.")] = False,
@@ -40,7 +40,7 @@ def report(
                     for h in s.hunts().itertuples()]
             print(tabulate(rows, headers=["id", "kind", "good", "bad", "started", "verdict"]))
             return
-        hunt_id = hunt if hunt is not None else s.last_hunt_id()
+        hunt_id = hunt if hunt is not None else s.last_hunt_id(finished=True)
         data = s.hunt_report(hunt_id) if hunt_id is not None else None
     if data is None:
         raise UserError(f"no finished hunt {hunt_id if hunt_id is not None else ''} in {path} "

@@ -30,6 +30,7 @@ user's config (which linked worktrees share).
 """
 from __future__ import annotations
 
+import errno
 import fcntl
 import json
 import os
@@ -58,6 +59,17 @@ class PoolLocked(UserError):
                          f"wait for it or stop it")
         self.pid = pid
         self.since = since
+
+
+class RepositoryNotWritable(UserError):
+    """The git dir cannot be written (a read-only file system or someone else's clone): the pool's
+    lock and worktrees live there."""
+
+    def __init__(self, where: Path, error: OSError):
+        super().__init__(f"worktrees cannot be made in a read-only repository: copy it (git clone) and "
+                         f"hunt in the copy ({where}: {error.strerror})")
+        self.where = where
+        self.reason = error.strerror
 
 
 class PatchDoesNotApply(Exception):
@@ -112,8 +124,13 @@ class _PoolLock:
     def acquire(self) -> None:
         if self._fd is not None:
             raise RuntimeError("pool lock already held by this pool")
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as error:
+            if error.errno in (errno.EROFS, errno.EACCES, errno.EPERM):
+                raise RepositoryNotWritable(self.path.parent, error) from None
+            raise
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -392,6 +409,10 @@ def clean(history: History, root: Path | None = None) -> int:
 
     pool = WorktreePool(history, root=root)
     removed = 0
+    ours = pool_root(history)
+    if not os.access(ours if ours.exists() else ours.parent, os.W_OK):  # the lock cannot be taken
+        raise UserError(f"nothing can be removed from a read-only repository ({ours}): make it "
+                        f"writable first")
     with pool:
         pool_dir = pool.root.resolve()
         for wt in _registered_worktrees(history):
