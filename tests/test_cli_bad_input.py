@@ -414,3 +414,23 @@ def test_a_store_row_that_is_no_sample_makes_the_store_invalid_and_report_shows_
     assert store.read_bytes() == content     # nothing "repaired" away, no hunt registered
     assert run_cli(["report", "--store", str(store)]) == 0, capsys.readouterr().err
     assert "culprit" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("committed", [False, True])
+def test_a_pyproject_that_is_not_utf8_is_one_line_naming_it(tmp_path, capsys, committed):
+    path = tmp_path / "repo"
+    shas = make_bench_repo(path, [1000.0] * 3)
+    # Latin-1, as an editor set to it writes it: "½" and "é" are single bytes that are no UTF-8.
+    (path / "pyproject.toml").write_bytes('[tool.regressbisect]\ncmd = "python bench.py ½ é"\n'.encode("latin-1"))
+    if committed:   # `nightly` and the candidates read the committed file
+        subprocess.run(["git", "-C", str(path), "add", "pyproject.toml"], check=True)
+        subprocess.run(["git", "-C", str(path), "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm",
+                        "latin-1 pyproject"], check=True)
+        from regressbisect.errors import UserError
+        with pytest.raises(UserError) as raised:
+            History.open(path).read_pyproject_table("HEAD")
+        assert "pyproject.toml" in raised.value.message and "not UTF-8" in raised.value.message
+        return
+    code = run_cli(["run", "-C", str(path), shas[0], shas[-1]])
+    _one_line_error(capsys, code, 1, str(path / "pyproject.toml"), "not UTF-8", "TOML must be UTF-8")
+    assert not (path / ".git" / "regressbisect").exists()

@@ -303,7 +303,7 @@ class History:
             where = self.root / "pyproject.toml"
             if not where.is_file():
                 return {}
-            text = where.read_text(encoding="utf-8", errors="replace")
+            raw = where.read_bytes()
         else:
             where = f"{sha[:10]}:pyproject.toml"
             full = self.resolve(sha)
@@ -311,7 +311,12 @@ class History:
                 tree = self.repo.commit(full).tree
                 if "pyproject.toml" not in tree or tree["pyproject.toml"].type != "blob":
                     return {}
-                text = tree["pyproject.toml"].data_stream.read().decode("utf-8", errors="replace")
+                raw = tree["pyproject.toml"].data_stream.read()
+        try:  # TOML is UTF-8: a replacement character would end up in the probe's command
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise UserError(f"pyproject.toml ({where}) is not UTF-8 (byte {exc.start}: {raw[exc.start:exc.start + 1]!r}); "
+                            "TOML must be UTF-8: save it as UTF-8") from None
         try:
             data = tomllib.loads(text)
         except tomllib.TOMLDecodeError as exc:
