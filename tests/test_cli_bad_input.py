@@ -142,7 +142,15 @@ def test_slots_beyond_the_cores_of_a_machine_without_gpus_are_named_in_a_warning
 
     config = build_config({"cmd": "x"}, {"slots": 9})
     warn_unusable_slots(config, candidates=24, gpu_count=0, cores=2)
-    assert "warning: --slots 9 runs up to 9 CPU probes at once on 2 cores" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "warning: --slots 9 runs up to 9 CPU probes at once on 2 cores" in err
+    assert "never used, and stops the hunt" in err
+    # Without the busy check nothing keeps such samples apart: the warning must not say they are
+    # unused (every one of them is evidence, measured at a share of a core).
+    warn_unusable_slots(build_config({"cmd": "x"}, {"slots": 9, "busy_check": False}), candidates=24,
+                        gpu_count=0, cores=2)
+    err = capsys.readouterr().err
+    assert "--no-busy-check" in err and "every such sample is used" in err and "not used" not in err
     for quiet in (dict(gpu_count=8, cores=2), dict(gpu_count=0, cores=16)):   # GPU slots; enough cores
         warn_unusable_slots(config, candidates=24, **quiet)
         assert capsys.readouterr().err == ""
