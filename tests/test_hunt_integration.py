@@ -209,6 +209,28 @@ def test_rerun_measures_nothing_already_stored(tmp_path, fake_probes):
     assert any(c["cached"] > 0 for c in b["candidates"])
 
 
+
+def test_a_resumed_hunt_counts_each_stored_sample_it_reuses_once(tmp_path, fake_probes):
+    """The budget's pilots, the overhead arm and the search all read GOOD's stored samples (each
+    namespace walks them from the first): a sample served to several is still one sample reused."""
+    import sqlite3
+
+    from regressbisect.config import default_store_path
+    from regressbisect.git.history import History
+
+    shas = make_bench_repo(tmp_path / "repo", [1000.0] * 6 + [900.0] * 6)
+    first, second = tmp_path / "a.json", tmp_path / "b.json"
+    args = [a for a in hunt_args(tmp_path / "repo", tmp_path / "state") if a not in ("--tokens", "1000")]
+    assert run_cli([*args, "--json", str(first), shas[0], shas[-1]]) == 0       # budget chosen: pilots
+    assert run_cli([*args, "--json", str(second), shas[0], shas[-1]]) == 0
+    store = default_store_path(History.open(tmp_path / "repo").common_dir)
+    with sqlite3.connect(store) as raw:
+        rows = raw.execute("SELECT count(*) FROM samples").fetchone()[0]
+    raw.close()
+    b = json.loads(second.read_text())
+    assert b["probes"] == 0 and b["cached_samples"] <= rows, (b["cached_samples"], rows)
+
+
 TWO_METRICS_BENCH = """\
 import math, os, random
 from pathlib import Path
