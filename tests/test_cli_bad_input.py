@@ -442,3 +442,22 @@ def test_a_pyproject_that_is_not_utf8_is_one_line_naming_it(tmp_path, capsys, co
     code = run_cli(["run", "-C", str(path), shas[0], shas[-1]])
     _one_line_error(capsys, code, 1, str(path / "pyproject.toml"), "not UTF-8", "TOML must be UTF-8")
     assert not (path / ".git" / "regressbisect").exists()
+
+
+def test_report_during_a_first_hunt_says_a_hunt_is_running(repo, capsys):
+    from regressbisect.config import default_store_path
+    from regressbisect.store import Store
+
+    path, shas = repo
+    store = default_store_path(History.open(path).common_dir)
+    code = run_cli(["report", "-C", str(path)])   # no store yet
+    _one_line_error(capsys, code, 1, "no store")
+    with Store(store) as s:
+        s.start_hunt(kind="commits", good=shas[0], bad=shas[-1], config_hash="c", env_fingerprint="e", settings={})
+    with WorktreePool(History.open(path), 1):   # the hunt's lock: it runs
+        code = run_cli(["report", "-C", str(path)])
+        _one_line_error(capsys, code, 1, "a hunt is running; nothing finished yet")
+        code = run_cli(["report", "--store", str(store)])   # from anywhere: the lock is beside the store
+        _one_line_error(capsys, code, 1, "a hunt is running; nothing finished yet")
+    code = run_cli(["report", "-C", str(path)])     # killed before its end
+    _one_line_error(capsys, code, 1, "hunt 1 stopped before its end", "run its command again")

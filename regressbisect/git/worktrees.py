@@ -105,6 +105,31 @@ def _read_lock_holder(fd: int) -> tuple[int | None, str | None]:
         return None, None  # holder is between truncate and write, or the file is foreign
 
 
+def hunt_running(lock_dir: Path) -> bool:
+    """Whether a hunt holds the pool lock in `lock_dir` (a repository's `pool_root`), seen without
+    taking it (a hunt starting at that moment must not find it held): the kernel's table of
+    flocks, /proc/locks; where there is none, whether the pid the lock file names runs."""
+    path = lock_dir / "lock"
+    try:
+        inode = path.stat().st_ino
+    except OSError:
+        return False
+    try:
+        table = Path("/proc/locks").read_text()
+    except OSError:
+        try:
+            with open(path, "rb") as f:
+                pid, _ = _read_lock_holder(f.fileno())
+            if pid is None:
+                return False
+            os.kill(pid, 0)
+            return True
+        except (OSError, ValueError):
+            return False
+    return any(fields[1] == "FLOCK" and fields[5].rsplit(":", 1)[-1] == str(inode)
+               for fields in (line.split() for line in table.splitlines()) if len(fields) > 5)
+
+
 class _PoolLock:
     """An exclusive `flock` on `<common_dir>/regressbisect/lock`.
 
