@@ -202,6 +202,10 @@ class History:
         if kind.returncode == 0:
             raise UserError(f"revision {ref!r} names a {kind.stdout.decode().strip()}, "
                             f"not a commit")
+        shallow = self._git("rev-parse", "--is-shallow-repository", check=False)
+        if shallow.stdout.decode().strip() == "true":   # the commit may lie beyond the boundary
+            raise UserError(f"unknown revision {ref!r}: this clone is shallow (its history stops at "
+                            f"its boundary, which may be before {ref!r}): git fetch --unshallow, then run again")
         raise UserError(f"unknown revision {ref!r} (not a commit in {self.root}; "
                         f"see `git log --oneline`)")
 
