@@ -493,6 +493,32 @@ _SLURM_KEYS = {s.key: s.kind for s in SETTINGS if s.part == "slurm"}
 _RENAMES = {s.key: s.field for s in SETTINGS if s.key != s.field}
 
 
+def run_flags(config: HuntConfig) -> list[str]:
+    """The `run` flags that give another hunt this hunt's settings: --cmd, and every setting `run`
+    takes a flag for whose value is not what it would be without it (a pyproject value comes out
+    as its flag too: the same value). A budget chosen automatically stays automatic."""
+    plain = HuntConfig(probe=ProbeConfig(cmd=config.probe.cmd))
+    flags: list[str] = []
+    for setting in SETTINGS:
+        if not setting.flag or "run" not in setting.knob.commands or setting.kind is dict and setting.key != "env":
+            continue
+        of = {"probe": lambda c: c.probe, "hunt": lambda c: c, "slurm": lambda c: c.slurm}[setting.part]
+        value, default = getattr(of(config), setting.field), getattr(of(plain), setting.field)
+        if setting.key == "cmd":
+            flags += [setting.flag, value]
+        elif value == default or setting.key == "tokens" and config.tokens_auto:
+            continue
+        elif isinstance(value, bool):
+            flags.append(setting.flag if value else f"--no-{setting.flag[2:]}")
+        elif isinstance(value, Mapping):
+            flags += [word for k, v in value.items() for word in (setting.flag, f"{k}={v}")]
+        elif isinstance(value, (tuple, list)):
+            flags += [word for item in value for word in (setting.flag, str(item))]
+        else:
+            flags += [setting.flag, f"{value:g}" if isinstance(value, float) else str(value)]
+    return flags
+
+
 def settings_markdown() -> str:
     """The README's table of the [tool.regressbisect] keys (tests/test_config.py keeps it equal)."""
     def shown(setting: Setting) -> str:
