@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import math
 import re
 import sys
 from dataclasses import dataclass, field
@@ -106,13 +107,16 @@ class Setting:
 
 
 def _check_settings(config: object, part: str) -> None:
-    """The rules of each setting's value alone (Knob.choices, .minimum), one line naming its flag."""
+    """The rules of each setting's value alone (a finite number, Knob.choices, .minimum), one line naming its flag."""
     for setting in SETTINGS:
         value = getattr(config, setting.field) if setting.part == part else None
         if value is None:
             continue
         what = setting.knob
-        label = f"slurm {setting.key}" if part == "slurm" else setting.flag  # as in pyproject's slurm table
+        # as in pyproject's slurm table; a key without a flag by its pyproject name
+        label = f"slurm {setting.key}" if part == "slurm" else setting.flag or f"{setting.key} in [tool.regressbisect]"
+        if isinstance(value, float) and not math.isfinite(value):  # nan passes every comparison
+            raise UserError(f"{label} must be a finite number, got {value}")
         if what.choices is not None and value not in what.choices:
             raise UserError(f"{label} must be one of {', '.join(what.choices)}, got {value!r}")
         if what.minimum is not None and (value <= what.minimum if what.above else value < what.minimum):
@@ -502,9 +506,9 @@ class HuntConfig:
     `nightly` on the local executor (docs/cost.md, probe/windows.py)."""
 
     def __post_init__(self) -> None:
+        _check_settings(self, "hunt")
         if not 0 < self.min_effect < 1:
             raise UserError(f"--min-effect must be a fraction between 0 and 1 (e.g. 0.01), got {self.min_effect}")
-        _check_settings(self, "hunt")
         if self.slot_devices and len(self.slot_devices) != self.slots:
             raise UserError(f"--slot-devices names {len(self.slot_devices)} device sets for "
                             f"{self.slots} slots; give one per slot (e.g. --slot-devices 0,1 --slot-devices 2,3)")
@@ -547,6 +551,32 @@ SETTINGS: tuple[Setting, ...] = (_settings_of("probe", ProbeConfig) + _settings_
 _PYPROJECT_KEYS = {s.key: (s.part, s.kind) for s in SETTINGS if s.part != "slurm"}
 _SLURM_KEYS = {s.key: s.kind for s in SETTINGS if s.part == "slurm"}
 _RENAMES = {s.key: s.field for s in SETTINGS if s.key != s.field}
+
+
+def run_flags(config: HuntConfig) -> list[str]:
+    """The `run` flags that give another hunt this hunt's settings: --cmd, and every setting `run`
+    takes a flag for whose value is not what it would be without it (a pyproject value comes out
+    as its flag too: the same value). A budget chosen automatically stays automatic."""
+    plain = HuntConfig(probe=ProbeConfig(cmd=config.probe.cmd))
+    flags: list[str] = []
+    for setting in SETTINGS:
+        if not setting.flag or "run" not in setting.knob.commands or setting.kind is dict and setting.key != "env":
+            continue
+        of = {"probe": lambda c: c.probe, "hunt": lambda c: c, "slurm": lambda c: c.slurm}[setting.part]
+        value, default = getattr(of(config), setting.field), getattr(of(plain), setting.field)
+        if setting.key == "cmd":
+            flags += [setting.flag, value]
+        elif value == default or setting.key == "tokens" and config.tokens_auto:
+            continue
+        elif isinstance(value, bool):
+            flags.append(setting.flag if value else f"--no-{setting.flag[2:]}")
+        elif isinstance(value, Mapping):
+            flags += [word for k, v in value.items() for word in (setting.flag, f"{k}={v}")]
+        elif isinstance(value, (tuple, list)):
+            flags += [word for item in value for word in (setting.flag, str(item))]
+        else:
+            flags += [setting.flag, f"{value:g}" if isinstance(value, float) else str(value)]
+    return flags
 
 
 def settings_markdown() -> str:

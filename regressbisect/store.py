@@ -138,6 +138,18 @@ CREATE TABLE IF NOT EXISTS machine_checks (
 );
 """
 
+def _number(column: str, *, positive: bool = True, optional: bool = False) -> str:
+    """SQL true when `column` is a finite number (> 0, or >= 0); NULL too when `optional`."""
+    check = (f"(typeof({column}) IN ('real', 'integer') AND {column} {'>' if positive else '>='} 0"
+             f" AND {column} < 9e999)")  # 9e999 is SQLite's infinity; a NaN is stored as NULL
+    return f"({column} IS NULL OR {check})" if optional else check
+
+
+_BAD_SAMPLE_NUMBERS = " OR ".join(f"NOT {check}" for check in (
+    _number("tok_s"), _number("tokens", optional=True), _number("seconds", optional=True),
+    _number("wall_seconds", positive=False)))
+"""A samples row whose numbers no Sample or ProbeOutcome has (Sample.__post_init__'s rules)."""
+
 _KEY_WHERE = "tree = ? AND patch_hash IS ? AND config_hash = ? AND env_fingerprint = ?"
 
 
@@ -265,6 +277,8 @@ class Store:
             problem = conn.execute("PRAGMA quick_check(1)").fetchone()[0]
             if problem != "ok":
                 raise self._invalid(ValueError(f"integrity check: {problem}"))
+            if not self.read_only:  # a hunt would stop on it half-way (`report` reads reports only)
+                self._check_sample_rows()
         if self.read_only:
             # An older schema is read as it is: what the reading commands query (hunts and
             # their reports) is the same in every schema; the next hunt migrates it.
@@ -282,6 +296,16 @@ class Store:
                     conn.execute(statement)
             conn.execute("INSERT OR IGNORE INTO meta(key, value) VALUES ('schema_version', ?)",
                          (str(SCHEMA_VERSION),))
+
+    def _check_sample_rows(self) -> None:
+        """Every stored sample's numbers are what a Sample holds (an edited or foreign row is
+        not): the first that is not makes the store invalid, before a hunt is registered."""
+        row = self._conn.execute(f"SELECT id, tok_s, tokens, seconds, wall_seconds FROM samples "
+                                 f"WHERE {_BAD_SAMPLE_NUMBERS} ORDER BY id LIMIT 1").fetchone()
+        if row is not None:
+            values = ", ".join(f"{name} = {value!r}" for name, value in
+                               zip(("tok_s", "tokens", "seconds", "wall_seconds"), row[1:]))
+            raise self._invalid(ValueError(f"row {row[0]} of samples: {values}"))
 
     def _migrate(self) -> None:
         """Bring the store to SCHEMA_VERSION, inside the caller's write transaction: the version
@@ -565,9 +589,12 @@ class Store:
                                      (hunt_id,)).fetchone()
         return json.loads(row[0]) if row and row[0] is not None else None
 
-    def last_hunt_id(self) -> int | None:
+    def last_hunt_id(self, *, finished: bool = False) -> int | None:
+        """The newest hunt's id; `finished`: the newest with a report (a hunt that is running,
+        or stopped before its end, has none)."""
         with self._lock:
-            row = self._conn.execute("SELECT MAX(id) FROM hunts").fetchone()
+            row = self._conn.execute("SELECT MAX(id) FROM hunts"
+                                     + (" WHERE report IS NOT NULL" if finished else "")).fetchone()
         return None if row[0] is None else int(row[0])
 
     # -- nightly series and machine checks ---------------------------------------------------

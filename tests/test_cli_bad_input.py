@@ -142,7 +142,15 @@ def test_slots_beyond_the_cores_of_a_machine_without_gpus_are_named_in_a_warning
 
     config = build_config({"cmd": "x"}, {"slots": 9})
     warn_unusable_slots(config, candidates=24, gpu_count=0, cores=2)
-    assert "warning: --slots 9 runs up to 9 CPU probes at once on 2 cores" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "warning: --slots 9 runs up to 9 CPU probes at once on 2 cores" in err
+    assert "never used, and stops the hunt" in err
+    # Without the busy check nothing keeps such samples apart: the warning must not say they are
+    # unused (every one of them is evidence, measured at a share of a core).
+    warn_unusable_slots(build_config({"cmd": "x"}, {"slots": 9, "busy_check": False}), candidates=24,
+                        gpu_count=0, cores=2)
+    err = capsys.readouterr().err
+    assert "--no-busy-check" in err and "every such sample is used" in err and "not used" not in err
     for quiet in (dict(gpu_count=8, cores=2), dict(gpu_count=0, cores=16)):   # GPU slots; enough cores
         warn_unusable_slots(config, candidates=24, **quiet)
         assert capsys.readouterr().err == ""
@@ -350,3 +358,106 @@ def test_clean_samples_refuses_a_store_of_a_newer_regressbisect(repo, capsys):
     assert store.read_bytes() == content
     assert run_cli(["clean", "-C", str(path)]) == 0          # the worktrees alone still go
     assert store.read_bytes() == content
+
+
+# -- numbers that are no numbers, a repository that cannot be written, a store row that is no sample --
+
+@pytest.mark.parametrize("where, args, words", [
+    ("pyproject", "timeout = nan", ["--timeout", "finite", "nan"]),
+    ("pyproject", "busy_cpus = inf", ["--busy-cpus", "finite", "inf"]),
+    ("pyproject", "busy_gpu = nan", ["busy_gpu in [tool.regressbisect]", "finite"]),
+    ("flag", ["--timeout", "nan"], ["--timeout", "finite", "nan"]),
+    ("flag", ["--min-effect", "nan"], ["--min-effect", "finite"]),
+    ("flag", ["--max-wait", "inf"], ["--max-wait", "finite", "inf"]),
+    ("flag", ["--busy-share", "nan"], ["--busy-share", "finite"]),
+])
+def test_a_number_that_is_nan_or_inf_is_one_line_before_any_worktree(tmp_path, capsys, where, args, words):
+    path = tmp_path / "repo"
+    shas = make_bench_repo(path, [1000.0] * 3)
+    if where == "pyproject":  # TOML's nan and inf (JSON has none)
+        (path / "pyproject.toml").write_text(f"[tool.regressbisect]\n{args}\n")
+        args = []
+    code = run_cli(["run", "-C", str(path), "--cmd", "python bench.py", *args, shas[0], shas[-1]])
+    _one_line_error(capsys, code, 1, *words)
+    assert not (path / ".git" / "regressbisect").exists()
+
+
+def test_a_read_only_repository_is_named_as_such_and_clean_there_is_one_line(tmp_path, capsys, read_only):
+    path = read_only.path / "repo"
+    shas = make_bench_repo(path, [1000.0] * 3 + [900.0] * 3)
+    read_only.freeze()
+    before = snapshot_checkout(path)
+    store = tmp_path / "store.sqlite"   # the advice of the default store's line: --store NEWPATH
+    code = run_cli(["run", "-C", str(path), "--cmd", "python bench.py", "--store", str(store),
+                    shas[0], shas[-1]])
+    _one_line_error(capsys, code, 1, "worktrees cannot be made in a read-only repository: copy it")
+    code = run_cli(["hunks", "-C", str(path), "--cmd", "python bench.py", "--store", str(store)])
+    assert code == 1 and len(capsys.readouterr().err.strip().splitlines()) == 1
+    code = run_cli(["clean", "-C", str(path)])
+    _one_line_error(capsys, code, 1, "read-only repository", "make it writable")
+    assert snapshot_checkout(path) == before
+
+
+@pytest.mark.parametrize("bad", ["'abc'", "-5", "9e999", "NULL"])
+def test_a_store_row_that_is_no_sample_makes_the_store_invalid_and_report_shows_the_last_finished_hunt(
+        tmp_path, capsys, fake_probes, bad):
+    import sqlite3
+
+    path = tmp_path / "repo"
+    shas = make_bench_repo(path, [1000.0] * 3 + [900.0] * 3)
+    store = tmp_path / "store.sqlite"
+    argv = ["run", "-C", str(path), "--cmd", f"{sys.executable} bench.py", "--tokens", "1000",
+            "--env", f"BENCH_STATE={tmp_path / 'state'}", "--quiet", "--instrument", "off",
+            "--store", str(store), shas[0], shas[-1]]
+    assert run_cli(argv) == 0, capsys.readouterr().err
+    capsys.readouterr()
+    with sqlite3.connect(store) as raw:
+        if bad == "NULL":   # the column is NOT NULL: a foreign row is one without it, wall_seconds
+            raw.execute("UPDATE samples SET wall_seconds = 'soon' WHERE id = 3")
+        else:
+            raw.execute(f"UPDATE samples SET tok_s = {bad} WHERE id = 3")
+    raw.close()
+    content = store.read_bytes()
+    _one_line_error(capsys, run_cli(argv), 1, f"{store} is not a valid regressbisect store", "row 3")
+    assert store.read_bytes() == content     # nothing "repaired" away, no hunt registered
+    assert run_cli(["report", "--store", str(store)]) == 0, capsys.readouterr().err
+    assert "culprit" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("committed", [False, True])
+def test_a_pyproject_that_is_not_utf8_is_one_line_naming_it(tmp_path, capsys, committed):
+    path = tmp_path / "repo"
+    shas = make_bench_repo(path, [1000.0] * 3)
+    # Latin-1, as an editor set to it writes it: "½" and "é" are single bytes that are no UTF-8.
+    (path / "pyproject.toml").write_bytes('[tool.regressbisect]\ncmd = "python bench.py ½ é"\n'.encode("latin-1"))
+    if committed:   # `nightly` and the candidates read the committed file
+        subprocess.run(["git", "-C", str(path), "add", "pyproject.toml"], check=True)
+        subprocess.run(["git", "-C", str(path), "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm",
+                        "latin-1 pyproject"], check=True)
+        from regressbisect.errors import UserError
+        with pytest.raises(UserError) as raised:
+            History.open(path).read_pyproject_table("HEAD")
+        assert "pyproject.toml" in raised.value.message and "not UTF-8" in raised.value.message
+        return
+    code = run_cli(["run", "-C", str(path), shas[0], shas[-1]])
+    _one_line_error(capsys, code, 1, str(path / "pyproject.toml"), "not UTF-8", "TOML must be UTF-8")
+    assert not (path / ".git" / "regressbisect").exists()
+
+
+def test_report_during_a_first_hunt_says_a_hunt_is_running(repo, capsys):
+    from regressbisect.config import default_store_path
+    from regressbisect.store import Store
+
+    path, shas = repo
+    store = default_store_path(History.open(path).common_dir)
+    code = run_cli(["report", "-C", str(path)])   # no store yet
+    _one_line_error(capsys, code, 1, "no store")
+    with Store(store) as s:
+        s.start_hunt(kind="commits", good=shas[0], bad=shas[-1], config_hash="c", env_fingerprint="e", settings={})
+    with WorktreePool(History.open(path), 1):   # the hunt's lock: it runs
+        code = run_cli(["report", "-C", str(path)])
+        _one_line_error(capsys, code, 1, "a hunt is running; nothing finished yet")
+        code = run_cli(["report", "--store", str(store)])   # from anywhere: the lock is beside the store
+        _one_line_error(capsys, code, 1, "a hunt is running; nothing finished yet")
+    code = run_cli(["report", "-C", str(path)])     # killed before its end
+    _one_line_error(capsys, code, 1, "hunt 1 stopped before its end", "run its command again")

@@ -211,3 +211,20 @@ def test_the_files_outside_the_worktree_a_command_reads_are_in_the_config_hash(t
     assert dataclasses.replace(config.probe, tokens=1).inputs == config.probe.inputs   # read once
     # Commands that name no such file keep the hash they always had.
     assert ProbeConfig(cmd="x {tokens}", setup="make").config_hash() == "11005b833a287cc9"
+
+
+@pytest.mark.parametrize("value", [float("nan"), float("inf"), float("-inf")])
+def test_every_setting_that_takes_a_number_rejects_nan_and_inf_in_one_line_naming_it(value):
+    from regressbisect.config import SETTINGS, HuntConfig, SlurmConfig
+
+    numbers = [s for s in SETTINGS if s.kind is float]
+    assert {s.key for s in numbers} >= {"timeout", "setup_timeout", "min_effect", "busy_cpus", "busy_share",
+                                        "busy_gpu", "max_wait", "overhead_limit", "poll_s"}
+    for setting in numbers:
+        make = {"probe": lambda **kw: ProbeConfig(cmd="x", **kw), "slurm": SlurmConfig,
+                "hunt": lambda **kw: HuntConfig(ProbeConfig(cmd="x"), **kw)}[setting.part]
+        with pytest.raises(UserError) as raised:
+            make(**{setting.field: value})
+        name = (f"slurm {setting.key}" if setting.part == "slurm"
+                else setting.flag or f"{setting.key} in [tool.regressbisect]")
+        assert str(raised.value) == f"{name} must be a finite number, got {value}"

@@ -15,6 +15,7 @@ import sqlite3
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -470,3 +471,29 @@ def test_known_orphans_are_re_read_cheaply_and_a_reused_pid_is_not_mistaken_for_
     stat(503, 99, 9 * ct.CLK_TCK)  # the orphan died and its pid went to an unrelated process
     cpu.refresh_orphans(str(tmp_path))
     assert cpu._orphans[(503, 7)] == pytest.approx(2.0)
+
+
+def test_a_process_that_reaps_a_long_busy_child_is_named_with_the_windows_cpu_only(tmp_path):
+    """`timeout` (or a shell) that reaps its job inside the window gets the child's whole lifetime
+    of CPU added to its own children time at once: that is not CPU used in the window."""
+    started = tmp_path / "started"
+    burn = tmp_path / "burn.py"
+    burn.write_text(f"import pathlib, time\npathlib.Path({str(started)!r}).touch()\n"
+                    "end = time.monotonic() + 8\nwhile time.monotonic() < end: pass\n")
+    parent = subprocess.run(   # not a child of ours (its shell exits at once): someone else's job
+        ["sh", "-c", f"sh -c '{sys.executable} {burn}; sleep 30' >/dev/null 2>&1 & echo $!"],
+        capture_output=True, text=True, check=True)
+    reaper = int(parent.stdout.strip())
+    try:
+        deadline = time.monotonic() + 10
+        while not started.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert started.exists()
+        time.sleep(6.5)    # the child has used seconds of CPU; it ends (and is reaped) in the window
+        measured = ContentionGuard(RULE, max_wait_s=10, gpu_reader=lambda: None).measure(2.5)
+    finally:
+        os.kill(reaper, signal.SIGKILL)   # the child has ended by now (8 s)
+    named = {pid: cpus for pid, _, cpus in measured.busiest}
+    # the child is single-threaded: it used at most one CPU of the window, its parent none of its own
+    assert named.get(reaper, 0.0) <= 1.05, measured.busiest
+    assert all(cpus <= measured.ncpus + 0.05 for cpus in named.values()), measured.busiest

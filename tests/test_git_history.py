@@ -101,6 +101,18 @@ def test_unknown_revision(linear, ref):
     assert_user_error(exc, "unknown revision", repr(ref))
 
 
+
+def test_unknown_revision_in_a_shallow_clone_names_the_boundary_and_the_fix(linear, tmp_path):
+    repo, shas = linear
+    clone = tmp_path / "shallow"
+    git(tmp_path, "clone", "-q", "--depth", "1", f"file://{repo}", str(clone))
+    with pytest.raises(UserError) as exc:
+        History.open(clone).resolve(shas[0])          # a commit beyond the clone's boundary
+    assert_user_error(exc, "unknown revision", "this clone is shallow", "git fetch --unshallow")
+    with pytest.raises(UserError) as exc:
+        History.open(repo).resolve("nope")            # a full clone: no word of it
+    assert "shallow" not in exc.value.message
+
 def test_revision_that_is_not_a_commit(linear):
     repo, shas = linear
     tree = git(repo, "rev-parse", f"{shas[0]}^{{tree}}")

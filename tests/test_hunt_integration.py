@@ -9,6 +9,7 @@ The bench script's tok/s follows `speed.py` at each commit, times seeded lognorm
 from __future__ import annotations
 
 import json
+import shlex
 import os
 import signal
 import sqlite3
@@ -150,7 +151,7 @@ def test_four_slots_repeat_the_ends_of_a_side_check_and_keep_every_sample(tmp_pa
     assert sum(c["n"] for c in report["candidates"]) == stored
 
 
-def test_a_merge_culprit_is_said_to_be_one_with_the_hunt_of_its_branch(tmp_path):
+def test_a_merge_culprit_is_said_to_be_one_with_the_hunt_of_its_branch(tmp_path, monkeypatch):
     # main: c0 - c1 - c2 - M - c3; M merges feature f1 - f2 (branched off c1), f2 is the slowdown
     repo = tmp_path / "repo"
     c0, c1 = make_bench_repo(repo, [1000.0, 1000.0])
@@ -161,17 +162,32 @@ def test_a_merge_culprit_is_said_to_be_one_with_the_hunt_of_its_branch(tmp_path)
     commit(repo, {"notes/c2.txt": "c2\n"}, "main: harmless")
     m = merge(repo, "feature", "Merge feat")
     c3 = commit(repo, {"notes/c3.txt": "c3\n"}, "main: harmless too")
-    config = build_config({}, {"cmd": "fake", "tokens": 1000, "instrument": "off"})
+    config = build_config({}, {"cmd": "fake --x 'a b'", "tokens": 1000, "instrument": "off",
+                               "env": {"OMP_NUM_THREADS": "1"}, "min_effect": 0.05, "busy_check": False})
     report = CommitHunt(History.open(repo), c0, c3, config, store_path=tmp_path / "store.sqlite",
                         probe_runner=SpeedProbe(noise=0.01)).run().report
     (culprit,) = report["culprits"]
     assert culprit["commit"] == m
     merge_base = git(repo, "merge-base", f"{m}^1", f"{m}^2")
     assert merge_base == c1
-    assert culprit["merge"] == {"parents": [culprit["parent"], f2],
-                                "follow_up": [f"regressbisect run $(git merge-base {culprit['parent']} {f2}) {f2}"]}
+    assert culprit["merge"]["parents"] == [culprit["parent"], f2]
+    (command,) = culprit["merge"]["follow_up"]
+    assert command.startswith("regressbisect run --cmd ") and command.endswith(
+        f" $(git merge-base {culprit['parent']} {f2}) {f2}")
     text = render_summary(report)
-    assert "is a merge" in text and f"regressbisect run $(git merge-base {culprit['parent']} {f2}) {f2}" in text
+    assert "is a merge" in text and command in text
+    # the follow-up, given to the CLI, hunts that range with this hunt's settings, --cmd included
+    words = shlex.split(command.replace(f"$(git merge-base {culprit['parent']} {f2})", merge_base))
+    taken = {}
+
+    def capture(hunt):
+        taken.update(config=hunt.config, good=hunt.commits[0].sha, bad=hunt.commits[-1].sha)
+        raise SystemExit(0)
+
+    monkeypatch.setattr(CommitHunt, "run", capture)
+    assert run_cli([words[1], "-C", str(repo), *words[2:]]) == 0
+    assert taken == {"config": config, "good": merge_base, "bad": f2}
+    monkeypatch.undo()
     # the follow-up, run as given, names the branch's commit
     follow_up = CommitHunt(History.open(repo), merge_base, f2, config, store_path=tmp_path / "store.sqlite",
                            probe_runner=SpeedProbe(noise=0.01)).run().report
@@ -207,6 +223,28 @@ def test_rerun_measures_nothing_already_stored(tmp_path, fake_probes):
     assert b["probes"] == 0 and b["cached_samples"] == a["probes"]
     assert [c["commit"] for c in a["culprits"]] == [c["commit"] for c in b["culprits"]] == [shas[6]]
     assert any(c["cached"] > 0 for c in b["candidates"])
+
+
+
+def test_a_resumed_hunt_counts_each_stored_sample_it_reuses_once(tmp_path, fake_probes):
+    """The budget's pilots, the overhead arm and the search all read GOOD's stored samples (each
+    namespace walks them from the first): a sample served to several is still one sample reused."""
+    import sqlite3
+
+    from regressbisect.config import default_store_path
+    from regressbisect.git.history import History
+
+    shas = make_bench_repo(tmp_path / "repo", [1000.0] * 6 + [900.0] * 6)
+    first, second = tmp_path / "a.json", tmp_path / "b.json"
+    args = [a for a in hunt_args(tmp_path / "repo", tmp_path / "state") if a not in ("--tokens", "1000")]
+    assert run_cli([*args, "--json", str(first), shas[0], shas[-1]]) == 0       # budget chosen: pilots
+    assert run_cli([*args, "--json", str(second), shas[0], shas[-1]]) == 0
+    store = default_store_path(History.open(tmp_path / "repo").common_dir)
+    with sqlite3.connect(store) as raw:
+        rows = raw.execute("SELECT count(*) FROM samples").fetchone()[0]
+    raw.close()
+    b = json.loads(second.read_text())
+    assert b["probes"] == 0 and b["cached_samples"] <= rows, (b["cached_samples"], rows)
 
 
 TWO_METRICS_BENCH = """\

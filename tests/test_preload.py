@@ -1,6 +1,7 @@
 """Preload servers (probe/preload.py): a forked probe must be the probe a fresh process would be."""
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -431,3 +432,101 @@ def test_a_hunt_forks_its_probes_and_finds_the_step(tmp_path):
     assert preload["probes_forked"] == report["probes"] and preload["probes_fresh"] == 0
     assert report["isolation"]["probes_checked"] == report["probes"]
     assert report["isolation"]["imported_from"]["__main__"] == "bench.py"
+
+
+@pytest.fixture
+def short_tmp():
+    """A temporary directory of a short path: a socket's path has at most 107 bytes, and pytest's
+    tmp_path with a long test name and the preload folder in it is longer."""
+    import shutil
+    import tempfile
+
+    path = Path(tempfile.mkdtemp(prefix="rb-", dir="/tmp"))
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def _hunt_in_a_process(tmp_path: Path, shas: list[str], state: Path, tmp: Path) -> subprocess.Popen:
+    """The CLI's hunt as its own process (TMPDIR `tmp`), its first probe forked and asleep for a minute."""
+    env = {**os.environ, "TMPDIR": str(tmp), "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    return subprocess.Popen(
+        [PY, "-m", "regressbisect", "run", "-C", str(tmp_path / "repo"), "--cmd", f"{PY} bench.py",
+         "--tokens", "1000", "--env", f"BENCH_STATE={state}", "--env", "BENCH_SLEEP=60", "--preload", "json",
+         "--instrument", "off", "--quiet", shas[0], shas[-1]],
+        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+def _forked_probe(state: Path, wait_s: float = 60.0) -> tuple[int, int, Path]:
+    """(probe, server, the server's folder) once a probe forked from a preload server runs
+    (bench.py's marker file names the probe)."""
+    deadline = time.monotonic() + wait_s
+    while time.monotonic() < deadline:
+        for marker in state.glob("n-*") if state.exists() else []:
+            probe = int(marker.name.split("-")[2])
+            try:
+                server = int(Path(f"/proc/{probe}/stat").read_text().rsplit(")", 1)[1].split()[1])
+                words = Path(f"/proc/{server}/cmdline").read_bytes().split(b"\0")
+            except OSError:
+                continue
+            if any(w.endswith(b"preload_server.py") for w in words):   # SCRIPT SOCKET PRELOAD PROJECT
+                return probe, server, Path(words[-4].decode()).parent
+        time.sleep(0.05)
+    raise AssertionError("no probe was forked")
+
+
+def test_a_hunt_killed_by_sigkill_takes_its_preload_server_probe_and_folder_with_it(tmp_path, short_tmp):
+    shas = make_bench_repo(tmp_path / "repo", [1000.0] * 2 + [900.0] * 2)
+    state = tmp_path / "state"
+    hunt = _hunt_in_a_process(tmp_path, shas, state, short_tmp)
+    try:
+        probe, server, folder = _forked_probe(state)
+        assert folder.parent == short_tmp
+        assert any(folder.glob("*.sock")) and any(folder.glob("*.log"))
+    finally:
+        hunt.send_signal(signal.SIGKILL)   # kill -9: no cleanup code of the hunt runs
+        hunt.wait()
+    assert gone(server, wait_s=2.0), "the preload server outlived the hunt's process"
+    assert gone(probe, wait_s=2.0), "the forked probe of a dead hunt ran on"
+    deadline = time.monotonic() + 2.0
+    while folder.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not folder.exists(), sorted(p.name for p in folder.iterdir())
+
+
+@pytest.mark.parametrize("then", ["clean", "the hunt again"])
+def test_the_folder_of_a_server_killed_with_its_hunt_goes_at_the_next_hunt_or_clean_and_a_live_ones_stays(
+        tmp_path, short_tmp, monkeypatch, fake_probes, capsys, then):
+    import tempfile
+
+    from regressbisect.probe.preload import FOLDER_PREFIX, _owner
+
+    shas = make_bench_repo(tmp_path / "repo", [1000.0] * 2 + [900.0] * 2)
+    state = tmp_path / "state"
+    hunt = _hunt_in_a_process(tmp_path, shas, state, short_tmp)
+    try:
+        probe, server, folder = _forked_probe(state)
+        # both at once (the hunt stopped first, so that it starts no other server): nothing is
+        # left to remove the folder
+        hunt.send_signal(signal.SIGSTOP)
+        os.kill(server, signal.SIGKILL)
+        assert gone(server)
+    finally:
+        hunt.send_signal(signal.SIGKILL)
+        hunt.wait()
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(probe, signal.SIGKILL)   # orphaned with its server
+    assert folder.exists()
+    live = short_tmp / f"{FOLDER_PREFIX}{_owner(os.getpid())}-running"   # this process's: running
+    live.mkdir()
+    foreign = short_tmp / f"{FOLDER_PREFIX}unknown"   # no owner recorded: never removed
+    foreign.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(short_tmp))
+    if then == "clean":
+        assert run_cli(["clean", "-C", str(tmp_path / "repo")]) == 0
+        assert "removed 1 preload folder(s)" in capsys.readouterr().out
+    else:
+        assert run_cli(["run", "-C", str(tmp_path / "repo"), "--cmd", f"{PY} bench.py", "--tokens", "1000",
+                        "--env", f"BENCH_STATE={state}", "--instrument", "off", "--quiet",
+                        shas[0], shas[-1]]) == 0, capsys.readouterr().err
+    assert not folder.exists()
+    assert live.exists() and foreign.exists()

@@ -15,11 +15,13 @@ def clean(
     repo: o.Repo = Path("."),
     samples: Annotated[bool, typer.Option("--samples", help="Also delete the stored samples of this repo (refused for a store a newer regressbisect wrote).")] = False,
 ) -> None:
-    """Remove regressbisect's worktrees from this repository (never touches your checkout)."""
+    """Remove regressbisect's worktrees from this repository (never touches your checkout), and the
+    preload servers' folders of hunts that were killed."""
     from regressbisect.config import default_store_path
     from regressbisect.errors import UserError
     from regressbisect.git.history import History
     from regressbisect.git.worktrees import clean as clean_pool
+    from regressbisect.probe.preload import remove_folders_of_ended_hunts
     from regressbisect.store import newer_schema, store_files
 
     history = History.open(repo)
@@ -34,6 +36,9 @@ def clean(
         from regressbisect.probe.executors import shared_work_root
         removed += clean_pool(history, shared_work_root(shared_dir, history))
     print(f"removed {removed} worktree(s)")
+    folders = remove_folders_of_ended_hunts()
+    if folders:
+        print(f"removed {folders} preload folder(s) of hunts that ended without removing them")
     if samples:
         for path in store_files(store):
             path.unlink(missing_ok=True)

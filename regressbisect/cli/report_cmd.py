@@ -12,7 +12,7 @@ from regressbisect.cli import options as o
 
 @app.command("report")
 def report(
-    hunt: Annotated[Optional[int], typer.Argument(help="Hunt id (default: the latest); `--list` shows them.")] = None,
+    hunt: Annotated[Optional[int], typer.Argument(help="Hunt id (default: the latest finished); `--list` shows them.")] = None,
     list_hunts: Annotated[bool, typer.Option("--list", help="List stored hunts.")] = False,
     html: Annotated[Optional[Path], typer.Option("--html", help="Write a self-contained HTML page (with PNG plots) into this folder.")] = None,
     markdown: Annotated[bool, typer.Option("--markdown", help="Print Markdown (for a CI comment) instead of the table.")] = False,
@@ -40,13 +40,36 @@ def report(
                     for h in s.hunts().itertuples()]
             print(tabulate(rows, headers=["id", "kind", "good", "bad", "started", "verdict"]))
             return
-        hunt_id = hunt if hunt is not None else s.last_hunt_id()
+        hunt_id = hunt if hunt is not None else s.last_hunt_id(finished=True)
         data = s.hunt_report(hunt_id) if hunt_id is not None else None
+        unfinished = s.last_hunt_id() if hunt_id is None else None
+    if data is None and hunt_id is None:
+        if unfinished is None:
+            raise UserError(f"no hunt in {path} yet: run one first")
+        if _hunt_running(path, repo):
+            raise UserError(f"a hunt is running; nothing finished yet (hunt {unfinished}: `regressbisect report "
+                            f"--list` shows it)")
+        raise UserError(f"no hunt in {path} has finished: hunt {unfinished} stopped before its end; run its "
+                        f"command again to resume it")
     if data is None:
-        raise UserError(f"no finished hunt {hunt_id if hunt_id is not None else ''} in {path} "
-                        "(see `regressbisect report --list`)")
+        raise UserError(f"no finished hunt {hunt_id} in {path} (see `regressbisect report --list`)")
     print(render_markdown(data) if markdown else render_summary(data))
     if html is not None:
         print(f"wrote {written('--html', html, lambda: render_html(data, html))}")
     if json_out is not None:
         print(f"wrote {written('--json', json_out, lambda: write_text(json_out, dumps(data)))}")
+
+
+def _hunt_running(store: Path, repo: Path) -> bool:
+    """Whether a hunt holds the pool lock beside the store (the default store's folder) or in the
+    repository (a --store elsewhere)."""
+    from regressbisect.errors import UserError
+    from regressbisect.git.history import History
+    from regressbisect.git.worktrees import hunt_running, pool_root
+
+    if hunt_running(store.parent):
+        return True
+    try:
+        return hunt_running(pool_root(History.open(repo)))
+    except UserError:   # --store given outside any repository
+        return False

@@ -202,6 +202,10 @@ class History:
         if kind.returncode == 0:
             raise UserError(f"revision {ref!r} names a {kind.stdout.decode().strip()}, "
                             f"not a commit")
+        shallow = self._git("rev-parse", "--is-shallow-repository", check=False)
+        if shallow.stdout.decode().strip() == "true":   # the commit may lie beyond the boundary
+            raise UserError(f"unknown revision {ref!r}: this clone is shallow (its history stops at "
+                            f"its boundary, which may be before {ref!r}): git fetch --unshallow, then run again")
         raise UserError(f"unknown revision {ref!r} (not a commit in {self.root}; "
                         f"see `git log --oneline`)")
 
@@ -303,7 +307,7 @@ class History:
             where = self.root / "pyproject.toml"
             if not where.is_file():
                 return {}
-            text = where.read_text(encoding="utf-8", errors="replace")
+            raw = where.read_bytes()
         else:
             where = f"{sha[:10]}:pyproject.toml"
             full = self.resolve(sha)
@@ -311,7 +315,12 @@ class History:
                 tree = self.repo.commit(full).tree
                 if "pyproject.toml" not in tree or tree["pyproject.toml"].type != "blob":
                     return {}
-                text = tree["pyproject.toml"].data_stream.read().decode("utf-8", errors="replace")
+                raw = tree["pyproject.toml"].data_stream.read()
+        try:  # TOML is UTF-8: a replacement character would end up in the probe's command
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise UserError(f"pyproject.toml ({where}) is not UTF-8 (byte {exc.start}: {raw[exc.start:exc.start + 1]!r}); "
+                            "TOML must be UTF-8: save it as UTF-8") from None
         try:
             data = tomllib.loads(text)
         except tomllib.TOMLDecodeError as exc:

@@ -30,6 +30,7 @@ user's config (which linked worktrees share).
 """
 from __future__ import annotations
 
+import errno
 import fcntl
 import json
 import os
@@ -59,6 +60,17 @@ class PoolLocked(UserError):
                          f"wait for it or stop it")
         self.pid = pid
         self.since = since
+
+
+class RepositoryNotWritable(UserError):
+    """The git dir cannot be written (a read-only file system or someone else's clone): the pool's
+    lock and worktrees live there."""
+
+    def __init__(self, where: Path, error: OSError):
+        super().__init__(f"worktrees cannot be made in a read-only repository: copy it (git clone) and "
+                         f"hunt in the copy ({where}: {error.strerror})")
+        self.where = where
+        self.reason = error.strerror
 
 
 class PatchDoesNotApply(Exception):
@@ -94,6 +106,31 @@ def _read_lock_holder(fd: int) -> tuple[int | None, str | None]:
         return None, None  # holder is between truncate and write, or the file is foreign
 
 
+def hunt_running(lock_dir: Path) -> bool:
+    """Whether a hunt holds the pool lock in `lock_dir` (a repository's `pool_root`), seen without
+    taking it (a hunt starting at that moment must not find it held): the kernel's table of
+    flocks, /proc/locks; where there is none, whether the pid the lock file names runs."""
+    path = lock_dir / "lock"
+    try:
+        inode = path.stat().st_ino
+    except OSError:
+        return False
+    try:
+        table = Path("/proc/locks").read_text()
+    except OSError:
+        try:
+            with open(path, "rb") as f:
+                pid, _ = _read_lock_holder(f.fileno())
+            if pid is None:
+                return False
+            os.kill(pid, 0)
+            return True
+        except (OSError, ValueError):
+            return False
+    return any(fields[1] == "FLOCK" and fields[5].rsplit(":", 1)[-1] == str(inode)
+               for fields in (line.split() for line in table.splitlines()) if len(fields) > 5)
+
+
 class _PoolLock:
     """An exclusive `flock` on `<common_dir>/regressbisect/lock`.
 
@@ -113,8 +150,13 @@ class _PoolLock:
     def acquire(self) -> None:
         if self._fd is not None:
             raise RuntimeError("pool lock already held by this pool")
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as error:
+            if error.errno in (errno.EROFS, errno.EACCES, errno.EPERM):
+                raise RepositoryNotWritable(self.path.parent, error) from None
+            raise
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -437,6 +479,10 @@ def clean(history: History, root: Path | None = None) -> int:
 
     pool = WorktreePool(history, root=root)
     removed = 0
+    ours = pool_root(history)
+    if not os.access(ours if ours.exists() else ours.parent, os.W_OK):  # the lock cannot be taken
+        raise UserError(f"nothing can be removed from a read-only repository ({ours}): make it "
+                        f"writable first")
     with pool:
         pool_dir = pool.root.resolve()
         for wt in _registered_worktrees(history):

@@ -70,15 +70,19 @@ def slot_environments(config: HuntConfig, gpu_count: int) -> list[dict[str, str]
 
 def warn_unusable_slots(config: HuntConfig, candidates: int, gpu_count: int, cores: int | None = None) -> None:
     """Say so when --slots asks for more than the range or the machine can use: slots beyond the
-    candidates stay idle, and CPU probes beyond the cores slow each other (their samples are
-    kept apart and stop the hunt, docs/contention.md "The hunt's own probes")."""
+    candidates stay idle, and CPU probes beyond the cores slow each other (with the busy check
+    their samples are kept apart and stop the hunt, docs/contention.md "The hunt's own probes";
+    without it every such sample is used)."""
     if config.slots > candidates:
         warn(f"--slots {config.slots} exceeds the {candidates} candidates of the range: at most "
              f"{candidates} probes run at once", "--slots")
     cores = cores or os.cpu_count() or 1
     if config.executor == "local" and gpu_count == 0 and config.slots > cores:
+        fate = ("the first sample taken so is stored apart, never used, and stops the hunt" if config.busy_check
+                else "with --no-busy-check nothing sees it and every such sample is used: each probe runs on a "
+                     "share of a core, slower and noisier, so the hunt needs more probes")
         warn(f"--slots {config.slots} runs up to {config.slots} CPU probes at once on {cores} cores: they "
-             f"take CPU time from each other, and such samples are not used", "--slots")
+             f"take CPU time from each other; {fate}", "--slots")
 
 
 def lane_environments(config: HuntConfig, slot_envs: list[dict[str, str]]) -> list[dict[str, str]]:

@@ -101,6 +101,10 @@ class SampleSource:
         self._initial_count: dict[tuple[SampleKey, str], int] = {}
         self.probes_run = 0
         self.cached_used = 0
+        """Stored samples (and skips) of before this source that it served, each counted once: every
+        namespace walks the same stored samples (a resumed hunt's overhead arm and search both
+        read GOOD's)."""
+        self._served: set[tuple] = set()
         self.probe_seconds = 0.0
         # Setup step, slot venvs, busy-machine guard (docs/setup.md, docs/contention.md).
         self._setup = setup
@@ -197,7 +201,8 @@ class SampleSource:
         if position < len(stored):
             self._advance(request)
             cached = position < self._initial_count[(key, request.arm)]
-            self.cached_used += int(cached)
+            if cached:
+                self._count_served((key, request.arm, position))
             return Draw(request.candidate, stored[position], None, cached=cached)
         if not stored and self._hunt_id is not None:
             # A candidate that only ever failed keeps failing (crashes are deterministic far more
@@ -206,9 +211,14 @@ class SampleSource:
             # does a resumed one given a longer --timeout than the run that timed out.
             skips = self._store.skips(key, hunt_id=self._hunt_id)
             if skips and reusable_failure(skips[-1], self._spec.timeout_s):
-                self.cached_used += 1
+                self._count_served((key, "skip"))
                 return Draw(request.candidate, None, skips[-1], cached=True)
         return None
+
+    def _count_served(self, stored: tuple) -> None:
+        if stored not in self._served:
+            self._served.add(stored)
+            self.cached_used += 1
 
     def _run_fresh(self, fresh: list[tuple[int, Request]],
                    on_start: Callable[[int, Request], None] | None

@@ -199,11 +199,20 @@ class HuntCpu:
                 count: int = 3, floor_cpus: float = 0.05) -> tuple[tuple[int, str, float], ...]:
         """(pid, command, CPUs) of the `count` foreign processes that used the most CPU since
         `before` (a `foreign()` reading `seconds` ago), those under `floor_cpus` left out. A
-        process's CPU includes the children it reaped, so a shell running short jobs is named."""
+        process's CPU includes the children it reaped, so a shell running short jobs is named;
+        of a child that was already running at `before`, only what it used since counts: reaping
+        moves a child's whole lifetime into its parent's time (`timeout` reaping an hours-long job
+        would read as 15 CPUs of a 2-core machine)."""
+        now_procs = self.foreign()
+        reaped_before: dict[int, float] = {}   # parent pid -> CPU its ended children had at `before`
+        for key, then in before.items():
+            if key not in now_procs:
+                reaped_before[then.ppid] = reaped_before.get(then.ppid, 0.0) + then.cpu
         used = []
-        for key, now in self.foreign().items():
+        for key, now in now_procs.items():
             then = before.get(key)
-            cpus = (now.cpu - (then.cpu if then else 0.0)) / max(seconds, 1e-6)
+            used_s = now.cpu - (then.cpu + reaped_before.get(now.pid, 0.0) if then else 0.0)
+            cpus = max(used_s, 0.0) / max(seconds, 1e-6)
             if cpus >= floor_cpus:
                 used.append((cpus, now))
         used.sort(key=lambda item: -item[0])

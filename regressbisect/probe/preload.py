@@ -56,6 +56,11 @@ PER_PROBE_ENV = frozenset({TOKENS_ENV, INSTRUMENT_ENV, IMPORTS_DIR_ENV,
 """Variables that may differ from probe to probe of one server; every other variable of the
 probe's environment is the server's own (a different value means another server)."""
 SERVER_START_TIMEOUT_S = 300.0
+FOLDER_PREFIX = "regressbisect-preload-"
+"""A hunt's servers' folder (sockets, logs) in the temporary directory is named
+`regressbisect-preload-<pid>-<start>-<random>`: its owner, the hunt's process, by pid and start
+time (a pid alone may be reused), so that a later hunt or `clean` removes the folders of hunts
+that are gone (kill -9) and never a running one's."""
 _SHELL_SPECIALS = re.compile(r"[$;|&<>`*?~(){}!\\\n\[\]#]")
 _PYTHON = re.compile(r"python(\d+(\.\d+)?)?$")
 _ASSIGNMENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=")
@@ -155,6 +160,7 @@ class PreloadServers:
         self._socket_numbers = itertools.count()
         self._dir: Path | None = None
         self.stats = PreloadStats(mode=self.mode)
+        remove_folders_of_ended_hunts()
 
     def run(self, spec: ProbeSpec, worktree: Path, extra_env: Mapping[str, str],
             fresh: Callable[..., ProbeOutcome], on_start: Callable[[int], None] | None = None) -> ProbeOutcome:
@@ -250,7 +256,7 @@ class PreloadServers:
             return server
         with self._lock:
             if self._dir is None:
-                self._dir = Path(tempfile.mkdtemp(prefix="regressbisect-preload-"))
+                self._dir = Path(tempfile.mkdtemp(prefix=f"{FOLDER_PREFIX}{_owner(os.getpid())}-"))
             # a number of its own: lanes start their servers at the same moment (--overlap)
             socket_path = self._dir / f"s{next(self._socket_numbers)}-{os.getpid()}.sock"
         project = project_modules(import_roots(Path(worktree)), Path(worktree))
@@ -282,7 +288,9 @@ class _Server:
         log = open(work_dir / (socket_path.stem + ".log"), "w+b")
         process = subprocess.Popen(
             [interpreter, *flags, str(SERVER_SCRIPT), str(socket_path), ",".join(modules), ",".join(project)],
-            cwd=str(work_dir), env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=log,
+            # stdin: a pipe only this process writes to (never does): the server ends, and removes
+            # its folder, when it reads end of file there, i.e. once this process is gone
+            cwd=str(work_dir), env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log,
             start_new_session=True)
         assert process.stdout is not None
         ready, _, _ = select.select([process.stdout], [], [], timeout_s)
@@ -332,8 +340,41 @@ def _stop(process: subprocess.Popen) -> None:
         except (ProcessLookupError, PermissionError):
             pass
         process.wait()
-    if process.stdout is not None:
-        process.stdout.close()
+    for pipe in (process.stdin, process.stdout):
+        if pipe is not None:
+            pipe.close()
+
+
+def _owner(pid: int) -> str | None:
+    """`<pid>-<start time>` of a running process (clock ticks since boot, /proc), or None
+    when it is not running; `<pid>-0` where there is no /proc."""
+    try:
+        return f"{pid}-{Path(f'/proc/{pid}/stat').read_text().rsplit(')', 1)[1].split()[19]}"
+    except (OSError, IndexError):
+        pass
+    if Path("/proc/self/stat").exists():
+        return None
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return None
+    except PermissionError:
+        pass
+    return f"{pid}-0"
+
+
+def remove_folders_of_ended_hunts(tmp: Path | None = None) -> int:
+    """Remove the preload folders whose owning hunt is no longer running (a hunt killed by
+    kill -9 leaves its folder when its servers could not remove it); returns how many."""
+    removed = 0
+    for folder in Path(tmp or tempfile.gettempdir()).glob(FOLDER_PREFIX + "*"):
+        pid, start = (folder.name[len(FOLDER_PREFIX):].split("-") + ["", ""])[:2]
+        if not (pid.isdigit() and start.isdigit()) or not folder.is_dir():
+            continue   # not named by a version that records its owner: whose it is is unknown
+        if _owner(int(pid)) not in (f"{pid}-{start}", f"{pid}-0"):
+            shutil.rmtree(folder, ignore_errors=True)
+            removed += not folder.exists()   # another user's stays: theirs to remove
+    return removed
 
 
 def _absolute_entries(pythonpath: str, cwd: Path) -> list[str] | None:

@@ -13,7 +13,11 @@ request (with the stdout and stderr descriptors attached, SCM_RIGHTS) -> {"pid":
 {"status": S, "leftovers": [...]}, S the exit code, or -signal. The server is a child subreaper:
 once a child has ended, every process it left (a daemon that called setsid included) is killed
 and named in `leftovers`, as the reaper does for a fresh probe (reaper.py, beside this file). It prints "ready" or "refused: <why>" on stdout once, then serves
-until its parent is gone. Only the standard library, and nothing of the project is imported here.
+until its parent is gone: its stdin is a pipe whose only writer is the hunt's process, so end of
+file there means the hunt ended, even by kill -9 (a pipe, not PR_SET_PDEATHSIG, which fires when
+the *thread* that started the server ends). It then kills the probe it is running, if any, and
+removes its folder (socket and log). Only the standard library, and nothing of the project is
+imported here.
 """
 import sys
 
@@ -24,9 +28,15 @@ import importlib.machinery  # noqa: E402
 import importlib.util  # noqa: E402
 import json  # noqa: E402
 import os  # noqa: E402
+import select  # noqa: E402
+import shutil  # noqa: E402
+import signal  # noqa: E402
 import socket  # noqa: E402
 
-_PARENT_POLL_S = 1.0
+_HUNT = 0
+"""stdin: the pipe from the hunt's process; readable at end of file, once that process is gone."""
+_POLL_S = 0.05
+"""How often a probe's end is checked where the kernel gives no pidfd (before Linux 5.3)."""
 
 
 def _load_reaper():
@@ -75,16 +85,59 @@ def _child_cannot_use_cuda():
     return os.waitstatus_to_exitcode(status) != 0
 
 
-def _serve(listener, parent):
-    """Fork a child per request; returns (request, fds) in the child, never in the server."""
-    listener.settimeout(_PARENT_POLL_S)
-    while True:
+def _hunt_gone():
+    """True once the hunt's end of the stdin pipe is closed (it never writes)."""
+    try:
+        return os.read(_HUNT, 1) == b""
+    except OSError:
+        return True
+
+
+def _leave(folder, child=None):
+    """The hunt is gone: kill the probe being run (no one will store its sample) and what it
+    left, remove this hunt's folder (sockets, logs) and exit."""
+    if child is not None:
         try:
-            conn, _ = listener.accept()
-        except socket.timeout:
-            if os.getppid() != parent:
-                sys.exit(0)   # the hunt is gone
+            os.killpg(child, signal.SIGKILL)   # the probe has a process group of its own
+        except OSError:
+            pass
+    _reaper.sweep()
+    shutil.rmtree(folder, ignore_errors=True)
+    os._exit(0)
+
+
+def _wait_for_probe(pid, folder):
+    """The probe's wait status; leaves (never returns) when the hunt ends first."""
+    try:
+        ended = os.pidfd_open(pid)
+    except (AttributeError, OSError):
+        ended = None
+    try:
+        while True:
+            ready, _, _ = select.select([_HUNT] + ([ended] if ended is not None else []), [], [],
+                                        None if ended is not None else _POLL_S)
+            if _HUNT in ready and _hunt_gone():
+                _leave(folder, child=pid)
+            if ended is None:
+                done, status = os.waitpid(pid, os.WNOHANG)
+                if done:
+                    return status
+            elif ended in ready:
+                return os.waitpid(pid, 0)[1]
+    finally:
+        if ended is not None:
+            os.close(ended)
+
+
+def _serve(listener, folder):
+    """Fork a child per request; returns (request, fds) in the child, never in the server."""
+    while True:
+        ready, _, _ = select.select([listener, _HUNT], [], [])
+        if _HUNT in ready and _hunt_gone():
+            _leave(folder)
+        if listener not in ready:
             continue
+        conn, _ = listener.accept()
         conn.settimeout(None)
         data, fds, _, _ = socket.recv_fds(conn, 1 << 20, 4)
         while not data.endswith(b"\n"):
@@ -105,15 +158,14 @@ def _serve(listener, parent):
         if pid == 0:
             listener.close()
             conn.close()
-            return request, fds
+            return request, fds   # _become puts /dev/null on stdin: the probe never holds the hunt's pipe
         for fd in fds:
             os.close(fd)
         try:
             conn.sendall(json.dumps({"pid": pid}).encode() + b"\n")
         except OSError:
             pass
-        _, status = os.waitpid(pid, 0)
-        code = os.waitstatus_to_exitcode(status)
+        code = os.waitstatus_to_exitcode(_wait_for_probe(pid, folder))
         leftovers = _reaper.sweep()   # this server's only children are what this probe left
         try:
             conn.sendall(json.dumps({"status": code, "leftovers": leftovers}).encode() + b"\n")
@@ -184,7 +236,7 @@ def main():
     listener.bind(socket_path)
     listener.listen(4)
     print("ready", flush=True)
-    request, fds = _serve(listener, os.getppid())
+    request, fds = _serve(listener, os.path.dirname(os.path.abspath(socket_path)))
     _become(request, fds)
 
 

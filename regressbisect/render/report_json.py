@@ -4,9 +4,11 @@ Not named report.py: `regressbisect.report` is the one-line helper user scripts 
 """
 from __future__ import annotations
 
+import shlex
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
+from regressbisect.config import run_flags
 from regressbisect.version import tool_identity
 
 SCHEMA = 2
@@ -30,18 +32,21 @@ def _pct(x: float) -> float:
     return round(100.0 * x, 3)
 
 
-def merge_json(parents: Sequence[str]) -> dict[str, Any] | None:
+def merge_json(parents: Sequence[str], flags: Sequence[str] = ()) -> dict[str, Any] | None:
     """A culprit that is a merge: its parents, and per merged branch the hunt of that branch's own
     commits. The search follows first parents, so a merge is one step (its first parent to it);
     `git bisect` would go down the branch. The branch's commits lie between the merge base and
     the merged parent, so the follow-up hunts that range; it measures them without what the
     first parent brought since the merge base, so it reproduces the step only when the branch
-    alone makes it (docs/search.md, "Merges"). None for a commit with one parent."""
+    alone makes it (docs/search.md, "Merges"); with `flags`, this hunt's (config.run_flags), it
+    measures as this hunt did. None for a commit with one parent."""
     if len(parents) < 2:
         return None
     first = parents[0]
+    options = "".join(f"{shlex.quote(word)} " for word in flags)
     return {"parents": list(parents),
-            "follow_up": [f"regressbisect run $(git merge-base {first} {other}) {other}" for other in parents[1:]]}
+            "follow_up": [f"regressbisect run {options}$(git merge-base {first} {other}) {other}"
+                          for other in parents[1:]]}
 
 
 def _step_json(c) -> dict[str, Any]:
@@ -101,7 +106,7 @@ def commit_report(*, commits: Sequence, result, counters: Mapping[int, Mapping[s
             "last_good": commits[c.last_good].sha,
             "counters_before": dict(counters.get(c.last_good, {})),
             "counters_after": dict(counters.get(c.first_bad, {})),
-            "merge": merge_json(first_bad.parents),
+            "merge": merge_json(first_bad.parents, run_flags(config)),
         }
         if c.first_bad - c.last_good > 1:
             # the whole range of an all-skipped hunt: any of its commits may be the culprit
