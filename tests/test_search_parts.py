@@ -11,6 +11,7 @@ from regressbisect.search.book import NOISE_PRIOR_DF, SampleBook
 from regressbisect.search.bisect import CommitSearch, SearchSettings
 from regressbisect.search.confirm import StepConfirmation
 from regressbisect.search.culprits import Culprit, CulpritRule
+from regressbisect.search.hunks.prefix import PrefixSearch
 from regressbisect.search.driver import drive
 from regressbisect.search.localise import Posterior
 from regressbisect.search.picker import Picker
@@ -312,7 +313,7 @@ def test_a_search_goes_on_from_pairs_of_its_ends_measured_before_it():
     # arms: four clear pairs carried, the control arm decides without a probe of its own
     rng = np.random.default_rng(3)
     noisy = lambda level: float(level * math.exp(rng.normal(0, 0.01)))  # noqa: E731
-    search = CommitSearch(8)
+    search = PrefixSearch(8, SearchSettings())
     search.carry_control_pairs([noisy(1000) for _ in range(4)], [noisy(900) for _ in range(4)])
     first = search.next_batch(1)
     assert first and first[0].reason != "control arm" and first[0].index not in (0, 7)
