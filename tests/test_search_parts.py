@@ -7,16 +7,17 @@ import math
 import numpy as np
 import pytest
 
-from regressbisect.search.book import NOISE_PRIOR_DF, SampleBook
+from regressbisect.search.book import NOISE_PRIOR_DF, SampleBook, unmeasurable_by_skips
 from regressbisect.search.bisect import CommitSearch, SearchSettings
 from regressbisect.search.confirm import StepConfirmation
-from regressbisect.search.culprits import Culprit, CulpritRule
+from regressbisect.search.culprits import Culprit, CulpritRule, shares_do_not_add_up
+from regressbisect.search.hunks.prefix import PrefixSearch
 from regressbisect.search.driver import drive
 from regressbisect.search.localise import Posterior
 from regressbisect.search.picker import Picker
 from regressbisect.search.simulate import FakeExecutor, FakeHistory, step_levels
 from regressbisect.search.control import ControlArm
-from regressbisect.search.naming import NamingGate
+from regressbisect.search.naming import AlphaSpender, NamingGate
 from regressbisect.search.pairing import Pairing
 from regressbisect.search.sides import SideRule
 from regressbisect.search.stats import NoisePool
@@ -312,13 +313,29 @@ def test_a_search_goes_on_from_pairs_of_its_ends_measured_before_it():
     # arms: four clear pairs carried, the control arm decides without a probe of its own
     rng = np.random.default_rng(3)
     noisy = lambda level: float(level * math.exp(rng.normal(0, 0.01)))  # noqa: E731
-    search = CommitSearch(8)
+    search = PrefixSearch(8, SearchSettings())
     search.carry_control_pairs([noisy(1000) for _ in range(4)], [noisy(900) for _ in range(4)])
     first = search.next_batch(1)
     assert first and first[0].reason != "control arm" and first[0].index not in (0, 7)
     assert search.control.pairs() == 4
     with pytest.raises(RuntimeError):
         search.carry_control_pairs([1000.0], [900.0])
+
+def test_the_hunk_hunt_calls_the_commit_searchs_rules_with_the_two_places_they_still_differ():
+    # one copy of each rule; where the hunk hunt's use differs a parameter says so, until a later
+    # change makes them one: the skip rule (a subset that ran once runs) ...
+    assert unmeasurable_by_skips(3, 1) and not unmeasurable_by_skips(3, 1, one_sample_settles=True)
+    assert unmeasurable_by_skips(2, 0, one_sample_settles=True) and not unmeasurable_by_skips(1, 0)
+    # ... and the shares rule (the commit search exempts --direction both, the hunk hunt does not)
+    over = [(-0.5, -0.4)]                    # surely more than share_limit of a 10% gap
+    gap = math.log1p(-0.10)
+    assert shares_do_not_add_up(over, gap, 1.25, direction="slower")
+    assert not shares_do_not_add_up(over, gap, 1.25, direction="both")
+    assert shares_do_not_add_up(over, gap, 1.25, direction="both", exempt_both=False)
+    # the leave-one-out tests spend half of name_alpha on the naming gate's schedule
+    spender = AlphaSpender(0.001 / 2)
+    assert [spender.next() for _ in range(3)] == [0.001 / (2 * k * (k + 1)) for k in (1, 2, 3)]
+
 
 # -- the driver loop ----------------------------------------------------------------------------------
 

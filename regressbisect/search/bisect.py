@@ -111,7 +111,7 @@ class SearchSettings:
     side_pairs)), so on a noisy machine a flat side is cleared in about that many pairs instead of
     the (sigma / margin)^2 a fifth of the gap needs (70 per side at 14% noise), and a smaller
     further step is left to what runs after the sides. The hunk hunt sets it for its prefix
-    searches (search/hunkdecide.py), where the search of the rest against BASE catches such a step;
+    searches (search/hunks/prefix.py), where the search of the rest against BASE catches such a step;
     the commit hunt does not: with the machine's speed switching at 15% noise, 5 of 100 two-step
     hunts cleared the side that held the second step (scripts/sim_sides.py; none with None)."""
     side_null: float = 0.8
@@ -267,13 +267,10 @@ class CommitSearch:
     """Adaptive search of the first-parent list 0 (GOOD) .. n-1 (BAD); see the module docstring."""
 
     def __init__(self, n: int, settings: SearchSettings = SearchSettings(), *,
-                 noise_prior: NoisePool | None = None, end_names: tuple[str, str] = ("GOOD", "BAD"),
-                 one_step: bool = False):
-        """end_names: what the verdict's reasons call index 0 and n - 1. noise_prior: a remembered noise scale (the spread of earlier hunts' samples on this machine
+                 noise_prior: NoisePool | None = None):
+        """noise_prior: a remembered noise scale (the spread of earlier hunts' samples on this machine
         and probe config, at most NOISE_PRIOR_DF degrees of freedom), joined to the hunt's own
-        pooled spread while that is not larger (`SampleBook.with_prior`). one_step: the search
-        ends at its first named step, its sides unchecked (the hunk hunt's search for what a step
-        needs: a further need shows in the next alone test)."""
+        pooled spread while that is not larger (`SampleBook.with_prior`)."""
         if n < 2:
             raise ValueError("a commit search needs at least GOOD and BAD (n >= 2)")
         self.n = n
@@ -293,7 +290,7 @@ class CommitSearch:
         self._sign = 0
         self._tau = log_threshold(settings.min_effect)
         self._live = (0, n - 1)
-        self.control = ControlArm(self.book, settings, 0, n - 1, names=end_names)   # GOOD and BAD in pairs, first
+        self.control = ControlArm(self.book, settings, 0, n - 1)   # GOOD and BAD in pairs, first
         self._reproduced = False                         # the control arm said 'go'
         self.gate = NamingGate(self.book, settings.name_alpha)   # steps that reached confirmation
         self.picker = Picker(self.book, self._capped)            # what the localisation measures next
@@ -305,21 +302,8 @@ class CommitSearch:
                               side_share=settings.side_share, side_drop=settings.side_drop,
                               side_pairs=settings.side_pairs)
         self._remainder_searched = False                 # a cleared side was searched for the remainder
-        self._one_step = one_step
 
     # ------------------------------------------------------------------ public API
-
-    def carry_control_pairs(self, good: Sequence[float], bad: Sequence[float]) -> None:
-        """Pairs of the two ends measured before this search, side by side (another test's arms in
-        rotation): the control arm goes on from them. Its e-values are anytime-valid, so a
-        sequence that another rule stopped may be continued (Ville's inequality holds at every
-        stopping time). Only before the first round; they are no probes of this search."""
-        if self._round or self._pending:
-            raise RuntimeError("carry_control_pairs() comes before the first round")
-        for good_value, bad_value in zip(good, bad):
-            self._round += 1
-            self.book.add(0, good_value, tag=self.control.tag, when=self._round)
-            self.book.add(self.n - 1, bad_value, tag=self.control.tag, when=self._round)
 
     def next_batch(self, slots: int = 1) -> list[Measure]:
         """One round: up to `slots` measures, one sample each; [] when done. The candidates of a
@@ -375,8 +359,9 @@ class CommitSearch:
         width = max(1, hi - lo)
         return int(math.log2(width) * per + 2 * per * (1 + len(self._queue)))
 
-    def result(self) -> SearchResult:
-        """What the search has found so far (final once `done`).
+    def result(self, end_names: tuple[str, str] = ("GOOD", "BAD")) -> SearchResult:
+        """What the search has found so far (final once `done`); end_names: what its reasons call
+        index 0 and n - 1.
 
         A confirmed step is named a culprit only when, sized from every sample of its segments,
         its point estimate is at least min_effect in the hunted direction and its 95% interval
@@ -400,7 +385,8 @@ class CommitSearch:
         if self._end_verdict in ("not-reproduced", "all-skipped", "undecided", "reproduced"):
             verdict = self._end_verdict
             if verdict in ("not-reproduced", "undecided") and self.control.comparison is not None:
-                reason = self.control.not_reproduced_reason(verdict, out_of_probes=self._probes >= self.settings.max_probes)
+                reason = self.control.not_reproduced_reason(verdict, out_of_probes=self._probes >= self.settings.max_probes,
+                                                            names=end_names)
         elif whole:
             verdict = "all-skipped"
         elif culprits:
@@ -720,10 +706,6 @@ class CommitSearch:
         self._culprits.append(Culprit(first_bad=b, last_good=a, step=math.nan, step_ci95=(math.nan, math.nan),
                                       step_tok_s=math.nan, share_of_gap=math.nan))
         self._queue.pop(0)
-        if self._one_step:
-            self._queue = []
-            self._remainder_searched = True
-            return
         # the two sides may hold further steps (Pinpoint explores every differing pair)
         # opened at the pick: the pairs of their ends taken since then are as fresh as the gate's
         # (`_side_ends_beside_gate`)

@@ -18,7 +18,7 @@ from scipy.stats import f as f_dist
 
 from regressbisect.search.stats import NoisePool
 
-__all__ = ["NOISE_PRIOR_DF", "NOISIER_LEVEL", "SampleBook", "SideBySide"]
+__all__ = ["NOISE_PRIOR_DF", "NOISIER_LEVEL", "SampleBook", "SideBySide", "unmeasurable_by_skips"]
 
 NOISE_PRIOR_DF = 10
 """Most degrees of freedom a remembered noise scale counts for: it starts the estimate (two pairs
@@ -35,6 +35,18 @@ tests of other commits leave its spread out of their pool. Strict, because it is
 look of every test: at 99.9% a chance flag of an ordinary commit cost one simulated hunk hunt in
 100 about 700 probes, while a host-bound or flaky commit (10-900x the variance) is found at
 either level."""
+
+
+def unmeasurable_by_skips(skips: int, samples: int, *, one_sample_settles: bool = False) -> bool:
+    """The skip rule, for a commit and for a hunk hunt's subset: skipped twice, and more often
+    than measured (a crash is usually deterministic, one skip may be a flake).
+
+    one_sample_settles: a candidate measured once is never unmeasurable, whatever it skips after
+    (the hunk hunt's rule for a subset, `search/hunks/runnable.py`); the commit search counts
+    skips against samples to the end. A later change is to make the two one rule."""
+    if one_sample_settles and samples:
+        return False
+    return skips >= 2 and skips > samples
 
 
 class SampleBook:
@@ -73,10 +85,8 @@ class SampleBook:
         return [v for v, t in zip(raw, self.tags.get(i, [])) if t == tag]
 
     def unmeasurable(self, i: int) -> bool:
-        """Skipped twice, and more often than measured (a crash is usually deterministic, one skip
-        may be a flake)."""
-        skips = self.skips.get(i, 0)
-        return skips >= 2 and skips > len(self.raw.get(i, []))
+        """The skip rule (`unmeasurable_by_skips`) on candidate i's skips and samples."""
+        return unmeasurable_by_skips(self.skips.get(i, 0), len(self.raw.get(i, [])))
 
     def retry_wanted(self, i: int) -> bool:
         return 0 < self.skips.get(i, 0) and not self.unmeasurable(i)

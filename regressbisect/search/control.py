@@ -15,9 +15,23 @@ import numpy as np
 
 from regressbisect.search.book import SampleBook
 from regressbisect.search.direction import hunted_sign, toward
-from regressbisect.search.stats import Comparison, NoisePool, compare, log_threshold, pooled_t_log_bf
+from regressbisect.search.stats import EFFECT_PRIORS, Comparison, NoisePool, compare, log_threshold, pooled_t_log_bf
 
-__all__ = ["ControlArm", "ControlOutcome", "run_control_arm"]
+__all__ = ["ControlArm", "ControlOutcome", "run_control_arm", "shows_step"]
+
+
+def shows_step(before: Sequence[float], after: Sequence[float], noise: NoisePool, *, sign: int, alpha: float,
+               min_effect: float, priors: Sequence[float] | None = None) -> bool:
+    """The control arm's 'go', for its arms and for the hunk hunt's: `after` differs from `before`
+    (tok/s) in the hunted direction `sign` by at least min_effect, with an anytime-valid e-value
+    (`stats.pooled_t_log_bf`, the difference of their mean log tok/s, `noise` the spread) of at
+    least 1/alpha. priors: the e-value's effect prior (None: the default mixture)."""
+    if len(before) < 1 or len(after) < 1:
+        return False
+    est = float(np.mean(np.log(after)) - np.mean(np.log(before)))
+    c = 1 / len(before) + 1 / len(after)
+    return (toward(est, sign) > 0 and abs(est) >= log_threshold(min_effect)
+            and pooled_t_log_bf(est, c, noise, sign=sign, priors=priors or EFFECT_PRIORS) >= math.log(1 / alpha))
 
 
 class ControlSettings(Protocol):
@@ -32,11 +46,8 @@ class ControlSettings(Protocol):
 class ControlArm:
     """The pairs of `good` and `bad` (tagged `tag` in the book) and the verdict they reach."""
 
-    def __init__(self, book: SampleBook, settings: ControlSettings, good: int, bad: int, *,
-                 names: tuple[str, str] = ("GOOD", "BAD")):
-        """names: what the reasons call the two ends (a hunk hunt's are BASE and the work tree)."""
+    def __init__(self, book: SampleBook, settings: ControlSettings, good: int, bad: int):
         self.book = book
-        self.names = names
         self.settings = settings
         self.good, self.bad = good, bad
         self.tag = f"pair {good} {bad}"
@@ -107,7 +118,7 @@ class ControlArm:
         noise = self.book.with_prior(NoisePool.of([a, b]))
         sign = hunted_sign(s.direction)
         margin = log_threshold(s.min_effect)
-        if toward(est, sign) > 0 and abs(est) >= margin and pooled_t_log_bf(est, c, noise, sign=sign) >= math.log(1 / s.reproduce_alpha):
+        if shows_step(a, b, noise, sign=sign, alpha=s.reproduce_alpha, min_effect=s.min_effect):
             return "go"
         stop_at = math.log(5 / s.alpha)
         nulls = [-margin, margin] if sign == 0 else [sign * margin]
@@ -130,16 +141,18 @@ class ControlArm:
         big = abs(math.log1p(cmp.change)) >= log_threshold(self.settings.min_effect)
         return ours and big and cmp.p_value < alpha
 
-    def not_reproduced_reason(self, verdict: str, *, out_of_probes: bool) -> str:
+    def not_reproduced_reason(self, verdict: str, *, out_of_probes: bool,
+                              names: tuple[str, str] = ("GOOD", "BAD")) -> str:
         """Why the arm did not say 'reproduced' (its verdict `verdict`), naming the rule it failed:
         a clear change the other way (with the --direction that hunts it), the e-value that ruled
-        a change of min_effect out, the last look's t test at the pair cap, or the probe budget."""
+        a change of min_effect out, the last look's t test at the pair cap, or the probe budget.
+        names: what it calls the two ends (a hunk hunt's are BASE and BASE + all hunks)."""
         cmp = self.comparison
         assert cmp is not None
         s = self.settings
         lo, hi = cmp.ci95
         pairs = self.pairs()
-        text = f"{self.names[0]}->{self.names[1]} {cmp.change:+.1%} (95% CI {lo:+.1%}..{hi:+.1%}, {pairs} pairs)"
+        text = f"{names[0]}->{names[1]} {cmp.change:+.1%} (95% CI {lo:+.1%}..{hi:+.1%}, {pairs} pairs)"
         sign = hunted_sign(s.direction)
         hunted = "slowdown" if sign < 0 else "speed-up" if sign > 0 else "change"
         big = abs(math.log1p(cmp.change)) >= log_threshold(s.min_effect)

@@ -18,7 +18,7 @@ from regressbisect.search.book import SampleBook
 from regressbisect.search.naming import NamingGate
 from regressbisect.search.stats import log_threshold, t_ppf
 
-__all__ = ["Culprit", "CulpritRule", "remainder_of_gap", "share_interval"]
+__all__ = ["Culprit", "CulpritRule", "remainder_of_gap", "share_interval", "shares_do_not_add_up"]
 
 
 @dataclass(frozen=True)
@@ -106,14 +106,9 @@ class CulpritRule:
                        step_tok_s=step * base, share_of_gap=est / gap_log if gap_log else math.nan)
 
     def shares_do_not_add_up(self, culprits: Sequence[Culprit]) -> bool:
-        """Some culprit owns surely more than share_limit of the gap, or together they surely
-        leave a remainder below -100%: 'surely' = from the end of each step's interval nearest
-        zero. Only with one hunted direction ('both' has steps that cancel by design)."""
-        gap = self.total_log_gap()
-        if self.settings.direction == "both" or not gap or not math.isfinite(gap):
-            return False
-        least = [min(abs(math.log1p(x)) for x in c.step_ci95) / abs(gap) for c in culprits]
-        return max(least) > self.settings.share_limit or sum(least) > 2.0
+        """`shares_do_not_add_up` of these culprits' intervals, over the whole gap."""
+        return shares_do_not_add_up([c.step_ci95 for c in culprits], self.total_log_gap(), self.settings.share_limit,
+                                    direction=self.settings.direction)
 
     def nameable(self, c: Culprit, drift_per_round: float = 0.0) -> bool:
         """The culprit rule: point estimate >= min_effect our way and 95% interval excluding zero,
@@ -244,6 +239,26 @@ class CulpritRule:
             return plain, math.nan
         levels, cov, _, _ = fit
         return float(levels[1] - levels[0]), math.sqrt(max(float(cov[0, 0] + cov[1, 1] - 2 * cov[0, 1]), 0.0))
+
+
+def shares_do_not_add_up(intervals: Sequence[tuple[float, float]], gap: float, share_limit: float, *,
+                         direction: str, exempt_both: bool = True) -> bool:
+    """The shares rule, for commits and hunks: some culprit owns surely more than share_limit of
+    the log gap `gap` (either sign), or together they surely leave a remainder below -100% (the
+    step model does not fit). 'Surely' = from the end of each culprit's 95% interval (relative
+    change) nearest zero; an end at or below -100%, or not finite, tells nothing (a culprit with
+    neither counts 0). False without a gap.
+
+    exempt_both: with direction 'both' the rule does not apply (steps that cancel by design); the
+    commit search's choice. The hunk hunt passes False and holds 'both' to it too: the two differ
+    there, kept as they were until a later change makes them one."""
+    if (exempt_both and direction == "both") or not gap or not math.isfinite(gap):
+        return False
+    least = []
+    for interval in intervals:
+        ends = [abs(math.log1p(x)) for x in interval if x > -1 and math.isfinite(x)]
+        least.append(min(ends) / abs(gap) if ends else 0.0)
+    return max(least) > share_limit or sum(least) > 2.0
 
 
 def remainder_of_gap(gap: float, gap_se: float,

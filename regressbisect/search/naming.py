@@ -18,11 +18,30 @@ from regressbisect.search.book import SampleBook
 from regressbisect.search.direction import toward
 from regressbisect.search.stats import EFFECT_PRIORS, pooled_t_log_bf
 
-__all__ = ["Target", "NamingGate", "OWN_DF_TO_NAME"]
+__all__ = ["Target", "NamingGate", "OWN_DF_TO_NAME", "AlphaSpender", "alpha_share"]
 
 OWN_DF_TO_NAME = 2
 """Degrees of freedom of a step's two commits' own spread (split at the pick) before the gate may
 name it: with fewer, whether they are as quiet as the pool is not known (`NamingGate.named`)."""
+
+
+def alpha_share(total: float, k: int) -> float:
+    """The k-th test's share of a family-wise level `total` (k = 1, 2, ...): total / (k (k + 1)),
+    which sums to `total` over every k (a union bound, whatever the tests' dependence)."""
+    return total / (k * (k + 1))
+
+
+class AlphaSpender:
+    """Hands out `alpha_share(total, k)` to the k-th test that asks, in the order they ask."""
+
+    def __init__(self, total: float):
+        self.total = total
+        self.spent = 0
+        """Tests that got a share so far."""
+
+    def next(self) -> float:
+        self.spent += 1
+        return alpha_share(self.total, self.spent)
 
 
 @dataclass(frozen=True)
@@ -91,7 +110,7 @@ class NamingGate:
         est = float(np.mean(diffs))
         if toward(est, sign) <= 0:
             return False
-        alpha_k = self.name_alpha / (target.order * (target.order + 1))
+        alpha_k = alpha_share(self.name_alpha, target.order)
         priors = (target.effect ** 2,) if math.isfinite(target.effect) and target.effect > 0 else EFFECT_PRIORS
         split = {a: target.since, b: target.since}
         if self.book.own_noise(split, only=(a, b)).df < OWN_DF_TO_NAME:

@@ -1,0 +1,129 @@
+"""A step's group alone against BASE, joined by what it needs to run or to be slow."""
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+
+from regressbisect.search.control import shows_step
+from regressbisect.search.hunks.context import HuntContext
+from regressbisect.search.hunks.prefix import search_prefixes
+from regressbisect.search.hunks.subsets import TestedSubset, tested
+
+__all__ = ["NEEDS_DEPTH", "alone_with_what_it_needs"]
+
+NEEDS_DEPTH = 3
+"""Prefix searches for what a step needs to be slow, before delta debugging takes over (the
+bisections on whether it runs cost a few probes and are not counted)."""
+
+Arms = tuple[list[float], list[float]]
+"""BASE's arm and the prefix's, side by side."""
+
+
+def alone_with_what_it_needs(ctx: HuntContext, proposed: frozenset, before: list[frozenset], sign: int,
+                             priors: tuple[float, ...] | None = None) -> TestedSubset | None:
+    """`proposed` (the group a step adds) alone against BASE (`alone`, beside the slow prefix it
+    ends), joined by what it needs until it reproduces the slowdown alone:
+
+    * when it does not run, the first j at which BASE + proposed + the first j groups of
+      `before` runs, by bisection on whether it runs (a crash answers without noise, in one
+      or two probes), and group j joins it;
+    * when it runs but is clearly less slow alone, a second prefix search over BASE, BASE +
+      proposed, BASE + proposed + the first j groups of `before` (a commit search), whose
+      first step adds the group it needs to be slow; up to NEEDS_DEPTH such searches.
+
+    None past them, or when no such group is found; 'undecided' when the alone test runs out
+    of pairs. `priors`: the alone tests' effect prior, the step's (`HuntContext.effect_prior`)."""
+    searches = 0
+    while True:
+        ctx.on_phase(f"alone: {len(proposed)} hunk(s) against BASE, beside the prefix they end")
+        outcome, found, ends = alone(ctx, proposed, proposed.union(*before), sign, priors)
+        if outcome == "reproduced":
+            return found
+        if outcome == "open":
+            return found or TestedSubset(proposed, "undecided", math.nan, (math.nan, math.nan), 0)
+        if not before:
+            return None
+        if outcome == "does not run":
+            k = first_group_it_runs_with(ctx, proposed, before)
+            if k is None:
+                return None
+            # it needs group k to run; what it needs to be slow may lie anywhere in the rest
+            proposed, before = proposed | before[k], before[:k] + before[k + 1:]
+            continue
+        if searches == NEEDS_DEPTH:
+            return None
+        searches += 1
+        ctx.on_phase(f"needs: BASE + {len(proposed)} hunk(s) + the first j of {len(before)} "
+                     "group(s) before them, bisected")
+        candidates = [frozenset()] + [proposed.union(*before[:j]) for j in range(len(before) + 1)]
+        # only its first step is used: a further need shows in the next alone test. Its ends
+        # are BASE and the prefix the alone test just measured side by side: its control arm
+        # goes on from those pairs
+        result = search_prefixes(ctx, candidates, first="needs", rest="needs", one_step=True,
+                                 carried=ends).result()
+        steps = sorted(result.culprits + result.ambiguous, key=lambda c: c.first_bad)
+        if not steps:
+            return None
+        if steps[0].first_bad == 1:       # slow alone after all: named on fresh pairs there
+            pairs = min(result.endpoints[0].n, next((c.n for c in result.candidates if c.index == 1), 0))
+            return TestedSubset(proposed, "reproduced", steps[0].step, steps[0].step_ci95, pairs)
+        k = steps[0].first_bad - 2      # candidate j holds before[:j - 1]: its step adds before[k]
+        proposed, before = proposed | before[k], before[:k]
+
+
+def first_group_it_runs_with(ctx: HuntContext, proposed: frozenset, before: list[frozenset]) -> int | None:
+    """The k for which BASE + proposed + before[:k + 1] runs and BASE + proposed + before[:k]
+    does not, by bisection on whether each runs; None when it does not run with all of them."""
+    ctx.on_phase(f"needs: the first j of {len(before)} group(s) with which {len(proposed)} hunk(s) run, "
+                 "bisected on whether they run")
+    lo, hi = 0, len(before)          # before[:lo] does not run with it; before[:hi] is to be seen
+    if not ctx.runs.settle(proposed.union(*before), "needs"):
+        return None
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if ctx.runs.settle(proposed.union(*before[:mid]), "needs"):
+            hi = mid
+        else:
+            lo = mid
+    return hi - 1
+
+
+def alone(ctx: HuntContext, proposed: frozenset, prefix: frozenset, sign: int,
+          priors: tuple[float, ...] | None = None) -> tuple[str, TestedSubset | None, Arms]:
+    """'reproduced' (BASE + proposed is slower than BASE by min_effect, e-value 1/reproduce_alpha:
+    the control arm's rule), 'does not run', 'interacts' (the slow `prefix` it ends is slower
+    than it by min_effect, e-value 1/alpha: it needs more than itself) or 'open' (out of
+    pairs). Three arms in rotation, BASE, BASE + proposed, BASE + prefix; a wrong 'interacts'
+    costs only a search, so it is held to alpha, not reproduce_alpha. Also returns the BASE and
+    prefix arms (the ends of the search for what it needs)."""
+    sets = (frozenset(), proposed, prefix)
+    arms: tuple[list[float], list[float], list[float]] = ([], [], [])
+    s = ctx.settings
+    for k in range(s.max_samples):
+        values = round_of_three(ctx, sets, k)
+        if not ctx.runs(proposed):
+            return "does not run", None, (arms[0], arms[2])
+        if any(v is None for v in values.values()):
+            continue
+        for i in range(3):
+            arms[i].append(values[i])
+        pool = ctx.noise_with(arms)
+        if shows_step(arms[0], arms[1], pool, sign=sign, alpha=s.reproduce_alpha, min_effect=s.min_effect, priors=priors):
+            return "reproduced", tested(proposed, arms[0], arms[1], pool), (arms[0], arms[2])
+        if shows_step(arms[1], arms[2], pool, sign=sign, alpha=s.alpha, min_effect=s.min_effect, priors=priors):
+            return "interacts", None, (arms[0], arms[2])
+    if not arms[0]:
+        return "open", None, (arms[0], arms[2])
+    return "open", replace(tested(proposed, arms[0], arms[1], ctx.noise_with(arms)), verdict="undecided"), (arms[0], arms[2])
+
+
+def round_of_three(ctx: HuntContext, sets: tuple[frozenset, frozenset, frozenset], k: int) -> dict[int, float | None]:
+    """One rotation of the three arms (BASE, the subset tested, the reference), in the order
+    0 1 2, then 2 1 0; once the tested subset's run is skipped the round stops (its other
+    samples would have no partner)."""
+    values: dict[int, float | None] = {}
+    for i in ((0, 1, 2) if k % 2 == 0 else (2, 1, 0)):
+        values[i] = ctx.measure(sets[i], "name")
+        if i == 1 and values[i] is None:
+            break
+    return values

@@ -1,0 +1,63 @@
+"""What every phase of a hunk hunt receives: one explicit context instead of shared state."""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Callable, Sequence
+
+from regressbisect.search.bisect import SearchSettings
+from regressbisect.search.ddmin import DdminSettings
+from regressbisect.search.hunks.runnable import Runnable
+from regressbisect.search.levels import LevelRule
+from regressbisect.search.naming import AlphaSpender
+from regressbisect.search.stats import NoisePool
+
+__all__ = ["HuntContext"]
+
+
+@dataclass
+class HuntContext:
+    """One hunk hunt's settings and rules, and the two things its phases share as it runs: the
+    pooled noise of every sample so far and the leave-one-out tests' alpha spender. Every sample
+    is taken through `measure` (the Runnable: a subset known not to run is no probe)."""
+
+    settings: SearchSettings
+    rule: LevelRule
+    ddmin: DdminSettings
+    runs: Runnable
+    """Which subsets run (needs, the skip rule); measures them."""
+    ids: list[str]
+    """Every hunk id."""
+    groups: object
+    """group_hunks' levels (files, functions, hunks), for delta debugging."""
+    order: list[frozenset]
+    """The groups the prefix search walks (`prefix.prefix_groups`)."""
+    on_phase: Callable[[str], None]
+    """Tells the progress display what the hunt does now."""
+    leave_out_alphas: AlphaSpender
+    """The k-th leave-one-out test that measures gets name_alpha / (2 k (k + 1)) for each of its
+    two answers (`members.py`): the naming gate's spending, of name_alpha / 2."""
+    noise: NoisePool = field(default_factory=NoisePool)
+    """The hunt's pooled noise: every arm's spread about its own mean so far (`learn`)."""
+
+    def measure(self, subset: frozenset, purpose: str) -> float | None:
+        """One sample of BASE + subset (None: skipped, or known not to run, then without a probe)."""
+        return self.runs.measure(subset, purpose)
+
+    def learn(self, samples: Sequence[Sequence[float]]) -> None:
+        """Join these arms' spread (each about its own mean) to the hunt's pooled noise."""
+        self.noise = self.noise.plus(NoisePool.of(samples))
+
+    def noise_with(self, samples: Sequence[Sequence[float]]) -> NoisePool:
+        """The hunt's pooled noise with these arms' spread, for a test that reads them."""
+        return self.noise.plus(NoisePool.of(samples))
+
+    def effect_prior(self, change: float) -> tuple[float, ...] | None:
+        """The e-value's effect prior for tests whose answer is a difference of a step of `change`
+        (a culprit's, a prefix step's): its log size in units of the hunt's pooled noise, both read
+        before those tests measure (so the prior does not look at their data: the e-value stays
+        valid, as the naming gate's does); None, the default mixture, without a step or a noise."""
+        step = abs(math.log1p(change)) if change > -1 else math.nan
+        if not (self.noise.df and self.noise.sigma > 0 and math.isfinite(step) and step > 0):
+            return None
+        return ((step / self.noise.sigma) ** 2,)

@@ -1,0 +1,96 @@
+"""Which hunks of a culprit it needs: each left out in turn (leave-one-out)."""
+from __future__ import annotations
+
+from typing import Sequence
+
+from regressbisect.search.control import shows_step
+from regressbisect.search.hunks.context import HuntContext
+from regressbisect.search.hunks.subsets import TestedSubset, tested as sized
+
+__all__ = ["needed_members"]
+
+
+def needed_members(ctx: HuntContext, tested: TestedSubset, sign: int) -> tuple[TestedSubset, bool]:
+    """The culprit less every hunk it does not need, and whether a hunk's need stayed open.
+
+    A hunk without which the rest does not run (known without a probe) is needed. Every other
+    is tested by leaving it out (`leave_each_out`, all of them at once): needed once the
+    culprit is slower than the rest by min_effect and an e-value of 1/alpha_k, not needed once
+    the rest alone reproduces the slowdown against BASE by the same rule. The k-th such test of
+    the hunt that measures gets alpha_k = name_alpha / (2 k (k + 1)) for each answer (they sum
+    to name_alpha: a hunk named that the culprit does not need is as rare as a commit named
+    that is no step; `HuntContext.leave_out_alphas`); one ended by the rest's crash claims nothing
+    by chance. Of two or more hunks found not needed each on its own, only the first is dropped at
+    once: the others are tested again, one at a time, without it (two hunks may each stand in for
+    the other)."""
+    members = tested.hunks
+    testable = [h for h in sorted(members) if len(members) >= 2 and ctx.runs(members - {h})]
+    if not testable:
+        return tested, False
+    outcomes = leave_each_out(ctx, tested, testable, sign)
+    unsure = any(outcome == "open" for outcome, _ in outcomes.values())
+    dropped = [h for h in testable if outcomes[h][0] == "not needed"]
+    if dropped:
+        tested = outcomes[dropped[0]][1]
+    for hunk in dropped[1:]:
+        if len(tested.hunks) < 2 or not ctx.runs(tested.hunks - {hunk}):
+            continue
+        outcome, smaller = leave_each_out(ctx, tested, [hunk], sign)[hunk]
+        if outcome == "not needed":
+            tested = smaller
+        unsure = unsure or outcome == "open"
+    return tested, unsure
+
+
+def leave_each_out(ctx: HuntContext, tested: TestedSubset, hunks: Sequence[str],
+                   sign: int) -> dict[str, tuple[str, TestedSubset | None]]:
+    """hunk -> 'needed', 'not needed' (with the rest's test against BASE) or 'open' (out of
+    pairs), for each of `hunks` left out of the culprit `tested`.
+
+    One rotation measures BASE, the culprit less each hunk still open, and the culprit (in that
+    order, then reversed: a linear drift cancels over two rounds), so that a culprit of m hunks
+    costs m + 2 runs a round, not 3 m: BASE and the culprit serve every test. Each test reads
+    the rounds in which its three arms ran; its e-values are its own (a union bound over the
+    tests holds whatever their dependence) with the noise pooled over every arm and the hunt.
+    Either answer is a difference of the culprit's step (the rest at BASE's level, or at the
+    culprit's): the e-values' effect prior is centred on it (`HuntContext.effect_prior`)."""
+    members = tested.hunks
+    priors = ctx.effect_prior(tested.change)
+    min_effect = ctx.settings.min_effect
+    ctx.on_phase(f"naming: which of {len(hunks)} hunk(s) of {len(members)} are needed? BASE, the culprit "
+                 "without each, the culprit, in rotation")
+    rests = {h: members - {h} for h in hunks}
+    arms: dict[str, tuple[list[float], list[float], list[float]]] = {h: ([], [], []) for h in hunks}
+    every: dict[object, list[float]] = {}        # each subset's samples, once: the noise's groups
+    alphas: dict[str, float] = {}
+    outcomes: dict[str, tuple[str, TestedSubset | None]] = {}
+    for k in range(min(ctx.rule.max_pairs, ctx.settings.max_samples)):
+        open_hunks = [h for h in hunks if h not in outcomes]
+        if not open_hunks:
+            break
+        sets = [frozenset()] + [rests[h] for h in open_hunks] + [members]
+        values = [ctx.measure(subset, "name") for subset in (sets if k % 2 == 0 else sets[::-1])]
+        if k % 2:
+            values.reverse()
+        for subset, value in zip(sets, values):
+            if value is not None:
+                every.setdefault(subset, []).append(value)
+        base, full = values[0], values[-1]
+        for h, rest in zip(open_hunks, values[1:-1]):
+            if not ctx.runs(rests[h]):
+                outcomes[h] = ("needed", None)         # the rest does not run without it
+            elif rest is not None and base is not None and full is not None:
+                if h not in alphas:
+                    alphas[h] = ctx.leave_out_alphas.next()   # a test that measures spends its share
+                for arm, value in zip(arms[h], (base, rest, full)):
+                    arm.append(value)
+        pool = ctx.noise_with(list(every.values()))
+        for h in open_hunks:
+            if h in outcomes or h not in alphas:
+                continue
+            base_arm, rest_arm, full_arm = arms[h]
+            if shows_step(rest_arm, full_arm, pool, sign=sign, alpha=alphas[h], min_effect=min_effect, priors=priors):
+                outcomes[h] = ("needed", None)
+            elif shows_step(base_arm, rest_arm, pool, sign=sign, alpha=alphas[h], min_effect=min_effect, priors=priors):
+                outcomes[h] = ("not needed", sized(rests[h], base_arm, rest_arm, pool))
+    return {h: outcomes.get(h, ("open", None)) for h in hunks}

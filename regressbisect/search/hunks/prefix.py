@@ -1,0 +1,118 @@
+"""The prefix search: the commit search over BASE + the first k groups of hunks in file order."""
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+from itertools import accumulate
+from typing import Sequence
+
+import numpy as np
+
+from regressbisect.search.bisect import CommitSearch, SearchResult, SearchSettings
+from regressbisect.search.driver import drive
+from regressbisect.search.hunks.context import HuntContext
+from regressbisect.search.hunks.runnable import Needs
+from regressbisect.search.stats import NoisePool
+
+__all__ = ["HUNK_SIDE_PAIRS", "END_NAMES", "PrefixSearch", "prefix_groups", "prefixes", "search_prefixes", "end_gap"]
+
+HUNK_SIDE_PAIRS = 8
+"""`SearchSettings.side_pairs` of the hunk hunt's prefix searches: a side check sized for about
+eight fresh pairs, a smaller further step left to the search of the rest (`rest.py`). At 8-15%
+noise the hunts cost 18-41% fewer probes with the same answers (docs/results.md, "Side checks
+sized by the noise")."""
+
+END_NAMES = ("BASE", "BASE + all hunks")
+"""What a prefix search's reasons call its two ends."""
+
+
+def prefix_groups(hunk_ids: Sequence[str], groups=None, needs: Needs | None = None) -> list[frozenset]:
+    """The ordered list the prefix search walks: hunks in file order (the finest level of `groups`:
+    files in path order, hunks in line order), each in one group with every hunk it needs or that
+    needs it (transitively), the group placed where its first hunk is. A prefix of the list then
+    never holds a hunk without one it needs."""
+    order = [h for g in groups[-1] for h in g] if groups else list(hunk_ids)
+    if sorted(order) != sorted(hunk_ids):
+        raise ValueError("the finest level of `groups` must be a partition of the hunk ids")
+    root = {h: h for h in order}
+
+    def find(h: str) -> str:
+        while root[h] != h:
+            root[h] = root[root[h]]
+            h = root[h]
+        return h
+
+    for hunk, required in (needs or {}).items():
+        if hunk not in root or not set(required) <= root.keys():
+            raise ValueError(f"needs of {hunk!r} name a hunk that is not in the list")
+        for other in required:
+            root[find(hunk)] = find(other)
+    members: dict[str, list[str]] = {}
+    for hunk in order:
+        members.setdefault(find(hunk), []).append(hunk)
+    return [frozenset(g) for g in members.values()]
+
+
+def prefixes(order: Sequence[frozenset]) -> list[frozenset]:
+    """BASE (the empty set), BASE + the first group, ..., BASE + every group of `order`."""
+    return list(accumulate(order, frozenset.union, initial=frozenset()))
+
+
+class PrefixSearch(CommitSearch):
+    """The commit search over BASE + each candidate subset, as the hunk hunt runs it: side checks
+    sized for HUNK_SIDE_PAIRS fresh pairs, its ends called BASE and BASE + all hunks, and two
+    things only the hunk hunt's search for what a step needs asks for:
+
+    * one_step: the search ends at its first named step, its sides unchecked (a further need
+      shows in the next alone test);
+    * `carry_control_pairs`: pairs of its two ends measured before it (the alone test's BASE and
+      prefix arms), its control arm's first.
+    """
+
+    def __init__(self, n: int, settings: SearchSettings, *, one_step: bool = False):
+        super().__init__(n, replace(settings, side_pairs=HUNK_SIDE_PAIRS))
+        self.one_step = one_step
+
+    def carry_control_pairs(self, good: Sequence[float], bad: Sequence[float]) -> None:
+        """Pairs of the two ends measured before this search, side by side (another test's arms in
+        rotation): the control arm goes on from them. Its e-values are anytime-valid, so a
+        sequence that another rule stopped may be continued (Ville's inequality holds at every
+        stopping time). Only before the first round; they are no probes of this search."""
+        if self._round or self._pending:
+            raise RuntimeError("carry_control_pairs() comes before the first round")
+        for good_value, bad_value in zip(good, bad):
+            self._round += 1
+            self.book.add(0, good_value, tag=self.control.tag, when=self._round)
+            self.book.add(self.n - 1, bad_value, tag=self.control.tag, when=self._round)
+
+    def result(self, end_names: tuple[str, str] = END_NAMES) -> SearchResult:
+        return super().result(end_names)
+
+    def _accept(self, iv, a: int, b: int) -> None:
+        super()._accept(iv, a, b)
+        if self.one_step:
+            # its sides are not searched, nor a remainder: the search is done
+            self._queue = []
+            self._remainder_searched = True
+
+
+def search_prefixes(ctx: HuntContext, candidates: Sequence[frozenset], *, first: str, rest: str,
+                    one_step: bool = False, carried: tuple[list[float], list[float]] | None = None) -> PrefixSearch:
+    """The commit search over BASE + each candidate subset, in order (`PrefixSearch`), run to its
+    end; its samples join the hunt's pooled noise. first, rest: the purpose of its control arm's
+    samples and of the others'. carried: `PrefixSearch.carry_control_pairs`."""
+    search = PrefixSearch(len(candidates), ctx.settings, one_step=one_step)
+    if carried:
+        search.carry_control_pairs(*carried)
+    drive(search, lambda batch: [ctx.measure(candidates[m.index], first if m.reason == "control arm" else rest)
+                                 for m in batch])
+    ctx.learn([search.samples(i) for i in range(len(candidates))])
+    return search
+
+
+def end_gap(search: CommitSearch, noise: NoisePool) -> tuple[float, float]:
+    """Log tok/s of BASE + all hunks less BASE's from every sample of the two, and its standard
+    error from the pooled noise."""
+    base, full = search.samples(0), search.samples(search.n - 1)
+    se = noise.sigma * math.sqrt(1 / len(base) + 1 / len(full)) if noise.df else math.inf
+    return float(np.mean(np.log(full)) - np.mean(np.log(base))), se

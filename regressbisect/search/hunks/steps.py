@@ -1,0 +1,45 @@
+"""Naming the steps of a prefix search: the group each adds, alone, with what it needs."""
+from __future__ import annotations
+
+from typing import Sequence
+
+from regressbisect.search.bisect import CommitSearch, Culprit
+from regressbisect.search.hunks.alone import alone_with_what_it_needs
+from regressbisect.search.hunks.context import HuntContext
+from regressbisect.search.hunks.members import needed_members
+from regressbisect.search.hunks.subsets import Names, TestedSubset, with_share
+
+__all__ = ["name_steps"]
+
+
+def name_steps(ctx: HuntContext, steps: Sequence[Culprit], search: CommitSearch, order: Sequence[frozenset],
+               signed_gap: float, names: Names) -> tuple[Names, bool]:
+    """Each step of `search` (over BASE + the first k groups of `order`) names the last group it
+    adds, once that alone reproduces the slowdown against BASE on fresh pairs, with what it
+    needs from the groups before it (`alone.alone_with_what_it_needs`) and less the hunks it does
+    not need (`members.needed_members`). Returns `names` with what it found, and whether every
+    step's group was placed (False: one could not be, delta debugging's case; what was named before
+    it is in the names all the same)."""
+    sign = -1 if signed_gap < 0 else 1
+    for step in steps:
+        taken = names.taken
+        last = order[step.first_bad - 1] - taken
+        if not last:
+            continue            # an earlier culprit needed this group: it is named there
+        if step.first_bad == 1:
+            # BASE + this group is the prefix itself, named on fresh pairs against BASE already
+            pairs = min(len(search.samples(0)), len(search.samples(1)))
+            tested = TestedSubset(last, "reproduced", step.step, step.step_ci95, pairs)
+        else:
+            # the groups before it, less the culprits of earlier steps (their slowdown is theirs)
+            before = [g - taken for g in order[:step.first_bad - 1] if g - taken]
+            found = alone_with_what_it_needs(ctx, last, before, sign, ctx.effect_prior(step.step))
+            if found is None:
+                return names, False
+            tested = found
+            if tested.verdict == "undecided":     # out of pairs: more would not come cheaper elsewhere
+                names = names.plus(with_share(tested, signed_gap), named=False, open_question=True)
+                continue
+        tested, unsure = needed_members(ctx, tested, sign)
+        names = names.plus(with_share(tested, signed_gap), named=not unsure, open_question=unsure)
+    return names, True

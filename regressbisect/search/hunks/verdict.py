@@ -1,0 +1,61 @@
+"""What a hunk hunt decides, and the verdict of the culprits it named."""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+
+from regressbisect.search.bisect import SearchResult
+from regressbisect.search.culprits import remainder_of_gap, share_interval, shares_do_not_add_up
+from regressbisect.search.ddmin import DdminResult
+from regressbisect.search.hunks.subsets import Names, TestedSubset
+
+__all__ = ["HunkDecision", "verdict_of_named"]
+
+
+@dataclass(frozen=True)
+class HunkDecision:
+    verdict: str
+    """'culprits', 'not-reproduced', 'undecided', 'not-localised', 'all-skipped'."""
+    reason: str
+    control: SearchResult
+    search: DdminResult | None = None
+    culprits: tuple[TestedSubset, ...] = ()
+    suspects: tuple[TestedSubset, ...] = ()
+    """Proposed, not named (a hunk's need stayed open, the fresh test did not reproduce, or the
+    shares did not add up)."""
+    undecided_subsets: int = 0
+    """Subsets that used their pairs without a verdict."""
+    prefix: SearchResult | None = None
+    """The prefix search: candidate k is BASE + the first k groups of `prefix_groups`."""
+    ruled_out: frozenset = frozenset()
+    """Hunks of prefixes measured at BASE's level."""
+    did_not_run: frozenset = frozenset()
+    """Subsets asked for that gave no sample: known not to run (no probe), or skipped."""
+    unexplained_ci95: tuple[float, float] = (math.nan, math.nan)
+    """95% interval of the share of the gap the culprits leave (`culprits.remainder_of_gap`: the
+    gap's error and each culprit's own interval against BASE); nan without culprits."""
+
+
+def verdict_of_named(facts: HunkDecision, names: Names, share_gap: float, signed_gap: float, gap_se: float,
+                     direction: str, share_limit: float) -> HunkDecision:
+    """The hunt's verdict once its culprits are named: `facts` (what the hunt knows beside them:
+    its control arm, prefix search, ...) with the culprits, suspects and reason. share_gap: the
+    gap the shares are held to (`culprits.shares_do_not_add_up`, with direction 'both' held to
+    it too: the hunk hunt's rule, unlike the commit search's); signed_gap, gap_se: the gap and its
+    standard error, for the remainder's interval."""
+    named, suspects = list(names.named), list(names.suspects)
+    if named and shares_do_not_add_up([c.ci95 for c in named], share_gap, share_limit, direction=direction,
+                                      exempt_both=False):
+        shares = ", ".join(f"{c.share_of_gap:.0%}" for c in named)
+        return replace(facts, verdict="undecided",
+                       reason=f"the culprits' shares of the gap ({shares}) do not add up: the samples do not "
+                              "fit one step per culprit", culprits=(), suspects=tuple(named + suspects))
+    if named:
+        _, half = remainder_of_gap(signed_gap, gap_se, [(c.change, c.ci95) for c in named])
+        unexplained = 1 - sum(c.share_of_gap for c in named)
+        return replace(facts, verdict="culprits", reason="", culprits=tuple(named), suspects=tuple(suspects),
+                       unexplained_ci95=share_interval(unexplained, half, signed_gap))
+    why = ("a hunk of a culprit could be neither shown needed nor left out within the pairs"
+           if names.open_question else "no step could be named")
+    return replace(facts, verdict="undecided", reason=f"no hunk could be named: {why}", culprits=(),
+                   suspects=tuple(suspects))
