@@ -18,6 +18,7 @@ hit (at least one true step), both-found (two-step cells), false-culprit rate (a
 that is no step), mean benchmark executions, and for ours the mean rounds at each slot count.
 
     python scripts/bench_accuracy.py --quick                       # CI smoke, a minute
+    python scripts/bench_accuracy.py --interference --trials 100 [--read-interference]
     python scripts/bench_accuracy.py --trials 200 --out docs/results/accuracy-runs.md --out results.json
     python scripts/bench_accuracy.py --resume results.json --trials-other 30 --out docs/results/accuracy-runs.md
 
@@ -44,7 +45,7 @@ import numpy as np  # noqa: E402
 import _common  # noqa: E402,F401  (puts the repository on sys.path)
 
 from regressbisect.search.bisect import SearchSettings  # noqa: E402
-from regressbisect.search.simulate import FakeExecutor, FakeHistory, simulate, step_levels  # noqa: E402
+from regressbisect.search.simulate import FakeExecutor, FakeHistory, Interference, simulate, step_levels  # noqa: E402
 
 try:  # the real thing when available (pip install git_bayesect)
     from git_bayesect import Bisector as _BayesectBisector  # type: ignore[import-not-found]
@@ -71,12 +72,14 @@ class Cell:
     drift: float = 0.0
     key: bool = False           # a cell a stated goal rests on: it gets the full trial count
     slots: tuple[int, ...] = (1,)
+    interference: tuple[Interference, ...] = ()
 
     @property
     def name(self) -> str:
         kind = "A/A" if not self.steps else "+".join(f"{-s:.0%}" for s in self.steps)
         drift = f" drift {self.drift:+.2%}/round" if self.drift else ""
-        return f"n={self.n} {kind} cv={self.cv * 100:g}%{drift}"
+        runs_off = "".join(f" + {k.name}" for k in self.interference)
+        return f"n={self.n} {kind} cv={self.cv * 100:g}%{runs_off}{drift}"
 
 
 FLOOR_CELLS = (Cell(32, (-0.10,), 0.005, key=True), Cell(128, (-0.10,), 0.01, key=True),
@@ -85,6 +88,19 @@ FLOOR_CELLS = (Cell(32, (-0.10,), 0.005, key=True), Cell(128, (-0.10,), 0.01, ke
                Cell(32, (), 0.005, key=True), Cell(128, (), 0.02, key=True), Cell(128, (), 0.03, key=True))
 """The cells of the cost goals (commits / step / CV as a user meets them: a GPU at 0.5-1% noise, a
 shared machine at 2-3%), with A/A ranges at the same noise: `--floor`."""
+
+
+_SLOW_QUARTER, _SLOW_TENTH = (Interference(0.25, 0.7),), (Interference(0.10, 0.8),)
+INTERFERENCE_CELLS = (Cell(32, (-0.10,), 0.02, key=True, interference=_SLOW_QUARTER),
+                      Cell(128, (-0.05,), 0.01, key=True, interference=_SLOW_TENTH),
+                      Cell(32, (), 0.02, key=True, interference=_SLOW_QUARTER),
+                      Cell(128, (), 0.01, key=True, interference=_SLOW_TENTH),
+                      Cell(32, (-0.10,), 0.02, key=True, interference=(Interference(0.10, 1.3),)),
+                      Cell(32, (-0.10,), 0.02, key=True, interference=(Interference(0.15, 0.7), Interference(0.10, 1.3))),
+                      Cell(32, (), 0.02, key=True, interference=(Interference(0.15, 0.7), Interference(0.10, 1.3))))
+"""Runs far off their level on top of lognormal noise (a fraction of runs at a factor: a busy
+neighbour, a straggler, a pulsing pipeline; slow, fast, and both), with A/A ranges of the same
+noise: `--interference`."""
 
 
 def grid(quick: bool) -> list[Cell]:
@@ -279,7 +295,7 @@ def _history(cell: Cell, trial: int, base_seed: int) -> tuple[FakeHistory, set[i
                                  int(abs(cell.steps[0]) * 1e4) if cell.steps else 0, int(cell.drift * 1e6) % 1000, trial])
     firsts = sorted(int(x) for x in rng.choice(np.arange(1, cell.n), size=len(cell.steps), replace=False))
     levels = step_levels(cell.n, dict(zip(firsts, cell.steps)))
-    return FakeHistory(levels, cell.cv, cell.drift), set(firsts), int(rng.integers(2 ** 31))
+    return FakeHistory(levels, cell.cv, cell.drift, interference=cell.interference), set(firsts), int(rng.integers(2 ** 31))
 
 
 def run_trial(task: tuple[Cell, str, int, int]) -> dict:
@@ -311,11 +327,13 @@ def run_trial(task: tuple[Cell, str, int, int]) -> dict:
 def _set_settings(confidence: float, drift_prior: float, max_samples: int, prior_samples: int = 0,
                   name_alpha: float = SearchSettings().name_alpha,
                   reproduce_alpha: float = SearchSettings().reproduce_alpha,
-                  side_pairs: int | None = SearchSettings().side_pairs) -> None:
+                  side_pairs: int | None = SearchSettings().side_pairs,
+                  read_interference: bool = SearchSettings().read_interference) -> None:
     global OURS_SETTINGS, PRIOR_SAMPLES
     PRIOR_SAMPLES = prior_samples
     OURS_SETTINGS = SearchSettings(confidence=confidence, drift_prior=drift_prior, max_samples=max_samples,
-                                   name_alpha=name_alpha, reproduce_alpha=reproduce_alpha, side_pairs=side_pairs)
+                                   name_alpha=name_alpha, reproduce_alpha=reproduce_alpha, side_pairs=side_pairs,
+                                   read_interference=read_interference)
 
 
 def aggregate(rows: list[dict]) -> dict:
@@ -358,7 +376,8 @@ def markdown(cells: list[Cell], table: dict, args: argparse.Namespace, seconds: 
     lines = [f"Simulated histories, lognormal noise; {BAYES_IMPL} for the Bayesian baseline; "
              f"seed {args.seed}; ours stops at posterior mass {args.confidence}, drift prior {args.drift_prior}, "
              f"max samples {args.max_samples}; name_alpha {args.name_alpha:g}, reproduce_alpha "
-             f"{args.reproduce_alpha:g}; side pairs {args.side_pairs}; remembered noise from {args.noise_prior} samples; "
+             f"{args.reproduce_alpha:g}; side pairs {args.side_pairs}; runs read as interfered: {'yes' if args.read_interference else 'no'}; "
+             f"remembered noise from {args.noise_prior} samples; "
              f"{seconds / 60:.1f} min on {args.jobs} processes.", "",
              "| cell | method | trials | exact | hit | both | false culprit | reproduced | could not decide | executions | p95 | rounds s=1/4/8 |",
              "|---|---|---|---|---|---|---|---|---|---|---|---|"]
@@ -471,6 +490,11 @@ def main(argv: list[str] | None = None) -> int:
                         "(an earlier hunt on the same machine; 0: none, the first hunt)")
     p.add_argument("--floor", action="store_true",
                    help="the cost goals' cells (FLOOR_CELLS; ours only, every cell gets --trials)")
+    p.add_argument("--interference", action="store_true",
+                   help="the cells whose runs are now and then far off their level (INTERFERENCE_CELLS), "
+                        "beside the baselines")
+    p.add_argument("--read-interference", action="store_true",
+                   help="our search reads runs far off their level as interfered (SearchSettings.read_interference)")
     p.add_argument("--ours-only", action="store_true",
                    help="run only our search with one slot, no baselines (to compare variants of it quickly)")
     args = p.parse_args(argv)
@@ -479,7 +503,8 @@ def main(argv: list[str] | None = None) -> int:
     other = args.trials_other if args.trials_other is not None else max(1, args.trials // 2)
     if args.high_noise or args.floor:
         args.ours_only = True
-    chosen = list(FLOOR_CELLS) if args.floor else high_noise_grid() if args.high_noise else grid(args.quick)
+    chosen = (list(FLOOR_CELLS) if args.floor else high_noise_grid() if args.high_noise
+              else list(INTERFERENCE_CELLS) if args.interference else grid(args.quick))
     cells = [c for c in chosen
              if args.only in c.name and (c.key or not args.key_only)]
     kept: dict = _common.read_results(Path(args.resume))["cells"] if args.resume else {}
@@ -498,7 +523,8 @@ def main(argv: list[str] | None = None) -> int:
     rows: list[dict] = []
     done: dict[str, int] = {}
     with mp.Pool(args.jobs, initializer=_set_settings, initargs=(args.confidence, args.drift_prior, args.max_samples, args.noise_prior,
-                                                                 args.name_alpha, args.reproduce_alpha, args.side_pairs)) as pool:
+                                                                 args.name_alpha, args.reproduce_alpha, args.side_pairs,
+                                                                 args.read_interference)) as pool:
         for row in pool.imap_unordered(run_trial, tasks, chunksize=2):
             rows.append(row)
             done[row["cell"]] = done.get(row["cell"], 0) + 1

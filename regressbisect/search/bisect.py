@@ -128,6 +128,12 @@ class SearchSettings:
     bracket and side): the k-th distinct step that reaches confirmation gets name_alpha / (k (k + 1))
     of it (the shares add up to name_alpha), spent by an always-valid test on pairs of its two
     commits taken after it was picked (`search/naming.py`, `NamingGate.named`)."""
+    read_interference: bool = False
+    """Read runs far off their commit's level as interfered and set them apart from every test
+    (search/interference.py; a control arm then answers from three pairs on). Runs on a shared
+    machine are not lognormal: a quarter of them 30% slow made the Gaussian tests miss a 10% step
+    or pay 10x (scripts/bench_accuracy.py --interference). Off until its cost on every cell is
+    measured."""
     share_limit: float = 1.25
     """A culprit that surely owns more than this share of the GOOD->BAD gap (the end of its interval
     nearest zero does), or culprits that surely leave a remainder below -100% of it, mean the step
@@ -275,7 +281,8 @@ class CommitSearch:
             raise ValueError("a commit search needs at least GOOD and BAD (n >= 2)")
         self.n = n
         self.settings = settings
-        self.book = SampleBook(settings.pair_window, noise_prior)   # every sample, its round and tag
+        self.book = SampleBook(settings.pair_window, noise_prior,     # every sample, its round and tag
+                               read_interference=settings.read_interference)
         self._pending: list[tuple[int, str | None, int]] = []
         self._round = 0
         self._probes = 0
@@ -439,9 +446,9 @@ class CommitSearch:
 
     def _room(self, i: int) -> int:
         """Samples `i` may still take before max_samples (as _capped counts them)."""
-        n = len(self.book.raw.get(i, []))
+        n = self.book.run_count(i)
         if i in (0, self.n - 1):
-            n -= len(self.book.values(i, self.control.tag))
+            n -= self.book.run_count(i, self.control.tag)
         return self.settings.max_samples - n
 
     def _samples_per_decision(self) -> int:
@@ -645,7 +652,7 @@ class CommitSearch:
         if len(picks) == 2 and slots > 2:
             picks = [(Measure(i, f"check side {iv.lo}..{iv.hi}"), None) for i in self.pairing.round_of(iv.lo, iv.hi, slots, self._round)]
         elif len(picks) >= 2:
-            room = min(self.settings.max_samples - len(self.book.raw.get(m.index, [])) for m, _ in picks)
+            room = min(self.settings.max_samples - self.book.run_count(m.index) for m, _ in picks)
             repeats = min(slots // len(picks), room)
             picks = [p for p in picks for _ in range(repeats)] if repeats > 1 else picks
         return picks

@@ -16,6 +16,7 @@ import numpy as np
 from scipy.stats import chi2
 from scipy.stats import f as f_dist
 
+from regressbisect.search.interference import interfered_runs
 from regressbisect.search.stats import NoisePool
 
 __all__ = ["NOISE_PRIOR_DF", "NOISIER_LEVEL", "SampleBook", "SideBySide", "unmeasurable_by_skips"]
@@ -52,18 +53,23 @@ def unmeasurable_by_skips(skips: int, samples: int, *, one_sample_settles: bool 
 class SampleBook:
     """tok/s per candidate in recording order, the round and pairing tag of each, and the skips."""
 
-    def __init__(self, pair_window: int, noise_prior: NoisePool | None = None):
+    def __init__(self, pair_window: int, noise_prior: NoisePool | None = None, *,
+                 read_interference: bool = False):
         """noise_prior: a remembered noise scale (the spread of earlier hunts' samples on this
-        machine and probe config), counted for at most NOISE_PRIOR_DF degrees of freedom."""
+        machine and probe config), counted for at most NOISE_PRIOR_DF degrees of freedom.
+        read_interference: runs far off their candidate's level are set apart from every test
+        (search/interference.py, `SearchSettings.read_interference`)."""
         self.pair_window = pair_window
-        self.raw: dict[int, list[float]] = {}
-        self.time: dict[int, list[int]] = {}
-        self.tags: dict[int, list[str | None]] = {}
+        self.read_interference = read_interference
+        self.runs: dict[int, list[tuple[float, int, str | None]]] = {}
+        """Every run of each candidate, (tok/s, round, pairing tag), interfered ones included."""
         self.skips: dict[int, int] = {}
-        self.order: list[tuple[int, int]] = []     # (candidate, its sample number), as recorded
+        self._recorded = 0
+        self._typical: tuple[int, _Typical] | None = None     # `_view` at `_recorded`
         self._pairs: tuple[tuple[int, int], SideBySide] | None = None    # `pairs` at `_state()`
         self._outliers: tuple[tuple[int, int], frozenset[int]] | None = None   # `noisier_commits`, likewise
         self.noise_prior = noise_prior.capped(NOISE_PRIOR_DF) if noise_prior and noise_prior.df else None
+        self._all_order: list[tuple[int, int]] = []   # (candidate, its run number), as recorded
 
     def add(self, index: int, value: float | None, *, tag: str | None, when: int) -> None:
         """One sample of `index` taken in round `when` (None: its run was skipped)."""
@@ -72,21 +78,89 @@ class SampleBook:
             return
         if not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):
             raise ValueError(f"tok/s must be finite and positive, got {value!r}")
-        self.order.append((index, len(self.raw.get(index, []))))
-        self.raw.setdefault(index, []).append(float(value))
-        self.time.setdefault(index, []).append(when)
-        self.tags.setdefault(index, []).append(tag)
+        self._all_order.append((index, len(self.runs.get(index, []))))
+        self.runs.setdefault(index, []).append((float(value), when, tag))
+        self._recorded += 1
+
+    # -- the runs every test reads: those not read as interfered (search/interference.py) --------
+
+    @property
+    def raw(self) -> dict[int, list[float]]:
+        """tok/s of each candidate's typical runs, in recording order."""
+        return self._view().raw
+
+    @property
+    def time(self) -> dict[int, list[int]]:
+        """The round of each of `raw`."""
+        return self._view().time
+
+    @property
+    def tags(self) -> dict[int, list[str | None]]:
+        """The pairing tag of each of `raw`."""
+        return self._view().tags
+
+    @property
+    def order(self) -> list[tuple[int, int]]:
+        """(candidate, its number in `raw`) of the typical runs, as recorded."""
+        return self._view().order
+
+    def interfered(self) -> dict[int, list[float]]:
+        """tok/s of the runs read as interfered, by candidate (none: {})."""
+        return self._view().interfered
+
+    def run_count(self, i: int, tag: str | None = None) -> int:
+        """Runs of `i` that gave a sample (with pairing tag `tag`), interfered ones included: what
+        a cap counts."""
+        return sum(1 for _, _, t in self.runs.get(i, []) if tag is None or t == tag)
+
+    def _view(self) -> "_Typical":
+        """The typical runs: all but those read as interfered, unless the machine changed during
+        the hunt (`drifting`, on every run): then a candidate's runs sit at the levels of the
+        machine's states, which the side-by-side pairs cancel, and none is read as interfered."""
+        if self._typical is not None and self._typical[0] == self._recorded:
+            return self._typical[1]
+        every = self._runs_view({})
+        view = every
+        if self.read_interference and not self._drifting(every):
+            logs = {i: [math.log(v) for v, _, _ in runs] for i, runs in self.runs.items()
+                    if not self.unmeasurable_after(i, len(runs))}
+            off = interfered_runs(logs)
+            if any(any(flags) for flags in off.values()):
+                view = self._runs_view(off)
+        self._typical = (self._recorded, view)
+        return view
+
+    def _runs_view(self, off: dict[int, list[bool]]) -> "_Typical":
+        """The runs not flagged in `off` (by candidate, per run), and those flagged apart."""
+        view = _Typical({}, {}, {}, [], {})
+        number: dict[tuple[int, int], int] = {}
+        for i, runs in self.runs.items():
+            flags = off.get(i) or [False] * len(runs)
+            for k, ((value, when, tag), far) in enumerate(zip(runs, flags)):
+                if far:
+                    view.interfered.setdefault(i, []).append(value)
+                    continue
+                number[(i, k)] = len(view.raw.get(i, []))
+                view.raw.setdefault(i, []).append(value)
+                view.time.setdefault(i, []).append(when)
+                view.tags.setdefault(i, []).append(tag)
+        view.order.extend((i, number[(i, k)]) for i, k in self._all_order if (i, k) in number)
+        return view
 
     def values(self, i: int, tag: str | None = None) -> list[float]:
-        """Every sample of `i`, or only those with pairing tag `tag`."""
+        """Every typical sample of `i`, or only those with pairing tag `tag`."""
         raw = self.raw.get(i, [])
         if tag is None:
             return raw
         return [v for v, t in zip(raw, self.tags.get(i, [])) if t == tag]
 
     def unmeasurable(self, i: int) -> bool:
-        """The skip rule (`unmeasurable_by_skips`) on candidate i's skips and samples."""
-        return unmeasurable_by_skips(self.skips.get(i, 0), len(self.raw.get(i, [])))
+        """The skip rule (`unmeasurable_by_skips`) on candidate i's skips and runs."""
+        return self.unmeasurable_after(i, self.run_count(i))
+
+    def unmeasurable_after(self, i: int, runs: int) -> bool:
+        """The skip rule on candidate i's skips and `runs` runs."""
+        return unmeasurable_by_skips(self.skips.get(i, 0), runs)
 
     def retry_wanted(self, i: int) -> bool:
         return 0 < self.skips.get(i, 0) and not self.unmeasurable(i)
@@ -183,8 +257,11 @@ class SampleBook:
         degrees of freedom or more). On the same samples, a commit noisier than the rest widens
         both alike; what pairs cancel and candidates do not is the machine's change between the
         times a candidate was sampled. A machine property, so both are of the whole hunt."""
-        pairs = self.pairs()
-        within = NoisePool.of([[self.raw[i][k] for k in ks] for i, ks in pairs.samples.items()])
+        return self._drifting(self._view())
+
+    def _drifting(self, view: "_Typical") -> bool:
+        pairs = self._pairs_of(view)
+        within = NoisePool.of([[view.raw[i][k] for k in ks] for i, ks in pairs.samples.items()])
         paired = NoisePool.of_ratios(pairs.diffs.values())
         return paired.df >= 3 and self.noisier(within, paired)
 
@@ -195,27 +272,31 @@ class SampleBook:
         state = self._state()
         if self._pairs is not None and self._pairs[0] == state:
             return self._pairs[1]
+        out = self._pairs_of(self._view())
+        self._pairs = (state, out)
+        return out
+
+    def _pairs_of(self, view: "_Typical") -> "SideBySide":
         out = SideBySide({}, {}, {})
         pending: tuple[int, int] | None = None
-        for index, k in self.order:
+        for index, k in view.order:
             if self.unmeasurable(index):
                 continue
             if pending is not None and pending[0] != index and \
-                    abs(self.time[index][k] - self.time[pending[0]][pending[1]]) <= self.pair_window:
+                    abs(view.time[index][k] - view.time[pending[0]][pending[1]]) <= self.pair_window:
                 (a, ka), (b, kb) = sorted([pending, (index, k)])
-                out.diffs.setdefault((a, b), []).append(math.log(self.raw[b][kb]) - math.log(self.raw[a][ka]))
-                out.rounds.setdefault((a, b), []).append(max(self.time[a][ka], self.time[b][kb]))
+                out.diffs.setdefault((a, b), []).append(math.log(view.raw[b][kb]) - math.log(view.raw[a][ka]))
+                out.rounds.setdefault((a, b), []).append(max(view.time[a][ka], view.time[b][kb]))
                 out.samples.setdefault(a, []).append(ka)
                 out.samples.setdefault(b, []).append(kb)
                 pending = None
             else:
                 pending = (index, k)
-        self._pairs = (state, out)
         return out
 
     def _state(self) -> tuple[int, int]:
         """(samples, skips) recorded so far: what `pairs` and `noisier_commits` are kept by."""
-        return len(self.order), sum(self.skips.values())
+        return self._recorded, sum(self.skips.values())
 
     @staticmethod
     def noisier(tested: NoisePool, rest: NoisePool, level: float = NOISIER_LEVEL) -> bool:
@@ -280,3 +361,15 @@ class SideBySide:
     diffs: dict[tuple[int, int], list[float]]
     rounds: dict[tuple[int, int], list[int]]
     samples: dict[int, list[int]]
+
+
+@dataclass(frozen=True)
+class _Typical:
+    """The runs not read as interfered (`SampleBook.raw`, `time`, `tags`, `order`), and those read
+    so (`interfered`)."""
+
+    raw: dict[int, list[float]]
+    time: dict[int, list[int]]
+    tags: dict[int, list[str | None]]
+    order: list[tuple[int, int]]
+    interfered: dict[int, list[float]]

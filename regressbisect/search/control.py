@@ -34,6 +34,13 @@ def shows_step(before: Sequence[float], after: Sequence[float], noise: NoisePool
             and pooled_t_log_bf(est, c, noise, sign=sign, priors=priors or EFFECT_PRIORS) >= math.log(1 / alpha))
 
 
+PAIRS_TO_DECIDE = 3
+"""Typical runs of each end before the arm may answer either way. Two runs of an end can both be
+interfered with (one hunt in 16 where a quarter of the runs are 30% slow), and then read alike: a
+real step reads as a speed-up, an A/A range as a step. Of three, two alike beside one far off
+are told apart (search/interference.py), and three off at once is rarer than the arm's levels."""
+
+
 class ControlSettings(Protocol):
     min_effect: float
     direction: str
@@ -41,6 +48,7 @@ class ControlSettings(Protocol):
     reproduce_alpha: float
     max_samples: int
     pair_window: int
+    read_interference: bool
 
 
 class ControlArm:
@@ -66,7 +74,7 @@ class ControlArm:
         a, b = self.book.values(self.good, self.tag), self.book.values(self.bad, self.tag)
         pairs = min(len(a), len(b))
         s = self.settings
-        if pairs < 2 or len(a) != len(b):
+        if pairs < self._pairs_to_decide(a, b) or len(a) != len(b):
             return None
         cmp = compare(a[:pairs], b[:pairs], min_effect=s.min_effect, alpha=s.alpha, paired=True)
         self.comparison = cmp
@@ -75,8 +83,8 @@ class ControlArm:
             return "reproduced"
         if outcome == "stop":
             return "not-reproduced"
-        if pairs >= s.max_samples:
-            # out of pairs: one fixed-sample look, the t test at reproduce_alpha (the e-value
+        if min(self.book.run_count(self.good, self.tag), self.book.run_count(self.bad, self.tag)) >= s.max_samples:
+            # out of pairs (runs read as interfered count: the cap bounds the cost): one fixed-sample look, the t test at reproduce_alpha (the e-value
             # pays for looking at every pair; a last look at a known size does not, and with
             # it the chance of 'reproduced' on an A/A range is at most twice reproduce_alpha).
             # A difference of at least min_effect our way that came close (p below alpha/5) is
@@ -86,6 +94,14 @@ class ControlArm:
                 return "reproduced"
             return "undecided" if self._reproduces(cmp, s.alpha / 5) else "not-reproduced"
         return None
+
+    def _pairs_to_decide(self, a: Sequence[float], b: Sequence[float]) -> int:
+        """PAIRS_TO_DECIDE where runs are read as interfered, or two with a remembered noise scale
+        that fits today's runs: it was measured over earlier hunts' runs on this machine,
+        interfered ones included, so it prices them already."""
+        if not self.book.read_interference or self.book.prior_fits(NoisePool.of([a, b])):
+            return 2
+        return PAIRS_TO_DECIDE
 
     def next_samples(self, slots: int) -> list[int]:
         """The lagging end, else both in ABBA order (cancels a linear drift across pairs)."""
@@ -201,7 +217,7 @@ def run_control_arm(measure: Callable[[int], float | None], settings: ControlSet
     the base, `measure(1)` the other (tok/s, or None when its run was skipped), one at a time in
     the arm's order, until it decides. `noise_prior`: the noise known so far, joined as the commit
     search's remembered noise is (SampleBook)."""
-    book = SampleBook(settings.pair_window, noise_prior)
+    book = SampleBook(settings.pair_window, noise_prior, read_interference=settings.read_interference)
     arm = ControlArm(book, settings, 0, 1)
     taken = 0
     while (verdict := arm.decide()) is None:

@@ -2,7 +2,9 @@
 
 Pure (numpy only). Noise is lognormal with a given coefficient of variation; an optional drift
 scales the machine's speed linearly with time (rounds: the samples of one round run side by side
-and see the same machine); chosen commits can be unmeasurable (their probe always 'crashes').
+and see the same machine); chosen commits can be unmeasurable (their probe always 'crashes'); a fraction of runs can be interfered
+with (`Interference`: a run far off its level, as a busy neighbour, a straggler or a pulsing
+pipeline makes it), on top of the lognormal noise.
 """
 from __future__ import annotations
 
@@ -16,7 +18,7 @@ from regressbisect.search.bisect import CommitSearch, SearchResult, SearchSettin
 from regressbisect.search.driver import drive
 from regressbisect.search.stats import NoisePool
 
-__all__ = ["FakeHistory", "step_levels", "FakeExecutor", "SimRun", "simulate"]
+__all__ = ["Interference", "FakeHistory", "step_levels", "FakeExecutor", "SimRun", "simulate"]
 
 
 def step_levels(n: int, steps: Mapping[int, float], base: float = 1000.0) -> tuple[float, ...]:
@@ -27,6 +29,19 @@ def step_levels(n: int, steps: Mapping[int, float], base: float = 1000.0) -> tup
             level *= 1.0 + steps[i]
         levels.append(level)
     return tuple(levels)
+
+
+@dataclass(frozen=True)
+class Interference:
+    """A fraction of runs far off their commit's level: each run, independently, with probability
+    `fraction` reads `factor` times what it would have (0.7: 30% slow; 1.3: 30% fast)."""
+
+    fraction: float
+    factor: float
+
+    @property
+    def name(self) -> str:
+        return f"{self.fraction:.0%} at {self.factor:g}x"
 
 
 @dataclass(frozen=True)
@@ -41,6 +56,9 @@ class FakeHistory:
     """Relative change of the machine's speed per round, compounding (-0.001: 0.1% slower each round)."""
     unmeasurable: frozenset[int] = frozenset()
     """Commits whose probe always fails (returns no sample)."""
+    interference: tuple[Interference, ...] = ()
+    """Runs far off their level (each kind drawn independently per run, the first that hits
+    applies): the noise of a shared machine, which lognormal noise alone does not have."""
 
 
 class FakeExecutor:
@@ -58,7 +76,12 @@ class FakeExecutor:
         if index in self.history.unmeasurable:
             return None
         drift = (1.0 + self.history.drift_per_round) ** round_no      # compounding: never reaches 0
-        return self.history.levels[index] * drift * float(np.exp(self.rng.normal(0.0, self.sigma)))
+        value = self.history.levels[index] * drift * float(np.exp(self.rng.normal(0.0, self.sigma)))
+        if self.history.interference:
+            # drawn only for histories that have it: the i.i.d. cells keep their random stream
+            hits = [kind.factor for kind in self.history.interference if self.rng.random() < kind.fraction]
+            value *= hits[0] if hits else 1.0
+        return value
 
 
 @dataclass(frozen=True)

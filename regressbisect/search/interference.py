@@ -1,0 +1,179 @@
+"""Which runs were interfered with: the runs far off their candidate's level, read apart.
+
+Pure (numpy only). Run times on a shared machine are not lognormal: most runs sit within a few
+percent of their level, and a minority sit far off it (a busy neighbour, a frequency change, a
+straggler rank, a pulsing pipeline), 20-40% slow or, more rarely, fast. Every test of the search
+reads log tok/s through a Gaussian model (pooled t, e-values on means), and a few such runs
+inflate its sigma: each test then pays about (sigma / effect)^2 pairs, hundreds at a 12% CV whose
+typical run is within 2% of its level.
+
+So the sample book reads a run as *interfered* when it lies more than REJECT robust sigmas from
+its candidate's level, and every test reads the other runs (docs/search.md, section 1, "Runs far
+off their level"). This is the Hampel identifier (Hampel 1974; Davies and Gather 1993, "The
+identification of multiple outliers", JASA 88), with two choices that fit a hunt:
+
+* the level is the median of the candidate's runs (needs three runs; of two runs far apart
+  neither can be read, so both wait for a third; a single run is kept);
+* the scale is the hunt's, pooled over candidates (the spread is the machine's): the first
+  quartile of the absolute differences of two runs of one candidate, Rousseeuw and Croux's
+  Q_n estimator (JASA 88, 1993) pooled over groups. It stays finite while fewer than half of
+  those differences involve an interfered run (a quarter of the runs interfered makes 44% of them
+  so), where a standard deviation or a MAD about the mean is pulled along.
+
+On lognormal noise alone a run is read as interfered with probability about 6e-5 (REJECT = 4), so
+the tests see what they saw before. A run read as interfered is kept in the store and shown in the
+report; it informs no test. The guarantee of each test is its own, on the runs it reads: a
+Gaussian sample trimmed at 4 sigma is Gaussian to within 6e-5 of its mass.
+"""
+from __future__ import annotations
+
+import math
+from typing import Mapping, Sequence
+
+import numpy as np
+
+__all__ = ["REJECT", "MIN_DIFFERENCES", "robust_scale", "own_scale", "interference_kinds", "interfered_runs"]
+
+REJECT = 4.0
+"""Robust sigmas from the level beyond which a run is read as interfered (a lognormal run lies
+that far with probability 6e-5; the robust scales read high where a quarter of the runs are off,
+so interference at 30% is caught at 2-4% noise)."""
+
+OWN_SCALE = 2.5
+"""A candidate whose own Q_n is this many times the hunt's scatters on its own scale (a
+host-bound or flaky commit), and is read on it."""
+
+MIN_DIFFERENCES = 6
+"""Within-candidate differences the scale needs before any run is read as interfered."""
+
+_QN_QUARTILE = 0.4506
+"""First quartile of |X - Y| for X, Y independent N(0, 1): sqrt(2) * z_0.625 (Q_n's constant)."""
+
+
+def robust_scale(groups: Sequence[Sequence[float]]) -> float:
+    """Sigma of one run's log tok/s from the first quartile of |x_i - x_j| within each group
+    (every pair of runs of one candidate), over all groups; nan with fewer than MIN_DIFFERENCES."""
+    diffs: list[np.ndarray] = []
+    for g in groups:
+        x = np.asarray(g, dtype=float)
+        if x.size >= 2:
+            d = np.abs(x[:, None] - x[None, :])
+            diffs.append(d[np.triu_indices(x.size, 1)])
+    if not diffs:
+        return math.nan
+    every = np.concatenate(diffs)
+    if every.size < MIN_DIFFERENCES:
+        return math.nan
+    return float(np.quantile(every, 0.25)) / _QN_QUARTILE
+
+
+_QN_SMALL = {2: 0.399, 3: 0.994, 4: 0.512, 5: 0.844, 6: 0.611, 7: 0.857, 8: 0.669, 9: 0.872}
+"""Small-sample factors of Q_n (Croux and Rousseeuw 1992, "Time-efficient algorithms for two
+highly robust estimators of scale"), as R's robustbase applies them."""
+
+
+def own_scale(x: Sequence[float]) -> float:
+    """Q_n of one candidate's runs: 2.2219 c_n times the k-th smallest |x_i - x_j|, k = C(h, 2),
+    h = n // 2 + 1 (Rousseeuw and Croux 1993): a sigma that half the runs far off cannot move,
+    from three runs on (of three, the closest two set it); nan below."""
+    v = np.sort(np.asarray(x, dtype=float))
+    n = v.size
+    if n < 3:
+        return math.nan
+    d = np.sort(np.abs(v[:, None] - v[None, :])[np.triu_indices(n, 1)])
+    h = n // 2 + 1
+    small = _QN_SMALL.get(n, n / (n + 1.4) if n % 2 else n / (n + 3.8))
+    return 2.2219 * small * float(d[h * (h - 1) // 2 - 1])
+
+
+def interference_kinds(logs: Mapping[int, Sequence[float]], sigma: float) -> list[tuple[float, float]]:
+    """The hunt's kinds of interference, (log offset from the level, share of runs), one per
+    direction seen at least twice: the runs off the level of each candidate whose level is clear
+    before any kind is known (`_level` with the default components), summarised by their median
+    offset and their share of the runs of such candidates. A machine property, shared by every
+    candidate."""
+    offsets: list[float] = []
+    counted = 0
+    for values in logs.values():
+        x = np.asarray(values, dtype=float)
+        if x.size < 2:
+            continue
+        level = _level(x, sigma, ()) if np.ptp(x) > REJECT * sigma else float(np.median(x))
+        if level is not None:
+            d = x - level
+            offsets.extend(d[np.abs(d) > REJECT * sigma])
+            counted += x.size
+    kinds = []
+    for side in (-1, 1):
+        mine = [o for o in offsets if o * side > 0]
+        if len(mine) >= 2:
+            kinds.append((float(np.median(mine)), min(max(len(mine) / counted, 0.02), 0.45)))
+    return kinds
+
+
+BROAD_SHARE = 0.01
+"""Weight of the broad component (any other run far off, uniform over a unit of log tok/s) once
+the hunt's kinds of interference are known."""
+
+UNKNOWN_SHARE = (0.25, 0.02)
+"""Weights of the broad components below and above the level before any kind is known: a
+quarter of the runs may be slow (interference slows a run: a busy neighbour, a straggler), a
+few fast."""
+
+AMBIGUOUS = (math.log(20.0), math.log(1000.0))
+"""Log likelihood by which a candidate's level must beat a level of another cluster of its runs,
+with the hunt's kinds of interference known and before: closer, which runs are off cannot be
+told, and none of the candidate's runs is read until more come. Before any kind is known, a
+level below a cluster of runs needs three of its runs for each run above it."""
+
+
+def _level(x: np.ndarray, sigma: float, kinds: Sequence[tuple[float, float]]) -> float | None:
+    """The level of one candidate's runs under the hunt's interference: the value among its runs
+    (and its runs less each kind's offset) of the largest mixture likelihood, typical runs
+    N(level, sigma^2), interfered ones N(level + offset, sigma^2) at the kind's share, and broad
+    components for runs off by other amounts (`UNKNOWN_SHARE` before any kind is known); None
+    when a level of another cluster comes within AMBIGUOUS of it."""
+    below, above = (BROAD_SHARE, BROAD_SHARE) if kinds else UNKNOWN_SHARE
+    typical = max(1.0 - sum(w for _, w in kinds) - max(below, above), 0.05)
+    levels = np.concatenate([x] + [x - off for off, _ in kinds])
+    norm = sigma * math.sqrt(2 * math.pi)
+
+    def loglik(mu: float) -> float:
+        dens = typical * np.exp(-0.5 * ((x - mu) / sigma) ** 2)
+        for off, w in kinds:
+            dens = dens + w * np.exp(-0.5 * ((x - mu - off) / sigma) ** 2)
+        return float(np.sum(np.log(dens / norm + np.where(x < mu, below, above))))
+
+    scores = np.array([loglik(mu) for mu in levels])
+    best = int(np.argmax(scores))
+    rivals = np.abs(levels - levels[best]) > REJECT * sigma
+    if np.any(rivals) and scores[best] - float(np.max(scores[rivals])) < AMBIGUOUS[0 if kinds else 1]:
+        return None
+    return float(np.median(x[np.abs(x - levels[best]) <= REJECT * sigma]))
+
+
+def interfered_runs(logs: Mapping[int, Sequence[float]], scale: float | None = None) -> dict[int, list[bool]]:
+    """Per candidate, for each of its runs (log tok/s, in order), whether it is read as interfered.
+
+    `scale`: the robust sigma (default: `robust_scale` of these groups; a candidate's own, from
+    three runs on, where that is OWN_SCALE times larger). A run is interfered when it lies more than REJECT * scale
+    from its candidate's level (`_level`: the hunt's kinds of
+    interference, `interference_kinds`, tell a level from the runs off it, so that a candidate
+    whose runs were half interfered keeps its level). Where the level cannot be told (two runs far
+    apart that no kind explains, or half a candidate's runs off before any kind is known), none of
+    its runs is read: all wait for more."""
+    sigma = robust_scale(list(logs.values())) if scale is None else scale
+    kinds = interference_kinds(logs, sigma) if sigma > 0 else []
+    out: dict[int, list[bool]] = {}
+    for i, values in logs.items():
+        x = np.asarray(values, dtype=float)
+        # a candidate noisier than the rest (host-bound, flaky) scatters on its own scale: its
+        # spread is its own, for the noisier-commit rules to see (search/book.py), not interference
+        mine = own_scale(x) if x.size >= 3 else math.nan
+        own = mine if mine > OWN_SCALE * sigma else sigma
+        if not (own > 0) or x.size < 2 or np.ptp(x) <= REJECT * own:
+            out[i] = [False] * x.size
+            continue
+        level = _level(x, own, kinds)
+        out[i] = [True] * x.size if level is None else [bool(v) for v in np.abs(x - level) > REJECT * own]
+    return out

@@ -1,0 +1,102 @@
+"""Runs far off their level (search/interference.py) and the search that sets them apart."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from regressbisect.search.bisect import SearchSettings
+from regressbisect.search.book import SampleBook
+from regressbisect.search.interference import interfered_runs, own_scale, robust_scale
+from regressbisect.search.simulate import FakeHistory, Interference, simulate, step_levels
+
+
+def _logs(rng, levels: dict[int, float], n: int, cv: float, off: dict[int, list[int]] | None = None,
+          factor: float = 0.7) -> dict[int, list[float]]:
+    out = {}
+    for i, level in levels.items():
+        x = math.log(level) + rng.normal(0.0, cv, n)
+        for k in (off or {}).get(i, []):
+            x[k] += math.log(factor)
+        out[i] = list(x)
+    return out
+
+
+def test_runs_far_off_their_level_are_read_as_interfered_and_lognormal_runs_are_not():
+    rng = np.random.default_rng(3)
+    logs = _logs(rng, {i: 1000.0 * (0.9 if i > 4 else 1.0) for i in range(8)}, 6, 0.02, off={2: [1, 4], 6: [0]})
+    flags = interfered_runs(logs)
+    assert {(i, k) for i, f in flags.items() for k, far in enumerate(f) if far} == {(2, 1), (2, 4), (6, 0)}
+    # lognormal noise alone: nothing set apart over 200 candidates of 6 runs
+    quiet = _logs(rng, {i: 1000.0 for i in range(200)}, 6, 0.02)
+    assert not any(any(f) for f in interfered_runs(quiet).values())
+
+
+def test_the_scales_read_through_a_quarter_of_runs_off():
+    rng = np.random.default_rng(5)
+    logs = _logs(rng, {i: 1000.0 for i in range(20)}, 8, 0.02, off={i: [0, 3] for i in range(20)})
+    sd = float(np.mean([np.std(x, ddof=1) for x in logs.values()]))
+    assert sd > 0.1                                       # the standard deviation is the interference's
+    assert 0.015 < robust_scale(list(logs.values())) < 0.05
+    assert 0.01 < own_scale([0.0, 0.02, -0.01, math.log(0.7)]) < 0.06
+
+
+def test_a_candidate_half_of_whose_runs_were_slowed_keeps_its_level_once_the_kind_is_known():
+    rng = np.random.default_rng(11)
+    logs = _logs(rng, {i: 1000.0 for i in range(6)}, 6, 0.02, off={1: [2], 3: [0], 4: [5]})
+    logs[0] = list(math.log(1000.0) + rng.normal(0.0, 0.02, 6))
+    for k in (0, 2, 4):                     # three of GOOD's six runs at 0.7x
+        logs[0][k] += math.log(0.7)
+    flags = interfered_runs(logs)
+    assert flags[0] == [True, False, True, False, True, False]
+
+
+def test_a_noisier_commit_keeps_its_scatter_for_the_noisier_commit_rules():
+    rng = np.random.default_rng(2)
+    logs = _logs(rng, {i: 1000.0 for i in range(10)}, 6, 0.005)
+    logs[4] = list(math.log(1000.0) + rng.normal(0.0, 0.15, 8))       # host-bound: 15% noise
+    assert not any(interfered_runs(logs)[4])
+
+
+def test_a_machine_that_changed_speed_is_not_read_as_interference():
+    # two candidates sampled side by side while the machine ran at 1.0 and then at 0.8: the pairs
+    # cancel it (SampleBook.drifting), so no run is set apart
+    book = SampleBook(pair_window=1, read_interference=True)
+    rng = np.random.default_rng(0)
+    when = 0
+    for state in [1.0] * 4 + [0.8] * 4:
+        for i, level in ((0, 1000.0), (1, 900.0)):
+            when += 1
+            book.add(i, level * state * math.exp(rng.normal(0, 0.01)), tag=None, when=when)
+    assert book.drifting()
+    assert book.interfered() == {}
+    assert len(book.raw[0]) == 8
+
+
+def test_a_run_set_apart_stays_in_the_book_and_counts_towards_the_cap():
+    book = SampleBook(pair_window=2, read_interference=True)
+    rng = np.random.default_rng(1)
+    for k in range(12):
+        for i in range(3):
+            value = 1000.0 * math.exp(rng.normal(0, 0.01)) * (0.7 if (i, k) in {(1, 3), (2, 8)} else 1.0)
+            book.add(i, value, tag=None, when=3 * k + i)
+    assert {i: len(v) for i, v in book.interfered().items()} == {1: 1, 2: 1}
+    assert len(book.raw[1]) == 11 and book.run_count(1) == 12
+    plain = SampleBook(pair_window=2)
+    for i, runs in book.runs.items():
+        for value, when, tag in runs:
+            plain.add(i, value, tag=tag, when=when)
+    assert plain.interfered() == {} and len(plain.raw[1]) == 12     # off by default
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_a_ten_percent_step_is_found_where_a_quarter_of_the_runs_are_thirty_percent_slow(seed):
+    # Without the reading, this noise made the search miss the step ('no regression
+    # reproduced'), end undecided, or pay 200-600 executions (bench_accuracy.py --interference)
+    rng = np.random.default_rng([seed, 32])
+    first = int(rng.integers(1, 32))
+    history = FakeHistory(step_levels(32, {first: -0.10}), 0.02, interference=(Interference(0.25, 0.7),))
+    run = simulate(history, SearchSettings(read_interference=True), seed=int(rng.integers(2 ** 31)))
+    assert [c.first_bad for c in run.result.culprits] == [first]
+    assert run.executions < 150
