@@ -390,6 +390,13 @@ class HuntConfig:
         MAX_SAMPLES, minimum=3, panel=DECIDE, commands=("run", "hunks"),
         help=("Cap of samples per candidate; undecided at the cap = UNSURE. Default {default}."))
     """Cap of samples per candidate; it bounds the cost of an undecidable case (then UNSURE)."""
+    interference: bool = knob(
+        True, panel=DECIDE, commands=("run", "hunks"),
+        help=("Read runs far off their commit's level (a busy neighbour, a straggler, a pulsing "
+              "pipeline) as interfered and leave them out of every test; the report lists them. "
+              "Default on."))
+    """Set runs far off their candidate's level apart from every test (SearchSettings.read_interference,
+    search/interference.py): a quarter of the runs 30% slow otherwise inflate every test's noise."""
     noise_prior: bool = knob(
         True, panel=DECIDE, commands=("run",),
         help=("Use the spread of earlier hunts' samples on this machine with this probe config as a "

@@ -100,3 +100,5 @@ def test_a_ten_percent_step_is_found_where_a_quarter_of_the_runs_are_thirty_perc
     run = simulate(history, SearchSettings(read_interference=True), seed=int(rng.integers(2 ** 31)))
     assert [c.first_bad for c in run.result.culprits] == [first]
     assert run.executions < 150
+    off = [v for v in run.result.candidates if v.interfered]        # the report names them
+    assert off and all(x < 0.8 * 1000 for v in off for x in v.interfered)

@@ -381,3 +381,14 @@ def test_torch_caches_and_compile_settings_are_said_only_when_the_probe_may_impo
     assert "Shared caches (TORCHINDUCTOR_CACHE_DIR" in render_summary(report)
     report["measurement"]["preload"] = {"mode": "off"}   # imports not recorded: say what was set
     assert "torch.compile in each probe's own process" in render_summary(report)
+
+
+def test_the_runs_read_as_interfered_are_named_in_every_report_and_the_figures_are_of_the_rest():
+    report = commits_report()
+    report["candidates"][0]["interfered_tok_s"] = [702.2, 675.5]
+    report["candidates"][5]["interfered_tok_s"] = [640.0]
+    runs = sum(c["n"] for c in report["candidates"]) + 3
+    expected = f"Runs read as interfered (far off their candidate's level; left out of every test and figure): 3 of {runs}"
+    for text in (render_summary(report), render_markdown(report)):
+        assert expected in text and sha(1)[:10] in text and "702.2, 675.5" in text
+    assert "interfered" not in render_summary(commits_report())

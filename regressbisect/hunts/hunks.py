@@ -177,7 +177,8 @@ class HunkHunt:
         cfg = self.config
         spec = probe_spec(cfg)
         everything = self.candidate(self.by_id)
-        settings = SearchSettings(min_effect=cfg.min_effect, direction=cfg.direction, max_samples=cfg.max_samples)
+        settings = SearchSettings(min_effect=cfg.min_effect, direction=cfg.direction, max_samples=cfg.max_samples,
+                                  read_interference=cfg.interference)
         gpus = count_gpus()
         slot_envs = slot_environments(cfg, gpus)[:1]
         # The meter wraps the executor: what every fresh probe cost, and the start-up env.
@@ -187,7 +188,7 @@ class HunkHunt:
             hunt_id = store.start_hunt(kind="hunks", good=self.base, bad=everything.patch_hash or "",
                                        config_hash=self._config_hash, env_fingerprint=self.env_fingerprint,
                                        settings={"min_effect": cfg.min_effect, "direction": cfg.direction,
-                                                 "max_samples": cfg.max_samples})
+                                                 "max_samples": cfg.max_samples, "interference": cfg.interference})
             source = SampleSource(store=store, pool=pool, spec=spec, env_fingerprint=self.env_fingerprint,
                                   hunt_id=hunt_id, key_for=self.key_for, patch_for=self.patch_for,
                                   slot_env=slot_envs, executor=self.cost.meter,

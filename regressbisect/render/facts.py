@@ -390,12 +390,32 @@ def measurement_lines(report: Mapping[str, Any]) -> list[str]:
         lines.append(f"Samples re-taken under contention: {contention['retaken']} (stored apart, not "
                      f"evidence), waited {contention['waited_s']:.0f} s; why: {'; '.join(reasons[:3])}"
                      + (" ..." if len(reasons) > 3 else ""))
+    interfered = interference_line(report)
+    if interfered:
+        lines.append(interfered)
     leftovers = measurement.get("leftovers")
     if leftovers and leftovers.get("probes"):
         first = leftovers.get("first") or []
         lines.append(f"Processes left running by {leftovers['probes']} probe(s), killed as each ended: "
                      f"{leftovers['killed']}" + (f" (first: {'; '.join(first[:3])})" if first else "") + ".")
     return lines
+
+
+def interference_line(report: Mapping[str, Any]) -> str | None:
+    """The runs read as interfered (far off their candidate's level, left out of every test:
+    docs/search.md, "Runs far off their level"), by candidate; every figure of the report is
+    of the other runs."""
+    off = [(c, c.get("interfered_tok_s") or []) for c in report.get("candidates") or ()]
+    off = [(c, runs) for c, runs in off if runs]
+    if not off:
+        return None
+    total = sum(len(runs) for _, runs in off)
+    runs_in_all = total + sum(c.get("n") or 0 for c in report.get("candidates") or ())
+    where = ", ".join(f"{short(c.get('commit')) if c.get('commit') else c.get('label', '?')} "
+                      f"({', '.join(number(v) for v in runs[:3])}{' ...' if len(runs) > 3 else ''})"
+                      for c, runs in off[:4])
+    return (f"Runs read as interfered (far off their candidate's level; left out of every test and "
+            f"figure): {total} of {runs_in_all}, at {where}{' ...' if len(off) > 4 else ''}.")
 
 
 def culprit_commits(report: Mapping[str, Any]) -> set[str]:

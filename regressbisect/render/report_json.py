@@ -120,7 +120,8 @@ def commit_report(*, commits: Sequence, result, counters: Mapping[int, Mapping[s
         entry = {"index": v.index, "commit": commit.sha, "subject": commit.subject, "patch": None,
                  "n": v.n, "cached": cached_by_index.get(v.index, 0), "verdict": v.verdict,
                  "median_tok_s": v.summary.median if v.summary else None,
-                 "ci95": list(v.summary.ci95) if v.summary else None}
+                 "ci95": list(v.summary.ci95) if v.summary else None,
+                 "interfered_tok_s": list(v.interfered)}
         candidates.append(entry)
     overhead = None
     if plan.overhead is not None:
@@ -152,6 +153,7 @@ def commit_report(*, commits: Sequence, result, counters: Mapping[int, Mapping[s
         "endpoint_counters": {"good": dict(counters.get(0, {})),
                               "bad": dict(counters.get(len(commits) - 1, {}))},
         "candidates": candidates,
+        "interfered_runs": sum(len(v.interfered) for v in result.candidates),
         "probes": probes,
         "cached_samples": cached,
         "instrumentation": {"mode": config.instrument, "tok_s_from_shimmed_runs": plan.main_instrumented,
@@ -159,7 +161,7 @@ def commit_report(*, commits: Sequence, result, counters: Mapping[int, Mapping[s
         "instrumentation_overhead_pct": overhead,
         "isolation": isolation_json(isolation),
         "settings": {"min_effect": config.min_effect, "direction": config.direction,
-                     "max_samples": config.max_samples, "slots": config.slots,
+                     "max_samples": config.max_samples, "interference": config.interference, "slots": config.slots,
                      "overlap": config.overlap, "tokens": config.probe.tokens, "cmd": config.probe.cmd},
         "environment": dict(env_facts),
         "store": str(store_path),

@@ -128,12 +128,11 @@ class SearchSettings:
     bracket and side): the k-th distinct step that reaches confirmation gets name_alpha / (k (k + 1))
     of it (the shares add up to name_alpha), spent by an always-valid test on pairs of its two
     commits taken after it was picked (`search/naming.py`, `NamingGate.named`)."""
-    read_interference: bool = False
+    read_interference: bool = True
     """Read runs far off their commit's level as interfered and set them apart from every test
     (search/interference.py; a control arm then answers from three pairs on). Runs on a shared
     machine are not lognormal: a quarter of them 30% slow made the Gaussian tests miss a 10% step
-    or pay 10x (scripts/bench_accuracy.py --interference). Off until its cost on every cell is
-    measured."""
+    or pay 10x (scripts/bench_accuracy.py --interference)."""
     share_limit: float = 1.25
     """A culprit that surely owns more than this share of the GOOD->BAD gap (the end of its interval
     nearest zero does), or culprits that surely leave a remainder below -100% of it, mean the step
@@ -182,7 +181,11 @@ class CandidateVerdict:
     """Median and interval of its tok/s; None when it has no sample."""
     verdict: str
     """'good' (at GOOD's level), 'bad' (at BAD's level), 'level' (between two culprits), 'skip'
-    (unmeasurable), 'unsure' (inside a range the search could not resolve)."""
+    (unmeasurable), 'unsure' (inside a range the search could not resolve, or no run of it could
+    be read: see `interfered`)."""
+    interfered: tuple[float, ...] = ()
+    """tok/s of its runs read as interfered (far off its level: left out of every test and of
+    `n` and `summary`; search/interference.py)."""
 
 
 @dataclass(frozen=True)
@@ -733,11 +736,14 @@ class CommitSearch:
     def _candidate_verdicts(self, culprits: Sequence[Culprit]) -> tuple[CandidateVerdict, ...]:
         out = []
         bounds = sorted(c.first_bad for c in culprits)
-        for i in sorted(set(self.book.raw) | set(self.book.skips)):
+        off = self.book.interfered()
+        for i in sorted(set(self.book.runs) | set(self.book.skips)):
             vals = self.book.raw.get(i, [])
             summ = summarize(vals) if vals else None
-            if self.book.unmeasurable(i) or not vals:
+            if self.book.unmeasurable(i) or not self.book.run_count(i):
                 verdict = "skip"
+            elif not vals:
+                verdict = "unsure"
             elif any(lo < i < hi for lo, hi in self._unresolved) or (self._end_verdict in ("not-reproduced", "undecided") and i != 0):
                 verdict = "unsure"
             elif not culprits:
@@ -745,5 +751,6 @@ class CommitSearch:
             else:
                 seg = sum(1 for b in bounds if b <= i)
                 verdict = "good" if seg == 0 else "bad" if seg == len(bounds) else "level"
-            out.append(CandidateVerdict(index=i, n=len(vals), summary=summ, verdict=verdict))
+            out.append(CandidateVerdict(index=i, n=len(vals), summary=summ, verdict=verdict,
+                                        interfered=tuple(off.get(i, ()))))
         return tuple(out)
