@@ -493,8 +493,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--interference", action="store_true",
                    help="the cells whose runs are now and then far off their level (INTERFERENCE_CELLS), "
                         "beside the baselines")
-    p.add_argument("--read-interference", action="store_true",
-                   help="our search reads runs far off their level as interfered (SearchSettings.read_interference)")
+    p.add_argument("--read-interference", action=argparse.BooleanOptionalAction,
+                   default=SearchSettings().read_interference,
+                   help="our search reads runs far off their level as interfered (SearchSettings.read_interference; "
+                        "default: its default)")
     p.add_argument("--ours-only", action="store_true",
                    help="run only our search with one slot, no baselines (to compare variants of it quickly)")
     args = p.parse_args(argv)
