@@ -397,6 +397,13 @@ class HuntConfig:
               "Default on."))
     """Set runs far off their candidate's level apart from every test (SearchSettings.read_interference,
     search/interference.py): a quarter of the runs 30% slow otherwise inflate every test's noise."""
+    side_resolution: float | None = knob(
+        None, panel=DECIDE, commands=("run",), kind=float,
+        help=("Smallest further step a side check beside a culprit must rule out (0.02 = 2%), however "
+              "many probes it takes. Default: a side stops at the resolution its pairs reached once "
+              "it has cost as much as the search before it, and the report says which."))
+    """SearchSettings.side_resolution: None lets a side check stop at its price (docs/search.md,
+    section 4); a fraction insists on ruling out that step."""
     noise_prior: bool = knob(
         True, panel=DECIDE, commands=("run",),
         help=("Use the spread of earlier hunts' samples on this machine with this probe config as a "
@@ -516,6 +523,8 @@ class HuntConfig:
         _check_settings(self, "hunt")
         if not 0 < self.min_effect < 1:
             raise UserError(f"--min-effect must be a fraction between 0 and 1 (e.g. 0.01), got {self.min_effect}")
+        if self.side_resolution is not None and not 0 < self.side_resolution < 1:
+            raise UserError(f"--side-resolution must be a fraction between 0 and 1 (e.g. 0.02), got {self.side_resolution}")
         if self.slot_devices and len(self.slot_devices) != self.slots:
             raise UserError(f"--slot-devices names {len(self.slot_devices)} device sets for "
                             f"{self.slots} slots; give one per slot (e.g. --slot-devices 0,1 --slot-devices 2,3)")

@@ -184,7 +184,7 @@ class CommitHunt:
     def _search_settings_json(self) -> dict[str, Any]:
         c = self.config
         return {"min_effect": c.min_effect, "direction": c.direction, "max_samples": c.max_samples,
-                "interference": c.interference,
+                "interference": c.interference, "side_resolution": c.side_resolution,
                 "slots": c.slots, "overlap": c.overlap, "instrument": c.instrument,
                 "tokens_auto": c.tokens_auto, "noise_prior": c.noise_prior}
 
@@ -244,7 +244,8 @@ class CommitHunt:
     def _search(self, source: SampleSource, plan: InstrumentationPlan):
         cfg = self.config
         settings = SearchSettings(min_effect=cfg.min_effect, direction=cfg.direction,
-                                  max_samples=cfg.max_samples, read_interference=cfg.interference)
+                                  max_samples=cfg.max_samples, read_interference=cfg.interference,
+                                  side_resolution=cfg.side_resolution)
         prior, self._noise_prior_facts = self._noise_prior(source, plan)
         search = CommitSearch(len(self.candidates), settings, noise_prior=prior)
         self._cached_by_index = {}

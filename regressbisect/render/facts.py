@@ -225,6 +225,13 @@ def remainder_line(report: Mapping[str, Any]) -> str | None:
         change = _HUNTED_CHANGE.get((report.get("settings") or {}).get("direction"), "step")
         text += (f" Each side beside the culprits was checked down to a size: in any one side, a further "
                  f"{change} of {worst:.1f}% or more has under 10% probability (its ends compared).")
+        priced = [s for s in cleared if s.get("priced")]
+        if priced:
+            # a side that had cost as much as the search before it stopped at what it had bought
+            floor = max(s["ruled_out_pct"] for s in priced)
+            text += (f" In {len(priced)} side(s) a further {change} of {floor:.1f}% or more is ruled out and smaller "
+                     f"ones were not looked for (ruling them out would have cost more than the search itself): "
+                     f"--side-resolution {_resolution_hint(report)} to insist.")
         if share > 0 and _finite(amount) and abs(amount) > worst:
             # Both hold at once: the remainder is then not one step in one side, but several smaller
             # ones, the culprits' own sizes being estimates, or a side whose ends read alike by
@@ -238,6 +245,12 @@ def remainder_line(report: Mapping[str, Any]) -> str | None:
         text += (f" The remainder's 95% interval lay beyond what the cleared sides ruled out, so the hunt searched the side "
                  f"{side['from'][:10]}..{side['to'][:10]}, whose ends differed most, for it.")
     return text
+
+
+def _resolution_hint(report: Mapping[str, Any]) -> str:
+    """The --side-resolution that would rule out down to the hunt's min_effect."""
+    effect = (report.get("settings") or {}).get("min_effect")
+    return f"{effect:.0%}" if _finite(effect) else "0.02"
 
 
 def overhead_line(report: Mapping[str, Any]) -> str | None:

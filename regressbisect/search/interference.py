@@ -20,10 +20,10 @@ identification of multiple outliers", JASA 88), with two choices that fit a hunt
   those differences involve an interfered run (a quarter of the runs interfered makes 44% of them
   so), where a standard deviation or a MAD about the mean is pulled along.
 
-On lognormal noise alone a run is read as interfered with probability about 6e-5 (REJECT = 4), so
-the tests see what they saw before. A run read as interfered is kept in the store and shown in the
-report; it informs no test. The guarantee of each test is its own, on the runs it reads: a
-Gaussian sample trimmed at 4 sigma is Gaussian to within 6e-5 of its mass.
+On lognormal noise alone a run is read as interfered with probability about 7e-6 (REJECT = 4.5),
+so the tests see what they saw before. A run read as interfered is kept in the store and shown in
+the report; it informs no test. The guarantee of each test is its own, on the runs it reads: a
+Gaussian sample trimmed at 4.5 sigma is Gaussian to within 7e-6 of its mass.
 """
 from __future__ import annotations
 
@@ -31,13 +31,15 @@ import math
 from typing import Mapping, Sequence
 
 import numpy as np
+from scipy.stats import chi2
 
 __all__ = ["REJECT", "MIN_DIFFERENCES", "robust_scale", "own_scale", "interference_kinds", "interfered_runs"]
 
-REJECT = 4.0
+REJECT = 4.5
 """Robust sigmas from the level beyond which a run is read as interfered (a lognormal run lies
-that far with probability 6e-5; the robust scales read high where a quarter of the runs are off,
-so interference at 30% is caught at 2-4% noise)."""
+that far with probability 7e-6; the robust scales read high where a quarter of the runs are off,
+so interference at 30% is caught at 2-3% noise). At 4, one lognormal run of 1,662 at 5% noise
+was set apart, and that hunt's path cost 1,662 executions instead of 320."""
 
 OWN_SCALE = 2.5
 """A candidate whose own Q_n is this many times the hunt's scatters on its own scale (a
@@ -52,7 +54,11 @@ _QN_QUARTILE = 0.4506
 
 def robust_scale(groups: Sequence[Sequence[float]]) -> float:
     """Sigma of one run's log tok/s from the first quartile of |x_i - x_j| within each group
-    (every pair of runs of one candidate), over all groups; nan with fewer than MIN_DIFFERENCES."""
+    (every pair of runs of one candidate), over all groups, at its 90% upper confidence bound
+    (chi-square on the groups' degrees of freedom, as `SampleBook.pooled_sigma` bounds a small
+    pool): a scale read low by chance early in a hunt set typical runs apart (BAD's run 7% off at
+    2% noise, the scale read at 1.4%, sent one hunt down a side it did not need). nan with fewer
+    than MIN_DIFFERENCES differences."""
     diffs: list[np.ndarray] = []
     for g in groups:
         x = np.asarray(g, dtype=float)
@@ -64,7 +70,8 @@ def robust_scale(groups: Sequence[Sequence[float]]) -> float:
     every = np.concatenate(diffs)
     if every.size < MIN_DIFFERENCES:
         return math.nan
-    return float(np.quantile(every, 0.25)) / _QN_QUARTILE
+    df = sum(len(g) - 1 for g in groups if len(g) >= 2)
+    return float(np.quantile(every, 0.25)) / _QN_QUARTILE * math.sqrt(df / float(chi2.ppf(0.10, df)))
 
 
 _QN_SMALL = {2: 0.399, 3: 0.994, 4: 0.512, 5: 0.844, 6: 0.611, 7: 0.857, 8: 0.669, 9: 0.872}
@@ -165,6 +172,7 @@ def interfered_runs(logs: Mapping[int, Sequence[float]], scale: float | None = N
     sigma = robust_scale(list(logs.values())) if scale is None else scale
     kinds = interference_kinds(logs, sigma) if sigma > 0 else []
     out: dict[int, list[bool]] = {}
+    levels: list[float] = []          # the levels of candidates of three runs or more, where clear
     for i, values in logs.items():
         x = np.asarray(values, dtype=float)
         # a candidate noisier than the rest (host-bound, flaky) scatters on its own scale: its
@@ -173,7 +181,28 @@ def interfered_runs(logs: Mapping[int, Sequence[float]], scale: float | None = N
         own = mine if mine > OWN_SCALE * sigma else sigma
         if not (own > 0) or x.size < 2 or np.ptp(x) <= REJECT * own:
             out[i] = [False] * x.size
+            if x.size >= 3 and own > 0:
+                levels.append(float(np.median(x)))
             continue
         level = _level(x, own, kinds)
         out[i] = [True] * x.size if level is None else [bool(v) for v in np.abs(x - level) > REJECT * own]
+        if level is not None and x.size >= 3:
+            levels.append(level)
+    for i, values in logs.items():
+        if len(values) == 1 and _off_every_level(values[0], levels, sigma, kinds):
+            out[i] = [True]
     return out
+
+
+def _off_every_level(x: float, levels: Sequence[float], sigma: float, kinds: Sequence[tuple[float, float]]) -> bool:
+    """A candidate's only run, read against the levels the hunt knows (a step moves a commit to
+    another commit's level): interfered when it lies more than REJECT sigma from each of them and
+    within it of one of them moved by a kind of interference. A bisection's single run at 0.7x of
+    GOOD otherwise reads as a level of its own (a step before it). Only a single run: a commit
+    truly at such a level reads so again, and its two runs then stand."""
+    if not (sigma > 0 and levels and kinds):
+        return False
+    known = np.asarray(levels)
+    if np.any(np.abs(x - known) <= REJECT * sigma):
+        return False
+    return any(np.any(np.abs(x - off - known) <= REJECT * sigma) for off, _ in kinds)

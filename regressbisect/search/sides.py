@@ -21,13 +21,14 @@ class SideRule:
     """The thresholds of the side checks, over one search's samples."""
 
     def __init__(self, book: SampleBook, *, min_effect: float, alpha: float, side_share: float,
-                 side_drop: float, side_pairs: int | None):
+                 side_drop: float, side_pairs: int | None, side_resolution: float | None = None):
         self.book = book
         self.min_effect = min_effect
         self.alpha = alpha
         self.side_share = side_share
         self.side_drop = side_drop
         self.side_pairs = side_pairs
+        self.side_resolution = side_resolution
 
     def decide(self, lo: int, hi: int, since: int, *, sign: int, gap_scale: float) -> tuple[str, float] | None:
         """('searched', nan) when the ends of the side lo..hi differ, ('cleared', the ruled-out
@@ -42,7 +43,8 @@ class SideRule:
         takes. 'cleared' when a step of the side margin in the hunted direction has become
         implausible (probability below side_drop, t distribution), both on all samples of its ends
         and on the pairs of them taken after round `since` (the fresh pairs: docs/search.md,
-        section 4). The margin is the larger of min_effect and side_share x the gap `gap_scale`,
+        section 4). The margin is the larger of min_effect and side_share x the gap `gap_scale`
+        (with side_resolution set: of min_effect and side_resolution, and nothing else),
         and, with side_pairs set, at least the step that many fresh pairs rule out at the pooled
         noise, t(1 - side_drop) sigma sqrt(2 / side_pairs) (`SearchSettings.side_pairs`): a
         check is then sized for about side_pairs pairs, and a smaller further step is left to what
@@ -64,7 +66,8 @@ class SideRule:
         est = float(np.mean(np.log(hi_v)) - np.mean(np.log(lo_v)))
         se = sigma * math.sqrt(1 / len(lo_v) + 1 / len(hi_v))
         margin = log_threshold(self.min_effect)
-        drop_margin = max(margin, self.side_share * gap_scale, self.pairs_margin(sigma, df))
+        drop_margin = (max(margin, log_threshold(self.side_resolution)) if self.side_resolution is not None
+                       else max(margin, self.side_share * gap_scale, self.pairs_margin(sigma, df)))
         ours = toward(est, sign)
         if abs(est) >= margin and ours > 0 and mixture_log_lr(est, se, drop_margin) >= math.log(5 / self.alpha):
             return "searched", math.nan
@@ -80,6 +83,21 @@ class SideRule:
                 # the least.
                 return "cleared", -math.expm1(-max(bound, margin))
         return None
+
+    def resolution(self, lo: int, hi: int, since: int, *, sign: int) -> float | None:
+        """The smallest further step in the hunted direction (relative, at least min_effect) that
+        the side's fresh pairs rule out at side_drop, as `decide` clears one: the bound of their
+        mean at t(1 - side_drop) with the pooled sigma; None without fresh pairs, or while its
+        ends differ our way (then it is no resolution: the side may hold a step)."""
+        fresh = self.book.paired_diffs(lo, hi, since=since)
+        sigma, df = self.book.pooled_sigma(of=(lo, hi))
+        if not (fresh and sigma > 0 and df > 0):
+            return None
+        ours, se = toward(float(np.mean(fresh)), sign), sigma * math.sqrt(2 / len(fresh))
+        if ours > 0 and ours - t_ppf(1 - self.side_drop, df) * se > 0:
+            return None
+        bound = ours + t_ppf(1 - self.side_drop, df) * se
+        return -math.expm1(-max(bound, log_threshold(self.min_effect)))
 
     def pairs_margin(self, sigma: float, df: int) -> float:
         """The step side_pairs fresh pairs rule out at probability side_drop when the ends read
