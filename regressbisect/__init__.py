@@ -5,8 +5,7 @@ this package is cheap (no torch, no git).
 """
 from __future__ import annotations
 
-__version__ = "0.1.0"
-
 from regressbisect.probe.protocol import report
+from regressbisect.version import __version__
 
 __all__ = ["report", "__version__"]

@@ -1,12 +1,16 @@
 """Which code wrote a report or a results file: the package version and the commit of the
-tool's own source tree, so a result can be traced to the code that made it."""
+tool's own source tree, so a result can be traced to the code that made it.
+
+`__version__` is the one definition of the version: pyproject.toml reads it (dynamic version), so
+`pip install .` and a built wheel carry the version every report prints. Bump it, with an entry in
+CHANGELOG.md, on each user-visible change."""
 from __future__ import annotations
 
 import functools
 import subprocess
 from pathlib import Path
 
-from regressbisect import __version__
+__version__ = "0.2.0"
 
 SOURCE_ROOT = Path(__file__).resolve().parents[1]
 

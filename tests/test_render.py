@@ -15,6 +15,7 @@ import pytest
 from matplotlib import image as mpimg
 
 from regressbisect.render import render_html, render_markdown, render_plots, render_summary, render_table
+from tests.ci import missing
 
 REPO = Path(__file__).resolve().parents[1]
 SCRIPT = REPO / "scripts" / "screenshot_report.py"
@@ -276,7 +277,7 @@ def _load_script():
 
 def test_html_renders_in_chromium(tmp_path):
     if _load_script().find_chromium() is None:
-        pytest.skip("no Chromium on this machine (apt-get install -y chromium)")
+        missing("no Chromium on this machine (apt-get install -y chromium)")
     report_path = tmp_path / "report.json"
     report_path.write_text(json.dumps(commits_report(culprits=2)))
     out = tmp_path / "shot.png"

@@ -29,6 +29,7 @@ from regressbisect.probe.runner import ProbeSpec, timeout_reason
 from regressbisect.probe.setup_step import SPARE_TREES, BuiltTrees, SetupStep
 from regressbisect.probe.venvs import SlotVenvs
 from regressbisect.store import Store
+from tests.ci import missing
 from tests.cli import run_cli
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -540,7 +541,7 @@ def test_slot_venv_sees_the_users_packages_with_uv_and_with_plain_venv(tmp_path,
     if not with_uv:
         monkeypatch.setattr(venvs_module.shutil, "which", lambda name: None if name == "uv" else real_which(name))
     elif real_which("uv") is None:
-        pytest.skip("uv is not on PATH")
+        missing("uv is not on PATH (pip install uv)")
     venv = SlotVenvs(tmp_path / "venvs").ensure(0)
     out = subprocess.run([str(venv / "bin" / "python"), "-c", "import sys, typer; print(sys.prefix)"],
                          capture_output=True, text=True)

@@ -24,6 +24,21 @@ from regressbisect.cli import (clean_cmd, demo_cmd, doctor_cmd, hunks_cmd,  # no
                                nightly_cmd, report_cmd, run_cmd, workload_cmd)  # registers them
 
 
+def _print_version(asked: bool) -> None:
+    if asked:
+        from regressbisect.version import __version__, tool_commit
+
+        commit = tool_commit()
+        print(f"regressbisect {__version__}" + (f" ({commit})" if commit != __version__ else ""))
+        raise typer.Exit()
+
+
+@app.callback()
+def _options(version: bool = typer.Option(False, "--version", is_eager=True, callback=_print_version,
+                                          help="Print the version (as reports' tool_version) and exit.")) -> None:
+    """Find the commit, or the uncommitted hunk, that made a PyTorch training job slower."""
+
+
 # Click's base exception, taken from typer's own public BadParameter: typer >= 0.20 vendors click as
 # `typer._click` and pip no longer installs the `click` package, older typer uses `click` itself.
 USAGE_ERROR = next(cls for cls in typer.BadParameter.__mro__ if cls.__name__ == "ClickException")
