@@ -2,6 +2,7 @@
 """Simulate the hunk hunt (search/hunkdecide.py) with a noisy numeric probe; print a table.
 
     python scripts/bench_hunks.py [--trials 100] [--seed 0] [--cv 0.02] [--only TEXT] [--phases]
+                                  [--interference 0.25@0.7] [--no-read-interference]
                                   [--name-alpha A]
 
 The diff: N hunks in files of 5 hunks, functions of 2 (group_hunks' three levels). Scenarios:
@@ -99,9 +100,11 @@ TAKES_NEEDS = "needs" in inspect.signature(decide_hunks).parameters
 
 
 def run_trial(n: int, scenario: str, seed: int, row: int, trial: int, cv: float,
-              settings: SearchSettings = SearchSettings()) -> tuple[bool, bool, Counter]:
+              settings: SearchSettings = SearchSettings(),
+              interference: tuple[tuple[float, float], ...] = ()) -> tuple[bool, bool, Counter]:
     """(right, named a wrong hunk, probes by purpose) of one hunk hunt with the real decisions
-    and a simulated probe."""
+    and a simulated probe; `interference`: (fraction, factor) of runs far off their level, drawn
+    per run after its lognormal noise (none: the noise stream of before)."""
     diff, told = make_diff(n, scenario, np.random.default_rng([seed, row, trial]))
     noise = np.random.default_rng([seed, row, trial, 1])
     probes: Counter = Counter()
@@ -110,7 +113,9 @@ def run_trial(n: int, scenario: str, seed: int, row: int, trial: int, cv: float,
         probes[purpose] += 1
         if not diff.runs(subset):
             return None            # the probe crashes at import: a skip
-        return diff.tok_s(subset) * math.exp(noise.normal(0.0, cv))
+        value = diff.tok_s(subset) * math.exp(noise.normal(0.0, cv))
+        hits = [factor for fraction, factor in interference if noise.random() < fraction]
+        return value * hits[0] if hits else value
 
     needs = diff.needs if told is True else (told or None)
     extra = {"needs": needs} if needs and TAKES_NEEDS else {}
@@ -133,17 +138,24 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--cv", type=float, default=0.02, help="probe noise (lognormal sigma) of the rows without their own")
     parser.add_argument("--only", default="", help="only the rows whose scenario contains this text")
     parser.add_argument("--phases", action="store_true", help="add each row's mean probes by purpose")
+    parser.add_argument("--interference", action="append", default=[], metavar="P@F",
+                        help="a fraction P of runs at F times their level, on top of the lognormal noise "
+                             "(e.g. 0.25@0.7; repeatable: slow and fast)")
+    parser.add_argument("--read-interference", action=argparse.BooleanOptionalAction,
+                        default=SearchSettings().read_interference,
+                        help="the decisions read runs far off their level as interfered (SearchSettings.read_interference)")
     shipped = SearchSettings().name_alpha
     parser.add_argument("--name-alpha", type=float, default=shipped,
                         help="the naming level the decisions run at (SearchSettings.name_alpha)")
     args = parser.parse_args(argv)
-    settings = SearchSettings(name_alpha=args.name_alpha)
+    settings = SearchSettings(name_alpha=args.name_alpha, read_interference=args.read_interference)
+    interference = tuple((float(p), float(f)) for p, f in (spec.split("@") for spec in args.interference))
     rows = []
     for row, (n, scenario, cv) in enumerate(CASES):
         if args.only not in scenario:
             continue
         cv = args.cv if cv is None else cv
-        outcomes = [run_trial(n, scenario, args.seed, row, t, cv, settings) for t in range(args.trials)]
+        outcomes = [run_trial(n, scenario, args.seed, row, t, cv, settings, interference) for t in range(args.trials)]
         probes = [sum(p.values()) for _, _, p in outcomes]
         rows.append([n, scenario, f"{cv:.0%}", f"{np.mean([r for r, _, _ in outcomes]):.0%}",
                      sum(w for _, w, _ in outcomes), f"{np.mean(probes):.0f}",
@@ -154,7 +166,9 @@ def main(argv: list[str] | None = None) -> None:
                 raise SystemExit(f"purposes without a column: {sorted(set(spent) - set(PURPOSES))}")
             rows[-1] += [f"{spent[purpose] / args.trials:.0f}" for purpose in PURPOSES]
     print(f"{args.trials} trials per row, seed {args.seed}"
-          + (f", name_alpha {args.name_alpha:g}" if args.name_alpha != shipped else ""))
+          + (f", name_alpha {args.name_alpha:g}" if args.name_alpha != shipped else "")
+          + (f", runs off their level: {', '.join(args.interference)}" if interference else "")
+          + ("" if args.read_interference else ", --no-read-interference"))
     print(tabulate(rows, headers=["hunks", "scenario", "CV", "right", "wrong hunk named",
                                   "mean probes", "p95 probes"] + (list(PURPOSES) if args.phases else []),
                    tablefmt="github"))
