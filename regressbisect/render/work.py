@@ -67,7 +67,8 @@ def side_json(counts: Mapping[str, float] | None) -> dict[str, Any]:
 
 def top_changes(before: Mapping[str, Any], after: Mapping[str, Any], limit: int = TOP) -> list[dict[str, Any]]:
     """Counts that differ, biggest first: relative change |a-b| / max(a, b) (an op that appears
-    or goes away is 1), then the absolute change. Named counters, calls per op, FLOPs per op."""
+    or goes away is 1), then the absolute change. Named counters, calls per op, FLOPs per op,
+    matmul calls per output width."""
     if not before or not after:
         return []
     entries = []
@@ -81,8 +82,9 @@ def top_changes(before: Mapping[str, Any], after: Mapping[str, Any], limit: int 
         if not (_finite(b) and _finite(a)) or a == b:
             continue
         changes.append({"name": name, "what": what, "before": b, "after": a, "change": a - b})
+    # ties: the named counters, then an op that appears (news), then the larger change
     changes.sort(key=lambda c: (-abs(c["change"]) / max(abs(c["before"]), abs(c["after"])),
-                                c["what"] != "counter", -abs(c["change"]), c["name"]))
+                                c["what"] != "counter", c["before"] != 0, -abs(c["change"]), c["name"]))
     return changes[:limit]
 
 
@@ -141,7 +143,7 @@ def _compute_verdict(work: float | None, step: float | None) -> str:
 
 
 def _moved(before: Mapping[str, Any], after: Mapping[str, Any], per: str) -> list[str]:
-    """Named counts that changed, then the op whose calls changed most (with its widths)."""
+    """Named counts that changed, then the ops whose calls changed most (with their widths)."""
     lines = []
     for name, label in NAMED:
         b, a = before.get(name), after.get(name)
@@ -153,7 +155,7 @@ def _moved(before: Mapping[str, Any], after: Mapping[str, Any], per: str) -> lis
                     line += f" (host time {shares[0]:.0%} -> {shares[1]:.0%} of a counted {per})"
             lines.append(line)
     ops = [c for c in top_changes(before, after, limit=10 ** 6) if c["what"] == "calls"]
-    for change in ops[:2]:
+    for change in ops[:3]:
         lines.append(_op_line(change, before, after, per))
     return lines
 

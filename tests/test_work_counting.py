@@ -1,0 +1,270 @@
+"""The counting arm on real programs (probe/work.py through the shim, real subprocesses on CPU),
+and what a hunt pays for it (a fake executor)."""
+from __future__ import annotations
+
+import math
+import subprocess
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+from regressbisect.config import build_config
+from regressbisect.git.history import History
+from regressbisect.hunts.commits import CommitHunt
+from regressbisect.probe.contract import WORK_STEPS
+from regressbisect.probe.protocol import parse_output
+from regressbisect.probe.runner import ProbeSpec, run_probe
+from regressbisect.render.work import culprit_work, side_json
+from regressbisect.samples import ProbeOutcome, Sample
+from regressbisect.testing.benchrepo import make_bench_repo, make_repo
+
+from tests.test_instrument import PACKAGE_ROOT, _counter_lines, _run
+
+TRAIN = """
+    import torch
+    from torch import nn
+    head = nn.Linear(8, 3000, bias=False)          # an lm_head at REGRESSBISECT_LMHEAD_MIN_OUT=2048
+    opt = torch.optim.SGD(head.parameters(), lr=0.1)
+    x = torch.randn(2, 8)
+    for step in range(6):
+        head(x).sum().backward()
+        opt.step()
+        opt.zero_grad()
+    print("@regressbisect " + '{"tokens": 12, "seconds": 1.0}')
+"""
+
+INFERENCE = """
+    import time
+    import torch
+    from torch import nn
+    import regressbisect
+    model = nn.Sequential(nn.Linear(16, 32), nn.ReLU(), nn.Linear(32, 64))
+    x = torch.randn(4, 16)
+    with torch.no_grad():
+        for _ in range(3):                  # warm-up: not in the window
+            model(x)
+        started = time.perf_counter()
+        for _ in range(5):
+            model(x)
+        regressbisect.report(tokens=20, seconds=time.perf_counter() - started)
+"""
+
+NO_TORCH = """
+    import sys
+    print("@regressbisect " + '{"tokens": 1, "seconds": 1.0}')
+    print("torch imported:", "torch" in sys.modules)
+"""
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    """The three programs under the counting arm, side by side."""
+    scripts = {"train": TRAIN, "inference": INFERENCE, "no_torch": NO_TORCH}
+    dirs = {name: tmp_path_factory.mktemp(name) for name in scripts}
+    with ThreadPoolExecutor(3) as pool:
+        futures = {name: pool.submit(_run, script, dirs[name], [PACKAGE_ROOT], REGRESSBISECT_WORK="1",
+                                     REGRESSBISECT_LMHEAD_MIN_OUT="2048")
+                   for name, script in scripts.items()}
+        return {name: future.result() for name, future in futures.items()}
+
+
+def test_training_steps_are_counted_exactly(runs):
+    proc = runs["train"]
+    assert proc.returncode == 0, proc.stderr
+    [record] = _counter_lines(proc.stdout)
+    assert record["work_unit"] == "step" and len(record["work"]) == WORK_STEPS   # the first step skipped
+    for row in record["work"]:
+        # forward x[2,8] @ W^T[8,3000], backward grad W = grad^T[3000,2] @ x[2,8]: 2*2*8*3000 each
+        assert row["flops:aten.mm"] == row["flops"] == 2 * (2 * 2 * 8 * 3000)
+        assert row["calls:aten.mm"] == 2 and row["width:aten.mm@3000"] == 1
+        assert row["lm_head_calls"] == 1 and "kernels" not in row   # CPU: no kernels counted
+        assert not any(k.startswith("calls:profiler.") for k in row)
+    [sample] = parse_output(proc.stdout, instrumented=True)
+    side = side_json(sample.counters)
+    assert side["unit"] == "step" and side["rows"] == WORK_STEPS and side["flops"] == 192000
+    assert side["kernel_launches"] is None and sample.counters["lm_head_calls"] == 1
+
+
+def test_a_program_without_an_optimizer_is_counted_per_measured_window(runs):
+    proc = runs["inference"]
+    assert proc.returncode == 0, proc.stderr
+    [record] = _counter_lines(proc.stdout)
+    assert record["work_unit"] == "window"
+    [window] = record["work"]
+    assert window["calls:aten.addmm"] == 10                      # 5 forwards x 2 layers, no warm-up
+    assert window["flops"] == 5 * (2 * 4 * 16 * 32 + 2 * 4 * 32 * 64)
+    assert record["iters"]                                       # the four counters: one row, the run
+    side = side_json(parse_output(proc.stdout, instrumented=True)[0].counters)
+    assert side["unit"] == "window" and side["calls_by_op"]["aten.addmm"] == 10
+
+
+def test_a_probe_that_never_imports_torch_pays_nothing(runs):
+    proc = runs["no_torch"]
+    assert proc.returncode == 0, proc.stderr
+    assert "torch imported: False" in proc.stdout and _counter_lines(proc.stdout) == []
+    assert parse_output(proc.stdout, instrumented=True)[0].counters == {}
+
+
+# -- karpathy/nanoGPT: hand-written attention -> F.scaled_dot_product_attention ---------------------
+
+MODEL_HANDWRITTEN = '''
+import math
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+
+class CausalSelfAttention(nn.Module):
+    def __init__(self, n_embd, n_head, block_size):
+        super().__init__()
+        self.c_attn = nn.Linear(n_embd, 3 * n_embd)
+        self.c_proj = nn.Linear(n_embd, n_embd)
+        self.n_head, self.n_embd = n_head, n_embd
+        self.register_buffer("bias", torch.tril(torch.ones(block_size, block_size)).view(1, 1, block_size, block_size))
+
+    def forward(self, x):
+        B, T, C = x.size()
+        q, k, v = self.c_attn(x).split(self.n_embd, dim=2)
+        k = k.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)
+        q = q.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)
+        v = v.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)
+        att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(k.size(-1)))
+        att = att.masked_fill(self.bias[:, :, :T, :T] == 0, float("-inf"))
+        att = F.softmax(att, dim=-1)
+        y = att @ v
+        y = y.transpose(1, 2).contiguous().view(B, T, C)
+        return self.c_proj(y)
+'''
+MODEL_SDPA = MODEL_HANDWRITTEN.replace(
+    '''        att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(k.size(-1)))
+        att = att.masked_fill(self.bias[:, :, :T, :T] == 0, float("-inf"))
+        att = F.softmax(att, dim=-1)
+        y = att @ v
+''', '''        y = F.scaled_dot_product_attention(q, k, v, attn_mask=None, dropout_p=0, is_causal=True)
+''')
+
+GPT_BENCH = '''
+import json
+import time
+import torch
+from torch import nn
+from model import CausalSelfAttention
+
+
+class Block(nn.Module):
+    def __init__(self, n_embd, n_head, block_size):
+        super().__init__()
+        self.ln_1, self.ln_2 = nn.LayerNorm(n_embd), nn.LayerNorm(n_embd)
+        self.attn = CausalSelfAttention(n_embd, n_head, block_size)
+        self.mlp = nn.Sequential(nn.Linear(n_embd, 4 * n_embd), nn.GELU(), nn.Linear(4 * n_embd, n_embd))
+
+    def forward(self, x):
+        x = x + self.attn(self.ln_1(x))
+        return x + self.mlp(self.ln_2(x))
+
+
+torch.manual_seed(0)
+vocab, n_embd, block_size = 256, 32, 16
+model = nn.Sequential(nn.Embedding(vocab, n_embd), Block(n_embd, 2, block_size), Block(n_embd, 2, block_size),
+                      nn.LayerNorm(n_embd), nn.Linear(n_embd, vocab, bias=False))
+opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+idx = torch.randint(0, vocab, (4, block_size))
+started = time.perf_counter()
+for step in range(5):
+    logits = model(idx)
+    loss = nn.functional.cross_entropy(logits.view(-1, vocab), idx.view(-1))
+    loss.backward()
+    opt.step()
+    opt.zero_grad(set_to_none=True)
+seconds = time.perf_counter() - started
+print("@regressbisect " + json.dumps({"tokens": 5 * idx.numel(), "seconds": seconds}))
+'''
+
+
+def test_nanogpt_switch_to_sdpa_shows_in_the_op_diff(tmp_path):
+    repo = tmp_path / "nanogpt"
+    shas = make_repo(repo, [{"model.py": MODEL_HANDWRITTEN, "bench.py": GPT_BENCH}, {"model.py": MODEL_SDPA}],
+                     ["hand-written causal attention", "use Flash Attention: F.scaled_dot_product_attention"])
+    trees = []
+    for name, sha in zip(("before", "after"), shas):
+        trees.append(tmp_path / name)
+        subprocess.run(["git", "-C", str(repo), "worktree", "add", "--detach", str(trees[-1]), sha],
+                       check=True, capture_output=True)
+    spec = ProbeSpec(command="python bench.py", tokens=320, timeout_s=300, instrument=True, work=True)
+    with ThreadPoolExecutor(2) as pool:
+        before, after = pool.map(lambda tree: run_probe(spec, tree), trees)
+    assert before.sample is not None and after.sample is not None, (before.skip_reason, after.skip_reason)
+    work = culprit_work(before.sample.counters, after.sample.counters, -10.0)
+    calls_before, calls_after = work["before"]["calls_by_op"], work["after"]["calls_by_op"]
+    sdpa = "aten._scaled_dot_product_flash_attention_for_cpu"
+    assert sdpa not in calls_before and calls_after[sdpa] == 2                      # 2 layers
+    for gone in ("aten._softmax", "aten.masked_fill", "aten.bmm"):
+        assert calls_before[gone] >= 2 and gone not in calls_after, gone
+    changes = {(c["name"], c["what"]): c for c in work["top_changes"]}
+    assert changes[(sdpa, "calls")]["before"] == 0
+    assert "appears" in work["reading"] and "goes away" in work["reading"]
+    # the attention's FLOPs stay counted: flash attention has PyTorch's own sdpa formula
+    assert work["after"]["flops_by_op"][sdpa] > 0
+    assert math.isclose(work["after"]["flops"], work["before"]["flops"], rel_tol=0.05)
+
+
+# -- what a hunt pays (fake executor) ---------------------------------------------------------------
+
+class WorkProbe:
+    """tok/s from speed.py; shimmed runs count (`counts`: a torch program), counting-arm runs
+    also report the work, FLOPs fixed, lm_head calls up where speed is low."""
+
+    def __init__(self, counts: bool = True):
+        self.counts = counts
+        self.specs: list[ProbeSpec] = []
+
+    def __call__(self, spec: ProbeSpec, worktree: Path, extra_env=None) -> ProbeOutcome:
+        self.specs.append(spec)
+        speed = float((worktree / "speed.py").read_text().split("=")[1])
+        counters: dict[str, float] = {}
+        if spec.instrument and self.counts:
+            lm_head = 6.0 if speed > 950 else 48.0
+            counters = {"lm_head_calls": lm_head, "host_syncs": 0.0}
+            if spec.work:
+                counters.update({"work.unit": 0.0, "work.rows": 3.0, "work.flops": 1e9, "work.calls": 100.0,
+                                 "work.calls:aten.mm": 10.0 + lm_head, "work.lm_head_calls": lm_head})
+        sample = Sample(tok_s=speed, tokens=1000, seconds=1000 / speed, counters=counters, instrumented=spec.instrument)
+        return ProbeOutcome(sample=sample, skip_reason=None, exit_code=0, wall_seconds=1.0)
+
+
+def _hunt(repo: Path, probe: WorkProbe) -> dict:
+    config = build_config({"cmd": "python bench.py"}, {"tokens": 1000})
+    shas = subprocess.run(["git", "-C", str(repo), "log", "--format=%H", "--reverse"], capture_output=True,
+                          text=True, check=True).stdout.split()
+    return CommitHunt(History.open(repo), shas[0], shas[-1], config, probe_runner=probe).run().report
+
+
+@pytest.fixture
+def step_repo(tmp_path):
+    make_bench_repo(tmp_path / "repo", [1000.0] * 4 + [900.0] * 4)
+    return tmp_path / "repo"
+
+
+def test_the_counting_arm_runs_at_the_culprit_its_parent_and_the_ends_only(step_repo):
+    probe = WorkProbe()
+    report = _hunt(step_repo, probe)
+    assert report["verdict"] == "culprits"
+    [culprit] = report["culprits"]
+    counting = [s for s in probe.specs if s.work]
+    assert len(counting) == 4 == report["cost"]["counting_arm"]["probes"]      # GOOD, BAD, culprit, parent
+    assert report["cost"]["counting_arm"]["commits"] == 4
+    assert all(s.instrument for s in counting)
+    assert culprit["work"]["reading"].startswith("work per step +0.0% (FLOPs), tok/s -10%: not more compute; "
+                                                 "+42 lm_head-width matmul calls per step")
+    assert culprit["counters_after"] == {"lm_head_calls": 48.0, "host_syncs": 0.0}   # no work. keys
+    assert report["endpoint_work"]["good"]["flops"] == 1e9
+
+
+def test_a_probe_without_torch_gets_no_counting_arm(step_repo):
+    probe = WorkProbe(counts=False)
+    report = _hunt(step_repo, probe)
+    assert [s for s in probe.specs if s.work] == []
+    assert len([s for s in probe.specs if s.instrument]) == 1      # the overhead arm's one, as before
+    assert report["cost"]["counting_arm"]["probes"] == 0
+    assert report["culprits"][0]["work"] is None
