@@ -21,6 +21,7 @@ module forward that ended before the window began), else one row for the whole p
 from __future__ import annotations
 
 import time
+import warnings
 from collections import Counter
 from types import ModuleType
 from typing import Any, Callable
@@ -212,7 +213,9 @@ class WorkCounter:
         from torch.profiler import ProfilerActivity, profile
 
         self._profiler = profile(activities=[ProfilerActivity.CUDA])
-        self._profiler.__enter__()
+        with warnings.catch_warnings():   # its notes would land in the probe's output
+            warnings.simplefilter("ignore")
+            self._profiler.__enter__()
 
     def _stop_profiler(self) -> int | None:
         profiler, self._profiler = self._profiler, None
@@ -220,6 +223,8 @@ class WorkCounter:
             return None
         synchronize = getattr(self.torch._C, "_cuda_synchronize", None)   # not the shim's counted one
         (synchronize or self.torch.cuda.synchronize)()
-        profiler.__exit__(None, None, None)
         device = self.torch.autograd.DeviceType.CUDA
-        return sum(1 for event in profiler.events() if event.device_type == device)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            profiler.__exit__(None, None, None)
+            return sum(1 for event in profiler.events() if event.device_type == device)
