@@ -145,7 +145,8 @@ def _report():
     return {"schema": 3, "kind": "commits", "verdict": "culprits", "unit": "tok/s", "good": "a" * 40, "bad": "b" * 40,
             "culprits": [{"commit": "c" * 40, "parent": "d" * 40, "subject": "Lower the lm_head chunk 8x",
                           "step_pct": -33.0, "ci95_pct": [-36.0, -30.0], "share_of_gap": 0.6,
-                          "counters_before": {"lm_head_calls": 6.0}, "counters_after": {"lm_head_calls": 48.0},
+                          "counters_before": {"lm_head_calls": 6.0, "create_block_mask_ms": 27.6},
+                          "counters_after": {"lm_head_calls": 48.0, "create_block_mask_ms": 28.7},
                           "work": work.culprit_work(COUNTS_BEFORE, COUNTS_AFTER, -33.0)}],
             "candidates": [], "probes": 20, "cached_samples": 0,
             "cost": {"probe_wall_s": 100.0, "gpu_s": 0, "counting_arm": {"probes": 4, "seconds": 31.0, "commits": 4}}}
@@ -157,6 +158,7 @@ def test_text_markdown_and_html_show_the_reading_and_the_table(tmp_path):
     assert f"  reading: {reading}" in text.splitlines()
     assert any(line.split() == ["lm_head_calls", "6", "48", "+42"] for line in text.splitlines())
     assert "Counting arm (work per step; never tok/s): 4 probe(s), 31 s, at 4 commit(s)." in text
+    assert "host ms/iter" not in text        # a time under the counting arm: only its share is shown
     markdown = render_markdown(_report())
     assert f"   - reading: {reading}" in markdown
     assert "| per step" in markdown and "| lm_head_calls " in markdown
@@ -168,3 +170,4 @@ def test_an_old_report_without_work_renders_as_before():
     report = _report()
     del report["culprits"][0]["work"]
     assert "reading:" not in render_summary(report) and "reading:" not in render_markdown(report)
+    assert "create_block_mask host ms/iter 27.6 -> 28.7 (+1.1)" in render_summary(report)

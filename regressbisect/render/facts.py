@@ -107,13 +107,22 @@ def culprit_facts(culprit: Mapping[str, Any], unit_text: str = DEFAULT_UNIT) -> 
         title=title,
         step=step_text(culprit.get("step_pct"), culprit.get("ci95_pct"), unit_text),
         share=f"{share:.0%} of the gap" if _finite(share) else None,
-        counters=tuple(counter_changes(culprit.get("counters_before") or {},
-                                       culprit.get("counters_after") or {})),
+        counters=tuple(counter_changes(*_counters_shown(culprit))),
         hunks=hunks,
         possible_commits=tuple(short(s) for s in culprit.get("possible_commits") or ()),
         merge=merge_text(culprit.get("merge")),
         **work_facts(culprit.get("work")),
     )
+
+
+def _counters_shown(culprit: Mapping[str, Any]) -> tuple[Mapping[str, Any], Mapping[str, Any]]:
+    """Counters before and after; with the work per step, without host ms: those were taken under
+    the counting arm's instrumentation and are shown as its share (the work table) instead."""
+    before, after = culprit.get("counters_before") or {}, culprit.get("counters_after") or {}
+    if not culprit.get("work"):
+        return before, after
+    return ({k: v for k, v in before.items() if not k.endswith("_ms")},
+            {k: v for k, v in after.items() if not k.endswith("_ms")})
 
 
 def work_facts(work: Any) -> dict[str, Any]:
