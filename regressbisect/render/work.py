@@ -21,7 +21,9 @@ NOT_MORE = 0.01
 is too small to matter against a step of --min-effect)."""
 MOST, PART = 2 / 3, 1 / 4
 """Shares of the throughput step the FLOPs change could explain: 'most' from 2/3, 'part' from 1/4."""
-TOP = 8
+TOP = 10
+"""Rows of the table of a culprit (the JSON keeps TOP_CHANGES)."""
+TOP_CHANGES = 20
 
 
 def split_counts(counts: Mapping[str, float] | None) -> tuple[dict[str, float], dict[str, float]]:
@@ -65,7 +67,7 @@ def side_json(counts: Mapping[str, float] | None) -> dict[str, Any]:
     }
 
 
-def top_changes(before: Mapping[str, Any], after: Mapping[str, Any], limit: int = TOP) -> list[dict[str, Any]]:
+def top_changes(before: Mapping[str, Any], after: Mapping[str, Any], limit: int = TOP_CHANGES) -> list[dict[str, Any]]:
     """Counts that differ, biggest first: relative change |a-b| / max(a, b) (an op that appears
     or goes away is 1), then the absolute change. Named counters, calls per op, FLOPs per op,
     matmul calls per output width."""
