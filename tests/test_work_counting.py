@@ -233,8 +233,8 @@ class WorkProbe:
         return ProbeOutcome(sample=sample, skip_reason=None, exit_code=0, wall_seconds=1.0)
 
 
-def _hunt(repo: Path, probe: WorkProbe) -> dict:
-    config = build_config({"cmd": "python bench.py"}, {"tokens": 1000})
+def _hunt(repo: Path, probe: WorkProbe, **flags) -> dict:
+    config = build_config({"cmd": "python bench.py"}, {"tokens": 1000, **flags})
     shas = subprocess.run(["git", "-C", str(repo), "log", "--format=%H", "--reverse"], capture_output=True,
                           text=True, check=True).stdout.split()
     return CommitHunt(History.open(repo), shas[0], shas[-1], config, probe_runner=probe).run().report
@@ -268,3 +268,10 @@ def test_a_probe_without_torch_gets_no_counting_arm(step_repo):
     assert len([s for s in probe.specs if s.instrument]) == 1      # the overhead arm's one, as before
     assert report["cost"]["counting_arm"]["probes"] == 0
     assert report["culprits"][0]["work"] is None
+
+
+def test_instrument_off_skips_the_counting_arm(step_repo):
+    probe = WorkProbe()
+    report = _hunt(step_repo, probe, instrument="off")
+    assert [s for s in probe.specs if s.instrument] == []
+    assert report["cost"]["counting_arm"]["probes"] == 0 and report["culprits"][0]["work"] is None
