@@ -8,17 +8,14 @@ import sys
 import tempfile
 import textwrap
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-from tests.test_work_counting import MODEL_HANDWRITTEN, MODEL_SDPA, GPT_BENCH, INFERENCE
-from regressbisect.testing.gitrepo import make_repo
+import _common  # noqa: E402,F401  (puts the repository on sys.path)
+from regressbisect.testing.workprograms import INFERENCE, make_nanogpt_repo
 from regressbisect.probe.runner import ProbeSpec, run_probe
 from regressbisect.render.work import culprit_work, table_rows, side_json
 from regressbisect.probe.protocol import parse_output
 
 tmp = Path(tempfile.mkdtemp())
-shas = make_repo(tmp / "nanogpt", [{"model.py": MODEL_HANDWRITTEN, "bench.py": GPT_BENCH}, {"model.py": MODEL_SDPA}],
-                 ["hand-written causal attention", "use Flash Attention: F.scaled_dot_product_attention"])
+shas = make_nanogpt_repo(tmp / "nanogpt")
 trees = []
 for name, sha in zip(("before", "after"), shas):
     trees.append(tmp / name)
@@ -35,7 +32,7 @@ print("reading:", w["reading"])
 for row in table_rows(w): print("  ", row)
 
 (tmp / "infer.py").write_text(textwrap.dedent(INFERENCE))
-env = {"PYTHONPATH": f"{ROOT}/regressbisect/probe/shim:{ROOT}",
+env = {"PYTHONPATH": f"{_common.REPO_ROOT}/regressbisect/probe/shim:{_common.REPO_ROOT}",
        "REGRESSBISECT_INSTRUMENT": "1", "REGRESSBISECT_WORK": "1", "PATH": "/usr/bin:/bin"}
 out = subprocess.run([sys.executable, "infer.py"], cwd=tmp, env=env, capture_output=True, text=True).stdout
 side = side_json(parse_output(out, instrumented=True)[0].counters)
