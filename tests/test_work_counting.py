@@ -165,3 +165,34 @@ def test_instrument_off_skips_the_counting_arm(step_repo):
     report = _hunt(step_repo, probe, instrument="off")
     assert [s for s in probe.specs if s.instrument] == []
     assert report["cost"]["counting_arm"]["probes"] == 0 and report["culprits"][0]["work"] is None
+
+
+def test_a_hunk_culprit_gets_the_work_at_base_and_base_plus_the_hunk(tmp_path):
+    from regressbisect.hunts.hunks import HunkHunt
+    from tests.test_hunkhunt import FakeProbe, make_dirty_repo
+
+    class CountingProbe(FakeProbe):
+        """The hunk costs 12% of tok/s and does 20% more FLOPs."""
+
+        def __call__(self, spec, worktree, extra_env=None):
+            outcome = super().__call__(spec, worktree, extra_env)
+            self.specs = getattr(self, "specs", []) + [spec]
+            if not spec.work or outcome.sample is None:
+                return outcome
+            slow = "return 100120" in "".join(p.read_text() for p in (worktree / "pkg").glob("*.py"))
+            counters = {"lm_head_calls": 6.0, "work.unit": 0.0, "work.rows": 3.0, "work.calls": 100.0,
+                        "work.flops": 1.2e9 if slow else 1e9, "work.calls:aten.mm": 12.0 if slow else 10.0}
+            sample = Sample(tok_s=outcome.sample.tok_s, tokens=1000, seconds=outcome.sample.seconds,
+                            counters=counters, instrumented=True)
+            return ProbeOutcome(sample=sample, skip_reason=None, exit_code=0, wall_seconds=0.01)
+
+    repo = tmp_path / "repo"
+    make_dirty_repo(repo, 10, {7: 0.12}, dependent=False)
+    probe = CountingProbe(seed=10)
+    config = build_config({}, {"cmd": "fake", "instrument": "separate"})
+    report = HunkHunt(History.open(repo), config, store_path=tmp_path / "store.sqlite", probe_runner=probe).run().report
+    [culprit] = report["culprits"]
+    assert len([s for s in probe.specs if s.work]) == 2                  # BASE and BASE + the culprit
+    assert culprit["work"]["reading"].startswith("work per step +20% (FLOPs), tok/s -1")
+    assert "the extra compute explains most of it; aten.mm +2 calls per step" in culprit["work"]["reading"]
+    assert culprit["counters_before"] == {"lm_head_calls": 6.0}
