@@ -105,8 +105,10 @@ class WorkProbe:
     """tok/s from speed.py; shimmed runs count (`counts`: a torch program), counting-arm runs
     also report the work, FLOPs fixed, lm_head calls up where speed is low."""
 
-    def __init__(self, counts: bool = True):
+    def __init__(self, counts: bool = True, zero_counters: bool = False):
         self.counts = counts
+        self.zero_counters = zero_counters
+        """A torch program none of whose four counters fires (all rows zero)."""
         self.specs: list[ProbeSpec] = []
 
     def __call__(self, spec: ProbeSpec, worktree: Path, extra_env=None) -> ProbeOutcome:
@@ -114,7 +116,7 @@ class WorkProbe:
         speed = float((worktree / "speed.py").read_text().split("=")[1])
         counters: dict[str, float] = {}
         if spec.instrument and self.counts:
-            lm_head = 6.0 if speed > 950 else 48.0
+            lm_head = 0.0 if self.zero_counters else 6.0 if speed > 950 else 48.0
             counters = {"lm_head_calls": lm_head, "host_syncs": 0.0}
             if spec.work:
                 counters.update({"work.unit": 0.0, "work.rows": 3.0, "work.flops": 1e9, "work.calls": 100.0,
@@ -158,6 +160,14 @@ def test_a_probe_without_torch_gets_no_counting_arm(step_repo):
     assert len([s for s in probe.specs if s.instrument]) == 1      # the overhead arm's one, as before
     assert report["cost"]["counting_arm"]["probes"] == 0
     assert report["culprits"][0]["work"] is None
+
+
+def test_a_torch_program_none_of_whose_four_counters_fires_still_gets_the_work(step_repo):
+    probe = WorkProbe(zero_counters=True)
+    report = _hunt(step_repo, probe)
+    assert report["instrumentation"]["counters_available"] is False    # the overhead arm stopped at once
+    assert len([s for s in probe.specs if s.work]) == 4
+    assert report["culprits"][0]["work"]["reading"].startswith("work per step +0.0% (FLOPs), tok/s -10%: ")
 
 
 def test_instrument_off_skips_the_counting_arm(step_repo):
