@@ -424,9 +424,10 @@ class HuntConfig:
     instrument: str = knob(
         "auto", choices=INSTRUMENT_MODES, panel=MEASURE,
         help=("'auto' (measure the counters shim's overhead first), 'separate' (counters always in "
-              "separate runs), 'off'."))
+              "separate runs), 'off' (no counters and no counting arm of the work per step)."))
     """'auto': measure the counters shim's overhead and keep tok/s unshimmed if it is over
-    `overhead_limit`; 'separate': always take counters in separate runs; 'off': no counters."""
+    `overhead_limit`; 'separate': always take counters in separate runs; 'off': no counters, and
+    no counting arm (the work per step at the culprits, docs/design.md)."""
     overhead_limit: float = knob(0.01, panel=MEASURE)
     """Shim overhead above which tok/s must come from unshimmed runs (docs/design.md, "Counters": 1%)."""
     overhead_pairs: int = knob(6, panel=MEASURE)

@@ -49,6 +49,7 @@ def test_mask_per_layer_culprit_is_found_with_its_counters(demo, tmp_path):
     assert culprit["step_pct"] < -10                           # about -26% on CPU
     assert culprit["counters_before"]["create_block_mask_calls"] == 1
     assert culprit["counters_after"]["create_block_mask_calls"] == 2
+    assert "not more compute; +1 create_block_mask calls per step" in culprit["work"]["reading"]
 
 
 @opt_in
@@ -62,6 +63,7 @@ def test_lm_head_chunk_culprit_is_found_and_more_lm_head_work_is_not_blamed(demo
     assert demo.more_lm_head_not_slower not in found
     (culprit,) = report["culprits"]
     assert culprit["counters_after"]["lm_head_calls"] >= 4 * culprit["counters_before"]["lm_head_calls"]
+    assert "not more compute; +42 lm_head-width matmul calls per step" in culprit["work"]["reading"]
 
 
 @opt_in

@@ -126,7 +126,7 @@ def test_a_gradual_slowdown_is_reproduced_but_not_localised_exit_5(tmp_path):
     assert report["verdict"] in ("not-localised", "undecided") and report["culprits"] == []
     assert int(outcome.exit_code) == report["exit_code"] == VERDICT_EXIT[report["verdict"]] != 0
     assert report["reproduced"] is True and report["verdict_reason"]
-    assert report["schema"] == 2
+    assert report["schema"] == 3
 
 
 def test_a_step_that_cannot_be_decided_within_the_cap_exits_6_not_0(tmp_path):

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Sequence
@@ -23,6 +24,7 @@ from regressbisect.hunts.common import (VERDICT_EXIT, HuntOutcome, every_sample_
                                         lane_environments, measurement_parts, slot_environments)
 from regressbisect.hunts.sampling import Request, SampleSource, median_counters
 from regressbisect.machine.fingerprint import count_gpus
+from regressbisect.probe.contract import COUNTER_NAMES
 from regressbisect.probe.executors import ProbeExecutor, make_executor, work_root
 from regressbisect.probe.isolation import isolation_for_hunt
 from regressbisect.probe.runner import probe_spec, run_probe
@@ -53,6 +55,10 @@ class InstrumentationPlan:
     there is no overhead arm and no separate counters runs - they would measure nothing."""
     overhead_pairs: int = 0
     """Interleaved pairs the overhead arm used (it stops as soon as its interval decides)."""
+    work_available: bool = True
+    """False when the shimmed probe of GOOD printed no counters line at all (it never imported
+    torch, or built no model and stepped no optimizer): then no counting arm either, so such a
+    probe pays nothing for it. A torch program whose four counters are all zero still has work."""
 
 
 class CommitHunt:
@@ -135,7 +141,7 @@ class CommitHunt:
                 # one, which retries (the user may have fixed the environment meanwhile).
                 store.finish_hunt(hunt_id, {"verdict": "error", "error": error.message})
                 raise
-            counters = self._explain(source, plan, result)
+            counters, counting_arm = self._explain(source, plan, result)
             report = report_json.commit_report(
                 commits=self.commits, result=result, counters=counters, plan=plan,
                 probes=self.meter.totals.probes, cached=cached_before + source.cached_used,
@@ -150,6 +156,7 @@ class CommitHunt:
                                                             cached=report["cached_samples"])
             report["instrumentation"].update(overhead_pairs=plan.overhead_pairs,
                                              counters_available=plan.counters_available)
+            report["cost"]["counting_arm"] = counting_arm
             store.finish_hunt(hunt_id, report)
         return HuntOutcome(report=report, exit_code=VERDICT_EXIT[result.verdict], hunt_id=hunt_id)
 
@@ -224,8 +231,9 @@ class CommitHunt:
                 last_shimmed = draw if request.instrumented else last_shimmed
                 self._progress_sample(source, draw, note="overhead arm" + (" (shim)" if request.instrumented else ""))
             if last_shimmed is not None and not any(last_shimmed.sample.counters.values()):
+                shim_line = any(name in last_shimmed.sample.counters for name in COUNTER_NAMES)
                 return InstrumentationPlan(False, None, NO_COUNTERS_NOTE, counters_available=False,
-                                           overhead_pairs=arm.pairs)
+                                           overhead_pairs=arm.pairs, work_available=shim_line)
         # Only an overhead proven below the limit lets tok/s come from shimmed runs (docs/design.md,
         # counters); the Comparison speaks of shimmed relative to plain
         decision, interval, comparison = arm.decision, arm.interval, arm.comparison()
@@ -280,23 +288,36 @@ class CommitHunt:
         return pool, {"candidates": len(groups), "samples": sum(len(g) for g in groups),
                       "sigma": pool.sigma, "df": pool.df}
 
-    def _explain(self, source: SampleSource, plan: InstrumentationPlan, result) -> dict[int, dict[str, float]]:
-        """Counters per iteration at GOOD, BAD and both sides of each culprit."""
-        if (self.config.instrument == "off" or not plan.counters_available
+    def _explain(self, source: SampleSource, plan: InstrumentationPlan, result
+                 ) -> tuple[dict[int, dict[str, float]], dict[str, Any]]:
+        """Counters and the work per step at GOOD, BAD and both sides of each culprit: one probe
+        of the counting arm each (docs/design.md, "Work per step"), never a source of tok/s. With
+        tok/s from shimmed runs, the four counters come from those runs; else from these probes.
+        Returns the counts per candidate index (the `work.` ones included) and the arm's cost."""
+        cost = {"probes": 0, "seconds": 0.0, "commits": 0}
+        if (self.config.instrument == "off" or not (plan.counters_available or plan.work_available)
                 or result.verdict not in ("culprits", "not-localised", "undecided")):
-            return {}
+            return {}, cost
         indices = sorted({0, len(self.candidates) - 1}
                          | {c.first_bad for c in result.culprits} | {c.last_good for c in result.culprits})
-        if plan.main_instrumented:
-            return {i: median_counters(source.stored(self.candidates[i], instrumented=True)) for i in indices}
-        self.progress.phase("counters: shimmed runs at GOOD, BAD and each culprit and its parent")
         counters: dict[int, dict[str, float]] = {}
+        if plan.main_instrumented:
+            counters = {i: median_counters(source.stored(self.candidates[i], instrumented=True)) for i in indices}
+        self.progress.phase("counting arm: the work per step at GOOD, BAD and each culprit and its parent")
+        probes_before, started = self.meter.totals.probes if self.meter else 0, time.perf_counter()
         for batch in _batches(indices, self.config.lanes):
-            requests = [Request(self.candidates[i], instrumented=True, namespace="counters") for i in batch]
+            requests = [Request(self.candidates[i], instrumented=True, work=True, namespace="counters")
+                        for i in batch]
             for i, draw in zip(batch, source.draw_many(requests)):
-                self._progress_sample(source, draw, note=f"#{i} counters (shim)")
-                counters[i] = median_counters([draw.sample]) if draw.sample is not None else {}
-        return counters
+                self._progress_sample(source, draw, note=f"#{i} counting arm")
+                counts = median_counters([draw.sample]) if draw.sample is not None else {}
+                if plan.main_instrumented:   # the four counters from the shimmed runs; the work from here
+                    counts = {**counts, **counters.get(i, {})}
+                counters[i] = counts
+        probes = (self.meter.totals.probes if self.meter else 0) - probes_before
+        cost.update(probes=probes, seconds=round(time.perf_counter() - started, 3) if probes else 0.0,
+                    commits=len(indices))
+        return counters, cost
 
     def _progress_sample(self, source: SampleSource, draw, note: str, **kw) -> None:
         meter = self.meter

@@ -24,6 +24,7 @@ from regressbisect.hunts import cost as costs
 from regressbisect.hunts.common import (VERDICT_EXIT, HuntOutcome, every_sample_stored, hunting, key_for,
                                         measurement_parts, slot_environments)
 from regressbisect.hunts.sampling import Request, SampleSource, median_counters
+from regressbisect.render.work import culprit_work, split_counts
 from regressbisect.machine.fingerprint import count_gpus
 from regressbisect.probe.executors import ProbeExecutor, make_executor, work_root
 from regressbisect.probe.isolation import isolation_for_hunt
@@ -237,8 +238,8 @@ class HunkHunt:
         return f"; no file for module '{module}' in the diff or the repository at BASE"
 
     def _draw(self, source: SampleSource, candidate: Candidate, *, namespace: str,
-              instrumented: bool = False, note: str = ""):
-        (draw,) = source.draw_many([Request(candidate, instrumented=instrumented, namespace=namespace)])
+              instrumented: bool = False, work: bool = False, note: str = ""):
+        (draw,) = source.draw_many([Request(candidate, instrumented=instrumented, work=work, namespace=namespace)])
         label = "base" if not candidate.patch else f"base+{len(candidate.patch)}h"
         self.progress.cost(self.cost.meter.totals.line())
         self.progress.sample(label, draw.value, draw.skip_reason, draw.cached, probes=source.probes_run,
@@ -246,12 +247,13 @@ class HunkHunt:
         return draw
 
     def _counters(self, source: SampleSource, culprits: Sequence[frozenset[str]]) -> dict[str, dict[str, float]]:
-        """One shimmed run at BASE and at BASE + each culprit (counts survive instrumentation)."""
-        self.progress.phase("counters: shimmed runs at BASE and BASE + each culprit")
+        """One run of the counting arm at BASE and at BASE + each culprit (counts survive
+        instrumentation; the work per step too: render/work.py)."""
+        self.progress.phase("counting arm: the work per step at BASE and BASE + each culprit")
         out: dict[str, dict[str, float]] = {}
         for ids in [frozenset()] + list(culprits):
             draw = self._draw(source, self.candidate(ids), namespace="counters", instrumented=True,
-                              note="counters (shim)")
+                              work=True, note="counting arm")
             out[",".join(sorted(ids))] = median_counters([draw.sample]) if draw.sample is not None else {}
         return out
 
@@ -278,8 +280,10 @@ class HunkHunt:
                 "step_pct": alone["change_pct"], "ci95_pct": alone["ci95_pct"],
                 "share_of_gap": round(tested.share_of_gap, 4) if math.isfinite(tested.share_of_gap) else None,
                 "alone": alone, "left_out": None,
-                "counters_before": counters.get("", {}),
-                "counters_after": counters.get(",".join(sorted(tested.hunks)), {}),
+                "counters_before": split_counts(counters.get(""))[0],
+                "counters_after": split_counts(counters.get(",".join(sorted(tested.hunks))))[0],
+                "work": culprit_work(counters.get(""), counters.get(",".join(sorted(tested.hunks))),
+                                     alone["change_pct"], self.config.unit),
             }
 
         culprits = [entry(c) for c in decision.culprits]

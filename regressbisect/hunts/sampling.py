@@ -65,11 +65,16 @@ class Request:
     so the overhead arm's unshimmed GOOD runs are reused by the search instead of re-run."""
     flagged: bool = False
     """Taken while the machine failed its sanity check: stored apart, never used as evidence."""
+    work: bool = False
+    """The counting arm (with `instrumented`): the work per step counted too; stored in arm
+    'work', never a source of tok/s (probe/work.py)."""
 
     @property
     def arm(self) -> str:
         if self.flagged:
             return "flagged"
+        if self.work:
+            return "work"
         return "instrumented" if self.instrumented else "main"
 
 
@@ -291,7 +296,8 @@ class SampleSource:
             return ExecutedProbe(prepared), None, None
         spec = ProbeSpec(command=self._spec.command, tokens=self._spec.tokens,
                          timeout_s=self._spec.timeout_s, env=self._spec.env,
-                         instrument=request.instrumented, metric_regex=self._spec.metric_regex)
+                         instrument=request.instrumented, work=request.work,
+                         metric_regex=self._spec.metric_regex)
         imports = self.isolation.prepare(prepared) if self.isolation is not None else None
         probe_env = {**extra_env, **(imports.env if imports is not None else {})}
         try:

@@ -48,6 +48,11 @@ LMHEAD_ENV = "REGRESSBISECT_LMHEAD_MIN_OUT"
 """Output width from which an F.linear call counts as an lm_head call (`lm_head_min_out`; unset:
 DEFAULT_LMHEAD_MIN_OUT). Read at the first counted call, so a program may set it after start-up."""
 DEFAULT_LMHEAD_MIN_OUT = 32768
+WORK_ENV = "REGRESSBISECT_WORK"
+"""'1' in a probe of the counting arm (with INSTRUMENT_ENV): the shim also counts the work of a
+few optimizer steps (or of the measured window) exactly: FLOPs by op, calls per aten op, device
+kernels on CUDA (probe/work.py). Its timings are never a source of tok/s. Removed otherwise."""
+WORK_ON = "1"
 
 IMPORTS_DIR_ENV = "REGRESSBISECT_IMPORTS_DIR"
 """Directory where each Python process of the probe writes its import record at exit (the
@@ -60,7 +65,7 @@ WATCH_ENV = "REGRESSBISECT_WATCH_MODULES"
 variables the program changed before each was first imported (what a preload server may
 preload: probe/preload.py)."""
 
-PROBE_ENV = (MARKER_ENV, TOKENS_ENV, WINDOW_ENV, INSTRUMENT_ENV, LMHEAD_ENV, IMPORTS_DIR_ENV,
+PROBE_ENV = (MARKER_ENV, TOKENS_ENV, WINDOW_ENV, INSTRUMENT_ENV, LMHEAD_ENV, WORK_ENV, IMPORTS_DIR_ENV,
              PROJECT_MODULES_ENV, WATCH_ENV)
 """Every variable of the contract. Besides them the runner sets PYTHONUNBUFFERED=1 (a line must
 not sit in a buffer when a probe is killed), puts the shim's directory first on PYTHONPATH when
@@ -91,6 +96,21 @@ COUNTERS_PREFIX = "@regressbisect-counters "
 Written and read by the same installation, so it carries no version."""
 COUNTER_NAMES = ("lm_head_calls", "create_block_mask_calls", "create_block_mask_ms", "host_syncs")
 """The shim's counters per optimizer step (docs/design.md, "Counters")."""
+WORK_KEY = "work"
+"""In the counting arm, the counters line also carries WORK_KEY: [rows], one per counted step
+(window, run), and WORK_UNIT_KEY: one of WORK_UNITS. A row's keys: `calls`, `flops`, `arm_ms`
+(wall of the row in the counting arm, for shares only), `kernels` (CUDA only), `calls:<op>`,
+`flops:<op>`, `width:<op>@<N>` (matmul calls by output width) and the COUNTER_NAMES."""
+WORK_UNIT_KEY = "work_unit"
+WORK_UNITS = ("step", "window", "run")
+"""What a work row covers: an optimizer step (WORK_SKIP_STEPS skipped, then up to WORK_STEPS), the
+measured window `regressbisect.report(tokens, seconds)` reported (a program with no optimizer),
+or the whole process (neither)."""
+WORK_SKIP_STEPS = 1
+WORK_STEPS = 3
+WORK_PREFIX = "work."
+"""The parent keeps the work counts in Sample.counters under this prefix (probe/protocol.py);
+`work.unit` is WORK_UNITS' index."""
 IMPORT_RECORD_SUFFIX = ".rec"
 """The import record, `<pid>.rec` in IMPORTS_DIR_ENV's directory, one per Python process: a
 Python literal (no json import in a probe that has none) of {"pid", "rank", "modules": {name:

@@ -8,7 +8,10 @@ Counted (docs/design.md, "Counters"):
   torch.nn.attention.flex_attention.create_block_mask.
 - host_syncs: calls of Tensor.item, Tensor.tolist and torch.cuda.synchronize.
 Iteration boundaries come from the global optimizer step post-hook: counts made between two
-optimizer steps belong to the later step; counts after the last step are not a row.
+optimizer steps belong to the later step; counts after the last step are not a row. A process
+that made no optimizer step but built an nn.Module (an inference loop) reports one row: its
+whole run. In the counting arm (REGRESSBISECT_WORK=1) probe/work.py also counts the work of a few
+steps (or of the measured window), in the same line under "work".
 
 Calls made while torch.compile traces are not counted (they are not executed per step).
 At exit each process that saw any counts prints ONE line on stdout:
@@ -29,7 +32,8 @@ import time
 from types import ModuleType
 from typing import Any, Callable
 
-from regressbisect.probe.contract import COUNTER_NAMES, COUNTERS_PREFIX, DEFAULT_LMHEAD_MIN_OUT, INSTRUMENT_ENV, LMHEAD_ENV
+from regressbisect.probe.contract import (COUNTER_NAMES, COUNTERS_PREFIX, DEFAULT_LMHEAD_MIN_OUT, INSTRUMENT_ENV,
+                                          LMHEAD_ENV, WORK_ENV, WORK_KEY, WORK_ON, WORK_UNIT_KEY)
 
 
 class _Counts:
@@ -59,11 +63,25 @@ _rows: list[dict[str, float]] = []
 _torch_patched = False
 _flex_patched = False
 _printed = False
+_modules_built = False   # an nn.Module was made: a process that computes, not a launcher
+_work = None             # probe/work.WorkCounter in the counting arm
 
 
 def enabled() -> bool:
     """The runner sets REGRESSBISECT_INSTRUMENT=1; '0' turns the shim off without a path change."""
     return os.environ.get(INSTRUMENT_ENV, "1") != "0"
+
+
+def counting_work() -> bool:
+    """The counting arm: REGRESSBISECT_WORK=1 as well."""
+    return os.environ.get(WORK_ENV) == WORK_ON
+
+
+def window_end(seconds: float) -> None:
+    """`regressbisect.report` calls this as a measured window of `seconds` ends: the counting arm
+    of a program without an optimizer step counts that window."""
+    if _work is not None:
+        _work.window_end(seconds)
 
 
 def active() -> bool:
@@ -130,8 +148,19 @@ def on_torch_imported(torch: ModuleType) -> None:
     from torch.optim.optimizer import register_optimizer_step_post_hook
 
     register_optimizer_step_post_hook(_on_optimizer_step)
+    module_init = torch.nn.Module.__init__
+
+    @functools.wraps(module_init)
+    def noting_init(self: Any, *args: Any, **kwargs: Any) -> None:
+        global _modules_built
+        _modules_built = True
+        module_init(self, *args, **kwargs)
+
+    torch.nn.Module.__init__ = noting_init
     atexit.register(print_counters_line)
     _torch_patched = True
+    if counting_work():
+        _start_work(torch, is_compiling)
     flex = sys.modules.get("torch.nn.attention.flex_attention")
     if flex is not None:
         on_flex_attention_imported(flex)
@@ -163,14 +192,38 @@ def on_flex_attention_imported(flex: ModuleType) -> None:
     _flex_patched = True
 
 
+def _start_work(torch: ModuleType, is_compiling: Callable[[], bool]) -> None:
+    """The counting arm: probe/work.py, loaded the way the shim loaded this module."""
+    global _work
+    module = sys.modules.get("regressbisect.probe.work")
+    if module is None:
+        import importlib.util
+
+        path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "work.py")
+        spec = importlib.util.spec_from_file_location("regressbisect.probe.work", path)
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        sys.modules["regressbisect.probe.work"] = module
+        spec.loader.exec_module(module)
+    _work = module.WorkCounter(torch, snapshot, is_compiling)
+    _work.start()
+
+
 def _on_optimizer_step(optimizer: Any, args: Any, kwargs: Any) -> None:
     global _current
     _rows.append(_current.as_row())
     _current = _Counts()
+    if _work is not None:
+        _work.on_optimizer_step()
 
 
 def counters_line() -> str:
-    record = {"rank": int(os.environ.get("RANK", "0")), "pid": os.getpid(), "iters": _rows}
+    # No optimizer step, but a model was built (an inference loop): its whole run is the row
+    rows = _rows or ([_total.as_row()] if _modules_built else [])
+    record: dict[str, Any] = {"rank": int(os.environ.get("RANK", "0")), "pid": os.getpid(), "iters": rows}
+    if _work is not None:
+        work_rows, unit = _work.at_exit()
+        record[WORK_KEY], record[WORK_UNIT_KEY] = work_rows, unit
     return COUNTERS_PREFIX + json.dumps(record, separators=(",", ":"))
 
 
@@ -178,7 +231,7 @@ def print_counters_line() -> None:
     """atexit: one line per process, only when something was counted (a torchrun launcher
     that imports torch but trains nothing stays silent)."""
     global _printed
-    if _printed or not (_rows or _total.any()):
+    if _printed or not (_rows or _total.any() or _modules_built):
         return
     _printed = True
     try:

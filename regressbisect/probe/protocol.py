@@ -24,7 +24,8 @@ import sys
 from typing import TYPE_CHECKING, Any, Iterable, Mapping, TextIO
 
 from regressbisect.metric import DEFAULT_METRIC_REGEX, compile_metric_regex
-from regressbisect.probe.contract import COUNTERS_PREFIX, METRICS_VERSION, PREFIX, ROW_FIELDS, VERSION_KEY
+from regressbisect.probe.contract import (COUNTERS_PREFIX, METRICS_VERSION, PREFIX, ROW_FIELDS, VERSION_KEY, WORK_KEY,
+                                          WORK_PREFIX, WORK_UNIT_KEY, WORK_UNITS)
 
 if TYPE_CHECKING:
     from regressbisect.samples import Sample
@@ -65,6 +66,9 @@ def report(tokens: float, seconds: float, iters: list[dict] | None = None,
     if iters is not None:
         record["iters"] = [dict(r) for r in iters]
     record.update(extra)
+    shim = sys.modules.get("regressbisect.probe.instrument")
+    if shim is not None:   # the counting arm of a program without optimizer steps counts this window
+        shim.window_end(seconds)
     out = sys.stdout if file is None else file
     # allow_nan=False: NaN is not JSON, and the parent would reject the line anyway.
     out.write(PREFIX + json.dumps(record, separators=(",", ":"), allow_nan=False) + "\n")
@@ -88,6 +92,8 @@ def parse_output(text: str, metric_regex: str | None = DEFAULT_METRIC_REGEX,
 
     records: list[tuple[dict[str, Any], str]] = []
     process_rows: list[list[Mapping[str, Any]]] = []
+    work_rows: list[list[Mapping[str, Any]]] = []
+    work_units: set[str] = set()
     for line in text.splitlines():
         match = _PROTOCOL_LINE.match(line)
         if match:
@@ -95,9 +101,14 @@ def parse_output(text: str, metric_regex: str | None = DEFAULT_METRIC_REGEX,
             continue
         match = _COUNTERS_LINE.match(line)
         if match:
-            process_rows.append(_load_counters(match.group(1), line))
+            rows, work, unit = _load_counters(match.group(1), line)
+            process_rows.append(rows)
+            if work:
+                work_rows.append(work)
+                work_units.add(unit)
 
     shim_counters = aggregate_counters(process_rows)
+    shim_counters.update(work_counters(work_rows, work_units))
     samples = []
     for record, line in records:
         iters = record.get("iters") or []
@@ -173,6 +184,19 @@ def aggregate_counters(process_rows: Iterable[list[Mapping[str, Any]]]) -> dict[
     return totals
 
 
+def work_counters(process_rows: list[list[Mapping[str, Any]]], units: set[str]) -> dict[str, float]:
+    """The counting arm's work rows as Sample.counters entries: per process the median of each
+    count over its rows, summed over processes, under WORK_PREFIX; `work.unit` is the index in
+    WORK_UNITS of the coarsest unit any process reported, `work.rows` the rows per process."""
+    if not process_rows:
+        return {}
+    counts = {WORK_PREFIX + name: value for name, value in aggregate_counters(process_rows).items()}
+    known = [u for u in WORK_UNITS if u in units] or [WORK_UNITS[-1]]
+    counts[WORK_PREFIX + "unit"] = float(WORK_UNITS.index(known[-1]))
+    counts[WORK_PREFIX + "rows"] = float(max(len(rows) for rows in process_rows))
+    return counts
+
+
 def _median_counters(rows: list[Mapping[str, Any]]) -> dict[str, float]:
     names = sorted({k for r in rows for k, v in r.items()
                     if k not in ROW_FIELDS and _is_number(v)})
@@ -209,12 +233,16 @@ def _load_record(payload: str, line: str) -> dict[str, Any]:
     return record
 
 
-def _load_counters(payload: str, line: str) -> list[Mapping[str, Any]]:
+def _load_counters(payload: str, line: str) -> tuple[list[Mapping[str, Any]], list[Mapping[str, Any]], str]:
+    """(per-step rows, the counting arm's work rows, what a work row covers)."""
     record = _load_json(payload, line, "counters")
-    iters = record.get("iters") or []
-    if not isinstance(iters, list) or not all(isinstance(r, dict) for r in iters):
-        raise ProtocolError(f"counters line 'iters' must be a list of objects: {_clip(line)}")
-    return iters
+    lists = []
+    for key in ("iters", WORK_KEY):
+        rows = record.get(key) or []
+        if not isinstance(rows, list) or not all(isinstance(r, dict) for r in rows):
+            raise ProtocolError(f"counters line {key!r} must be a list of objects: {_clip(line)}")
+        lists.append(rows)
+    return lists[0], lists[1], str(record.get(WORK_UNIT_KEY) or WORK_UNITS[-1])
 
 
 def _load_json(payload: str, line: str, what: str) -> dict[str, Any]:

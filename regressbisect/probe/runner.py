@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Mapping
 
 from regressbisect.samples import ProbeOutcome, Sample
 from regressbisect.probe.contract import (IMPORTS_DIR_ENV, INSTRUMENT_ENV, INSTRUMENT_ON, LMHEAD_ENV, MARKER_ENV,
-                                          PREFIX, TOKENS_ENV)
+                                          PREFIX, TOKENS_ENV, WORK_ENV, WORK_ON)
 from regressbisect.probe.interrupts import INTERRUPTS, ProbeCancelled
 from regressbisect.probe.interrupts import signal_group as _signal_group  # setup_step uses it too
 from regressbisect.probe.protocol import DEFAULT_METRIC_REGEX, ProtocolError, parse_output
@@ -64,6 +64,9 @@ class ProbeSpec:
     """Extra environment variables for the probe (over the parent's environment)."""
     instrument: bool = False
     """Load the counters shim: its directory goes first on PYTHONPATH, REGRESSBISECT_INSTRUMENT=1."""
+    work: bool = False
+    """The counting arm (with `instrument`): REGRESSBISECT_WORK=1, the shim also counts the work
+    per step (probe/work.py). Never a source of tok/s."""
     metric_regex: str | None = DEFAULT_METRIC_REGEX
     """Fallback when the probe prints no protocol line: one group capturing tok/s; None disables it."""
 
@@ -316,6 +319,10 @@ def probe_environment(spec: ProbeSpec, extra_env: Mapping[str, str] | None = Non
         env[INSTRUMENT_ENV] = INSTRUMENT_ON
     else:
         env.pop(INSTRUMENT_ENV, None)  # an instrumented parent must not leak it
+    if spec.instrument and spec.work:
+        env[WORK_ENV] = WORK_ON
+    else:
+        env.pop(WORK_ENV, None)
     if spec.instrument or env.get(IMPORTS_DIR_ENV):
         # One sitecustomize does both jobs: counters when instrumented, the import record for
         # the isolation check whenever the caller asked for one (probe/isolation.py).

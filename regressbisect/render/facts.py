@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Any, Mapping
 
 from regressbisect.metric import DEFAULT_UNIT  # also the unit of reports that name none
+from regressbisect.render import work as work_table
 
 _HUNTED_CHANGE = {"slower": "slowdown", "faster": "speed-up"}
 
@@ -32,6 +33,11 @@ class CulpritFacts:
     merge: tuple[str, ...] = ()
     """For a merge: that it is one, the hunt of the branch it merged, and what that hunt's answer
     means (report_json.merge_json); empty for a commit with one parent."""
+    work_reading: str | None = None
+    """The counts against throughput, one line (render/work.py); None without the counting arm."""
+    work_headers: tuple[str, ...] = ()
+    work_rows: tuple[tuple[str, ...], ...] = ()
+    """The small table of the work per step before and after, biggest changes first."""
 
 
 def unit(report: Mapping[str, Any]) -> str:
@@ -101,12 +107,31 @@ def culprit_facts(culprit: Mapping[str, Any], unit_text: str = DEFAULT_UNIT) -> 
         title=title,
         step=step_text(culprit.get("step_pct"), culprit.get("ci95_pct"), unit_text),
         share=f"{share:.0%} of the gap" if _finite(share) else None,
-        counters=tuple(counter_changes(culprit.get("counters_before") or {},
-                                       culprit.get("counters_after") or {})),
+        counters=tuple(counter_changes(*_counters_shown(culprit))),
         hunks=hunks,
         possible_commits=tuple(short(s) for s in culprit.get("possible_commits") or ()),
         merge=merge_text(culprit.get("merge")),
+        **work_facts(culprit.get("work")),
     )
+
+
+def _counters_shown(culprit: Mapping[str, Any]) -> tuple[Mapping[str, Any], Mapping[str, Any]]:
+    """Counters before and after; with the work per step, without host ms: those were taken under
+    the counting arm's instrumentation and are shown as its share (the work table) instead."""
+    before, after = culprit.get("counters_before") or {}, culprit.get("counters_after") or {}
+    if not culprit.get("work"):
+        return before, after
+    return ({k: v for k, v in before.items() if not k.endswith("_ms")},
+            {k: v for k, v in after.items() if not k.endswith("_ms")})
+
+
+def work_facts(work: Any) -> dict[str, Any]:
+    """CulpritFacts' work fields from `culprits[].work` (none for an old report, or without it)."""
+    if not isinstance(work, Mapping) or not work.get("before") or not work.get("after"):
+        return {}
+    return {"work_reading": work.get("reading") or None,
+            "work_headers": work_table.table_headers(work),
+            "work_rows": tuple(tuple(row) for row in work_table.table_rows(work))}
 
 
 def merge_text(merge: Any) -> tuple[str, ...]:
@@ -295,6 +320,10 @@ def cost_line(report: Mapping[str, Any]) -> str | None:
     cost = report.get("cost")
     if isinstance(cost, Mapping):
         line += " " + cost_detail(cost, torch_used=torch_used(report))
+        arm = cost.get("counting_arm")
+        if isinstance(arm, Mapping) and arm.get("commits"):
+            line += (f" Counting arm (work per step; never {unit(report)}): {arm.get('probes', 0)} probe(s), "
+                     f"{arm.get('seconds', 0):.0f} s, at {arm['commits']} commit(s).")
     return line
 
 

@@ -98,6 +98,10 @@ def _culprit(culprit: Mapping[str, Any], number: int, counters_png: Path | None,
     if c.counters:
         parts.append("<div>Counters before &rarr; after:<ul>"
                      + "".join(f"<li>{_e(line)}</li>" for line in c.counters) + "</ul></div>")
+    if c.work_reading:
+        parts.append(f"<div class=\"reading\"><b>Reading:</b> {_e(c.work_reading)}</div>")
+    if c.work_rows:
+        parts.append(_table(c.work_headers, c.work_rows, lambda row: False))
     for hunk in c.hunks:
         parts.append(f"<div class=\"meta\">{_e(facts.hunk_location(hunk))}</div>")
         if hunk.get("excerpt"):

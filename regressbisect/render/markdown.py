@@ -33,6 +33,12 @@ def _hunt(report: Mapping[str, Any], level: int) -> list[str]:
             lines += [f"   - {line}" for line in c.merge]
             if c.counters:
                 lines.append(f"   - counters before -> after: {'; '.join(c.counters)}")
+            if c.work_reading:
+                lines.append(f"   - reading: {_escape(c.work_reading)}")
+            if c.work_rows:
+                table = tabulate([[_escape(cell) for cell in row] for row in c.work_rows], headers=c.work_headers,
+                                 tablefmt="github", disable_numparse=True)
+                lines += [""] + [f"     {line}" for line in table.splitlines()] + [""]
             for hunk in c.hunks:
                 lines.append(f"   - {_code(facts.hunk_location(hunk))}")
                 if hunk.get("excerpt"):

@@ -9,11 +9,14 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from regressbisect.config import run_flags
+from regressbisect.render.work import culprit_work, side_json, split_counts
 from regressbisect.version import tool_identity
 
-SCHEMA = 2
+SCHEMA = 3
 """2: `verdict` 'none' became 'not-localised' (exit 5) or 'undecided' (exit 6); `exit_code`,
-`verdict_reason`, `reproduced`, `suspects`, `refuted_steps` and `unresolved_ranges` were added."""
+`verdict_reason`, `reproduced`, `suspects`, `refuted_steps` and `unresolved_ranges` were added.
+3: counters come from the counting arm (its host ms are a share within it, never a time against
+tok/s); `culprits[].work`, `endpoint_work` and `cost.counting_arm` were added."""
 
 
 def report_header(kind: str, unit: str) -> dict[str, Any]:
@@ -104,8 +107,9 @@ def commit_report(*, commits: Sequence, result, counters: Mapping[int, Mapping[s
             "index": c.first_bad,
             **_step_json(c),
             "last_good": commits[c.last_good].sha,
-            "counters_before": dict(counters.get(c.last_good, {})),
-            "counters_after": dict(counters.get(c.first_bad, {})),
+            "counters_before": split_counts(counters.get(c.last_good))[0],
+            "counters_after": split_counts(counters.get(c.first_bad))[0],
+            "work": culprit_work(counters.get(c.last_good), counters.get(c.first_bad), _pct(c.step), config.unit),
             "merge": merge_json(first_bad.parents, run_flags(config)),
         }
         if c.first_bad - c.last_good > 1:
@@ -150,8 +154,9 @@ def commit_report(*, commits: Sequence, result, counters: Mapping[int, Mapping[s
         "unresolved_ranges": [{"from": commits[a].sha, "to": commits[b].sha} for a, b in result.unresolved],
         "sides": [{"from": commits[side.lo].sha, "to": commits[side.hi].sha, "outcome": side.outcome,
                    "ruled_out_pct": _pct(side.ruled_out), "priced": side.priced} for side in result.sides],
-        "endpoint_counters": {"good": dict(counters.get(0, {})),
-                              "bad": dict(counters.get(len(commits) - 1, {}))},
+        "endpoint_counters": {"good": split_counts(counters.get(0))[0],
+                              "bad": split_counts(counters.get(len(commits) - 1))[0]},
+        "endpoint_work": {"good": side_json(counters.get(0)), "bad": side_json(counters.get(len(commits) - 1))},
         "candidates": candidates,
         "interfered_runs": sum(len(v.interfered) for v in result.candidates),
         "probes": probes,

@@ -44,6 +44,7 @@ def _hunt_lines(report: Mapping[str, Any]) -> list[str]:
             lines.append(f"  hunk {facts.hunk_location(hunk)}")
         for counter in c.counters:
             lines.append(f"  {counter}")
+        lines += _work_lines(c)
     lines += facts.ambiguous_lines(report)
     if report.get("candidates"):
         lines += ["", render_table(report), ""]
@@ -52,6 +53,17 @@ def _hunt_lines(report: Mapping[str, Any]) -> list[str]:
         if extra:
             lines.append(extra)
     lines += facts.measurement_lines(report)
+    return lines
+
+
+def _work_lines(c: facts.CulpritFacts) -> list[str]:
+    """The culprit's work per step: the reading, then its small table."""
+    if not c.work_reading and not c.work_rows:
+        return []
+    lines = [f"  reading: {c.work_reading}"] if c.work_reading else []
+    if c.work_rows:
+        table = tabulate(c.work_rows, headers=c.work_headers, tablefmt="simple", disable_numparse=True)
+        lines += [f"    {line}" for line in table.splitlines()]
     return lines
 
 
