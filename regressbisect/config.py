@@ -399,11 +399,11 @@ class HuntConfig:
     it; dropped when this hunt's own spread is larger): a remembered noise scale, never a
     remembered level (docs/search.md, section 1)."""
     slots: int = knob(
-        1, minimum=1, panel=COST, commands=("run",),
+        1, minimum=1, panel=COST, commands=("run", "hunks"),
         help=("Candidates measured at once, each in its own worktree and GPUs. Default {default}."))
     """Candidates measured at once, each in its own worktree (and its own GPUs)."""
     slot_devices: tuple[str, ...] = knob(
-        (), panel=COST, commands=("run",),
+        (), panel=COST, commands=("run", "hunks"),
         help=("CUDA_VISIBLE_DEVICES for one slot (repeat once per slot). Default: split visible GPUs "
               "evenly."))
     """CUDA_VISIBLE_DEVICES value per slot; empty = split the visible GPUs evenly, or none."""

@@ -22,7 +22,7 @@ from regressbisect.git.hunks import Hunk, build_patch, collect_hunks, group_hunk
 from regressbisect.git.worktrees import WorktreePool
 from regressbisect.hunts import cost as costs
 from regressbisect.hunts.common import (VERDICT_EXIT, HuntOutcome, every_sample_stored, hunting, key_for,
-                                        measurement_parts, slot_environments)
+                                        lane_environments, measurement_parts, slot_environments)
 from regressbisect.hunts.sampling import Request, SampleSource, median_counters
 from regressbisect.machine.fingerprint import count_gpus
 from regressbisect.probe.executors import ProbeExecutor, make_executor, work_root
@@ -31,8 +31,9 @@ from regressbisect.probe.runner import probe_spec, run_probe
 from regressbisect.render.progress import HuntProgress
 from regressbisect.render.report_json import isolation_json, report_header
 from regressbisect.samples import Candidate, ProbeOutcome, SampleKey
-from regressbisect.search.bisect import SearchSettings
-from regressbisect.search.hunkdecide import HunkDecision, TestedSubset, decide_hunks
+from regressbisect.search.bisect import Measure, SearchSettings
+from regressbisect.search.driver import drive
+from regressbisect.search.hunkdecide import HunkDecider, HunkDecision, TestedSubset
 from regressbisect.search.levels import LevelRule
 from regressbisect.store import Store
 
@@ -148,7 +149,7 @@ class HunkHunt:
         self.executor = executor or make_executor(config, history, progress=self.progress,
                                                   probe_runner=probe_runner)
         self.env_fingerprint, self.env_facts = self.executor.fingerprint()
-        self._config_hash = config.probe.alone().config_hash()   # one candidate at a time
+        self._config_hash = config.probe.config_hash()   # (slots, overlap) in it, as a commit hunt's
         self._tree = history.tree_of(self.base)
         self.progress.set_labels(["base", "base+all"])
 
@@ -179,24 +180,28 @@ class HunkHunt:
         everything = self.candidate(self.by_id)
         settings = SearchSettings(min_effect=cfg.min_effect, direction=cfg.direction, max_samples=cfg.max_samples)
         gpus = count_gpus()
-        slot_envs = slot_environments(cfg, gpus)[:1]
+        slot_envs = slot_environments(cfg, gpus)
         # The meter wraps the executor: what every fresh probe cost, and the start-up env.
         self.cost = costs.HuntCost(cfg, self.executor, store_path=self.store_path, slot_envs=slot_envs, gpus=gpus)
-        with Store(self.store_path) as store, WorktreePool(self.history, cfg.slots,
+        with Store(self.store_path) as store, WorktreePool(self.history, cfg.lanes,
                                                                 root=work_root(cfg, self.history)) as pool:
             hunt_id = store.start_hunt(kind="hunks", good=self.base, bad=everything.patch_hash or "",
                                        config_hash=self._config_hash, env_fingerprint=self.env_fingerprint,
                                        settings={"min_effect": cfg.min_effect, "direction": cfg.direction,
-                                                 "max_samples": cfg.max_samples})
+                                                 "max_samples": cfg.max_samples, "slots": cfg.slots,
+                                                 "overlap": cfg.overlap})
             source = SampleSource(store=store, pool=pool, spec=spec, env_fingerprint=self.env_fingerprint,
                                   hunt_id=hunt_id, key_for=self.key_for, patch_for=self.patch_for,
-                                  slot_env=slot_envs, executor=self.cost.meter,
+                                  slot_env=lane_environments(cfg, slot_envs), executor=self.cost.meter,
                                   **measurement_parts(cfg, self.history, store, hunt_id, self.progress),
                                   isolation=isolation_for_hunt(self.history, cfg.probe.isolation_check, spec.env,
                                                                records_root=work_root(cfg, self.history)))
-            decision = decide_hunks([h.id for h in self.hunks], group_hunks(self.hunks),
-                                    lambda subset, purpose: self._measure(source, subset, purpose),
-                                    settings, self.rule, on_phase=self.progress.phase, needs=self.needs)
+            decider = HunkDecider([h.id for h in self.hunks], group_hunks(self.hunks), settings, self.rule,
+                                  on_phase=self.progress.phase, needs=self.needs)
+            # each round's subsets side by side, one per lane (its own worktree and patch), as a
+            # commit hunt runs its candidates
+            decision = drive(decider, lambda batch: self._measure(source, decider, batch), slots=cfg.lanes,
+                             value=lambda draw: draw.value)
             named = [c.hunks for c in decision.culprits]
             counters = self._counters(source, named) if cfg.instrument != "off" and named else {}
             report = self._report(decision, source, hunt_id, counters)
@@ -207,17 +212,20 @@ class HunkHunt:
 
     # -- phases ----------------------------------------------------------------------------------
 
-    def _measure(self, source: SampleSource, subset: frozenset, purpose: str) -> float | None:
-        """One sample of BASE + subset. All tok/s requests share one namespace, so each is a new
-        run beside the previous one (and a resumed hunt replays them in the same order)."""
-        candidate = self.candidate(subset)
-        draw = self._draw(source, candidate, namespace="hunks", note=purpose)
-        if draw.sample is None and purpose == "control":
-            which = "BASE" if not subset else "BASE + all hunks"
-            raise UserError(f"the probe cannot be measured at {which}: {draw.skip_reason}"
-                            f"{self._missing_module_hint(draw.skip_reason or '') if subset else ''} "
-                            "(check --cmd, or run it by hand)")
-        return draw.value
+    def _measure(self, source: SampleSource, decider: HunkDecider, batch: Sequence[Measure]) -> list:
+        """One sample of BASE + each measure's subset, side by side. All tok/s requests share one
+        namespace, so each is a new run beside the previous one (and a resumed hunt replays them in
+        the same order)."""
+        subsets = [decider.subset(m.index) for m in batch]
+        draws = self._draw_many(source, [self.candidate(s) for s in subsets], namespace="hunks",
+                                notes=[m.reason for m in batch])
+        for subset, m, draw in zip(subsets, batch, draws):
+            if draw.sample is None and m.reason == "control":
+                which = "BASE" if not subset else "BASE + all hunks"
+                raise UserError(f"the probe cannot be measured at {which}: {draw.skip_reason}"
+                                f"{self._missing_module_hint(draw.skip_reason or '') if subset else ''} "
+                                "(check --cmd, or run it by hand)")
+        return draws
 
     def _missing_module_hint(self, reason: str) -> str:
         """For a probe that fails at BASE + all hunks on an import: which file and which flag."""
@@ -237,12 +245,18 @@ class HunkHunt:
 
     def _draw(self, source: SampleSource, candidate: Candidate, *, namespace: str,
               instrumented: bool = False, note: str = ""):
-        (draw,) = source.draw_many([Request(candidate, instrumented=instrumented, namespace=namespace)])
-        label = "base" if not candidate.patch else f"base+{len(candidate.patch)}h"
-        self.progress.cost(self.cost.meter.totals.line())
-        self.progress.sample(label, draw.value, draw.skip_reason, draw.cached, probes=source.probes_run,
-                             cached_total=source.cached_used, note=note)
+        (draw,) = self._draw_many(source, [candidate], namespace=namespace, instrumented=instrumented, notes=[note])
         return draw
+
+    def _draw_many(self, source: SampleSource, candidates: Sequence[Candidate], *, namespace: str,
+                   notes: Sequence[str], instrumented: bool = False) -> list:
+        draws = source.draw_many([Request(c, instrumented=instrumented, namespace=namespace) for c in candidates])
+        for candidate, draw, note in zip(candidates, draws, notes):
+            label = "base" if not candidate.patch else f"base+{len(candidate.patch)}h"
+            self.progress.cost(self.cost.meter.totals.line())
+            self.progress.sample(label, draw.value, draw.skip_reason, draw.cached, probes=source.probes_run,
+                                 cached_total=source.cached_used, note=note)
+        return draws
 
     def _counters(self, source: SampleSource, culprits: Sequence[frozenset[str]]) -> dict[str, dict[str, float]]:
         """One shimmed run at BASE and at BASE + each culprit (counts survive instrumentation)."""
