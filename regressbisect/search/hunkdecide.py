@@ -67,6 +67,7 @@ from regressbisect.search.hunks.subsets import Names, TestedSubset, test_subset
 from regressbisect.search.hunks.verdict import HunkDecision, verdict_of_named
 from regressbisect.search.levels import LevelRule
 from regressbisect.search.naming import AlphaSpender
+from regressbisect.search.stats import NoisePool
 
 __all__ = ["HUNK_SIDE_PAIRS", "HunkDecider", "HunkDecision", "Measure", "Needs", "Runnable", "TestedSubset",
            "decide_hunks", "prefix_groups", "test_subset"]
@@ -82,11 +83,15 @@ class HunkDecider:
 
     def __init__(self, hunk_ids: Sequence[str], groups, settings: SearchSettings, rule: LevelRule = LevelRule(),
                  ddmin: DdminSettings = DdminSettings(), on_phase: Callable[[str], None] = lambda text: None,
-                 needs: Needs | None = None):
+                 needs: Needs | None = None, noise_prior: NoisePool | None = None):
+        """noise_prior: noise pooled before the hunt (a commit hunt's, for `run --drill`): the
+        prefix searches' remembered noise (CommitSearch's noise_prior: capped, and dropped while
+        their own spread is larger). Not the start of the hunt's own pool: uncapped, the commit
+        hunt's degrees of freedom would outweigh every test's own pairs."""
         self.runs = Runnable(needs)
         self.ctx = HuntContext(settings=settings, rule=rule, ddmin=ddmin, runs=self.runs, ids=list(hunk_ids),
                                groups=groups, order=prefix_groups(hunk_ids, groups, needs), on_phase=on_phase,
-                               leave_out_alphas=AlphaSpender(settings.name_alpha / 2))
+                               leave_out_alphas=AlphaSpender(settings.name_alpha / 2), noise_prior=noise_prior)
         self._phase: Phase = _decide(self.ctx)
         self._subsets: list[frozenset] = []
         self._index: dict[frozenset, int] = {}

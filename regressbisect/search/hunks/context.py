@@ -41,6 +41,9 @@ class HuntContext:
     slots: int = 1
     """Measures the driver takes side by side (its latest `next_batch(slots)`): the prefix searches'
     rounds are this size, as the commit hunt's."""
+    noise_prior: NoisePool | None = None
+    """Noise pooled before the hunt (`run --drill`: the commit hunt's), the prefix searches'
+    remembered noise (`CommitSearch`'s noise_prior); None for a hunt of its own."""
     noise: NoisePool = field(default_factory=NoisePool)
     """The hunt's pooled noise: every arm's spread about its own mean so far (`learn`)."""
 

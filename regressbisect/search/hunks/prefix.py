@@ -68,8 +68,9 @@ class PrefixSearch(CommitSearch):
       prefix arms), its control arm's first.
     """
 
-    def __init__(self, n: int, settings: SearchSettings, *, one_step: bool = False):
-        super().__init__(n, replace(settings, side_pairs=HUNK_SIDE_PAIRS))
+    def __init__(self, n: int, settings: SearchSettings, *, one_step: bool = False,
+                 noise_prior: NoisePool | None = None):
+        super().__init__(n, replace(settings, side_pairs=HUNK_SIDE_PAIRS), noise_prior=noise_prior)
         self.one_step = one_step
 
     def carry_control_pairs(self, good: Sequence[float], bad: Sequence[float]) -> None:
@@ -102,7 +103,7 @@ def search_prefixes(ctx: HuntContext, candidates: Sequence[frozenset], *, first:
     measures as the hunt has slots (`HuntContext.slots`), as it runs a commit range; its samples
     join the hunt's pooled noise. first, rest: the purpose of its control arm's samples and of the
     others'. carried: `PrefixSearch.carry_control_pairs`."""
-    search = PrefixSearch(len(candidates), ctx.settings, one_step=one_step)
+    search = PrefixSearch(len(candidates), ctx.settings, one_step=one_step, noise_prior=ctx.noise_prior)
     if carried:
         search.carry_control_pairs(*carried)
     while batch := search.next_batch(ctx.slots):
