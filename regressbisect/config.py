@@ -412,12 +412,19 @@ class HuntConfig:
     the same machine fingerprint and probe config (at most NOISE_PRIOR_DF degrees of freedom of
     it; dropped when this hunt's own spread is larger): a remembered noise scale, never a
     remembered level (docs/search.md, section 1)."""
+    drill: bool = knob(
+        False, panel=DECIDE, commands=("run",),
+        help=("After the commit hunt, hunt the hunks of every culprit whose diff has more than one "
+              "(against its first parent), reusing the hunt's samples; the report names them. "
+              "Default off."))
+    """`run --drill`: each named culprit's diff hunted hunk by hunk (hunts/hunks.py with
+    `commit`, docs/hunks.md "Drill"), in the same report."""
     slots: int = knob(
-        1, minimum=1, panel=COST, commands=("run",),
+        1, minimum=1, panel=COST, commands=("run", "hunks"),
         help=("Candidates measured at once, each in its own worktree and GPUs. Default {default}."))
     """Candidates measured at once, each in its own worktree (and its own GPUs)."""
     slot_devices: tuple[str, ...] = knob(
-        (), panel=COST, commands=("run",),
+        (), panel=COST, commands=("run", "hunks"),
         help=("CUDA_VISIBLE_DEVICES for one slot (repeat once per slot). Default: split visible GPUs "
               "evenly."))
     """CUDA_VISIBLE_DEVICES value per slot; empty = split the visible GPUs evenly, or none."""

@@ -277,6 +277,10 @@ class History:
             self._info_cache.setdefault(info.sha, info)
         return infos
 
+    def first_parent(self, sha: str) -> str | None:
+        """The first parent of a commit (of a merge: the branch merged into); None for a root."""
+        return self._first_parent(self.resolve(sha))
+
     def _first_parent(self, sha: str) -> str | None:
         with self._repo_lock:
             parents = self.repo.commit(sha).parents

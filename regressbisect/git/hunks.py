@@ -97,12 +97,20 @@ class Hunk:
 
 
 def collect_hunks(repo_root: Path, base: str = "HEAD", *,
-                  include_untracked: bool = False) -> list[Hunk]:
-    """Staged + unstaged changes of the work tree against `base` (+ untracked files on request).
+                  include_untracked: bool = False, target: str | None = None) -> list[Hunk]:
+    """Staged + unstaged changes of the work tree against `base` (+ untracked files on request);
+    with `target`, the changes of commit `target` against commit `base` instead (`hunks --commit`:
+    the work tree is not read at all).
 
     Raises UserError (exit 1) when there is nothing: a hunt over no hunks has nothing to find.
     """
     repo_root = _check_base(Path(repo_root), base)
+    if target is not None:
+        sections = list(_split_sections(run_git(repo_root, "diff", *_DIFF_ARGS, base, target, "--").stdout))
+        hunks = _merge_type_changes([h for section in sections for h in _section_hunks(repo_root, base, section, target)])
+        if not hunks:
+            raise UserError(f"commit {target[:10]} changes nothing against {base[:10]} (nothing to bisect)")
+        return sorted(_with_stable_ids(hunks), key=_file_order)
     raw = run_git(repo_root, "diff", *_DIFF_ARGS, base, "--").stdout
     sections = list(_split_sections(raw))
     untracked = untracked_files(repo_root)
@@ -238,8 +246,9 @@ def _unquote_c(quoted: str) -> str:
     return out.decode("utf-8", errors=TEXT_ERRORS)
 
 
-def _section_hunks(repo_root: Path, base: str, section: _Section) -> list[Hunk]:
-    """The hunks of one file's section (ids are filled in later)."""
+def _section_hunks(repo_root: Path, base: str, section: _Section, target: str | None = None) -> list[Hunk]:
+    """The hunks of one file's section (ids are filled in later); the new file is the work
+    tree's, or commit `target`'s."""
     modes = [section.header_value(p) for p in ("old mode ", "new mode ", "new file mode ",
                                                 "deleted file mode ")]
     index_mode = (section.header_value("index ") or "").split(" ")[1:]
@@ -299,7 +308,8 @@ def _section_hunks(repo_root: Path, base: str, section: _Section) -> list[Hunk]:
         if section.path.endswith(".py"):
             if new_len:
                 if new_tree is None:
-                    new_tree = _FunctionIndex(_read_worktree(repo_root, section.path))
+                    new_tree = _FunctionIndex(_read_worktree(repo_root, section.path) if target is None
+                                              else _read_blob(repo_root, target, section.path))
                 function = new_tree.enclosing(*lines)
             else:
                 if old_tree is None:

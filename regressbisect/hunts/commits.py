@@ -1,7 +1,7 @@
 """Orchestration of a commit hunt: control arm, instrumentation check, search, explanation.
 
     history -> pool + store -> overhead arm on GOOD -> CommitSearch (control arm first) ->
-    counters at each culprit -> JSON report
+    counters at each culprit -> (--drill: each culprit's hunks, hunts/hunks.py) -> JSON report
 
 Everything measured is stored the moment it exists, so a killed hunt resumes by re-running the
 same command: the search is deterministic and is fed the stored samples in the order it asks.
@@ -89,6 +89,8 @@ class CommitHunt:
         """What every fresh probe of the hunt cost (set when the hunt starts: it wraps the executor)."""
         self._cached_by_index: dict[int, int] = {}
         """Samples the search took from the store rather than a probe, per candidate index."""
+        self._search_noise: stats.NoisePool | None = None
+        """The noise the search pooled: a drill's starts from it (--drill)."""
 
     def key_for(self, candidate: Candidate) -> SampleKey:
         return key_for(self.history, candidate, config_hash=self._config_hash,
@@ -142,6 +144,8 @@ class CommitHunt:
                 store.finish_hunt(hunt_id, {"verdict": "error", "error": error.message})
                 raise
             counters, counting_arm = self._explain(source, plan, result)
+            drills = (self._drill(store, pool, hunt_id, parts, lane_environments(cfg, slot_envs), source, plan, result)
+                      if cfg.drill else {})
             report = report_json.commit_report(
                 commits=self.commits, result=result, counters=counters, plan=plan,
                 probes=self.meter.totals.probes, cached=cached_before + source.cached_used,
@@ -157,6 +161,9 @@ class CommitHunt:
             report["instrumentation"].update(overhead_pairs=plan.overhead_pairs,
                                              counters_available=plan.counters_available)
             report["cost"]["counting_arm"] = counting_arm
+            for culprit in report["culprits"]:
+                if culprit["commit"] in drills:
+                    culprit["hunks"] = drills[culprit["commit"]]
             store.finish_hunt(hunt_id, report)
         return HuntOutcome(report=report, exit_code=VERDICT_EXIT[result.verdict], hunt_id=hunt_id)
 
@@ -271,7 +278,36 @@ class CommitHunt:
 
         result = drive(search, measure, slots=cfg.lanes, value=lambda draw: draw.value, recorded=recorded)
         self._noise_prior_facts.update(search.noise_prior_report() or {})
+        self._search_noise = search.book.noise()
         return result
+
+    def _drill(self, store: Store, pool: WorktreePool, hunt_id: int, parts: dict[str, Any],
+               lane_envs: list[dict[str, str]], source: SampleSource, plan: InstrumentationPlan,
+               result) -> dict[str, dict[str, Any]]:
+        """--drill: the hunks of each culprit's diff against its first parent, hunted as `hunks
+        --commit` hunts them (hunts/hunks.py) with this hunt's probe, budget, store, worktrees,
+        meter and pooled noise; the culprit and its parent are BASE + every hunk and BASE, so
+        their samples from the search are the drill's first. commit sha -> its report entry."""
+        from regressbisect.hunts.hunks import HunkHunt
+
+        drills: dict[str, dict[str, Any]] = {}
+        for culprit in result.culprits:
+            sha = self.commits[culprit.first_bad].sha
+            try:
+                drill = HunkHunt(self.history, self.config, commit=sha, store_path=self.store_path,
+                                 progress=self.progress, executor=self.executor, noise_prior=self._search_noise,
+                                 instrumented=plan.main_instrumented)
+            except UserError as error:     # no hunks: e.g. a submodule bump, an empty commit
+                drills[sha] = {"verdict": "no-hunks", "reason": error.message, "hunk_count": 0}
+                continue
+            if len(drill.hunks) < 2:
+                drills[sha] = drill.drill_json(None, None)
+                continue
+            drill.meter = self.meter
+            self.progress.phase(f"drill: the {len(drill.hunks)} hunks of culprit {sha[:10]}, against its parent")
+            drill_source = drill.sample_source(store, pool, hunt_id, lane_envs, parts, source.isolation)
+            drills[sha] = drill.drill_json(drill.decide(drill_source), drill_source)
+        return drills
 
     def _noise_prior(self, source: SampleSource, plan: InstrumentationPlan) -> tuple[stats.NoisePool | None, dict]:
         """A remembered noise scale: the within-candidate spread of samples earlier hunts stored

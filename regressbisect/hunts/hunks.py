@@ -1,4 +1,4 @@
-"""Orchestration of a hunk hunt: which uncommitted hunks made tok/s drop.
+"""Orchestration of a hunk hunt: which uncommitted hunks (or hunks of one commit) made tok/s drop.
 
     hunks of `git diff BASE` + untracked files, and which hunks need which (read from the diff:
     `hunk_needs`) -> a prefix search over the ordered hunk groups, control arm first, then each
@@ -7,6 +7,9 @@
 
 A candidate is BASE plus a set of hunk ids (model.Candidate), checked out in a pooled worktree
 with the subset's patch applied: the user's work tree, index and untracked files are only read.
+With `commit` (`hunks --commit REV`, `run --drill`) the hunks are REV's diff against its first
+parent, BASE is that parent and BASE + every hunk is REV itself (its samples are the commit
+hunt's, from the store); the work tree is not read at all.
 """
 from __future__ import annotations
 
@@ -22,7 +25,7 @@ from regressbisect.git.hunks import Hunk, build_patch, collect_hunks, group_hunk
 from regressbisect.git.worktrees import WorktreePool
 from regressbisect.hunts import cost as costs
 from regressbisect.hunts.common import (VERDICT_EXIT, HuntOutcome, every_sample_stored, hunting, key_for,
-                                        measurement_parts, slot_environments)
+                                        lane_environments, measurement_parts, slot_environments)
 from regressbisect.hunts.sampling import Request, SampleSource, median_counters
 from regressbisect.render.work import culprit_work, split_counts
 from regressbisect.machine.fingerprint import count_gpus
@@ -32,9 +35,11 @@ from regressbisect.probe.runner import probe_spec, run_probe
 from regressbisect.render.progress import HuntProgress
 from regressbisect.render.report_json import isolation_json, report_header
 from regressbisect.samples import Candidate, ProbeOutcome, SampleKey
-from regressbisect.search.bisect import SearchSettings
-from regressbisect.search.hunkdecide import HunkDecision, TestedSubset, decide_hunks
+from regressbisect.search.bisect import Measure, SearchSettings
+from regressbisect.search.driver import drive
+from regressbisect.search.hunkdecide import HunkDecider, HunkDecision, TestedSubset
 from regressbisect.search.levels import LevelRule
+from regressbisect.search.stats import NoisePool
 from regressbisect.store import Store
 
 
@@ -128,18 +133,33 @@ def _bound_at_top_level(line: str) -> list[str]:
 
 
 class HunkHunt:
-    """One `regressbisect hunks`: BASE vs BASE + the work tree's changes."""
+    """One `regressbisect hunks`: BASE vs BASE + the work tree's changes (with `commit`: the
+    commit's first parent vs the commit, its diff's hunks)."""
 
-    def __init__(self, history: History, config: HuntConfig, *, base: str = "HEAD",
+    def __init__(self, history: History, config: HuntConfig, *, base: str = "HEAD", commit: str | None = None,
                  include_untracked: bool = True, store_path: Path | None = None,
                  progress: HuntProgress | None = None,
                  probe_runner: Callable[..., ProbeOutcome] = run_probe,
-                 rule: LevelRule = LevelRule(), executor: ProbeExecutor | None = None):
+                 rule: LevelRule = LevelRule(), executor: ProbeExecutor | None = None,
+                 noise_prior: NoisePool | None = None, instrumented: bool = False):
+        """noise_prior: the noise a commit hunt pooled, carried over by `run --drill`;
+        instrumented: take tok/s from shimmed runs (the commit hunt's, when its plan does)."""
         self.history = history
         self.config = config
-        self.base = history.resolve(base)
+        self.commit = history.resolve(commit) if commit is not None else None
+        if self.commit is not None:
+            parent = history.first_parent(self.commit)
+            if parent is None:
+                raise UserError(f"commit {self.commit[:10]} has no parent: there is no BASE to compare its "
+                                "hunks with (hunt a later commit)")
+            self.base, include_untracked = parent, False
+        else:
+            self.base = history.resolve(base)
         self.include_untracked = include_untracked
-        self.hunks: list[Hunk] = collect_hunks(history.root, self.base, include_untracked=include_untracked)
+        self.noise_prior = noise_prior
+        self.instrumented = instrumented
+        self.hunks: list[Hunk] = collect_hunks(history.root, self.base, include_untracked=include_untracked,
+                                               target=self.commit)
         self.needs = hunk_needs(self.hunks, self._base_text)
         self.by_id = {h.id: h for h in self.hunks}
         self.store_path = store_path or default_store_path(history.common_dir)
@@ -149,9 +169,15 @@ class HunkHunt:
         self.executor = executor or make_executor(config, history, progress=self.progress,
                                                   probe_runner=probe_runner)
         self.env_fingerprint, self.env_facts = self.executor.fingerprint()
-        self._config_hash = config.probe.alone().config_hash()   # one candidate at a time
-        self._tree = history.tree_of(self.base)
+        self._config_hash = config.probe.config_hash()   # (slots, overlap) in it, as a commit hunt's
+        self.meter: costs.CostMeter | None = None
+        """What every fresh probe cost (set when the hunt starts; a commit hunt's own for --drill)."""
+        self._trees = {sha: history.tree_of(sha) for sha in (self.base, self.commit) if sha is not None}
         self.progress.set_labels(["base", "base+all"])
+
+    @property
+    def _whose(self) -> str:
+        return f"{self.commit[:10]}'s" if self.commit else "uncommitted"
 
     def _base_text(self, path: str) -> str:
         """The file at BASE ('' when it is not there)."""
@@ -159,11 +185,15 @@ class HunkHunt:
         return proc.stdout.decode("utf-8", errors="replace") if proc.returncode == 0 else ""
 
     def candidate(self, ids) -> Candidate:
+        """BASE + these hunks; with `commit`, BASE + every hunk is the commit itself (no patch: the
+        same tree, and the store's samples of it are a commit hunt's too)."""
+        if self.commit is not None and set(ids) == set(self.by_id):
+            return Candidate(self.commit)
         return Candidate(self.base, tuple(sorted(ids)))
 
     def key_for(self, candidate: Candidate) -> SampleKey:
         return key_for(self.history, candidate, config_hash=self._config_hash,
-                       env_fingerprint=self.env_fingerprint, trees={self.base: self._tree})
+                       env_fingerprint=self.env_fingerprint, trees=self._trees)
 
     def patch_for(self, candidate: Candidate) -> str | None:
         if not candidate.patch:
@@ -176,29 +206,26 @@ class HunkHunt:
 
     def _run(self) -> HuntOutcome:
         cfg = self.config
-        spec = probe_spec(cfg)
         everything = self.candidate(self.by_id)
-        settings = SearchSettings(min_effect=cfg.min_effect, direction=cfg.direction, max_samples=cfg.max_samples,
-                                  read_interference=cfg.interference)
         gpus = count_gpus()
-        slot_envs = slot_environments(cfg, gpus)[:1]
+        slot_envs = slot_environments(cfg, gpus)
         # The meter wraps the executor: what every fresh probe cost, and the start-up env.
         self.cost = costs.HuntCost(cfg, self.executor, store_path=self.store_path, slot_envs=slot_envs, gpus=gpus)
-        with Store(self.store_path) as store, WorktreePool(self.history, cfg.slots,
+        self.meter = self.cost.meter
+        with Store(self.store_path) as store, WorktreePool(self.history, cfg.lanes,
                                                                 root=work_root(cfg, self.history)) as pool:
-            hunt_id = store.start_hunt(kind="hunks", good=self.base, bad=everything.patch_hash or "",
+            hunt_id = store.start_hunt(kind="hunks", good=self.base, bad=self.commit or everything.patch_hash or "",
                                        config_hash=self._config_hash, env_fingerprint=self.env_fingerprint,
                                        settings={"min_effect": cfg.min_effect, "direction": cfg.direction,
-                                                 "max_samples": cfg.max_samples, "interference": cfg.interference})
-            source = SampleSource(store=store, pool=pool, spec=spec, env_fingerprint=self.env_fingerprint,
-                                  hunt_id=hunt_id, key_for=self.key_for, patch_for=self.patch_for,
-                                  slot_env=slot_envs, executor=self.cost.meter,
-                                  **measurement_parts(cfg, self.history, store, hunt_id, self.progress),
-                                  isolation=isolation_for_hunt(self.history, cfg.probe.isolation_check, spec.env,
-                                                               records_root=work_root(cfg, self.history)))
-            decision = decide_hunks([h.id for h in self.hunks], group_hunks(self.hunks),
-                                    lambda subset, purpose: self._measure(source, subset, purpose),
-                                    settings, self.rule, on_phase=self.progress.phase, needs=self.needs)
+                                                 "max_samples": cfg.max_samples, "interference": cfg.interference,
+                                                 "slots": cfg.slots,
+                                                 "overlap": cfg.overlap})
+            spec = probe_spec(cfg)
+            source = self.sample_source(store, pool, hunt_id, lane_environments(cfg, slot_envs),
+                                        measurement_parts(cfg, self.history, store, hunt_id, self.progress),
+                                        isolation_for_hunt(self.history, cfg.probe.isolation_check, spec.env,
+                                                           records_root=work_root(cfg, self.history)))
+            decision = self.decide(source)
             named = [c.hunks for c in decision.culprits]
             counters = self._counters(source, named) if cfg.instrument != "off" and named else {}
             report = self._report(decision, source, hunt_id, counters)
@@ -207,19 +234,41 @@ class HunkHunt:
             store.finish_hunt(hunt_id, report)
         return HuntOutcome(report=report, exit_code=VERDICT_EXIT[report["verdict"]], hunt_id=hunt_id)
 
+    def sample_source(self, store: Store, pool: WorktreePool, hunt_id: int, lane_envs: list[dict[str, str]],
+                      parts: dict[str, Any], isolation) -> SampleSource:
+        """Where this hunt's samples come from: the store, else a probe in one of `pool`'s worktrees
+        (a commit hunt's, for `run --drill`: its store, pool, setup and meter carry over)."""
+        return SampleSource(store=store, pool=pool, spec=probe_spec(self.config), env_fingerprint=self.env_fingerprint,
+                            hunt_id=hunt_id, key_for=self.key_for, patch_for=self.patch_for, slot_env=lane_envs,
+                            executor=self.meter, **parts, isolation=isolation)
+
+    def decide(self, source: SampleSource) -> HunkDecision:
+        """The hunt's decisions (search/hunkdecide.py), each round's subsets side by side, one per
+        lane (its own worktree and patch), as a commit hunt runs its candidates."""
+        cfg = self.config
+        settings = SearchSettings(min_effect=cfg.min_effect, direction=cfg.direction, max_samples=cfg.max_samples,
+                                  read_interference=cfg.interference)
+        decider = HunkDecider([h.id for h in self.hunks], group_hunks(self.hunks), settings, self.rule,
+                              on_phase=self.progress.phase, needs=self.needs, noise_prior=self.noise_prior)
+        return drive(decider, lambda batch: self._measure(source, decider, batch), slots=cfg.lanes,
+                     value=lambda draw: draw.value)
+
     # -- phases ----------------------------------------------------------------------------------
 
-    def _measure(self, source: SampleSource, subset: frozenset, purpose: str) -> float | None:
-        """One sample of BASE + subset. All tok/s requests share one namespace, so each is a new
-        run beside the previous one (and a resumed hunt replays them in the same order)."""
-        candidate = self.candidate(subset)
-        draw = self._draw(source, candidate, namespace="hunks", note=purpose)
-        if draw.sample is None and purpose == "control":
-            which = "BASE" if not subset else "BASE + all hunks"
-            raise UserError(f"the probe cannot be measured at {which}: {draw.skip_reason}"
-                            f"{self._missing_module_hint(draw.skip_reason or '') if subset else ''} "
-                            "(check --cmd, or run it by hand)")
-        return draw.value
+    def _measure(self, source: SampleSource, decider: HunkDecider, batch: Sequence[Measure]) -> list:
+        """One sample of BASE + each measure's subset, side by side. All tok/s requests share one
+        namespace, so each is a new run beside the previous one (and a resumed hunt replays them in
+        the same order)."""
+        subsets = [decider.subset(m.index) for m in batch]
+        draws = self._draw_many(source, [self.candidate(s) for s in subsets], namespace="hunks",
+                                notes=[m.reason for m in batch], instrumented=self.instrumented)
+        for subset, m, draw in zip(subsets, batch, draws):
+            if draw.sample is None and m.reason == "control":
+                which = "BASE" if not subset else "BASE + all hunks"
+                raise UserError(f"the probe cannot be measured at {which}: {draw.skip_reason}"
+                                f"{self._missing_module_hint(draw.skip_reason or '') if subset else ''} "
+                                "(check --cmd, or run it by hand)")
+        return draws
 
     def _missing_module_hint(self, reason: str) -> str:
         """For a probe that fails at BASE + all hunks on an import: which file and which flag."""
@@ -239,12 +288,21 @@ class HunkHunt:
 
     def _draw(self, source: SampleSource, candidate: Candidate, *, namespace: str,
               instrumented: bool = False, work: bool = False, note: str = ""):
-        (draw,) = source.draw_many([Request(candidate, instrumented=instrumented, work=work, namespace=namespace)])
-        label = "base" if not candidate.patch else f"base+{len(candidate.patch)}h"
-        self.progress.cost(self.cost.meter.totals.line())
-        self.progress.sample(label, draw.value, draw.skip_reason, draw.cached, probes=source.probes_run,
-                             cached_total=source.cached_used, note=note)
+        (draw,) = self._draw_many(source, [candidate], namespace=namespace, instrumented=instrumented, work=work,
+                                  notes=[note])
         return draw
+
+    def _draw_many(self, source: SampleSource, candidates: Sequence[Candidate], *, namespace: str,
+                   notes: Sequence[str], instrumented: bool = False, work: bool = False) -> list:
+        draws = source.draw_many([Request(c, instrumented=instrumented, work=work, namespace=namespace)
+                                  for c in candidates])
+        meter = self.meter
+        for candidate, draw, note in zip(candidates, draws, notes):
+            label = "base" if not candidate.patch else f"base+{len(candidate.patch)}h"
+            self.progress.cost(meter.totals.line())
+            self.progress.sample(label, draw.value, draw.skip_reason, draw.cached, probes=source.probes_run,
+                                 cached_total=source.cached_used, note=note)
+        return draws
 
     def _counters(self, source: SampleSource, culprits: Sequence[frozenset[str]]) -> dict[str, dict[str, float]]:
         """One run of the counting arm at BASE and at BASE + each culprit (counts survive
@@ -259,6 +317,44 @@ class HunkHunt:
 
     # -- report ----------------------------------------------------------------------------------
 
+    def _culprit_json(self, tested: TestedSubset) -> dict[str, Any]:
+        """A named hunk group: its hunks (file, lines, function, excerpt), its step alone against
+        BASE with the 95% interval, its share of the gap."""
+        hunks = sorted((self.by_id[i] for i in tested.hunks), key=self.hunks.index)
+        alone = {"change_pct": round(100 * tested.change, 3),
+                 "ci95_pct": [round(100 * tested.ci95[0], 3), round(100 * tested.ci95[1], 3)],
+                 "pairs": tested.pairs, "verdict": tested.verdict}
+        return {
+            "commit": self.commit or self.base, "parent": self.base,
+            "subject": f"{len(hunks)} {self._whose} hunk(s) in {', '.join(sorted({h.file for h in hunks}))}",
+            "cluster": len(hunks) > 1,
+            "hunks": [self._hunk_json(h) for h in hunks],
+            "step_pct": alone["change_pct"], "ci95_pct": alone["ci95_pct"],
+            "share_of_gap": round(tested.share_of_gap, 4) if math.isfinite(tested.share_of_gap) else None,
+            "alone": alone,
+        }
+
+    @staticmethod
+    def _hunk_json(hunk: Hunk) -> dict[str, Any]:
+        return {"id": hunk.id, "file": hunk.file, "lines": list(hunk.lines), "function": hunk.function,
+                "kind": hunk.kind, "excerpt": hunk.excerpt}
+
+    def drill_json(self, decision: HunkDecision | None, source: SampleSource | None) -> dict[str, Any]:
+        """A commit culprit's `hunks` in a `run --drill` report (docs/report-schema.md): the verdict
+        of the hunt of its hunks and the slow ones, or why none was named. None: its diff is one
+        hunk, which the commit names already (no hunt)."""
+        if decision is None or source is None:
+            return {"verdict": "one-hunk", "reason": "its diff is one hunk: the commit names it",
+                    "base": self.base, "hunk_count": len(self.hunks), "culprits": [], "suspects": [],
+                    "hunks": [self._hunk_json(h) for h in self.hunks], "probes": 0, "cached_samples": 0}
+        return {"verdict": decision.verdict, "reason": decision.reason, "base": self.base,
+                "hunk_count": len(self.hunks),
+                "culprits": [self._culprit_json(c) for c in decision.culprits],
+                "suspects": [self._culprit_json(c) for c in decision.suspects],
+                "unexplained_share_ci95": ([round(x, 4) for x in decision.unexplained_ci95]
+                                           if decision.culprits else None),
+                "probes": source.probes_run, "cached_samples": source.cached_used}
+
     def _report(self, decision: HunkDecision, source: SampleSource, hunt_id: int,
                 counters: dict[str, dict[str, float]]) -> dict[str, Any]:
         control, result = decision.control, decision.search
@@ -267,30 +363,17 @@ class HunkHunt:
                      for side, s in (("good", good), ("bad", bad))}
 
         def entry(tested: TestedSubset) -> dict[str, Any]:
-            hunks = sorted((self.by_id[i] for i in tested.hunks), key=self.hunks.index)
-            alone = {"change_pct": round(100 * tested.change, 3),
-                     "ci95_pct": [round(100 * tested.ci95[0], 3), round(100 * tested.ci95[1], 3)],
-                     "pairs": tested.pairs, "verdict": tested.verdict}
-            return {
-                "commit": self.base, "parent": self.base,
-                "subject": f"{len(hunks)} uncommitted hunk(s) in {', '.join(sorted({h.file for h in hunks}))}",
-                "cluster": len(hunks) > 1,
-                "hunks": [{"id": h.id, "file": h.file, "lines": list(h.lines), "function": h.function,
-                           "kind": h.kind, "excerpt": h.excerpt} for h in hunks],
-                "step_pct": alone["change_pct"], "ci95_pct": alone["ci95_pct"],
-                "share_of_gap": round(tested.share_of_gap, 4) if math.isfinite(tested.share_of_gap) else None,
-                "alone": alone, "left_out": None,
-                "counters_before": split_counts(counters.get(""))[0],
-                "counters_after": split_counts(counters.get(",".join(sorted(tested.hunks))))[0],
-                "work": culprit_work(counters.get(""), counters.get(",".join(sorted(tested.hunks))),
-                                     alone["change_pct"], self.config.unit),
-            }
+            return {**self._culprit_json(tested), "left_out": None,
+                    "counters_before": split_counts(counters.get(""))[0],
+                    "counters_after": split_counts(counters.get(",".join(sorted(tested.hunks))))[0],
+                    "work": culprit_work(counters.get(""), counters.get(",".join(sorted(tested.hunks))),
+                                         round(100 * tested.change, 3), self.config.unit)}
 
         culprits = [entry(c) for c in decision.culprits]
         shares = [c["share_of_gap"] for c in culprits if c["share_of_gap"] is not None]
         return {
             **report_header("hunks", self.config.unit),
-            "good": self.base, "bad": "work-tree", "base": self.base,
+            "good": self.base, "bad": self.commit or "work-tree", "base": self.base, "commit": self.commit,
             "verdict": decision.verdict,
             "verdict_reason": decision.reason,
             "exit_code": int(VERDICT_EXIT[decision.verdict]),

@@ -38,6 +38,8 @@ class CulpritFacts:
     work_headers: tuple[str, ...] = ()
     work_rows: tuple[tuple[str, ...], ...] = ()
     """The small table of the work per step before and after, biggest changes first."""
+    drill: str | None = None
+    """`run --drill`: '1 of its 32 hunks named' (`hunks` then lists them), or why none was."""
 
 
 def unit(report: Mapping[str, Any]) -> str:
@@ -98,10 +100,27 @@ def step_text(step_pct: Any, ci95_pct: Any, unit_text: str = DEFAULT_UNIT) -> st
     return text
 
 
+def is_hunk_group(culprit: Mapping[str, Any]) -> bool:
+    """A hunk report's culprit (a commit culprit's `hunks` is its --drill, a mapping)."""
+    return bool(culprit.get("hunks")) and not isinstance(culprit.get("hunks"), Mapping)
+
+
+def drill_text(drill: Mapping[str, Any] | None) -> str | None:
+    """A commit culprit's --drill in a few words."""
+    if drill is None:
+        return None
+    named = sum(len(c.get("hunks") or ()) for c in drill.get("culprits") or ())
+    if named:
+        return f"{named} of its {drill.get('hunk_count')} hunks named (drill)"
+    return f"no hunk of its {drill.get('hunk_count')} named (drill): {drill.get('reason') or drill.get('verdict')}"
+
+
 def culprit_facts(culprit: Mapping[str, Any], unit_text: str = DEFAULT_UNIT) -> CulpritFacts:
-    hunks = tuple(culprit.get("hunks") or ())
+    drill = culprit["hunks"] if isinstance(culprit.get("hunks"), Mapping) else None
+    hunks = (tuple(h for c in drill.get("culprits") or () for h in c.get("hunks") or ()) if drill is not None
+             else tuple(culprit.get("hunks") or ()))
     subject = culprit.get("subject") or ""
-    title = subject if hunks else f"{short(culprit.get('commit'))} {subject}".strip()
+    title = subject if is_hunk_group(culprit) else f"{short(culprit.get('commit'))} {subject}".strip()
     share = culprit.get("share_of_gap")
     return CulpritFacts(
         title=title,
@@ -112,6 +131,7 @@ def culprit_facts(culprit: Mapping[str, Any], unit_text: str = DEFAULT_UNIT) -> 
         possible_commits=tuple(short(s) for s in culprit.get("possible_commits") or ()),
         merge=merge_text(culprit.get("merge")),
         **work_facts(culprit.get("work")),
+        drill=drill_text(drill),
     )
 
 
@@ -461,7 +481,7 @@ def interference_line(report: Mapping[str, Any]) -> str | None:
 
 
 def culprit_commits(report: Mapping[str, Any]) -> set[str]:
-    return {c.get("commit") for c in report.get("culprits") or () if not c.get("hunks")}
+    return {c.get("commit") for c in report.get("culprits") or () if not is_hunk_group(c)}
 
 
 def ambiguous_commits(report: Mapping[str, Any]) -> set[str]:

@@ -89,7 +89,7 @@ def _culprit(culprit: Mapping[str, Any], number: int, counters_png: Path | None,
     share = f", {_e(c.share)}" if c.share else ""
     parts = [f"<div class=\"culprit\"><div class=\"title\">{number}. {_e(c.title)}</div>",
              f"<div><span class=\"step\">{_e(c.step)}</span>{share}</div>"]
-    if culprit.get("commit") and not c.hunks:
+    if culprit.get("commit") and not facts.is_hunk_group(culprit):
         parts.append(f"<div class=\"meta\">commit {_e(culprit['commit'])}"
                      + (f", parent {_e(culprit['parent'])}" if culprit.get("parent") else "") + "</div>")
     if c.possible_commits:

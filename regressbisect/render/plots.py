@@ -120,7 +120,7 @@ def _counters_figure(culprit: Mapping[str, Any]) -> Figure | None:
         ax.yaxis.set_major_formatter(CompactFormatter())
         ax.set_title(name, fontsize=8)
         ax.tick_params(labelsize=8)
-    if culprit.get("hunks"):
+    if facts.is_hunk_group(culprit):
         title = "per iteration: without -> with the hunk(s)"
     else:
         title = f"per iteration: {facts.short(culprit.get('parent'))} -> {facts.short(culprit.get('commit'))}"

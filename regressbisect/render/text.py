@@ -40,6 +40,8 @@ def _hunt_lines(report: Mapping[str, Any]) -> list[str]:
         if c.possible_commits:
             lines.append(f"  any of (skipped between): {', '.join(c.possible_commits)}")
         lines += [f"  {line}" for line in c.merge]
+        if c.drill:
+            lines.append(f"  {c.drill}")
         for hunk in c.hunks:
             lines.append(f"  hunk {facts.hunk_location(hunk)}")
         for counter in c.counters:

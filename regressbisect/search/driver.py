@@ -2,23 +2,33 @@
 
 Pure: the caller's `measure` runs the round (probes in a hunt, a fake executor in a simulation)
 and returns one outcome per measure, in order; `value` reads the tok/s the search records from an
-outcome (None: the run was skipped). The commit hunt, the hunk hunt's prefix searches and the
-simulator share it, so a search is fed the same way wherever it runs.
+outcome (None: the run was skipped). The commit hunt, the hunk hunt (`hunkdecide.HunkDecider`)
+and the simulators share it, so a search is fed the same way wherever it runs.
 """
 from __future__ import annotations
 
-from typing import Callable, Sequence, TypeVar
+from typing import Any, Callable, Protocol, Sequence, TypeVar
 
-from regressbisect.search.bisect import CommitSearch, Measure, SearchResult
+from regressbisect.search.bisect import Measure
 
-__all__ = ["drive"]
+__all__ = ["AskTell", "drive"]
 
 Outcome = TypeVar("Outcome")
 
 
-def drive(search: CommitSearch, measure: Callable[[Sequence[Measure]], Sequence[Outcome]], *, slots: int = 1,
+class AskTell(Protocol):
+    """A search fed ask/tell: `CommitSearch`, `hunkdecide.HunkDecider`."""
+
+    def next_batch(self, slots: int = 1) -> list[Measure]: ...
+
+    def record(self, index: int, value: float | None) -> None: ...
+
+    def result(self) -> Any: ...
+
+
+def drive(search: AskTell, measure: Callable[[Sequence[Measure]], Sequence[Outcome]], *, slots: int = 1,
           value: Callable[[Outcome], float | None] = lambda outcome: outcome,  # type: ignore[assignment,return-value]
-          recorded: Callable[[Measure, Outcome], None] | None = None) -> SearchResult:
+          recorded: Callable[[Measure, Outcome], None] | None = None) -> Any:
     """Run `search` to its end, `slots` measures a round; `recorded(measure, outcome)` is called
     after each sample is recorded (the search's state, e.g. its live interval, includes it)."""
     while batch := search.next_batch(slots):

@@ -2,10 +2,15 @@
 
 No git, no I/O. This module runs the phases in order; each is its own module of search/hunks/
 (its __init__ lists them) over one explicit `HuntContext`, and calls the commit search's rules
-where they are the same rule. hunts/hunks.py supplies `measure(subset, purpose)`: one sample of
-BASE + that subset of hunks (the empty set is BASE), tok/s or None when the run was skipped, and
-`needs`: the hunks a hunk cannot run without, read from the diff. The simulation in scripts/
-supplies fake ones, so the benchmark and the real hunt run the same decisions.
+where they are the same rule. Every phase is a coroutine (`runnable.Phase`): it yields a batch
+of (subset, purpose) requests whose samples do not depend on each other (a round of the prefix
+search, the ABBA pair, the rotation of arms) and is sent their values. `HunkDecider` runs them
+ask/tell as `CommitSearch` is run (`next_batch(slots)` / `record`, by `search/driver.drive`), so
+a hunt's slots take a batch side by side; with one slot the measures come in the order of the
+loops that ask for them. hunts/hunks.py measures each request: one sample of BASE + that subset
+of hunks (the empty set is BASE), tok/s or None when the run was skipped, and supplies `needs`:
+the hunks a hunk cannot run without, read from the diff. The simulation in scripts/ calls
+`decide_hunks` with a fake `measure`, so the benchmark and the real hunt run the same decisions.
 
 1. Prefix search (hunks/prefix.py). The hunks in file order (files by path, hunks by line), each
    in one group with the hunks it needs or that need it (`prefix_groups`); candidate k is BASE +
@@ -49,42 +54,140 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Callable, Sequence
 
-from regressbisect.search.bisect import SearchSettings
+from regressbisect.search.bisect import Measure as Ask, SearchSettings
 from regressbisect.search.ddmin import DdminSettings
 from regressbisect.search.hunks.context import HuntContext
 from regressbisect.search.hunks.delta import by_delta_debugging
 from regressbisect.search.hunks.prefix import HUNK_SIDE_PAIRS, end_gap, prefix_groups, prefixes, search_prefixes
 from regressbisect.search.hunks.rest import peel_the_rest
-from regressbisect.search.hunks.runnable import Measure, Needs, Runnable
+from regressbisect.search.driver import drive
+from regressbisect.search.hunks.runnable import Batch, Measure, Needs, Phase, Runnable
 from regressbisect.search.hunks.steps import name_steps
 from regressbisect.search.hunks.subsets import Names, TestedSubset, test_subset
 from regressbisect.search.hunks.verdict import HunkDecision, verdict_of_named
 from regressbisect.search.levels import LevelRule
 from regressbisect.search.naming import AlphaSpender
+from regressbisect.search.stats import NoisePool
 
-__all__ = ["HUNK_SIDE_PAIRS", "HunkDecision", "Measure", "Needs", "Runnable", "TestedSubset", "decide_hunks",
-           "prefix_groups", "test_subset"]
+__all__ = ["HUNK_SIDE_PAIRS", "HunkDecider", "HunkDecision", "Measure", "Needs", "Runnable", "TestedSubset",
+           "decide_hunks", "prefix_groups", "test_subset"]
+
+
+class HunkDecider:
+    """A hunk hunt's decisions, ask/tell like `CommitSearch`: `next_batch(slots)` gives up to
+    `slots` measures (`Ask`: `index` names a subset, `subset(index)`; `reason` is the purpose),
+    `record(index, value)` feeds each, `result()` is the HunkDecision once `next_batch` gives [].
+    The phases ask in batches (`runnable.Batch`); a batch longer than the slots is handed out a
+    slot-count at a time, in its order, and a subset known not to run is answered None here,
+    without a probe. `needs`: for a hunk, the hunks it cannot run without, known without a probe."""
+
+    def __init__(self, hunk_ids: Sequence[str], groups, settings: SearchSettings, rule: LevelRule = LevelRule(),
+                 ddmin: DdminSettings = DdminSettings(), on_phase: Callable[[str], None] = lambda text: None,
+                 needs: Needs | None = None, noise_prior: NoisePool | None = None):
+        """noise_prior: noise pooled before the hunt (a commit hunt's, for `run --drill`): the
+        prefix searches' remembered noise (CommitSearch's noise_prior: capped, and dropped while
+        their own spread is larger). Not the start of the hunt's own pool: uncapped, the commit
+        hunt's degrees of freedom would outweigh every test's own pairs."""
+        self.runs = Runnable(needs)
+        self.ctx = HuntContext(settings=settings, rule=rule, ddmin=ddmin, runs=self.runs, ids=list(hunk_ids),
+                               groups=groups, order=prefix_groups(hunk_ids, groups, needs), on_phase=on_phase,
+                               leave_out_alphas=AlphaSpender(settings.name_alpha / 2), noise_prior=noise_prior)
+        self._phase: Phase = _decide(self.ctx)
+        self._subsets: list[frozenset] = []
+        self._index: dict[frozenset, int] = {}
+        self._batch: Batch | None = None
+        self._values: list[float | None] = []
+        self._next = 0              # the batch's first request not handed out yet
+        self._out: list[int] = []   # requests handed out, not recorded yet (positions in the batch)
+        self._decision: HunkDecision | None = None
+        self._started = False
+
+    def subset(self, index: int) -> frozenset:
+        """The subset of hunk ids a measure's index names (BASE + it is measured)."""
+        return self._subsets[index]
+
+    def next_batch(self, slots: int = 1) -> list[Ask]:
+        if slots < 1:
+            raise ValueError("slots must be >= 1")
+        if self._out:
+            raise RuntimeError("record() every measure of the previous round before asking for the next")
+        self.ctx.slots = slots
+        while self._decision is None:
+            if self._batch is None or self._batch_done():
+                self._advance()
+                continue
+            out: list[Ask] = []
+            while self._next < len(self._batch.requests) and len(out) < slots:
+                subset, purpose = self._batch.requests[self._next]
+                if self.runs.admit(subset):
+                    self._out.append(self._next)
+                    out.append(Ask(self._index_of(subset), purpose))
+                self._next += 1
+                if self._stopped():
+                    break
+            if out:
+                return out
+        return []
+
+    def record(self, index: int, value: float | None) -> None:
+        """Feed one sample (tok/s) of the subset `index` names, or None when its run was skipped."""
+        position = next((p for p in self._out if self._batch.requests[p][0] == self._subsets[index]), None)
+        if position is None:
+            raise ValueError(f"no measure of subset {index} is waiting for its value")
+        self._out.remove(position)
+        self._values[position] = value
+        self.runs.note(self._subsets[index], value)
+
+    def result(self) -> HunkDecision:
+        if self._decision is None:
+            raise RuntimeError("the hunt is not done: next_batch() until it gives []")
+        return self._decision
+
+    def _index_of(self, subset: frozenset) -> int:
+        if subset not in self._index:
+            self._index[subset] = len(self._subsets)
+            self._subsets.append(subset)
+        return self._index[subset]
+
+    def _stopped(self) -> bool:
+        """The batch's stop request was skipped: the requests after it are not needed."""
+        stop = self._batch.stop_after_skip
+        return stop is not None and stop < self._next and stop not in self._out and self._values[stop] is None
+
+    def _batch_done(self) -> bool:
+        return not self._out and (self._next == len(self._batch.requests) or self._stopped())
+
+    def _advance(self) -> None:
+        """Send the finished batch's values (the first batch: start) and take the next one."""
+        try:
+            if not self._started:
+                self._started = True
+                batch = next(self._phase)
+            else:
+                batch = self._phase.send(self._values)
+        except StopIteration as done:
+            self._decision = replace(done.value, did_not_run=self.runs.did_not_run)
+            return
+        self._batch, self._values, self._next = batch, [None] * len(batch.requests), 0
 
 
 def decide_hunks(hunk_ids: Sequence[str], groups, measure: Measure, settings: SearchSettings,
                  rule: LevelRule = LevelRule(), ddmin: DdminSettings = DdminSettings(),
                  on_phase: Callable[[str], None] = lambda text: None,
-                 needs: Needs | None = None) -> HunkDecision:
-    """`needs`: for a hunk, the hunks it cannot run without, known without a probe. A subset that
-    holds a hunk without them is never measured: it counts as skipped."""
-    runs = Runnable(measure, needs)
-    ctx = HuntContext(settings=settings, rule=rule, ddmin=ddmin, runs=runs, ids=list(hunk_ids), groups=groups,
-                      order=prefix_groups(hunk_ids, groups, needs), on_phase=on_phase,
-                      leave_out_alphas=AlphaSpender(settings.name_alpha / 2))
-    return replace(_decide(ctx), did_not_run=runs.did_not_run)
+                 needs: Needs | None = None, slots: int = 1) -> HunkDecision:
+    """The hunt's decisions (`HunkDecider`) with `measure(subset, purpose)` taking each sample,
+    `slots` a round. A subset that holds a hunk without what it needs is never measured: it counts
+    as skipped."""
+    decider = HunkDecider(hunk_ids, groups, settings, rule, ddmin, on_phase, needs)
+    return drive(decider, lambda batch: [measure(decider.subset(m.index), m.reason) for m in batch], slots=slots)
 
 
-def _decide(ctx: HuntContext) -> HunkDecision:
-    """The phases in order (the module docstring)."""
+def _decide(ctx: HuntContext) -> Phase:
+    """The phases in order (the module docstring), as one coroutine returning the HunkDecision."""
     candidates = prefixes(ctx.order)
     ctx.on_phase(f"prefix search: BASE + the first k of {len(ctx.order)} hunk group(s) in file "
                  "order, bisected like commits")
-    search = search_prefixes(ctx, candidates, first="control", rest="prefix")
+    search = yield from search_prefixes(ctx, candidates, first="control", rest="prefix")
     prefix = search.result()
     measurable_ends = all(e.n for e in prefix.endpoints)
     if not prefix.reproduced and not (prefix.verdict == "all-skipped" and measurable_ends):
@@ -95,9 +198,9 @@ def _decide(ctx: HuntContext) -> HunkDecision:
     if prefix.verdict in ("culprits", "ambiguous"):
         steps = sorted(prefix.culprits + prefix.ambiguous, key=lambda c: c.first_bad)
         signed_gap, gap_se = end_gap(search, ctx.noise)
-        names, placed = name_steps(ctx, steps, search, ctx.order, signed_gap, Names())
+        names, placed = yield from name_steps(ctx, steps, search, ctx.order, signed_gap, Names())
         if placed:
-            names = peel_the_rest(ctx, signed_gap, gap_se, names)
+            names = yield from peel_the_rest(ctx, signed_gap, gap_se, names)
             # shares are 'surely' too large only against the largest gap the ends allow
             return verdict_of_named(facts, names, abs(signed_gap) + 2 * gap_se, signed_gap, gap_se,
                                     ctx.settings.direction, ctx.settings.share_limit)
@@ -108,4 +211,4 @@ def _decide(ctx: HuntContext) -> HunkDecision:
                        reason=f"no hunk could be named: the prefix search was left undecided ({prefix.reason})")
     # A step whose groups alone do not reproduce it, or steps refuted one by one (hunks that
     # only act together, or compensate): the hunks interact.
-    return by_delta_debugging(ctx, facts, search.samples(0), search.samples(len(candidates) - 1))
+    return (yield from by_delta_debugging(ctx, facts, search.samples(0), search.samples(len(candidates) - 1)))

@@ -7,6 +7,7 @@ from dataclasses import replace
 from regressbisect.search.control import shows_step
 from regressbisect.search.hunks.context import HuntContext
 from regressbisect.search.hunks.prefix import search_prefixes
+from regressbisect.search.hunks.runnable import Phase
 from regressbisect.search.hunks.subsets import TestedSubset, tested
 
 __all__ = ["NEEDS_DEPTH", "alone_with_what_it_needs"]
@@ -20,8 +21,8 @@ Arms = tuple[list[float], list[float]]
 
 
 def alone_with_what_it_needs(ctx: HuntContext, proposed: frozenset, before: list[frozenset], sign: int,
-                             priors: tuple[float, ...] | None = None) -> TestedSubset | None:
-    """`proposed` (the group a step adds) alone against BASE (`alone`, beside the slow prefix it
+                             priors: tuple[float, ...] | None = None) -> Phase:
+    """A coroutine phase (runnable.Phase) returning a TestedSubset or None. `proposed` (the group a step adds) alone against BASE (`alone`, beside the slow prefix it
     ends), joined by what it needs until it reproduces the slowdown alone:
 
     * when it does not run, the first j at which BASE + proposed + the first j groups of
@@ -36,7 +37,7 @@ def alone_with_what_it_needs(ctx: HuntContext, proposed: frozenset, before: list
     searches = 0
     while True:
         ctx.on_phase(f"alone: {len(proposed)} hunk(s) against BASE, beside the prefix they end")
-        outcome, found, ends = alone(ctx, proposed, proposed.union(*before), sign, priors)
+        outcome, found, ends = yield from alone(ctx, proposed, proposed.union(*before), sign, priors)
         if outcome == "reproduced":
             return found
         if outcome == "open":
@@ -44,7 +45,7 @@ def alone_with_what_it_needs(ctx: HuntContext, proposed: frozenset, before: list
         if not before:
             return None
         if outcome == "does not run":
-            k = first_group_it_runs_with(ctx, proposed, before)
+            k = yield from first_group_it_runs_with(ctx, proposed, before)
             if k is None:
                 return None
             # it needs group k to run; what it needs to be slow may lie anywhere in the rest
@@ -59,8 +60,8 @@ def alone_with_what_it_needs(ctx: HuntContext, proposed: frozenset, before: list
         # only its first step is used: a further need shows in the next alone test. Its ends
         # are BASE and the prefix the alone test just measured side by side: its control arm
         # goes on from those pairs
-        result = search_prefixes(ctx, candidates, first="needs", rest="needs", one_step=True,
-                                 carried=ends).result()
+        result = (yield from search_prefixes(ctx, candidates, first="needs", rest="needs", one_step=True,
+                                             carried=ends)).result()
         steps = sorted(result.culprits + result.ambiguous, key=lambda c: c.first_bad)
         if not steps:
             return None
@@ -71,17 +72,17 @@ def alone_with_what_it_needs(ctx: HuntContext, proposed: frozenset, before: list
         proposed, before = proposed | before[k], before[:k]
 
 
-def first_group_it_runs_with(ctx: HuntContext, proposed: frozenset, before: list[frozenset]) -> int | None:
-    """The k for which BASE + proposed + before[:k + 1] runs and BASE + proposed + before[:k]
+def first_group_it_runs_with(ctx: HuntContext, proposed: frozenset, before: list[frozenset]) -> Phase:
+    """(A coroutine phase returning an int or None.) The k for which BASE + proposed + before[:k + 1] runs and BASE + proposed + before[:k]
     does not, by bisection on whether each runs; None when it does not run with all of them."""
     ctx.on_phase(f"needs: the first j of {len(before)} group(s) with which {len(proposed)} hunk(s) run, "
                  "bisected on whether they run")
     lo, hi = 0, len(before)          # before[:lo] does not run with it; before[:hi] is to be seen
-    if not ctx.runs.settle(proposed.union(*before), "needs"):
+    if not (yield from ctx.runs.settle(proposed.union(*before), "needs")):
         return None
     while hi - lo > 1:
         mid = (lo + hi) // 2
-        if ctx.runs.settle(proposed.union(*before[:mid]), "needs"):
+        if (yield from ctx.runs.settle(proposed.union(*before[:mid]), "needs")):
             hi = mid
         else:
             lo = mid
@@ -89,8 +90,8 @@ def first_group_it_runs_with(ctx: HuntContext, proposed: frozenset, before: list
 
 
 def alone(ctx: HuntContext, proposed: frozenset, prefix: frozenset, sign: int,
-          priors: tuple[float, ...] | None = None) -> tuple[str, TestedSubset | None, Arms]:
-    """'reproduced' (BASE + proposed is slower than BASE by min_effect, e-value 1/reproduce_alpha:
+          priors: tuple[float, ...] | None = None) -> Phase:
+    """(A coroutine phase returning (outcome, TestedSubset | None, Arms).) 'reproduced' (BASE + proposed is slower than BASE by min_effect, e-value 1/reproduce_alpha:
     the control arm's rule), 'does not run', 'interacts' (the slow `prefix` it ends is slower
     than it by min_effect, e-value 1/alpha: it needs more than itself) or 'open' (out of
     pairs). Three arms in rotation, BASE, BASE + proposed, BASE + prefix; a wrong 'interacts'
@@ -100,7 +101,7 @@ def alone(ctx: HuntContext, proposed: frozenset, prefix: frozenset, sign: int,
     arms: tuple[list[float], list[float], list[float]] = ([], [], [])
     s = ctx.settings
     for k in range(s.max_samples):
-        values = round_of_three(ctx, sets, k)
+        values = yield from round_of_three(ctx, sets, k)
         if not ctx.runs(proposed):
             return "does not run", None, (arms[0], arms[2])
         if any(v is None for v in values.values()):
@@ -117,13 +118,10 @@ def alone(ctx: HuntContext, proposed: frozenset, prefix: frozenset, sign: int,
     return "open", replace(tested(proposed, arms[0], arms[1], ctx.noise_with(arms)), verdict="undecided"), (arms[0], arms[2])
 
 
-def round_of_three(ctx: HuntContext, sets: tuple[frozenset, frozenset, frozenset], k: int) -> dict[int, float | None]:
+def round_of_three(ctx: HuntContext, sets: tuple[frozenset, frozenset, frozenset], k: int) -> Phase:
     """One rotation of the three arms (BASE, the subset tested, the reference), in the order
-    0 1 2, then 2 1 0; once the tested subset's run is skipped the round stops (its other
-    samples would have no partner)."""
-    values: dict[int, float | None] = {}
-    for i in ((0, 1, 2) if k % 2 == 0 else (2, 1, 0)):
-        values[i] = ctx.measure(sets[i], "name")
-        if i == 1 and values[i] is None:
-            break
-    return values
+    0 1 2, then 2 1 0, side by side where there are slots; once the tested subset's run is
+    skipped the round stops (its other samples would have no partner). Returns {arm: value}."""
+    order = (0, 1, 2) if k % 2 == 0 else (2, 1, 0)
+    values = yield from ctx.measure_all([(sets[i], "name") for i in order], stop_after_skip=order.index(1))
+    return dict(zip(order, values))

@@ -7,7 +7,7 @@ from typing import Callable, Sequence
 
 from regressbisect.search.bisect import SearchSettings
 from regressbisect.search.ddmin import DdminSettings
-from regressbisect.search.hunks.runnable import Runnable
+from regressbisect.search.hunks.runnable import Batch, Phase, Runnable
 from regressbisect.search.levels import LevelRule
 from regressbisect.search.naming import AlphaSpender
 from regressbisect.search.stats import NoisePool
@@ -19,7 +19,8 @@ __all__ = ["HuntContext"]
 class HuntContext:
     """One hunk hunt's settings and rules, and the two things its phases share as it runs: the
     pooled noise of every sample so far and the leave-one-out tests' alpha spender. Every sample
-    is taken through `measure` (the Runnable: a subset known not to run is no probe)."""
+    is asked for through `measure` or `measure_all` (phases are coroutines: `runnable.Phase`; a
+    subset known not to run is no probe)."""
 
     settings: SearchSettings
     rule: LevelRule
@@ -37,12 +38,24 @@ class HuntContext:
     leave_out_alphas: AlphaSpender
     """The k-th leave-one-out test that measures gets name_alpha / (2 k (k + 1)) for each of its
     two answers (`members.py`): the naming gate's spending, of name_alpha / 2."""
+    slots: int = 1
+    """Measures the driver takes side by side (its latest `next_batch(slots)`): the prefix searches'
+    rounds are this size, as the commit hunt's."""
+    noise_prior: NoisePool | None = None
+    """Noise pooled before the hunt (`run --drill`: the commit hunt's), the prefix searches'
+    remembered noise (`CommitSearch`'s noise_prior); None for a hunt of its own."""
     noise: NoisePool = field(default_factory=NoisePool)
     """The hunt's pooled noise: every arm's spread about its own mean so far (`learn`)."""
 
-    def measure(self, subset: frozenset, purpose: str) -> float | None:
+    def measure(self, subset: frozenset, purpose: str) -> Phase:
         """One sample of BASE + subset (None: skipped, or known not to run, then without a probe)."""
-        return self.runs.measure(subset, purpose)
+        (value,) = yield Batch(((subset, purpose),))
+        return value
+
+    def measure_all(self, requests: Sequence[tuple[frozenset, str]], stop_after_skip: int | None = None) -> Phase:
+        """One sample of each (subset, purpose), independent of each other: side by side where
+        there are slots (`runnable.Batch`). Returns the values in order."""
+        return list((yield Batch(tuple(requests), stop_after_skip)))
 
     def learn(self, samples: Sequence[Sequence[float]]) -> None:
         """Join these arms' spread (each about its own mean) to the hunt's pooled noise."""

@@ -8,7 +8,7 @@ from typing import Sequence
 from regressbisect.search.ddmin import UNDECIDED, UNRESOLVED, HunkSearch
 from regressbisect.search.hunks.context import HuntContext
 from regressbisect.search.hunks.members import needed_members
-from regressbisect.search.hunks.runnable import Measure
+from regressbisect.search.hunks.runnable import Phase
 from regressbisect.search.hunks.subsets import Names, test_subset, with_share
 from regressbisect.search.hunks.verdict import HunkDecision, verdict_of_named
 from regressbisect.search.levels import LevelRule, slowdowns, subset_verdict, undecided
@@ -18,13 +18,13 @@ __all__ = ["by_delta_debugging"]
 
 
 def by_delta_debugging(ctx: HuntContext, facts: HunkDecision, base_samples: Sequence[float],
-                       full_samples: Sequence[float]) -> HunkDecision:
-    """Hierarchical ddmin over every hunk (search/ddmin.py), each subset paired with BASE;
+                       full_samples: Sequence[float]) -> Phase:
+    """(A coroutine phase returning the HunkDecision.) Hierarchical ddmin over every hunk (search/ddmin.py), each subset paired with BASE;
     subsets known not to run are 'unresolved' without a probe. Each culprit it proposes is named
     after a fresh test against BASE (`subsets.test_subset`) and less the hunks it does not need.
     facts: the decision's fields known before it (the control arm, the prefix search)."""
     settings = ctx.settings
-    signed_gap, pair_sd, pairs = gap_after_more_pairs(base_samples, full_samples, frozenset(ctx.ids), ctx.measure)
+    signed_gap, pair_sd, pairs = yield from gap_after_more_pairs(ctx, base_samples, full_samples)
     gap = abs(signed_gap)
     rule = replace(ctx.rule, max_pairs=min(ctx.rule.max_pairs, settings.max_samples))   # --max-samples caps all
     rule = rule.scaled_to(gap, log_threshold(settings.min_effect), pair_sd)
@@ -38,8 +38,8 @@ def by_delta_debugging(ctx: HuntContext, facts: HunkDecision, base_samples: Sequ
         if not ctx.runs(subset):
             search.record(subset, UNRESOLVED)
             continue
-        verdict = paired_verdict(subset, ctx.measure, gap, margin, rule, direction,
-                                 "confirm" if search.confirming else "ddmin")
+        verdict = yield from paired_verdict(ctx, subset, gap, margin, rule, direction,
+                                            "confirm" if search.confirming else "ddmin")
         if verdict is None:
             stuck += 1
             verdict = UNDECIDED
@@ -50,10 +50,10 @@ def by_delta_debugging(ctx: HuntContext, facts: HunkDecision, base_samples: Sequ
     names = Names()
     for proposed in result.culprits:
         ctx.on_phase(f"naming: {len(proposed)} hunk(s) against BASE on fresh pairs")
-        tested = test_subset(proposed, ctx.measure, settings, "name", ctx.noise)
+        tested = yield from test_subset(ctx, proposed, "name")
         unsure = False
         if tested.verdict == "reproduced":
-            tested, unsure = needed_members(ctx, tested, -1 if signed_gap < 0 else 1)
+            tested, unsure = yield from needed_members(ctx, tested, -1 if signed_gap < 0 else 1)
         named = tested.verdict == "reproduced" and not unsure
         names = names.plus(with_share(tested, signed_gap), named=named,
                            open_question=not named and (unsure or tested.verdict == "undecided"))
@@ -71,16 +71,18 @@ def by_delta_debugging(ctx: HuntContext, facts: HunkDecision, base_samples: Sequ
                             pair_sd / math.sqrt(pairs) if pairs else math.inf, settings.direction, settings.share_limit)
 
 
-def paired_verdict(subset: frozenset, measure: Measure, gap: float, margin: float, rule: LevelRule,
-                   direction: str, purpose: str) -> str | None:
-    """Pairs (BASE, BASE + subset) in ABBA order until a look decides; UNRESOLVED if it does not
-    run; None when it used its pairs without a verdict."""
+def paired_verdict(ctx: HuntContext, subset: frozenset, gap: float, margin: float, rule: LevelRule,
+                   direction: str, purpose: str) -> Phase:
+    """(A coroutine phase returning a verdict.) Pairs (BASE, BASE + subset) in ABBA order, a pair
+    side by side where there are slots, until a look decides; UNRESOLVED if it does not run; None
+    when it used its pairs without a verdict."""
     base: list[float] = []
     subset_values: list[float] = []
     while True:
         order = ("base", "subset") if len(base) % 2 == 0 else ("subset", "base")
-        for which in order:
-            value = measure(frozenset() if which == "base" else subset, purpose)
+        values = yield from ctx.measure_all([(frozenset() if which == "base" else subset, purpose) for which in order],
+                                            stop_after_skip=order.index("subset"))
+        for which, value in zip(order, values):
             if value is None:
                 if which == "subset":
                     return UNRESOLVED    # does not apply / import / run: neither fast nor slow
@@ -95,20 +97,19 @@ def paired_verdict(subset: frozenset, measure: Measure, gap: float, margin: floa
             return None
 
 
-def gap_after_more_pairs(base_samples: Sequence[float], full_samples: Sequence[float],
-                         everything: frozenset, measure: Measure) -> tuple[float, float, int]:
-    """The gap every subset of the delta debugging is placed in, from more pairs than the control
+def gap_after_more_pairs(ctx: HuntContext, base_samples: Sequence[float], full_samples: Sequence[float]) -> Phase:
+    """(A coroutine phase returning (mean, sd, pairs).) The gap every subset of the delta debugging is placed in, from more pairs than the control
     arm stopped at: a sequential test stops when the estimate is high (at 15% noise, a 6-pair stop
     on an 18% gap reads ~35%), and a gap read twice too large puts the slow hunk itself at half of
-    it. The pairs so far are kept and as many again (at least 12) are added, in ABBA order.
-    Returns (mean log difference, SD of one paired difference, pairs)."""
+    it. The pairs so far are kept and as many again (at least 12) are added, in ABBA order, all
+    side by side where there are slots (none waits for another's value). Returns (mean log difference, SD of one paired difference, pairs)."""
     pairs = min(len(base_samples), len(full_samples))
     base, full = list(base_samples)[:pairs], list(full_samples)[:pairs]
-    ends = (frozenset(), everything)
-    for k in range(max(pairs, 12)):
-        values = {}
-        for which in ((0, 1) if k % 2 == 0 else (1, 0)):
-            values[which] = measure(ends[which], "control")
+    ends = (frozenset(), frozenset(ctx.ids))
+    orders = [(0, 1) if k % 2 == 0 else (1, 0) for k in range(max(pairs, 12))]
+    taken = iter((yield from ctx.measure_all([(ends[which], "control") for order in orders for which in order])))
+    for order in orders:
+        values = {which: next(taken) for which in order}
         if values[0] is not None and values[1] is not None:
             base.append(values[0])
             full.append(values[1])

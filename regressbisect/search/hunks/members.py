@@ -5,13 +5,14 @@ from typing import Sequence
 
 from regressbisect.search.control import shows_step
 from regressbisect.search.hunks.context import HuntContext
+from regressbisect.search.hunks.runnable import Phase
 from regressbisect.search.hunks.subsets import TestedSubset, tested as sized
 
 __all__ = ["needed_members"]
 
 
-def needed_members(ctx: HuntContext, tested: TestedSubset, sign: int) -> tuple[TestedSubset, bool]:
-    """The culprit less every hunk it does not need, and whether a hunk's need stayed open.
+def needed_members(ctx: HuntContext, tested: TestedSubset, sign: int) -> Phase:
+    """(A coroutine phase returning (TestedSubset, bool).) The culprit less every hunk it does not need, and whether a hunk's need stayed open.
 
     A hunk without which the rest does not run (known without a probe) is needed. Every other
     is tested by leaving it out (`leave_each_out`, all of them at once): needed once the
@@ -27,7 +28,7 @@ def needed_members(ctx: HuntContext, tested: TestedSubset, sign: int) -> tuple[T
     testable = [h for h in sorted(members) if len(members) >= 2 and ctx.runs(members - {h})]
     if not testable:
         return tested, False
-    outcomes = leave_each_out(ctx, tested, testable, sign)
+    outcomes = yield from leave_each_out(ctx, tested, testable, sign)
     unsure = any(outcome == "open" for outcome, _ in outcomes.values())
     dropped = [h for h in testable if outcomes[h][0] == "not needed"]
     if dropped:
@@ -35,7 +36,7 @@ def needed_members(ctx: HuntContext, tested: TestedSubset, sign: int) -> tuple[T
     for hunk in dropped[1:]:
         if len(tested.hunks) < 2 or not ctx.runs(tested.hunks - {hunk}):
             continue
-        outcome, smaller = leave_each_out(ctx, tested, [hunk], sign)[hunk]
+        outcome, smaller = (yield from leave_each_out(ctx, tested, [hunk], sign))[hunk]
         if outcome == "not needed":
             tested = smaller
         unsure = unsure or outcome == "open"
@@ -43,12 +44,13 @@ def needed_members(ctx: HuntContext, tested: TestedSubset, sign: int) -> tuple[T
 
 
 def leave_each_out(ctx: HuntContext, tested: TestedSubset, hunks: Sequence[str],
-                   sign: int) -> dict[str, tuple[str, TestedSubset | None]]:
-    """hunk -> 'needed', 'not needed' (with the rest's test against BASE) or 'open' (out of
+                   sign: int) -> Phase:
+    """(A coroutine phase returning a dict.) hunk -> 'needed', 'not needed' (with the rest's test against BASE) or 'open' (out of
     pairs), for each of `hunks` left out of the culprit `tested`.
 
     One rotation measures BASE, the culprit less each hunk still open, and the culprit (in that
-    order, then reversed: a linear drift cancels over two rounds), so that a culprit of m hunks
+    order, then reversed: a linear drift cancels over two rounds; side by side where there are
+    slots), so that a culprit of m hunks
     costs m + 2 runs a round, not 3 m: BASE and the culprit serve every test. Each test reads
     the rounds in which its three arms ran; its e-values are its own (a union bound over the
     tests holds whatever their dependence) with the noise pooled over every arm and the hunt.
@@ -69,7 +71,7 @@ def leave_each_out(ctx: HuntContext, tested: TestedSubset, hunks: Sequence[str],
         if not open_hunks:
             break
         sets = [frozenset()] + [rests[h] for h in open_hunks] + [members]
-        values = [ctx.measure(subset, "name") for subset in (sets if k % 2 == 0 else sets[::-1])]
+        values = yield from ctx.measure_all([(subset, "name") for subset in (sets if k % 2 == 0 else sets[::-1])])
         if k % 2:
             values.reverse()
         for subset, value in zip(sets, values):

@@ -9,9 +9,8 @@ from typing import Sequence
 import numpy as np
 
 from regressbisect.search.bisect import CommitSearch, SearchResult, SearchSettings
-from regressbisect.search.driver import drive
 from regressbisect.search.hunks.context import HuntContext
-from regressbisect.search.hunks.runnable import Needs
+from regressbisect.search.hunks.runnable import Batch, Needs, Phase
 from regressbisect.search.stats import NoisePool
 
 __all__ = ["HUNK_SIDE_PAIRS", "END_NAMES", "PrefixSearch", "prefix_groups", "prefixes", "search_prefixes", "end_gap"]
@@ -69,8 +68,9 @@ class PrefixSearch(CommitSearch):
       prefix arms), its control arm's first.
     """
 
-    def __init__(self, n: int, settings: SearchSettings, *, one_step: bool = False):
-        super().__init__(n, replace(settings, side_pairs=HUNK_SIDE_PAIRS))
+    def __init__(self, n: int, settings: SearchSettings, *, one_step: bool = False,
+                 noise_prior: NoisePool | None = None):
+        super().__init__(n, replace(settings, side_pairs=HUNK_SIDE_PAIRS), noise_prior=noise_prior)
         self.one_step = one_step
 
     def carry_control_pairs(self, good: Sequence[float], bad: Sequence[float]) -> None:
@@ -97,15 +97,20 @@ class PrefixSearch(CommitSearch):
 
 
 def search_prefixes(ctx: HuntContext, candidates: Sequence[frozenset], *, first: str, rest: str,
-                    one_step: bool = False, carried: tuple[list[float], list[float]] | None = None) -> PrefixSearch:
-    """The commit search over BASE + each candidate subset, in order (`PrefixSearch`), run to its
-    end; its samples join the hunt's pooled noise. first, rest: the purpose of its control arm's
-    samples and of the others'. carried: `PrefixSearch.carry_control_pairs`."""
-    search = PrefixSearch(len(candidates), ctx.settings, one_step=one_step)
+                    one_step: bool = False, carried: tuple[list[float], list[float]] | None = None) -> Phase:
+    """(A coroutine phase returning the PrefixSearch.) The commit search over BASE + each
+    candidate subset, in order (`PrefixSearch`), run to its end, each of its rounds as many
+    measures as the hunt has slots (`HuntContext.slots`), as it runs a commit range; its samples
+    join the hunt's pooled noise. first, rest: the purpose of its control arm's samples and of the
+    others'. carried: `PrefixSearch.carry_control_pairs`."""
+    search = PrefixSearch(len(candidates), ctx.settings, one_step=one_step, noise_prior=ctx.noise_prior)
     if carried:
         search.carry_control_pairs(*carried)
-    drive(search, lambda batch: [ctx.measure(candidates[m.index], first if m.reason == "control arm" else rest)
-                                 for m in batch])
+    while batch := search.next_batch(ctx.slots):
+        values = yield Batch(tuple((candidates[m.index], first if m.reason == "control arm" else rest)
+                                   for m in batch))
+        for m, value in zip(batch, values):
+            search.record(m.index, value)
     ctx.learn([search.samples(i) for i in range(len(candidates))])
     return search
 

@@ -7,6 +7,7 @@ from dataclasses import replace
 from regressbisect.search.control import shows_step
 from regressbisect.search.hunks.context import HuntContext
 from regressbisect.search.hunks.prefix import prefixes, search_prefixes
+from regressbisect.search.hunks.runnable import Phase
 from regressbisect.search.hunks.steps import name_steps
 from regressbisect.search.hunks.subsets import Names, log_se
 from regressbisect.search.stats import log_threshold
@@ -14,8 +15,8 @@ from regressbisect.search.stats import log_threshold
 __all__ = ["peel_the_rest"]
 
 
-def peel_the_rest(ctx: HuntContext, signed_gap: float, gap_se: float, names: Names) -> Names:
-    """While the named culprits' own slowdowns leave a remainder r of the gap of at least
+def peel_the_rest(ctx: HuntContext, signed_gap: float, gap_se: float, names: Names) -> Phase:
+    """(A coroutine phase returning Names.) While the named culprits' own slowdowns leave a remainder r of the gap of at least
     min_effect and at least one standard error, or one above zero that BASE + every hunk
     shows against BASE + the named hunks on pairs of its own (`shows_on_top`), and r is
     small enough in pairs to show within the cap (about 2 ln(1/reproduce_alpha) 2 sigma^2 /
@@ -40,15 +41,15 @@ def peel_the_rest(ctx: HuntContext, signed_gap: float, gap_se: float, names: Nam
         if not (rest > 0 and pairs <= s.max_samples):
             break
         clear = rest >= se and rest >= log_threshold(s.min_effect)
-        if not (clear or shows_on_top(ctx, taken, rest + 2 * se, sign)):
+        if not (clear or (yield from shows_on_top(ctx, taken, rest + 2 * se, sign))):
             break
         ctx.on_phase(f"the rest: BASE + the first k of the {len(order)} group(s) not named, bisected")
-        search = search_prefixes(ctx, prefixes(order), first="remainder", rest="prefix")
+        search = yield from search_prefixes(ctx, prefixes(order), first="remainder", rest="prefix")
         found = search.result()
         if found.verdict not in ("culprits", "ambiguous"):
             break
         steps = sorted(found.culprits + found.ambiguous, key=lambda c: c.first_bad)
-        more, placed = name_steps(ctx, steps, search, order, signed_gap, names)
+        more, placed = yield from name_steps(ctx, steps, search, order, signed_gap, names)
         if not placed or len(more.named + more.suspects) == len(names.named + names.suspects):
             names = replace(more, open_question=names.open_question)
             break
@@ -56,8 +57,8 @@ def peel_the_rest(ctx: HuntContext, signed_gap: float, gap_se: float, names: Nam
     return names
 
 
-def shows_on_top(ctx: HuntContext, taken: frozenset, upper: float, sign: int) -> bool:
-    """Whether BASE + every hunk is slower than BASE + the hunks `taken` (the named culprits and
+def shows_on_top(ctx: HuntContext, taken: frozenset, upper: float, sign: int) -> Phase:
+    """(A coroutine phase returning a bool.) Whether BASE + every hunk is slower than BASE + the hunks `taken` (the named culprits and
     suspects) by min_effect, on fresh pairs of the two back to back (ABBA: a drift cancels), at
     an e-value of 1/alpha: the remainder asked directly, where its estimate from the culprits'
     own sizes is too wide to tell. A culprit of -65% is named on one pair, and the remainder
@@ -80,7 +81,7 @@ def shows_on_top(ctx: HuntContext, taken: frozenset, upper: float, sign: int) ->
     shown = False
     for k in range(cap):
         order = (0, 1) if k % 2 == 0 else (1, 0)
-        values = {i: ctx.measure(sets[i], "remainder") for i in order}
+        values = dict(zip(order, (yield from ctx.measure_all([(sets[i], "remainder") for i in order]))))
         if any(v is None for v in values.values()):
             break
         for i in order:

@@ -1,11 +1,12 @@
-"""Which subsets of hunks run, and the one place the hunk hunt measures one."""
+"""Which subsets of hunks run, and the one kind of request every phase measures with (`Batch`)."""
 from __future__ import annotations
 
-from typing import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Callable, Generator, Iterable, Mapping, Sequence
 
 from regressbisect.search.book import unmeasurable_by_skips
 
-__all__ = ["Measure", "Needs", "Runnable"]
+__all__ = ["Batch", "Measure", "Needs", "Phase", "Runnable"]
 
 Measure = Callable[[frozenset, str], "float | None"]
 """(subset of hunk ids, purpose) -> tok/s of one run of BASE + subset, or None (skipped)."""
@@ -13,13 +14,30 @@ Needs = Mapping[str, Iterable[str]]
 """hunk id -> the hunk ids it cannot run without."""
 
 
+@dataclass(frozen=True)
+class Batch:
+    """The samples one look of a phase needs, in the order a single slot takes them: (subset,
+    purpose) each; every one is independent of the others' values, so several slots may take them
+    side by side. `stop_after_skip`: when that request's run is skipped the requests after it are
+    not needed (a round whose tested subset does not run has no partner for its other samples):
+    one slot does not take them, and their value is None."""
+
+    requests: tuple[tuple[frozenset, str], ...]
+    stop_after_skip: int | None = None
+
+
+Phase = Generator[Batch, Sequence["float | None"], object]
+"""A phase as a coroutine: yields a `Batch`, is sent its values (one per request, in order),
+returns what it found. `hunkdecide.HunkDecider` runs it, a few slots at a time."""
+
+
 class Runnable:
     """Which subsets run: those that hold every hunk their hunks need (known without a probe), less
     the ones seen not to run (the commit search's skip rule, `book.unmeasurable_by_skips`, with a
-    subset that ran once settled: it runs). `measure` answers those with None without a probe."""
+    subset that ran once settled: it runs). A request for one of those is answered None without a
+    probe (`admit`)."""
 
-    def __init__(self, measure: Measure, needs: Needs | None = None):
-        self._measure = measure
+    def __init__(self, needs: Needs | None = None):
         self._needs = {h: frozenset(r) for h, r in (needs or {}).items()}
         self._skips: dict[frozenset, int] = {}
         self._samples: dict[frozenset, int] = {}
@@ -30,22 +48,25 @@ class Runnable:
         return not unmeasurable_by_skips(self._skips.get(subset, 0), self._samples.get(subset, 0),
                                          one_sample_settles=True)
 
-    def measure(self, subset: frozenset, purpose: str) -> float | None:
+    def admit(self, subset: frozenset) -> bool:
+        """Whether to run BASE + subset now; False counts it skipped, without a probe."""
         if not self(subset):
             self._skips.setdefault(subset, 2)
-            return None
-        value = self._measure(subset, purpose)
+            return False
+        return True
+
+    def note(self, subset: frozenset, value: float | None) -> None:
+        """What a run of BASE + subset gave."""
         if value is None:
             self._skips[subset] = self._skips.get(subset, 0) + 1
         else:
             self._samples[subset] = self._samples.get(subset, 0) + 1
-        return value
 
-    def settle(self, subset: frozenset, purpose: str) -> bool:
+    def settle(self, subset: frozenset, purpose: str) -> Phase:
         """Whether BASE + subset runs, probing it when that is not known yet (at most the skip
         rule's two tries; a crash is a probe that ends at once)."""
         while self(subset) and subset not in self._samples:
-            self.measure(subset, purpose)
+            yield Batch(((subset, purpose),))
         return self(subset)
 
     @property

@@ -7,14 +7,15 @@ from regressbisect.search.bisect import CommitSearch, Culprit
 from regressbisect.search.hunks.alone import alone_with_what_it_needs
 from regressbisect.search.hunks.context import HuntContext
 from regressbisect.search.hunks.members import needed_members
+from regressbisect.search.hunks.runnable import Phase
 from regressbisect.search.hunks.subsets import Names, TestedSubset, with_share
 
 __all__ = ["name_steps"]
 
 
 def name_steps(ctx: HuntContext, steps: Sequence[Culprit], search: CommitSearch, order: Sequence[frozenset],
-               signed_gap: float, names: Names) -> tuple[Names, bool]:
-    """Each step of `search` (over BASE + the first k groups of `order`) names the last group it
+               signed_gap: float, names: Names) -> Phase:
+    """(A coroutine phase returning (Names, bool).) Each step of `search` (over BASE + the first k groups of `order`) names the last group it
     adds, once that alone reproduces the slowdown against BASE on fresh pairs, with what it
     needs from the groups before it (`alone.alone_with_what_it_needs`) and less the hunks it does
     not need (`members.needed_members`). Returns `names` with what it found, and whether every
@@ -33,13 +34,13 @@ def name_steps(ctx: HuntContext, steps: Sequence[Culprit], search: CommitSearch,
         else:
             # the groups before it, less the culprits of earlier steps (their slowdown is theirs)
             before = [g - taken for g in order[:step.first_bad - 1] if g - taken]
-            found = alone_with_what_it_needs(ctx, last, before, sign, ctx.effect_prior(step.step))
+            found = yield from alone_with_what_it_needs(ctx, last, before, sign, ctx.effect_prior(step.step))
             if found is None:
                 return names, False
             tested = found
             if tested.verdict == "undecided":     # out of pairs: more would not come cheaper elsewhere
                 names = names.plus(with_share(tested, signed_gap), named=False, open_question=True)
                 continue
-        tested, unsure = needed_members(ctx, tested, sign)
+        tested, unsure = yield from needed_members(ctx, tested, sign)
         names = names.plus(with_share(tested, signed_gap), named=not unsure, open_question=unsure)
     return names, True

@@ -7,9 +7,10 @@ from typing import Sequence
 
 import numpy as np
 
-from regressbisect.search.bisect import SearchSettings
-from regressbisect.search.control import run_control_arm
-from regressbisect.search.hunks.runnable import Measure
+from regressbisect.search.book import SampleBook
+from regressbisect.search.control import ControlArm
+from regressbisect.search.hunks.context import HuntContext
+from regressbisect.search.hunks.runnable import Phase
 from regressbisect.search.stats import NoisePool, t_ppf
 
 __all__ = ["TestedSubset", "Names", "test_subset", "tested", "with_share", "log_se"]
@@ -51,16 +52,26 @@ class Names:
         return replace(self, suspects=self.suspects + (tested,), open_question=self.open_question or open_question)
 
 
-def test_subset(hunks: frozenset, measure: Measure, settings: SearchSettings, purpose: str,
-                noise: NoisePool | None = None) -> TestedSubset:
-    """BASE vs BASE + hunks, interleaved (ABBA), decided like the commit hunt's control arm;
-    `noise`, the hunt's pooled spread so far, joins the pairs' own as the commit search's
-    remembered noise does (capped, and only while the pairs are not noisier)."""
+def test_subset(ctx: HuntContext, hunks: frozenset, purpose: str) -> Phase:
+    """(A coroutine phase returning a TestedSubset.) BASE vs BASE + hunks, interleaved (ABBA),
+    decided like the commit hunt's control arm; the hunt's pooled spread so far joins the pairs'
+    own as the commit search's remembered noise does (capped, and only while the pairs are not
+    noisier). control.run_control_arm's loop, as a coroutine: a pair side by side where there are
+    two slots, one sample at a time with one."""
     sides = (frozenset(), frozenset(hunks))
-    outcome = run_control_arm(lambda i: measure(sides[i], purpose), settings, noise_prior=noise)
-    cmp = outcome.comparison
+    settings = ctx.settings
+    book = SampleBook(settings.pair_window, ctx.noise, read_interference=settings.read_interference)
+    arm = ControlArm(book, settings, 0, 1)
+    taken = 0
+    while (verdict := arm.decide()) is None:
+        indices = arm.next_samples(ctx.slots)
+        values = yield from ctx.measure_all([(sides[i], purpose) for i in indices])
+        for index, value in zip(indices, values):
+            taken += 1
+            book.add(index, value, tag=arm.tag, when=taken)
+    cmp = arm.comparison
     change, ci = (cmp.change, cmp.ci95) if cmp is not None else (math.nan, (math.nan, math.nan))
-    return TestedSubset(frozenset(hunks), outcome.verdict, change, ci, outcome.pairs)
+    return TestedSubset(frozenset(hunks), verdict, change, ci, arm.pairs())
 
 
 def tested(hunks: frozenset, base: Sequence[float], subset: Sequence[float], noise: NoisePool) -> TestedSubset:

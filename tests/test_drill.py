@@ -1,0 +1,139 @@
+"""A culprit commit's hunks: `hunks --commit REV` and `run --drill`, on real repositories.
+
+The probe is test_hunkhunt's FakeProbe: it reads the candidate's worktree (a real checkout of the
+commit, or of its parent plus a subset's patch) and derives tok/s from the code there."""
+from __future__ import annotations
+
+import pytest
+
+from regressbisect.cli import main
+from regressbisect.config import build_config
+from regressbisect.git.history import History
+from regressbisect.hunts.commits import CommitHunt
+from regressbisect.hunts.hunks import HunkHunt
+from regressbisect.render.markdown import render_markdown
+from regressbisect.render.text import render_summary
+from regressbisect.testing.gitrepo import commit, git, make_dirty, merge, snapshot_checkout, write_files
+from tests.test_hunkhunt import FakeProbe, hunk_line, make_dirty_repo
+
+FEATURE_HUNKS = 32
+SLOW = 17
+
+
+def make_feature_history(path) -> list[str]:
+    """c0 (modules of zeros), c1, c2 = a feature of FEATURE_HUNKS hunks with one 15% slow hunk
+    inside (edit SLOW), c3, c4: the commits around it touch README only. Returns the shas."""
+    make_dirty_repo(path, FEATURE_HUNKS, {SLOW: 0.15}, dependent=False)
+    feature = {f"pkg/m{f}.py": (path / f"pkg/m{f}.py").read_text() for f in range(10)}
+    git(path, "checkout", "-q", "--", ".")
+    shas = [git(path, "rev-parse", "HEAD")]
+    shas.append(commit(path, {"README.md": "one\n"}, "docs"))
+    shas.append(commit(path, feature, "land the feature"))
+    shas.append(commit(path, {"README.md": "two\n"}, "docs again"))
+    shas.append(commit(path, {"README.md": "three\n"}, "docs once more"))
+    return shas
+
+
+def config(**flags):
+    return build_config({}, {"cmd": "fake", "instrument": "off", **flags})
+
+
+def hunk_sets(culprits) -> list[set[tuple[str, int]]]:
+    return [{(h["file"], h["lines"][0]) for h in c["hunks"]} for c in culprits]
+
+
+@pytest.fixture(scope="module")
+def feature_repo(tmp_path_factory):
+    path = tmp_path_factory.mktemp("feature") / "repo"
+    return path, make_feature_history(path)
+
+
+def drill(repo, shas, tmp_path, seed: int) -> tuple[dict, int]:
+    """`run --drill` over the feature history: (report, probes the probe ran)."""
+    probe = FakeProbe(seed=seed)
+    report = CommitHunt(History.open(repo), shas[0], shas[-1], config(drill=True),
+                        store_path=tmp_path / f"store-{seed}.sqlite", probe_runner=probe).run().report
+    return report, probe.runs
+
+
+def test_drill_names_the_commit_and_its_slow_hunk_reusing_the_commit_hunts_samples(feature_repo, tmp_path):
+    repo, shas = feature_repo
+    report, runs = drill(repo, shas, tmp_path, seed=3)
+    assert report["verdict"] == "culprits"
+    (culprit,) = report["culprits"]
+    assert culprit["commit"] == shas[2]
+    hunks = culprit["hunks"]
+    assert hunks["verdict"] == "culprits", hunks["reason"]
+    assert hunks["base"] == shas[1] and hunks["hunk_count"] == FEATURE_HUNKS
+    assert hunk_sets(hunks["culprits"]) == [{hunk_line(SLOW)}]
+    (named,) = hunks["culprits"]
+    hunk = named["hunks"][0]
+    assert set(hunk) >= {"id", "file", "lines", "function", "excerpt"} and hunk["function"] == "setting_2"
+    lo, hi = named["ci95_pct"]
+    assert lo <= named["step_pct"] <= hi < 0 and named["commit"] == shas[2]
+    # the search's samples of the culprit and its parent are the drill's BASE and BASE + all hunks
+    assert hunks["cached_samples"] >= 2
+    assert report["probes"] == runs          # the drill's probes are the hunt's, in its cost
+    # the summary says so under the commit, and lists the hunk
+    summary = render_summary(report)
+    assert f"culprit 1: {shas[2][:10]} land the feature" in summary
+    assert f"1 of its {FEATURE_HUNKS} hunks named (drill)" in summary and f"hunk {hunk['file']}" in summary
+    assert hunk["file"] in render_markdown(report)
+
+
+def test_a_drill_costs_at_most_twice_a_hunt_of_the_same_diff(feature_repo, tmp_path):
+    """Summed over three seeds (one hunt is noise: a remainder check sometimes runs)."""
+    repo, shas = feature_repo
+    drilled = alone = 0
+    for seed in (1, 3, 5):
+        report, _ = drill(repo, shas, tmp_path, seed)
+        (culprit,) = report["culprits"]
+        assert hunk_sets(culprit["hunks"]["culprits"]) == [{hunk_line(SLOW)}]
+        drilled += culprit["hunks"]["probes"]
+        hunt = HunkHunt(History.open(repo), config(), commit=shas[2], store_path=tmp_path / f"alone-{seed}.sqlite",
+                        probe_runner=FakeProbe(seed=seed)).run().report
+        assert hunk_sets(hunt["culprits"]) == [{hunk_line(SLOW)}]
+        alone += hunt["probes"]
+    print(f"drill probes {drilled}, hunks --commit probes {alone} (seeds 1, 3, 5)")
+    assert drilled <= 2 * alone
+
+
+def test_hunks_commit_leaves_a_dirty_checkout_untouched(tmp_path):
+    repo = tmp_path / "repo"
+    shas = make_feature_history(repo)
+    make_dirty(repo, tracked="pkg/m0.py", staged="pkg/m1.py")
+    write_files(repo, {"pkg/m2.py": (repo / "pkg/m2.py").read_text().replace("return 0", "return 199000", 1)})
+    before = snapshot_checkout(repo)
+    status = git(repo, "status", "--porcelain", "--untracked-files=all")
+    report = HunkHunt(History.open(repo), config(), commit=shas[2], store_path=tmp_path / "store.sqlite",
+                      probe_runner=FakeProbe(seed=4)).run().report
+    # the work tree's edits (one of them a 99x slowdown) are no hunk of the commit's, nor measured
+    assert report["hunk_count"] == FEATURE_HUNKS and report["base"] == shas[1] and report["bad"] == shas[2]
+    assert hunk_sets(report["culprits"]) == [{hunk_line(SLOW)}]
+    assert snapshot_checkout(repo) == before
+    assert git(repo, "status", "--porcelain", "--untracked-files=all") == status
+    assert (repo / "pkg/m0.py").read_text().endswith("# unstaged edit\n")
+
+
+def test_hunks_commit_of_a_merge_is_its_diff_against_the_first_parent(tmp_path):
+    repo = tmp_path / "repo"
+    shas = make_feature_history(repo)
+    git(repo, "checkout", "-q", "-b", "side", shas[1])
+    side = commit(repo, {"pkg/m3.py": (repo / "pkg/m3.py").read_text().replace(
+        "def setting_19():\n    return 0", "def setting_19():\n    return 7"),
+                         "NOTES.md": "side\n"}, "side work")
+    git(repo, "checkout", "-q", "main")
+    merged = merge(repo, "side")
+    hunt = HunkHunt(History.open(repo), config(), commit=merged, store_path=tmp_path / "store.sqlite",
+                    probe_runner=FakeProbe())
+    assert hunt.base == shas[-1] == git(repo, "rev-parse", f"{merged}^1")
+    assert sorted(h.file for h in hunt.hunks) == ["NOTES.md", "pkg/m3.py"]     # what the merge brought in
+    assert git(repo, "rev-parse", f"{merged}^2") == side
+
+
+def test_hunks_commit_and_base_exclude_each_other(feature_repo, capsys):
+    repo, shas = feature_repo
+    with pytest.raises(SystemExit) as exc:
+        main(["hunks", "-C", str(repo), "--commit", shas[2], "--base", shas[0], "--cmd", "fake", "--quiet"])
+    assert exc.value.code == 1
+    assert "--commit and --base exclude each other" in capsys.readouterr().err
