@@ -1,6 +1,6 @@
 """Which runs were interfered with: the runs far off their candidate's level, read apart.
 
-Pure (numpy only). Run times on a shared machine are not lognormal: most runs sit within a few
+Pure (numpy/scipy only). Run times on a shared machine are not lognormal: most runs sit within a few
 percent of their level, and a minority sit far off it (a busy neighbour, a frequency change, a
 straggler rank, a pulsing pipeline), 20-40% slow or, more rarely, fast. Every test of the search
 reads log tok/s through a Gaussian model (pooled t, e-values on means), and a few such runs
@@ -10,15 +10,19 @@ typical run is within 2% of its level.
 So the sample book reads a run as *interfered* when it lies more than REJECT robust sigmas from
 its candidate's level, and every test reads the other runs (docs/search.md, section 1, "Runs far
 off their level"). This is the Hampel identifier (Hampel 1974; Davies and Gather 1993, "The
-identification of multiple outliers", JASA 88), with two choices that fit a hunt:
+identification of multiple outliers", JASA 88), with three choices that fit a hunt:
 
-* the level is the median of the candidate's runs (needs three runs; of two runs far apart
-  neither can be read, so both wait for a third; a single run is kept);
 * the scale is the hunt's, pooled over candidates (the spread is the machine's): the first
   quartile of the absolute differences of two runs of one candidate, Rousseeuw and Croux's
-  Q_n estimator (JASA 88, 1993) pooled over groups. It stays finite while fewer than half of
-  those differences involve an interfered run (a quarter of the runs interfered makes 44% of them
-  so), where a standard deviation or a MAD about the mean is pulled along.
+  Q_n estimator (JASA 88, 1993) pooled over groups, at its upper confidence bound. It stays
+  finite while fewer than half of those differences involve an interfered run (a quarter of the
+  runs interfered makes 44% of them so), where a standard deviation or a MAD about the mean is
+  pulled along; a candidate whose own Q_n is far larger keeps its own (`OWN_SCALE`);
+* the level is the one of largest likelihood under the hunt's kinds of interference (offset and
+  share, by direction: `interference_kinds`, `_level`), so that a candidate half of whose runs
+  were slowed keeps its level; where two levels come close, none of its runs is read until more
+  come;
+* a candidate's only run is read against the levels the hunt knows (`_off_every_level`).
 
 On lognormal noise alone a run is read as interfered with probability about 7e-6 (REJECT = 4.5),
 so the tests see what they saw before. A run read as interfered is kept in the store and shown in
