@@ -149,13 +149,13 @@ def _level(x: np.ndarray, sigma: float, kinds: Sequence[tuple[float, float]]) ->
     levels = np.concatenate([x] + [x - off for off, _ in kinds])
     norm = sigma * math.sqrt(2 * math.pi)
 
-    def loglik(mu: float) -> float:
-        dens = typical * np.exp(-0.5 * ((x - mu) / sigma) ** 2)
-        for off, w in kinds:
-            dens = dens + w * np.exp(-0.5 * ((x - mu - off) / sigma) ** 2)
-        return float(np.sum(np.log(dens / norm + np.where(x < mu, below, above))))
-
-    scores = np.array([loglik(mu) for mu in levels])
+    # every candidate level at once: rows are levels, columns runs
+    d = x[None, :] - levels[:, None]
+    dens = typical * np.exp(-0.5 * (d / sigma) ** 2)
+    for off, w in kinds:
+        dens = dens + w * np.exp(-0.5 * ((d - off) / sigma) ** 2)
+    broad = np.where(d < 0, below, above)
+    scores = np.sum(np.log(dens / norm + broad), axis=1)
     best = int(np.argmax(scores))
     rivals = np.abs(levels - levels[best]) > REJECT * sigma
     if np.any(rivals) and scores[best] - float(np.max(scores[rivals])) < AMBIGUOUS[0 if kinds else 1]:
