@@ -64,8 +64,7 @@ class SampleBook:
         self.runs: dict[int, list[tuple[float, int, str | None]]] = {}
         """Every run of each candidate, (tok/s, round, pairing tag), interfered ones included."""
         self.skips: dict[int, int] = {}
-        self._recorded = 0
-        self._typical: tuple[int, _Typical] | None = None     # `_view` at `_recorded`
+        self._typical: tuple[int, _Typical] | None = None     # `_view` at the runs recorded then
         self._pairs: tuple[tuple[int, int], SideBySide] | None = None    # `pairs` at `_state()`
         self._outliers: tuple[tuple[int, int], frozenset[int]] | None = None   # `noisier_commits`, likewise
         self.noise_prior = noise_prior.capped(NOISE_PRIOR_DF) if noise_prior and noise_prior.df else None
@@ -80,7 +79,6 @@ class SampleBook:
             raise ValueError(f"tok/s must be finite and positive, got {value!r}")
         self._all_order.append((index, len(self.runs.get(index, []))))
         self.runs.setdefault(index, []).append((float(value), when, tag))
-        self._recorded += 1
 
     # -- the runs every test reads: those not read as interfered (search/interference.py) --------
 
@@ -117,7 +115,7 @@ class SampleBook:
         """The typical runs: all but those read as interfered, unless the machine changed during
         the hunt (`drifting`, on every run): then a candidate's runs sit at the levels of the
         machine's states, which the side-by-side pairs cancel, and none is read as interfered."""
-        if self._typical is not None and self._typical[0] == self._recorded:
+        if self._typical is not None and self._typical[0] == len(self._all_order):
             return self._typical[1]
         every = self._runs_view({})
         view = every
@@ -127,7 +125,7 @@ class SampleBook:
             off = interfered_runs(logs)
             if any(any(flags) for flags in off.values()):
                 view = self._runs_view(off)
-        self._typical = (self._recorded, view)
+        self._typical = (len(self._all_order), view)
         return view
 
     def _runs_view(self, off: dict[int, list[bool]]) -> "_Typical":
@@ -296,7 +294,7 @@ class SampleBook:
 
     def _state(self) -> tuple[int, int]:
         """(samples, skips) recorded so far: what `pairs` and `noisier_commits` are kept by."""
-        return self._recorded, sum(self.skips.values())
+        return len(self._all_order), sum(self.skips.values())
 
     @staticmethod
     def noisier(tested: NoisePool, rest: NoisePool, level: float = NOISIER_LEVEL) -> bool:
