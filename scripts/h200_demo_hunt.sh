@@ -7,6 +7,7 @@
 # run's flags: TOKENS=38400 HUNT_FLAGS="" is the demo as built, every cost lever on (docs/cost.md):
 # its pyproject sets overlap = 3 (three probes at once, windows alone; three fit on an H200), and
 # probes compile without inductor's worker pool; HUNT_FLAGS="--overlap 1" runs one at a time.
+# HUNKS=1 hunts the demo's uncommitted diff (`regressbisect hunks`) instead of its commits.
 #   OUT=gpu-out bash scripts/h200_demo_hunt.sh    # LIMIT=seconds, STORE_IN=path resumes the hunt
 set -uo pipefail
 OUT=${OUT:-gpu-out}; mkdir -p "$OUT"
@@ -26,8 +27,10 @@ STORE="$DEMO/.git/regressbisect/store.sqlite"
 if [ -n "${STORE_IN:-}" ]; then mkdir -p "$(dirname "$STORE")" && cp "$STORE_IN" "$STORE"; fi
 left=$(( LIMIT - ($(date +%s) - start) - 15 ))
 hunt_start=$(date +%s)
-( cd "$DEMO" && timeout "$left" python3 -m regressbisect run HEAD~20 HEAD ${HUNT_FLAGS---instrument separate} \
-    --json "$OUT/demo_h200.json" >> "$OUT/demo_run.out" 2> "$OUT/demo_run.err" )
+if [ "${HUNKS:-0}" = 1 ]; then hunt=(hunks); report="$OUT/demo_hunks_h200.json"
+else hunt=(run HEAD~20 HEAD); report="$OUT/demo_h200.json"; fi
+( cd "$DEMO" && timeout "$left" python3 -m regressbisect "${hunt[@]}" ${HUNT_FLAGS---instrument separate} \
+    --json "$report" >> "$OUT/demo_run.out" 2> "$OUT/demo_run.err" )
 echo "hunt rc=$? wall=$(( $(date +%s) - hunt_start ))s (limit ${left}s)" >> "$OUT/demo_run.out"
 # a consistent copy of the WAL store, to resume from on another machine (STORE_IN)
 python3 -c "import sqlite3,sys; s=sqlite3.connect(sys.argv[1]); d=sqlite3.connect(sys.argv[2]); s.backup(d); d.close()" \

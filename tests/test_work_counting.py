@@ -206,3 +206,29 @@ def test_a_hunk_culprit_gets_the_work_at_base_and_base_plus_the_hunk(tmp_path):
     assert culprit["work"]["reading"].startswith("work per step +20% (FLOPs), tok/s -1")
     assert "the extra compute explains most of it; aten.mm +2 calls per step" in culprit["work"]["reading"]
     assert culprit["counters_before"] == {"lm_head_calls": 6.0}
+
+
+def test_a_flop_formula_that_rejects_the_shapes_counts_the_call_uncounted_and_the_program_runs_on(monkeypatch):
+    """torch's sdpa formula asserts that query and key/value have the same heads: grouped-query
+    attention on CUDA failed every counting probe of the h200 demo with that AssertionError."""
+    import torch
+    from torch.utils import flop_counter
+
+    from regressbisect.probe.work import WorkCounter
+
+    def rejects(*args, **kwargs):
+        raise AssertionError("sdpa_flop_count: query/key/value shapes are incompatible")
+
+    monkeypatch.setitem(flop_counter.flop_registry, torch.ops.aten.mm, rejects)
+    counter = WorkCounter(torch, dict, lambda: False)
+    counter.start()
+    try:
+        out = torch.randn(2, 8) @ torch.randn(8, 3)
+        torch.randn(2, 8) @ torch.randn(8, 3)
+    finally:
+        counter.stop()
+    assert out.shape == (2, 3)
+    counts = counter.cumulative()
+    assert counts["uncounted:aten.mm"] == 2 and counts["calls:aten.mm"] == 2 and counts["flops"] == 0
+    side = side_json({f"work.{k}": v for k, v in counts.items()} | {"work.unit": 0})
+    assert side["flops_uncounted_by_op"] == {"aten.mm": 2}

@@ -171,3 +171,11 @@ def test_an_old_report_without_work_renders_as_before():
     del report["culprits"][0]["work"]
     assert "reading:" not in render_summary(report) and "reading:" not in render_markdown(report)
     assert "create_block_mask host ms/iter 27.6 -> 28.7 (+1.1)" in render_summary(report)
+
+
+def test_calls_whose_flops_were_not_counted_void_the_compute_verdict():
+    before, after = side(flops=1e9), side(flops=1e9)
+    after["flops_uncounted_by_op"] = {"aten._scaled_dot_product_efficient_attention": 24}
+    text = work.reading(before, after, -20.0)
+    assert "without the FLOPs of aten._scaled_dot_product_efficient_attention" in text
+    assert "not more compute" not in text and "explains" not in text

@@ -91,6 +91,7 @@ class WorkCounter:
                 return out
 
         flops = FlopCounterMode(display=False, custom_mapping=_cpu_attention_flops(self.torch))
+        flops.flop_registry = {op: self._or_uncounted(op, formula) for op, formula in flops.flop_registry.items()}
         calls = CallCounter()
         flops.__enter__()
         calls.__enter__()   # on top: it sees each op before the flop counter decomposes it
@@ -118,6 +119,20 @@ class WorkCounter:
         self.on = False
 
     # -- counting ---------------------------------------------------------------------------
+
+    def _or_uncounted(self, op: Any, formula: Callable[..., int]) -> Callable[..., int]:
+        """A flop formula that, on shapes it does not know, counts the call as `uncounted:<op>`
+        and no FLOPs instead of failing the program: torch's sdpa formula asserts that query and
+        key/value have the same heads and lengths, which grouped-query attention on CUDA breaks."""
+        name = "uncounted:" + str(op)
+
+        def count(*args: Any, **kwargs: Any) -> int:
+            try:
+                return formula(*args, **kwargs)
+            except Exception:
+                self.calls[name] += 1
+                return 0
+        return count
 
     def _count(self, func: Any, out: Any) -> None:
         name = self._names.get(func)

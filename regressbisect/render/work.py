@@ -55,6 +55,7 @@ def side_json(counts: Mapping[str, float] | None) -> dict[str, Any]:
         "rows": int(work.get("rows", 0)),
         "flops": work.get("flops", 0.0),
         "flops_by_op": by_op("flops:"),
+        "flops_uncounted_by_op": by_op("uncounted:"),   # calls whose shapes torch's formulas do not cover
         "aten_calls": work.get("calls", 0.0),
         "calls_by_op": by_op("calls:"),
         "matmul_calls_by_width": by_op("width:"),
@@ -114,9 +115,13 @@ def reading(before: Mapping[str, Any], after: Mapping[str, Any], step_pct: float
     else:
         work = None
         head = f"no FLOPs counted per {per} (no matmul, attention or convolution)"
+    uncounted = sorted(set(before.get("flops_uncounted_by_op") or {}) | set(after.get("flops_uncounted_by_op") or {}))
+    if uncounted:
+        # FLOPs of those calls are missing on one side or both: no claim about compute
+        head += f" without the FLOPs of {', '.join(uncounted)} (shapes torch's formulas do not cover)"
     if step is not None:
         head += f", {unit} {_signed(100 * step)}"
-    verdict = _compute_verdict(work, step)
+    verdict = "" if uncounted else _compute_verdict(work, step)
     if not moved and work is not None and abs(work) < 1e-12:
         return (f"{head}: the same work and the same calls per {per}; the counts do not show why "
                 f"(look beyond compute: memory, threads, data, the machine)")
