@@ -50,6 +50,7 @@ from regressbisect.search.control import ControlArm
 from regressbisect.search.confirm import StepConfirmation
 from regressbisect.search.culprits import Culprit, CulpritRule
 from regressbisect.search.direction import hunted_sign, toward
+from regressbisect.search.interference import Reader
 from regressbisect.search.localise import Posterior, step_posterior
 from regressbisect.search.naming import NamingGate
 from regressbisect.search.pairing import Pairing
@@ -288,16 +289,17 @@ class CommitSearch:
     """Adaptive search of the first-parent list 0 (GOOD) .. n-1 (BAD); see the module docstring."""
 
     def __init__(self, n: int, settings: SearchSettings = SearchSettings(), *,
-                 noise_prior: NoisePool | None = None):
+                 noise_prior: NoisePool | None = None, reader: Reader | None = None):
         """noise_prior: a remembered noise scale (the spread of earlier hunts' samples on this machine
         and probe config, at most NOISE_PRIOR_DF degrees of freedom), joined to the hunt's own
-        pooled spread while that is not larger (`SampleBook.with_prior`)."""
+        pooled spread while that is not larger (`SampleBook.with_prior`). reader: who reads which
+        runs were interfered (`SampleBook`; default the search's own runs)."""
         if n < 2:
             raise ValueError("a commit search needs at least GOOD and BAD (n >= 2)")
         self.n = n
         self.settings = settings
         self.book = SampleBook(settings.pair_window, noise_prior,     # every sample, its round and tag
-                               read_interference=settings.read_interference)
+                               read_interference=settings.read_interference, reader=reader)
         self._pending: list[tuple[int, str | None, int]] = []
         self._round = 0
         self._probes = 0

@@ -16,7 +16,7 @@ import numpy as np
 from scipy.stats import chi2
 from scipy.stats import f as f_dist
 
-from regressbisect.search.interference import interfered_runs
+from regressbisect.search.interference import Reader, interfered_runs
 from regressbisect.search.stats import NoisePool
 
 __all__ = ["NOISE_PRIOR_DF", "NOISIER_LEVEL", "SampleBook", "SideBySide", "unmeasurable_by_skips"]
@@ -54,13 +54,16 @@ class SampleBook:
     """tok/s per candidate in recording order, the round and pairing tag of each, and the skips."""
 
     def __init__(self, pair_window: int, noise_prior: NoisePool | None = None, *,
-                 read_interference: bool = False):
+                 read_interference: bool = False, reader: Reader | None = None):
         """noise_prior: a remembered noise scale (the spread of earlier hunts' samples on this
         machine and probe config), counted for at most NOISE_PRIOR_DF degrees of freedom.
         read_interference: runs far off their candidate's level are set apart from every test
-        (search/interference.py, `SearchSettings.read_interference`)."""
+        (search/interference.py, `SearchSettings.read_interference`); `reader` reads them (default:
+        on this book's runs alone, `interfered_runs`; a hunk hunt's tests: on the hunt's,
+        `HuntReading.reader`)."""
         self.pair_window = pair_window
         self.read_interference = read_interference
+        self.reader: Reader = reader or interfered_runs
         self.runs: dict[int, list[tuple[float, int, str | None]]] = {}
         """Every run of each candidate, (tok/s, round, pairing tag), interfered ones included."""
         self.skips: dict[int, int] = {}
@@ -122,7 +125,7 @@ class SampleBook:
         if self.read_interference and not self._drifting(every):
             logs = {i: [math.log(v) for v, _, _ in runs] for i, runs in self.runs.items()
                     if not self.unmeasurable_after(i, len(runs))}
-            off = interfered_runs(logs)
+            off = self.reader(logs)
             if any(any(flags) for flags in off.values()):
                 view = self._runs_view(off)
         self._typical = (len(self._all_order), view)

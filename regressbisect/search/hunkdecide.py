@@ -137,6 +137,7 @@ class HunkDecider:
         self._out.remove(position)
         self._values[position] = value
         self.runs.note(self._subsets[index], value)
+        self.ctx.record(self._subsets[index], value)
 
     def result(self) -> HunkDecision:
         if self._decision is None:

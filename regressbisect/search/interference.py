@@ -32,12 +32,13 @@ Gaussian sample trimmed at 4.5 sigma is Gaussian to within 7e-6 of its mass.
 from __future__ import annotations
 
 import math
-from typing import Mapping, Sequence
+from typing import Callable, Hashable, Mapping, Sequence
 
 import numpy as np
 from scipy.stats import chi2
 
-__all__ = ["REJECT", "MIN_DIFFERENCES", "robust_scale", "own_scale", "interference_kinds", "interfered_runs"]
+__all__ = ["REJECT", "MIN_DIFFERENCES", "robust_scale", "own_scale", "interference_kinds", "interfered_runs",
+           "Reader", "HuntReading"]
 
 REJECT = 4.5
 """Robust sigmas from the level beyond which a run is read as interfered (a lognormal run lies
@@ -210,3 +211,54 @@ def _off_every_level(x: float, levels: Sequence[float], sigma: float, kinds: Seq
     if np.any(np.abs(x - known) <= REJECT * sigma):
         return False
     return any(np.any(np.abs(x - off - known) <= REJECT * sigma) for off, _ in kinds)
+
+
+Reader = Callable[[Mapping[int, Sequence[float]]], "dict[int, list[bool]]"]
+"""What a sample book asks which runs are interfered: log tok/s by candidate in, a flag per run
+out (`interfered_runs` reads the book's own runs; `HuntReading.reader` the hunt's)."""
+
+
+class HuntReading:
+    """The interference of a hunt whose tests each keep a few runs of their own (the hunk hunt's
+    subset tests, leave-one-out rounds, alone tests): every run of each subset, whichever test
+    took it, read together, so that a test of two or three runs an arm reads them against the
+    subset's level over the hunt and the machine's scale and kinds of interference (a machine
+    property, `interference_kinds`), which its own runs seldom show. A subset's level and the
+    scale are read on its last WINDOW runs (a hunt of hours drifts); a run that leaves the window
+    keeps its last reading."""
+
+    WINDOW = 64
+
+    def __init__(self) -> None:
+        self._runs: dict[Hashable, list[float]] = {}
+        self._off: dict[Hashable, set[float]] = {}
+        self._read_at = -1
+        self._count = 0
+
+    def add(self, key: Hashable, log_value: float) -> None:
+        """One run (log tok/s) of `key`."""
+        self._runs.setdefault(key, []).append(log_value)
+        self._count += 1
+
+    def interfered(self, key: Hashable, log_values: Sequence[float]) -> list[bool]:
+        """For each of these runs of `key` (log tok/s, among those added), whether it is read as
+        interfered. A run's reading depends on its value alone, given its key's level."""
+        self._read()
+        off = self._off.get(key, ())
+        return [v in off for v in log_values]
+
+    def reader(self, keys: Sequence[Hashable]) -> Reader:
+        """A sample book's `Reader` whose candidate i is keys[i]."""
+        return lambda logs: {i: self.interfered(keys[i], values) for i, values in logs.items()}
+
+    def _read(self) -> None:
+        if self._read_at == self._count:
+            return
+        recent = {key: runs[-self.WINDOW:] for key, runs in self._runs.items()}
+        keys = list(recent)
+        flags = interfered_runs({k: recent[key] for k, key in enumerate(keys)})
+        for k, key in enumerate(keys):
+            off = self._off.setdefault(key, set())
+            for value, far in zip(recent[key], flags[k]):
+                (off.add if far else off.discard)(value)
+        self._read_at = self._count

@@ -108,14 +108,17 @@ def alone(ctx: HuntContext, proposed: frozenset, prefix: frozenset, sign: int,
             continue
         for i in range(3):
             arms[i].append(values[i])
-        pool = ctx.noise_with(arms)
-        if shows_step(arms[0], arms[1], pool, sign=sign, alpha=s.reproduce_alpha, min_effect=s.min_effect, priors=priors):
-            return "reproduced", tested(proposed, arms[0], arms[1], pool), (arms[0], arms[2])
-        if shows_step(arms[1], arms[2], pool, sign=sign, alpha=s.alpha, min_effect=s.min_effect, priors=priors):
+        typical = [ctx.typical(subset, arm) for subset, arm in zip(sets, arms)]
+        pool = ctx.noise_with(typical)
+        base, alone_arm, prefix_arm = typical
+        if shows_step(base, alone_arm, pool, sign=sign, alpha=s.reproduce_alpha, min_effect=s.min_effect, priors=priors):
+            return "reproduced", tested(proposed, base, alone_arm, pool), (arms[0], arms[2])
+        if shows_step(alone_arm, prefix_arm, pool, sign=sign, alpha=s.alpha, min_effect=s.min_effect, priors=priors):
             return "interacts", None, (arms[0], arms[2])
-    if not arms[0]:
+    typical = [ctx.typical(subset, arm) for subset, arm in zip(sets, arms)]
+    if not (typical[0] and typical[1]):
         return "open", None, (arms[0], arms[2])
-    return "open", replace(tested(proposed, arms[0], arms[1], ctx.noise_with(arms)), verdict="undecided"), (arms[0], arms[2])
+    return "open", replace(tested(proposed, typical[0], typical[1], ctx.noise_with(typical)), verdict="undecided"), (arms[0], arms[2])
 
 
 def round_of_three(ctx: HuntContext, sets: tuple[frozenset, frozenset, frozenset], k: int) -> Phase:

@@ -7,6 +7,7 @@ from typing import Callable, Sequence
 
 from regressbisect.search.bisect import SearchSettings
 from regressbisect.search.ddmin import DdminSettings
+from regressbisect.search.interference import HuntReading, Reader
 from regressbisect.search.hunks.runnable import Batch, Phase, Runnable
 from regressbisect.search.levels import LevelRule
 from regressbisect.search.naming import AlphaSpender
@@ -45,7 +46,37 @@ class HuntContext:
     """Noise pooled before the hunt (`run --drill`: the commit hunt's), the prefix searches'
     remembered noise (`CommitSearch`'s noise_prior); None for a hunt of its own."""
     noise: NoisePool = field(default_factory=NoisePool)
-    """The hunt's pooled noise: every arm's spread about its own mean so far (`learn`)."""
+    """The hunt's pooled noise: every arm's spread about its own typical runs so far (`learn`)."""
+    reading: HuntReading = field(default_factory=HuntReading)
+    """Every run of each subset so far, whichever test took it (`record`): which runs were
+    interfered is read on them (search/interference.py), for every test of the hunt."""
+
+    def record(self, subset: frozenset, value: float | None) -> None:
+        """A run of BASE + subset (tok/s; None: skipped), as the driver records it."""
+        if value is not None:
+            self.reading.add(subset, math.log(value))
+
+    def typical(self, subset: frozenset, values: Sequence[float]) -> list[float]:
+        """These runs of BASE + subset (tok/s) less those read as interfered (all of them when the
+        reading is off: `SearchSettings.read_interference`)."""
+        if not self.settings.read_interference:
+            return list(values)
+        off = self.reading.interfered(subset, [math.log(v) for v in values])
+        return [v for v, far in zip(values, off) if not far]
+
+    def typical_pairs(self, subsets: tuple[frozenset, frozenset],
+                      pairs: Sequence[tuple[float, float]]) -> list[tuple[float, float]]:
+        """Side-by-side pairs of two subsets' runs less every pair of which a run was read as
+        interfered (the pair's difference then holds the interference)."""
+        if not self.settings.read_interference:
+            return list(pairs)
+        first = self.reading.interfered(subsets[0], [math.log(a) for a, _ in pairs])
+        second = self.reading.interfered(subsets[1], [math.log(b) for _, b in pairs])
+        return [p for p, x, y in zip(pairs, first, second) if not (x or y)]
+
+    def reader(self, subsets: Sequence[frozenset]) -> Reader | None:
+        """A sample book's reader of interference for candidates BASE + subsets[i]: the hunt's."""
+        return self.reading.reader(subsets) if self.settings.read_interference else None
 
     def measure(self, subset: frozenset, purpose: str) -> Phase:
         """One sample of BASE + subset (None: skipped, or known not to run, then without a probe)."""

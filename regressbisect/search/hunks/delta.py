@@ -88,7 +88,7 @@ def paired_verdict(ctx: HuntContext, subset: frozenset, gap: float, margin: floa
                     return UNRESOLVED    # does not apply / import / run: neither fast nor slow
                 value = math.nan        # BASE skipped once: the pair is lost
             (base if which == "base" else subset_values).append(value)
-        ok = [(b, s) for b, s in zip(base, subset_values) if math.isfinite(b)]
+        ok = ctx.typical_pairs((frozenset(), subset), [(b, s) for b, s in zip(base, subset_values) if math.isfinite(b)])
         diffs = slowdowns([b for b, _ in ok], [s for _, s in ok], direction)
         verdict = subset_verdict(diffs, gap, margin, rule) if diffs else None
         if verdict is not None:
@@ -113,7 +113,8 @@ def gap_after_more_pairs(ctx: HuntContext, base_samples: Sequence[float], full_s
         if values[0] is not None and values[1] is not None:
             base.append(values[0])
             full.append(values[1])
-    diffs = [math.log(f) - math.log(b) for b, f in zip(base, full)]
+    pairs_read = ctx.typical_pairs(ends, list(zip(base, full))) or list(zip(base, full))
+    diffs = [math.log(f) - math.log(b) for b, f in pairs_read]
     mean = sum(diffs) / len(diffs)
     sd = math.sqrt(sum((d - mean) ** 2 for d in diffs) / (len(diffs) - 1)) if len(diffs) > 1 else 0.0
     return mean, sd, len(diffs)

@@ -63,7 +63,7 @@ def leave_each_out(ctx: HuntContext, tested: TestedSubset, hunks: Sequence[str],
                  "without each, the culprit, in rotation")
     rests = {h: members - {h} for h in hunks}
     arms: dict[str, tuple[list[float], list[float], list[float]]] = {h: ([], [], []) for h in hunks}
-    every: dict[object, list[float]] = {}        # each subset's samples, once: the noise's groups
+    every: dict[frozenset, list[float]] = {}     # each subset's samples, once: the noise's groups
     alphas: dict[str, float] = {}
     outcomes: dict[str, tuple[str, TestedSubset | None]] = {}
     for k in range(min(ctx.rule.max_pairs, ctx.settings.max_samples)):
@@ -86,11 +86,12 @@ def leave_each_out(ctx: HuntContext, tested: TestedSubset, hunks: Sequence[str],
                     alphas[h] = ctx.leave_out_alphas.next()   # a test that measures spends its share
                 for arm, value in zip(arms[h], (base, rest, full)):
                     arm.append(value)
-        pool = ctx.noise_with(list(every.values()))
+        pool = ctx.noise_with([ctx.typical(subset, values) for subset, values in every.items()])
         for h in open_hunks:
             if h in outcomes or h not in alphas:
                 continue
-            base_arm, rest_arm, full_arm = arms[h]
+            base_arm, rest_arm, full_arm = (ctx.typical(subset, arm) for subset, arm in
+                                            zip((frozenset(), rests[h], members), arms[h]))
             if shows_step(rest_arm, full_arm, pool, sign=sign, alpha=alphas[h], min_effect=min_effect, priors=priors):
                 outcomes[h] = ("needed", None)
             elif shows_step(base_arm, rest_arm, pool, sign=sign, alpha=alphas[h], min_effect=min_effect, priors=priors):

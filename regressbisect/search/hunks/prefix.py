@@ -11,6 +11,7 @@ import numpy as np
 from regressbisect.search.bisect import CommitSearch, SearchResult, SearchSettings
 from regressbisect.search.hunks.context import HuntContext
 from regressbisect.search.hunks.runnable import Batch, Needs, Phase
+from regressbisect.search.interference import Reader
 from regressbisect.search.stats import NoisePool
 
 __all__ = ["HUNK_SIDE_PAIRS", "END_NAMES", "PrefixSearch", "prefix_groups", "prefixes", "search_prefixes", "end_gap"]
@@ -69,8 +70,8 @@ class PrefixSearch(CommitSearch):
     """
 
     def __init__(self, n: int, settings: SearchSettings, *, one_step: bool = False,
-                 noise_prior: NoisePool | None = None):
-        super().__init__(n, replace(settings, side_pairs=HUNK_SIDE_PAIRS), noise_prior=noise_prior)
+                 noise_prior: NoisePool | None = None, reader: Reader | None = None):
+        super().__init__(n, replace(settings, side_pairs=HUNK_SIDE_PAIRS), noise_prior=noise_prior, reader=reader)
         self.one_step = one_step
 
     def carry_control_pairs(self, good: Sequence[float], bad: Sequence[float]) -> None:
@@ -103,7 +104,8 @@ def search_prefixes(ctx: HuntContext, candidates: Sequence[frozenset], *, first:
     measures as the hunt has slots (`HuntContext.slots`), as it runs a commit range; its samples
     join the hunt's pooled noise. first, rest: the purpose of its control arm's samples and of the
     others'. carried: `PrefixSearch.carry_control_pairs`."""
-    search = PrefixSearch(len(candidates), ctx.settings, one_step=one_step, noise_prior=ctx.noise_prior)
+    search = PrefixSearch(len(candidates), ctx.settings, one_step=one_step, noise_prior=ctx.noise_prior,
+                          reader=ctx.reader(candidates))
     if carried:
         search.carry_control_pairs(*carried)
     while batch := search.next_batch(ctx.slots):

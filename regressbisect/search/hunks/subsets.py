@@ -60,7 +60,8 @@ def test_subset(ctx: HuntContext, hunks: frozenset, purpose: str) -> Phase:
     two slots, one sample at a time with one."""
     sides = (frozenset(), frozenset(hunks))
     settings = ctx.settings
-    book = SampleBook(settings.pair_window, ctx.noise, read_interference=settings.read_interference)
+    book = SampleBook(settings.pair_window, ctx.noise, read_interference=settings.read_interference,
+                      reader=ctx.reader(sides))
     arm = ControlArm(book, settings, 0, 1)
     taken = 0
     while (verdict := arm.decide()) is None:
