@@ -102,3 +102,37 @@ def test_a_ten_percent_step_is_found_where_a_quarter_of_the_runs_are_thirty_perc
     assert run.executions < 150
     off = [v for v in run.result.candidates if v.interfered]        # the report names them
     assert off and all(x < 0.8 * 1000 for v in off for x in v.interfered)
+
+
+def test_four_runs_half_of_them_at_the_hunts_kind_of_interference_keep_their_level_not_a_scatter_of_their_own():
+    """Two of four runs at 0.7x put the candidate's own Q_n at the offset (it breaks down at half):
+    read as a noisier commit, the arm's mean sat 24% below BASE for a 10% step (a hunk named at
+    249% of the gap). The hunt's kind explains each run: its level stands, the two are set apart."""
+    rng = np.random.default_rng(11)
+    logs = _logs(rng, {i: 1000.0 for i in range(10)}, 8, 0.02, off={i: [i % 8, (i + 3) % 8] for i in range(10)})
+    logs[10] = [math.log(v) for v in (8890.0, 8653.0, 6499.0, 6351.0)]
+    flags = interfered_runs(logs)
+    assert flags[10] == [False, False, True, True]
+
+
+def test_a_hunk_hunts_tests_read_interference_on_every_run_of_each_subset():
+    """The hunk hunt's tests keep two or three arms of a few runs: read on their own, no kind of
+    interference and no level is clear in them (bench_hunks.py --interference 0.25@0.7, 2% rows:
+    50-70% right). `HuntReading` reads each subset's runs, whichever test took them, together."""
+    from regressbisect.search.hunkdecide import decide_hunks
+    from regressbisect.testing.hunkdiff import SimulatedDiff
+
+    right = wrong = 0
+    for trial in range(10):
+        rng = np.random.default_rng([7, trial])
+        culprit = f"h{int(rng.integers(10)):03d}"
+        diff = SimulatedDiff(10, effects={culprit: 0.10}, per_function=2, base_tok_s=10_000.0)
+
+        def measure(subset, purpose, diff=diff, rng=rng):
+            value = diff.tok_s(subset) * math.exp(rng.normal(0.0, 0.02))
+            return value * 0.7 if rng.random() < 0.25 else value
+
+        named = {c.hunks for c in decide_hunks(diff.ids, diff.groups(), measure, SearchSettings()).culprits}
+        right += named == {frozenset({culprit})}
+        wrong += bool(named and set().union(*named) - {culprit})
+    assert wrong == 0 and right >= 9

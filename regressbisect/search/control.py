@@ -21,12 +21,13 @@ __all__ = ["ControlArm", "ControlOutcome", "run_control_arm", "shows_step"]
 
 
 def shows_step(before: Sequence[float], after: Sequence[float], noise: NoisePool, *, sign: int, alpha: float,
-               min_effect: float, priors: Sequence[float] | None = None) -> bool:
+               min_effect: float, priors: Sequence[float] | None = None, least: int = 1) -> bool:
     """The control arm's 'go', for its arms and for the hunk hunt's: `after` differs from `before`
     (tok/s) in the hunted direction `sign` by at least min_effect, with an anytime-valid e-value
     (`stats.pooled_t_log_bf`, the difference of their mean log tok/s, `noise` the spread) of at
-    least 1/alpha. priors: the e-value's effect prior (None: the default mixture)."""
-    if len(before) < 1 or len(after) < 1:
+    least 1/alpha. priors: the e-value's effect prior (None: the default mixture). least: typical
+    runs of each arm before it may answer (PAIRS_TO_DECIDE where runs are interfered)."""
+    if len(before) < max(1, least) or len(after) < max(1, least):
         return False
     est = float(np.mean(np.log(after)) - np.mean(np.log(before)))
     c = 1 / len(before) + 1 / len(after)

@@ -183,7 +183,7 @@ def interfered_runs(logs: Mapping[int, Sequence[float]], scale: float | None = N
         # a candidate noisier than the rest (host-bound, flaky) scatters on its own scale: its
         # spread is its own, for the noisier-commit rules to see (search/book.py), not interference
         mine = own_scale(x) if x.size >= 3 else math.nan
-        own = mine if mine > OWN_SCALE * sigma else sigma
+        own = mine if mine > OWN_SCALE * sigma and not _explained(x, sigma, kinds) else sigma
         if not (own > 0) or x.size < 2 or np.ptp(x) <= REJECT * own:
             out[i] = [False] * x.size
             if x.size >= 3 and own > 0:
@@ -197,6 +197,22 @@ def interfered_runs(logs: Mapping[int, Sequence[float]], scale: float | None = N
         if len(values) == 1 and _off_every_level(values[0], levels, sigma, kinds):
             out[i] = [True]
     return out
+
+
+def _explained(x: np.ndarray, sigma: float, kinds: Sequence[tuple[float, float]]) -> bool:
+    """Whether a candidate's spread is the hunt's interference, not a scatter of its own: each of its
+    runs within REJECT sigma of its level or of its level moved by a kind's offset. Half its runs
+    interfered puts its own Q_n at the offset (the estimator breaks down at half), where a
+    noisier commit's runs scatter across it."""
+    if not kinds:
+        return False
+    level = _level(x, sigma, kinds)
+    if level is None:
+        return False
+    near = np.abs(x - level) <= REJECT * sigma
+    for off, _ in kinds:
+        near |= np.abs(x - level - off) <= REJECT * sigma
+    return bool(np.all(near))
 
 
 def _off_every_level(x: float, levels: Sequence[float], sigma: float, kinds: Sequence[tuple[float, float]]) -> bool:
@@ -239,6 +255,11 @@ class HuntReading:
         """One run (log tok/s) of `key`."""
         self._runs.setdefault(key, []).append(log_value)
         self._count += 1
+
+    def seen(self) -> bool:
+        """Whether any run of the hunt was read as interfered."""
+        self._read()
+        return any(self._off.values())
 
     def interfered(self, key: Hashable, log_values: Sequence[float]) -> list[bool]:
         """For each of these runs of `key` (log tok/s, among those added), whether it is read as

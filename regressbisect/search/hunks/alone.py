@@ -111,9 +111,12 @@ def alone(ctx: HuntContext, proposed: frozenset, prefix: frozenset, sign: int,
         typical = [ctx.typical(subset, arm) for subset, arm in zip(sets, arms)]
         pool = ctx.noise_with(typical)
         base, alone_arm, prefix_arm = typical
-        if shows_step(base, alone_arm, pool, sign=sign, alpha=s.reproduce_alpha, min_effect=s.min_effect, priors=priors):
+        least = ctx.least_runs()
+        if shows_step(base, alone_arm, pool, sign=sign, alpha=s.reproduce_alpha, min_effect=s.min_effect, priors=priors,
+                      least=least):
             return "reproduced", tested(proposed, base, alone_arm, pool), (arms[0], arms[2])
-        if shows_step(alone_arm, prefix_arm, pool, sign=sign, alpha=s.alpha, min_effect=s.min_effect, priors=priors):
+        if shows_step(alone_arm, prefix_arm, pool, sign=sign, alpha=s.alpha, min_effect=s.min_effect, priors=priors,
+                      least=least):
             return "interacts", None, (arms[0], arms[2])
     typical = [ctx.typical(subset, arm) for subset, arm in zip(sets, arms)]
     if not (typical[0] and typical[1]):

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
 from regressbisect.search.bisect import SearchSettings
+from regressbisect.search.control import PAIRS_TO_DECIDE
 from regressbisect.search.ddmin import DdminSettings
 from regressbisect.search.interference import HuntReading, Reader
 from regressbisect.search.hunks.runnable import Batch, Phase, Runnable
@@ -73,6 +74,12 @@ class HuntContext:
         first = self.reading.interfered(subsets[0], [math.log(a) for a, _ in pairs])
         second = self.reading.interfered(subsets[1], [math.log(b) for _, b in pairs])
         return [p for p, x, y in zip(pairs, first, second) if not (x or y)]
+
+    def least_runs(self) -> int:
+        """Typical runs of each arm before a test may answer: the control arm's PAIRS_TO_DECIDE
+        once the hunt has read a run as interfered (two runs of a subset can both be: a quarter of
+        the runs off makes that one arm in 16, and two alike read as its level), else one."""
+        return PAIRS_TO_DECIDE if self.settings.read_interference and self.reading.seen() else 1
 
     def reader(self, subsets: Sequence[frozenset]) -> Reader | None:
         """A sample book's reader of interference for candidates BASE + subsets[i]: the hunt's."""

@@ -92,8 +92,11 @@ def leave_each_out(ctx: HuntContext, tested: TestedSubset, hunks: Sequence[str],
                 continue
             base_arm, rest_arm, full_arm = (ctx.typical(subset, arm) for subset, arm in
                                             zip((frozenset(), rests[h], members), arms[h]))
-            if shows_step(rest_arm, full_arm, pool, sign=sign, alpha=alphas[h], min_effect=min_effect, priors=priors):
+            least = ctx.least_runs()
+            if shows_step(rest_arm, full_arm, pool, sign=sign, alpha=alphas[h], min_effect=min_effect, priors=priors,
+                          least=least):
                 outcomes[h] = ("needed", None)
-            elif shows_step(base_arm, rest_arm, pool, sign=sign, alpha=alphas[h], min_effect=min_effect, priors=priors):
+            elif shows_step(base_arm, rest_arm, pool, sign=sign, alpha=alphas[h], min_effect=min_effect, priors=priors,
+                            least=least):
                 outcomes[h] = ("not needed", sized(rests[h], base_arm, rest_arm, pool))
     return {h: outcomes.get(h, ("open", None)) for h in hunks}

@@ -88,7 +88,7 @@ def shows_on_top(ctx: HuntContext, taken: frozenset, upper: float, sign: int) ->
             arms[i].append(values[i])
         typical = [ctx.typical(subset, arm) for subset, arm in zip(sets, arms)]
         if shows_step(typical[0], typical[1], ctx.noise_with(typical), sign=sign, alpha=s.alpha,
-                      min_effect=s.min_effect, priors=priors):
+                      min_effect=s.min_effect, priors=priors, least=ctx.least_runs()):
             shown = True
             break
     ctx.learn([ctx.typical(subset, arm) for subset, arm in zip(sets, arms)])    # the hunt's samples, whatever they showed
