@@ -153,6 +153,26 @@ def test_the_counting_arm_runs_at_the_culprit_its_parent_and_the_ends_only(step_
     assert report["endpoint_work"]["good"]["flops"] == 1e9
 
 
+def test_a_counting_probe_that_fails_is_named_in_the_cost_line_with_its_reason(step_repo):
+    """torch's dispatch modes reject some higher-order operators (flex_attention run eagerly on the
+    h200 demo): the counting probe exits 1, the hunt goes on, and the report says why no work is shown."""
+    class FailingCount(WorkProbe):
+        def __call__(self, spec, worktree, extra_env=None):
+            if spec.work:
+                self.specs.append(spec)
+                return ProbeOutcome(sample=None, skip_reason="exit 1: NotImplementedError: flex_attention",
+                                    exit_code=1, wall_seconds=1.0)
+            return super().__call__(spec, worktree, extra_env)
+
+    report = _hunt(step_repo, FailingCount())
+    assert report["verdict"] == "culprits" and report["culprits"][0].get("work") is None
+    failed = report["cost"]["counting_arm"]["failed"]
+    assert len(failed) == 4 and set(failed.values()) == {"exit 1: NotImplementedError: flex_attention"}
+    from regressbisect.render.facts import cost_line
+    assert "It failed at 4 commit(s), so no work per step is shown there (exit 1: NotImplementedError: " \
+           "flex_attention); --instrument off skips it." in cost_line(report)
+
+
 def test_a_probe_without_torch_gets_no_counting_arm(step_repo):
     probe = WorkProbe(counts=False)
     report = _hunt(step_repo, probe)

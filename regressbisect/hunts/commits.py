@@ -347,6 +347,8 @@ class CommitHunt:
             for i, draw in zip(batch, source.draw_many(requests)):
                 self._progress_sample(source, draw, note=f"#{i} counting arm")
                 counts = median_counters([draw.sample]) if draw.sample is not None else {}
+                if draw.sample is None and draw.skip_reason:
+                    cost.setdefault("failed", {})[self.candidates[i].short] = draw.skip_reason
                 if plan.main_instrumented:   # the four counters from the shimmed runs; the work from here
                     counts = {**counts, **counters.get(i, {})}
                 counters[i] = counts

@@ -344,6 +344,11 @@ def cost_line(report: Mapping[str, Any]) -> str | None:
         if isinstance(arm, Mapping) and arm.get("commits"):
             line += (f" Counting arm (work per step; never {unit(report)}): {arm.get('probes', 0)} probe(s), "
                      f"{arm.get('seconds', 0):.0f} s, at {arm['commits']} commit(s).")
+            failed = arm.get("failed")
+            if isinstance(failed, Mapping) and failed:
+                first = next(iter(failed.values()))
+                line += (f" It failed at {len(failed)} commit(s), so no work per step is shown there "
+                         f"({first}); --instrument off skips it.")
     return line
 
 
