@@ -1,5 +1,6 @@
-"""Every relative Markdown link of README.md and docs/ points to a file that exists and, with an
-anchor, to a heading of that file (GitHub's slugs), so moving a section cannot leave a dead link."""
+"""Every relative Markdown link of README.md, DEVELOPING.md, CHANGELOG.md, scripts/README.md and
+docs/ points to a file that exists and, with an anchor, to a heading of that file (GitHub's
+slugs), so moving a section cannot leave a dead link."""
 from __future__ import annotations
 
 import re
@@ -12,7 +13,8 @@ FENCE = re.compile(r"^\s*(```|~~~)")
 
 
 def _pages() -> list[Path]:
-    return [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
+    return [ROOT / "README.md", ROOT / "DEVELOPING.md", ROOT / "CHANGELOG.md", ROOT / "scripts" / "README.md",
+            *sorted((ROOT / "docs").rglob("*.md"))]
 
 
 def _prose(text: str) -> list[str]:
