@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The demo hunt with the h200 preset on one GPU (docs/results.md, "The demo hunt on one H200"):
+# The demo hunt with the h200 preset on one GPU (docs/results/demo-hunt-h200.md, "The demo hunt on one H200"):
 # HEAD~20..HEAD of the demo repository, two planted culprits. The hunt is stopped after LIMIT
 # seconds and resumes from the stored samples when run again (STORE_IN=a copied store).
 # GRID=1 first runs the accuracy grid (docs/results/accuracy-runs.md) on the machine's CPU cores.

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The reference workload on one or two GPUs (docs/results.md, "The reference workload"):
+# The reference workload on one or two GPUs (docs/results/workload.md, "The reference workload"):
 # a smoke run, five probe runs on one GPU, a 1-target -> 1-drafter run on two GPUs when there
 # are two, and the counters shim's overhead. Writes logs and JSON under $OUT (or ./gpu-out).
 #   OUT=gpu-out bash scripts/h200_workload.sh

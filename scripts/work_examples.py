@@ -1,4 +1,4 @@
-"""The work per step of docs/results.md (2026-12-06): karpathy/nanoGPT's switch to
+"""The work per step of docs/results/work-counting.md (2026-12-06): karpathy/nanoGPT's switch to
 F.scaled_dot_product_attention counted at both commits (a tiny CPU GPT in a temporary repository),
 and an inference loop counted per measured window. Run: python scripts/work_examples.py"""
 from pathlib import Path

@@ -183,7 +183,7 @@ def test_a_culprit_after_a_large_one_in_file_order_is_named_too():
     # named culprit alone leaves 9% of the gap unexplained; the rest is searched again. The large
     # one is often named on a single pair: the remainder's estimate is then too wide to tell, and
     # the second was missed at 2 of these 60 seeds (15 of 300) until the remainder was asked
-    # directly; 3 of 300 now (docs/results.md), a silent miss, never a wrong hunk
+    # directly; 3 of 300 now (docs/results/hunks.md), a silent miss, never a wrong hunk
     ids = [f"h{i:03d}" for i in range(30)]
     cost = {"h009": 1.857, "h013": 0.28}
     missed = []

@@ -102,7 +102,7 @@ def hunk_line(i: int) -> tuple[str, int]:
     (50, {4: 0.06, 38: 0.06}, 50),       # compound: two 6% hunks, neither alone is the whole gap
     (200, {17: 0.06, 150: 0.06}, 200),
     # the demo's shape: one hunk -65%, another -22% of base. Its second culprit is missed, silently,
-    # at about 1 in 150 seeds (docs/results.md), seed 30 among them
+    # at about 1 in 150 seeds (docs/results/hunks.md), seed 30 among them
     (30, {3: 1.857, 14: 0.28}, 31),
 ])
 def test_the_slow_hunks_are_found_and_the_tree_is_untouched(tmp_path, hunks, slow, seed):

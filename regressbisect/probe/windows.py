@@ -21,7 +21,7 @@ probes"): it connects to the unix socket named by REGRESSBISECT_WINDOW, sends `o
   memory beside others says nothing of the candidate) is run again alone. When that run alone
   succeeds, the failure was the company's, and the slot runs one probe fewer side by side from
   then on (down to one): `--overlap 3` sized for an H200's 141 GB had 8 of 12 h200-preset probes
-  fail beside each other on an 80 GB H100, each run again (docs/results.md, 2026-12-05).
+  fail beside each other on an 80 GB H100, each run again (docs/results/demo-hunt-h200.md, 2026-12-05).
 
 A hunt killed with -9 cannot continue the probes it stopped: a watchdog process, started with the
 gate, kills the process group of every probe still registered once the hunt's end of its pipe

@@ -19,8 +19,8 @@ __all__ = ["HUNK_SIDE_PAIRS", "END_NAMES", "PrefixSearch", "prefix_groups", "pre
 HUNK_SIDE_PAIRS = 8
 """`SearchSettings.side_pairs` of the hunk hunt's prefix searches: a side check sized for about
 eight fresh pairs, a smaller further step left to the search of the rest (`rest.py`). At 8-15%
-noise the hunts cost 18-41% fewer probes with the same answers (docs/results.md, "Side checks
-sized by the noise")."""
+noise the hunts cost 18-41% fewer probes with the same answers (docs/results/hunks.md, "Side
+checks sized by the noise in the hunk hunt")."""
 
 END_NAMES = ("BASE", "BASE + all hunks")
 """What a prefix search's reasons call its two ends."""

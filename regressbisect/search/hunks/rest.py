@@ -63,7 +63,7 @@ def shows_on_top(ctx: HuntContext, taken: frozenset, upper: float, sign: int) ->
     an e-value of 1/alpha: the remainder asked directly, where its estimate from the culprits'
     own sizes is too wide to tell. A culprit of -65% is named on one pair, and the remainder
     then has an interval a tenth of the gap wide: a hunk 22% slower alone, 9% on top of it,
-    was missed in 15 of 300 simulated hunts (docs/results.md). `upper`, the
+    was missed in 15 of 300 simulated hunts (docs/results/hunks.md). `upper`, the
     estimate's upper bound (log), is read before the pairs, so it may set the e-value's effect
     prior (in units of the pooled noise) and the cap of pairs, as many as a remainder of that
     size needs to show (2 ln(1/alpha) 2 sigma^2 / upper^2, at least two, at most
