@@ -33,12 +33,10 @@ PROBE = '''
     import dataclasses
     import json
     import os
-    import sys
     import time
 
-    sys.path.insert(0, os.getcwd())          # the candidate's worktree: its model.py
-    import torch                              # noqa: E402
-    from model import GPT, GPTConfig          # noqa: E402
+    import torch
+    from model import GPT, GPTConfig          # the candidate's: its worktree is first on PYTHONPATH
 
     torch.manual_seed(0)
     torch.set_num_threads(1)
