@@ -93,7 +93,10 @@ def test_nanogpt_switch_to_sdpa_shows_in_the_op_diff(tmp_path):
         assert calls_before[gone] >= 2 and gone not in calls_after, gone
     changes = {(c["name"], c["what"]): c for c in work["top_changes"]}
     assert changes[(sdpa, "calls")]["before"] == 0
-    assert "appears" in work["reading"] and "goes away" in work["reading"]
+    appear, go_away = work["reading"].split(" appear (")[0], work["reading"].split(" go away (")[0]
+    assert sdpa + " (2), " in appear and sdpa + "_backward (2)" in appear, work["reading"]
+    for gone in ("aten.bmm", "aten.masked_fill", "aten._softmax"):   # named, whatever their place
+        assert f"{gone} (" in go_away.split(" appear (")[1], work["reading"]
     # the attention's FLOPs stay counted: flash attention has PyTorch's own sdpa formula
     assert work["after"]["flops_by_op"][sdpa] > 0
     assert math.isclose(work["after"]["flops"], work["before"]["flops"], rel_tol=0.05)

@@ -84,12 +84,54 @@ def test_flops_from_none_to_some_can_explain():
 
 
 def test_ops_that_appear_and_go_away_are_named():
-    before = side(calls={"aten.bmm": 8, "aten._softmax": 2, "aten.masked_fill": 4})
-    after = side(calls={"aten._scaled_dot_product_flash_attention_for_cpu": 2})
+    before = side(calls={"aten.bmm": 8, "aten.add": 100})
+    after = side(calls={"aten._scaled_dot_product_flash_attention_for_cpu": 2, "aten.add": 100})
     text = work.reading(before, after, -5.0)
     assert "aten._scaled_dot_product_flash_attention_for_cpu appears (2 calls per step)" in text
     assert "aten.bmm goes away (8 calls per step before)" in text
     assert text.index("appears") < text.index("aten.bmm")   # what is new first, among equals
+
+
+# karpathy/nanoGPT ae06d0b ("add flash attention support"), calls per step of a 2-layer GPT on CPU
+# as the counting arm read them at the commit and its parent (docs/results/work-nanogpt.md), less
+# the ops whose calls did not change
+NANOGPT_SAME = {"aten.mm": 19, "aten.addmm": 8, "aten.add_": 56, "aten.t": 45, "aten.native_layer_norm": 5}
+NANOGPT_BEFORE = {**NANOGPT_SAME, "aten.view": 70, "aten.transpose": 28, "aten.mul": 26, "aten._unsafe_view": 17,
+                  "aten.clone": 14, "aten.bmm": 12, "aten.expand": 8, "aten.masked_fill": 4, "aten._softmax": 2,
+                  "aten._softmax_backward_data": 2, "aten.alias": 2, "aten.eq": 2}
+NANOGPT_AFTER = {**NANOGPT_SAME, "aten.view": 62, "aten.transpose": 16, "aten.mul": 22, "aten._unsafe_view": 1,
+                 "aten._scaled_dot_product_flash_attention_for_cpu": 2,
+                 "aten._scaled_dot_product_flash_attention_for_cpu_backward": 2}
+SDPA = "aten._scaled_dot_product_flash_attention_for_cpu"
+
+
+def _nanogpt_counts(calls, flops):
+    return {"work.unit": 0.0, "work.rows": 3.0, "work.flops": sum(flops.values()), "work.calls": sum(calls.values()),
+            **{f"work.calls:{op}": float(n) for op, n in calls.items()},
+            **{f"work.flops:{op}": float(n) for op, n in flops.items()}}
+
+
+def test_an_op_switch_names_every_op_it_brings_in_and_every_op_it_takes_out():
+    """The reading and the table show the whole switch: SDPA in, the hand-written attention's
+    matmuls, causal mask and softmax out, not only the op with the biggest count (a layout copy)."""
+    before = _nanogpt_counts(NANOGPT_BEFORE, {"aten.mm": 6.04e8, "aten.addmm": 2.01e8, "aten.bmm": 4.03e8})
+    after = _nanogpt_counts(NANOGPT_AFTER, {"aten.mm": 6.04e8, "aten.addmm": 2.01e8, SDPA: 1.34e8,
+                                            SDPA + "_backward": 3.36e8})
+    entry = work.culprit_work(before, after, +50.0)
+    text = entry["reading"]
+    assert (f"{SDPA} (2), {SDPA}_backward (2) appear (calls per step)") in text, text
+    assert ("aten.bmm (12), aten.clone (14), aten.expand (8), aten.masked_fill (4), aten._softmax (2), "
+            "aten._softmax_backward_data (2), aten.alias (2), aten.eq (2) go away (calls per step before)") in text, text
+    assert text.index("appear") < text.index("go away") < text.index("aten._unsafe_view -16 calls per step")
+    shown = {row[0] for row in work.table_rows(entry)}
+    for op in (SDPA, SDPA + "_backward", "aten.bmm", "aten.masked_fill", "aten._softmax", "aten._softmax_backward_data"):
+        assert f"{op} calls" in shown, op
+
+
+def test_a_long_switch_lists_the_first_ops_and_counts_the_rest():
+    before = side(calls={f"aten.op{i:02d}": 1 for i in range(work.OPS_LISTED + 3)})
+    text = work.reading(before, side(calls={"aten.mm": 40}), -5.0)
+    assert f"aten.op{work.OPS_LISTED - 1:02d} (1) and 3 more go away (calls per step before)" in text, text
 
 
 def test_windows_and_kernels():

@@ -24,6 +24,12 @@ MOST, PART = 2 / 3, 1 / 4
 TOP = 10
 """Rows of the table of a culprit (the JSON keeps TOP_CHANGES)."""
 TOP_CHANGES = 20
+OP_ENTRIES = 3
+"""Op entries of a reading: the ops that appear (one entry), those that go away (one), then the
+ops whose calls changed most."""
+OPS_LISTED = 8
+"""Ops one entry of a reading lists by name (an op switch: the new kernel in, the hand-written
+ops it replaced out); past it, 'and N more'."""
 
 
 def split_counts(counts: Mapping[str, float] | None) -> tuple[dict[str, float], dict[str, float]]:
@@ -85,9 +91,11 @@ def top_changes(before: Mapping[str, Any], after: Mapping[str, Any], limit: int 
         if not (_finite(b) and _finite(a)) or a == b:
             continue
         changes.append({"name": name, "what": what, "before": b, "after": a, "change": a - b})
-    # ties: the named counters, then an op that appears (news), then the larger change
+    # ties: the named counters, then calls per op (the op diff; an op's FLOPs and matmul widths
+    # detail it and would crowd it out), then an op that appears (news), then the larger change
     changes.sort(key=lambda c: (-abs(c["change"]) / max(abs(c["before"]), abs(c["after"])),
-                                c["what"] != "counter", c["before"] != 0, -abs(c["change"]), c["name"]))
+                                c["what"] != "counter", c["what"] != "calls", c["before"] != 0,
+                                -abs(c["change"]), c["name"]))
     return changes[:limit]
 
 
@@ -162,9 +170,29 @@ def _moved(before: Mapping[str, Any], after: Mapping[str, Any], per: str) -> lis
                     line += f" (host time {shares[0]:.0%} -> {shares[1]:.0%} of a counted {per})"
             lines.append(line)
     ops = [c for c in top_changes(before, after, limit=10 ** 6) if c["what"] == "calls"]
-    for change in ops[:3]:
-        lines.append(_op_line(change, before, after, per))
-    return lines
+    entries = [entry for entry in (_switch_line([c for c in ops if not c["before"]], after, per, "appear"),
+                                   _switch_line([c for c in ops if not c["after"]], before, per, "go away"))
+               if entry]
+    changed = [c for c in ops if c["before"] and c["after"]]
+    entries += [_op_line(c, before, after, per) for c in changed[:max(0, OP_ENTRIES - len(entries))]]
+    return lines + entries
+
+
+def _switch_line(ops: list[dict[str, Any]], side: Mapping[str, Any], per: str, verb: str) -> str:
+    """The ops that appear (or go away), named together: those that carry FLOPs first (the new
+    kernel, the matmuls it replaced), then by calls; '' without any."""
+    if not ops:
+        return ""
+    flops = side.get("flops_by_op") or {}
+    calls = {c["name"]: c["after"] or c["before"] for c in ops}
+    names = sorted(calls, key=lambda name: (not flops.get(name), -calls[name], name))
+    if len(names) == 1:
+        [name] = names
+        return (f"{name} appears ({_count(calls[name])} calls per {per})" if verb == "appear"
+                else f"{name} goes away ({_count(calls[name])} calls per {per} before)")
+    listed = ", ".join(f"{name} ({_count(calls[name])})" for name in names[:OPS_LISTED])
+    more = f" and {len(names) - OPS_LISTED} more" if len(names) > OPS_LISTED else ""
+    return f"{listed}{more} {verb} (calls per {per}{'' if verb == 'appear' else ' before'})"
 
 
 def _op_line(change: Mapping[str, Any], before: Mapping[str, Any], after: Mapping[str, Any], per: str) -> str:
