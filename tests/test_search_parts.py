@@ -294,6 +294,27 @@ def test_the_control_arm_reproduces_a_clear_slowdown_in_three_pairs_and_stops_on
     assert "--direction faster" in faster.not_reproduced_reason("not-reproduced", out_of_probes=False)
 
 
+def test_where_runs_are_read_as_interfered_a_clear_change_the_other_way_ends_the_hunt_only_at_twelve_pairs():
+    """GOOD's three runs all at 0.7x (one hunt in 64 where a quarter of the runs are) read a real
+    10% slowdown as a +28% speed-up, and the hunt ended 'not reproduced' (bench_accuracy
+    --interference, 32 commits, trial 72)."""
+    rng = np.random.default_rng(5)
+    noisy = lambda level: float(level * math.exp(rng.normal(0, 0.02)))  # noqa: E731
+
+    def arm(pairs):
+        book = SampleBook(pair_window=2, read_interference=True)
+        arm = ControlArm(book, SearchSettings(), 0, 7)
+        for k, (good, bad) in enumerate(pairs):
+            book.add(0, good, tag=arm.tag, when=2 * k + 1)
+            book.add(7, bad, tag=arm.tag, when=2 * k + 2)
+        return arm
+
+    interfered_good = [(noisy(700), noisy(900)) for _ in range(3)]
+    assert arm(interfered_good).decide() is None                     # goes on for more pairs
+    faster = [(noisy(1000), noisy(1300)) for _ in range(12)]          # a real speed-up still ends it
+    assert arm(faster[:11]).decide() is None and arm(faster).decide() == "not-reproduced"
+
+
 def test_the_control_arm_asks_for_pairs_in_abba_order_and_gives_up_on_an_unmeasurable_end():
     arm = _arm([])
     assert arm.next_samples(1) == [0] and arm.next_samples(2) == [0, 7]

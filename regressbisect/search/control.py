@@ -42,6 +42,14 @@ real step reads as a speed-up, an A/A range as a step. Of three, two alike besid
 are told apart (search/interference.py), and three off at once is rarer than the arm's levels."""
 
 
+PAIRS_FOR_THE_OTHER_WAY = 12
+"""Pairs before the arm ends a hunt on a clear change against the hunted direction where runs are
+read as interfered. An end most of whose runs were slowed reads at the interfered level, and a real
+slowdown then reads as a clear speed-up (3 of 3 runs of GOOD at 0.7x: one hunt in 64 where a
+quarter of the runs are). The other way is where such an end leads; at 12 pairs, 9 of an end's 12
+runs off at a quarter is one in 2,500, and by then the hunt's kinds of interference read it."""
+
+
 class ControlSettings(Protocol):
     min_effect: float
     direction: str
@@ -83,6 +91,8 @@ class ControlArm:
         if outcome == "go":
             return "reproduced"
         if outcome == "stop":
+            if self.book.read_interference and pairs < PAIRS_FOR_THE_OTHER_WAY and self._the_other_way(cmp):
+                return None
             return "not-reproduced"
         if min(self.book.run_count(self.good, self.tag), self.book.run_count(self.bad, self.tag)) >= s.max_samples:
             # out of pairs (runs read as interfered count: the cap bounds the cost): one fixed-sample look, the t test at reproduce_alpha (the e-value
@@ -151,6 +161,14 @@ class ControlArm:
         shifted = est - null
         return shifted * inward > 0 and pooled_t_log_bf(shifted, c, noise, sign=inward) >= threshold
 
+    def _the_other_way(self, cmp: Comparison) -> bool:
+        """A change of at least min_effect against the hunted direction whose 95% interval
+        excludes zero (with direction 'both' there is no other way)."""
+        sign = hunted_sign(self.settings.direction)
+        lo, hi = cmp.ci95
+        big = abs(math.log1p(cmp.change)) >= log_threshold(self.settings.min_effect)
+        return bool(sign) and big and (lo > 0 if sign < 0 else hi < 0)
+
     def _reproduces(self, cmp: Comparison, alpha: float) -> bool:
         """A difference our way whose point estimate reaches min_effect and whose two-sided
         p value is below alpha (so the matching interval excludes zero)."""
@@ -173,7 +191,7 @@ class ControlArm:
         sign = hunted_sign(s.direction)
         hunted = "slowdown" if sign < 0 else "speed-up" if sign > 0 else "change"
         big = abs(math.log1p(cmp.change)) >= log_threshold(s.min_effect)
-        if sign and big and (lo > 0 if sign < 0 else hi < 0):
+        if self._the_other_way(cmp):
             other = "faster" if sign < 0 else "slower"
             return (f"{text} is a clear {'speed-up' if sign < 0 else 'slowdown'}, and this hunt looks for a "
                     f"{hunted} (--direction {s.direction}): to hunt it, --direction {other} (or both)")

@@ -164,7 +164,8 @@ def _level(x: np.ndarray, sigma: float, kinds: Sequence[tuple[float, float]]) ->
     return float(np.median(x[np.abs(x - levels[best]) <= REJECT * sigma]))
 
 
-def interfered_runs(logs: Mapping[int, Sequence[float]], scale: float | None = None) -> dict[int, list[bool]]:
+def interfered_runs(logs: Mapping[int, Sequence[float]], scale: float | None = None, *,
+                    kinds_explain: bool = False) -> dict[int, list[bool]]:
     """Per candidate, for each of its runs (log tok/s, in order), whether it is read as interfered.
 
     `scale`: the robust sigma (default: `robust_scale` of these groups; a candidate's own, from
@@ -173,7 +174,11 @@ def interfered_runs(logs: Mapping[int, Sequence[float]], scale: float | None = N
     interference, `interference_kinds`, tell a level from the runs off it, so that a candidate
     whose runs were half interfered keeps its level). Where the level cannot be told (two runs far
     apart that no kind explains, or half a candidate's runs off before any kind is known), none of
-    its runs is read: all wait for more."""
+    its runs is read: all wait for more. kinds_explain: a candidate whose runs the kinds explain
+    (`_explained`) keeps the hunt's scale (`HuntReading`: its arms are a few runs each, where
+    half of them interfered is common; in a commit search, where a commit's runs accumulate, a
+    level read wrongly at first then set its typical runs apart and named a false culprit in 1 of
+    100 simulated hunts with a tenth of the runs 30% fast)."""
     sigma = robust_scale(list(logs.values())) if scale is None else scale
     kinds = interference_kinds(logs, sigma) if sigma > 0 else []
     out: dict[int, list[bool]] = {}
@@ -183,7 +188,7 @@ def interfered_runs(logs: Mapping[int, Sequence[float]], scale: float | None = N
         # a candidate noisier than the rest (host-bound, flaky) scatters on its own scale: its
         # spread is its own, for the noisier-commit rules to see (search/book.py), not interference
         mine = own_scale(x) if x.size >= 3 else math.nan
-        own = mine if mine > OWN_SCALE * sigma and not _explained(x, sigma, kinds) else sigma
+        own = mine if mine > OWN_SCALE * sigma and not (kinds_explain and _explained(x, sigma, kinds)) else sigma
         if not (own > 0) or x.size < 2 or np.ptp(x) <= REJECT * own:
             out[i] = [False] * x.size
             if x.size >= 3 and own > 0:
@@ -277,7 +282,7 @@ class HuntReading:
             return
         recent = {key: runs[-self.WINDOW:] for key, runs in self._runs.items()}
         keys = list(recent)
-        flags = interfered_runs({k: recent[key] for k, key in enumerate(keys)})
+        flags = interfered_runs({k: recent[key] for k, key in enumerate(keys)}, kinds_explain=True)
         for k, key in enumerate(keys):
             off = self._off.setdefault(key, set())
             for value, far in zip(recent[key], flags[k]):
