@@ -281,6 +281,11 @@ class _Interval:
     """Round in which a side was opened: only pairs of its ends taken after it may clear it."""
 
 
+BUDGET_WINDOW = 40
+"""Rounds of the recent noise an interval's budget is priced at (`CommitSearch._over_budget`):
+enough for RECENT_DF degrees of freedom at one sample a round, short next to a busy hunt's
+hundreds of rounds."""
+
 _EMPTY = Summary(n=0, median=math.nan, ci95=(math.nan, math.nan), cv=math.nan)
 
 
@@ -467,14 +472,17 @@ class CommitSearch:
             n -= self.book.run_count(i, self.control.tag)
         return self.settings.max_samples - n
 
-    def _samples_per_decision(self) -> int:
+    def _samples_per_decision(self, recent: bool = False) -> int:
         """Samples that tell a step's two levels apart at 100:1 odds: n tau^2 / (2 sigma^2) = log 100.
 
         tau is half the GOOD->BAD gap measured so far (at least min_effect): early on that estimate
         rests on as few as 3 pairs and is often twice the truth, and the budgets built on it must not
-        be short.
+        be short. recent: sigma is at least that of the last BUDGET_WINDOW rounds (`_over_budget`).
         """
         sigma, _ = self.book.pooled_sigma()
+        if recent:
+            known = [x for x in (sigma, self.book.recent_sigma(self._round - BUDGET_WINDOW)) if x > 0]
+            sigma = max(known, default=math.nan)
         tau = max(self._gap_scale() / 2, log_threshold(self.settings.min_effect))
         if not sigma > 0:
             return 3
@@ -733,8 +741,14 @@ class CommitSearch:
 
     def _over_budget(self, iv: _Interval) -> bool:
         """An interval may spend 3x what finding one step should cost, then it is unresolved
-        (bounds the cost of a range whose step cannot be pinned, e.g. a gradual slowdown)."""
-        per = self._samples_per_decision()
+        (bounds the cost of a range whose step cannot be pinned, e.g. a gradual slowdown).
+
+        What a step costs is priced at the larger of the hunt's pooled noise and the noise of its
+        last BUDGET_WINDOW rounds: a machine that got busy mid-hunt pays for the noise it has now,
+        not the average with its quiet start, whose many degrees of freedom held the pooled sigma
+        down while every fresh pair was read at the new noise (docs/search.md, "Budgets"). Never
+        below the pooled price, so a machine that grew quiet keeps the budget it had."""
+        per = self._samples_per_decision(recent=True)
         budget = 3 * max(per, 4) * (math.log2(iv.hi - iv.lo + 1) + 4)
         return self._probes - iv.probes_at_start > budget
 
