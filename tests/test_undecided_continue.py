@@ -9,12 +9,17 @@ import shlex
 import sys
 from pathlib import Path
 
+from regressbisect.config import build_config
 from regressbisect.errors import ExitCode
+from regressbisect.git.history import History
 from regressbisect.hunts.common import continue_command
+from regressbisect.hunts.hunks import HunkHunt
+from regressbisect.render import render_summary
 from regressbisect.render.html import render_html
 from regressbisect.render.markdown import render_markdown
 from regressbisect.testing.benchrepo import make_bench_repo
 from tests.cli import run_cli
+from tests.test_hunkhunt import FakeProbe, make_dirty_repo
 
 SPEEDS = [1324.0] * 6 + [1074.0] * 6          # the demo's lm_head step, -19%, at index 6
 
@@ -68,3 +73,24 @@ def test_the_continue_command_doubles_the_cap_the_user_gave_in_either_spelling()
         "regressbisect run --cmd 'python b.py' A B --max-samples 24"
     assert continue_command(["regressbisect", "run", "A", "B"], 96) == "regressbisect run A B --max-samples 192"
     assert continue_command(None, 96) is None
+
+
+def test_an_undecided_hunk_hunt_names_where_the_slowdown_is_and_continues(tmp_path):
+    repo = tmp_path / "repo"
+    make_dirty_repo(repo, 30, {7: 0.15}, dependent=False)
+
+    def hunk_hunt(max_samples: int, store: Path, seed: int):
+        config = build_config({}, {"cmd": "fake", "instrument": "off", "max_samples": max_samples, "busy_check": False})
+        return HunkHunt(History.open(repo), config, store_path=store, probe_runner=FakeProbe(noise=0.05, seed=seed),
+                        command_line=["regressbisect", "hunks", "--max-samples", str(max_samples)]).run().report
+
+    first = hunk_hunt(6, tmp_path / "store.sqlite", seed=4)
+    assert first["verdict"] == "undecided" and first["established"]["files"] == ["pkg/m7.py"]
+    assert first["established"]["text"].startswith("the slowdown is at the hunk pkg/m7.py:")
+    assert first["continue_command"] == "regressbisect hunks --max-samples 12"
+    assert f"Established so far: {first['established']['text']}." in render_summary(first)
+    continued = hunk_hunt(12, tmp_path / "store.sqlite", seed=5)
+    assert continued["verdict"] == "culprits" and continued["culprits"][0]["hunks"][0]["file"] == "pkg/m7.py"
+    assert continued["cached_samples"] >= 0.9 * first["probes"]
+    fresh = hunk_hunt(12, tmp_path / "fresh.sqlite", seed=4)
+    assert continued["probes"] < fresh["probes"]
