@@ -8,7 +8,7 @@ import math
 import numpy as np
 import pytest
 
-from regressbisect.search.bisect import CommitSearch, SearchSettings
+from regressbisect.search.bisect import CommitSearch, SearchSettings, _Interval
 from regressbisect.search.driver import drive
 from regressbisect.search.simulate import step_levels
 
@@ -51,3 +51,13 @@ def test_an_intervals_budget_is_priced_at_the_recent_noise():
     recent = search.book.recent_sigma(140 - 40)
     assert recent > 1.5 * pooled
     assert search._samples_per_decision(recent=True) > 2 * search._samples_per_decision()
+
+
+def test_a_larger_max_samples_raises_an_intervals_budget():
+    # what the continue command of an undecided hunt relies on: its doubled --max-samples lets a
+    # bracket that ran over its budget go on
+    default, doubled = CommitSearch(24, SearchSettings()), CommitSearch(24, SearchSettings(max_samples=192))
+    for search in (default, doubled):
+        search._probes = 150
+    bracket = _Interval(0, 23, checked=True)
+    assert default._over_budget(bracket) and not doubled._over_budget(bracket)
