@@ -20,6 +20,10 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 
+COMMAND_LINE: list[str] = []
+"""The command as the user typed it (`main` sets it): an undecided hunt's report repeats it with a
+larger budget (hunts/common.py `continue_command`)."""
+
 from regressbisect.cli import (clean_cmd, demo_cmd, doctor_cmd, hunks_cmd,  # noqa: E402,F401
                                nightly_cmd, report_cmd, run_cmd, workload_cmd)  # registers them
 
@@ -52,6 +56,7 @@ def main(argv: list[str] | None = None) -> None:
 
     `kill` of any command ends it like Ctrl-C (probe/interrupts.py: probes stopped, Slurm jobs
     cancelled, samples kept); a hunt adds SIGINT for its run, even where it was inherited ignored."""
+    COMMAND_LINE[:] = ["regressbisect", *(sys.argv[1:] if argv is None else argv)]
     try:
         with INTERRUPTS.signals((signal.SIGTERM,)):
             # Non-standalone click returns the code of a typer.Exit instead of exiting.

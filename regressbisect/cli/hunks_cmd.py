@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from regressbisect.cli import app
+from regressbisect.cli import COMMAND_LINE, app
 from regressbisect.cli import options as o
 
 
@@ -53,6 +53,6 @@ def hunks(
     check_file(json_out, "--json")
     with HuntProgress(quiet=quiet, unit=config.unit) as progress:
         hunt = HunkHunt(history, config, base=base, commit=commit, include_untracked=not tracked_only,
-                        store_path=store, progress=progress)
+                        store_path=store, progress=progress, command_line=COMMAND_LINE)
         outcome = hunt.run()
     o.finish(outcome, json_out, history, store)

@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from regressbisect.cli import app
+from regressbisect.cli import COMMAND_LINE, app
 from regressbisect.cli import options as o
 
 
@@ -43,7 +43,8 @@ def run(
     config = build_config(history.read_pyproject_table(), flags or {}, source=str(history.root / "pyproject.toml"))
     check_file(json_out, "--json")
     with HuntProgress(quiet=quiet, unit=config.unit) as progress:
-        hunt = CommitHunt(history, good, bad, config, store_path=store, progress=progress)
+        hunt = CommitHunt(history, good, bad, config, store_path=store, progress=progress,
+                          command_line=COMMAND_LINE)
         warn_unusable_slots(config, len(hunt.candidates), count_gpus())
         outcome = hunt.run()
     o.finish(outcome, json_out, history, store)

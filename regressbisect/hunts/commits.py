@@ -20,8 +20,8 @@ from regressbisect.errors import UserError
 from regressbisect.git.history import CommitInfo, History
 from regressbisect.git.worktrees import WorktreePool
 from regressbisect.hunts import cost as costs
-from regressbisect.hunts.common import (VERDICT_EXIT, HuntOutcome, every_sample_stored, hunting, key_for,
-                                        lane_environments, measurement_parts, slot_environments)
+from regressbisect.hunts.common import (VERDICT_EXIT, HuntOutcome, continue_command, every_sample_stored, hunting,
+                                        key_for, lane_environments, measurement_parts, slot_environments)
 from regressbisect.hunts.sampling import Request, SampleSource, median_counters
 from regressbisect.machine.fingerprint import count_gpus
 from regressbisect.probe.contract import COUNTER_NAMES
@@ -67,7 +67,9 @@ class CommitHunt:
     def __init__(self, history: History, good_ref: str, bad_ref: str, config: HuntConfig, *,
                  store_path: Path | None = None, progress: HuntProgress | None = None,
                  probe_runner: Callable[..., ProbeOutcome] = run_probe,
-                 executor: ProbeExecutor | None = None):
+                 executor: ProbeExecutor | None = None, command_line: Sequence[str] | None = None):
+        """command_line: the user's command, for the report's continue command of an undecided hunt."""
+        self.command_line = command_line
         self.history = history
         self.config = config
         self.good = history.resolve(good_ref)
@@ -154,6 +156,8 @@ class CommitHunt:
             report["measurement"] = source.measurement_json()
             report["noise_prior"] = self._noise_prior_facts
             report["exit_code"] = int(VERDICT_EXIT[result.verdict])
+            report["continue_command"] = (continue_command(self.command_line, cfg.max_samples)
+                                          if result.verdict == "undecided" else None)
             report["cost"] = cost.report(store, hunt_id, tokens=self.config.probe.tokens, budget=budget)
             report["from_store_only"] = every_sample_stored(probes=self.meter.totals.probes,
                                                             builds=self.meter.totals.builds,

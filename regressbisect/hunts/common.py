@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shlex
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 from regressbisect.config import HuntConfig
 from regressbisect.errors import ExitCode, UserError, warn
@@ -140,6 +141,24 @@ def every_sample_stored(*, probes: int, builds: int | None, cached: int) -> bool
     """The report's `from_store_only`: nothing was run (no probe, no setup step), every sample the
     hunt used was stored before (the summary's first line says so)."""
     return probes == 0 and not builds and cached > 0
+
+
+def continue_command(command_line: Sequence[str] | None, max_samples: int) -> str | None:
+    """The command that lets an undecided hunt go further: the user's own command line with
+    --max-samples doubled (any --max-samples of it replaced). The sample key holds no cap
+    (`key_for`), so it reuses every stored sample, and the search, fed them in the order it asks,
+    goes on where this one stopped. None without the command line."""
+    if not command_line:
+        return None
+    words, skip = [], False
+    for word in command_line:
+        if skip:
+            skip = False
+        elif word == "--max-samples":
+            skip = True
+        elif not word.startswith("--max-samples="):
+            words.append(word)
+    return shlex.join([*words, "--max-samples", str(2 * max_samples)])
 
 
 def key_for(history: History, candidate: Candidate, *, config_hash: str, env_fingerprint: str,

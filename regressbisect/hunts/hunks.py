@@ -24,8 +24,8 @@ from regressbisect.git.history import History, run_git
 from regressbisect.git.hunks import Hunk, build_patch, collect_hunks, group_hunks, untracked_files
 from regressbisect.git.worktrees import WorktreePool
 from regressbisect.hunts import cost as costs
-from regressbisect.hunts.common import (VERDICT_EXIT, HuntOutcome, every_sample_stored, hunting, key_for,
-                                        lane_environments, measurement_parts, slot_environments)
+from regressbisect.hunts.common import (VERDICT_EXIT, HuntOutcome, continue_command, every_sample_stored, hunting,
+                                        key_for, lane_environments, measurement_parts, slot_environments)
 from regressbisect.hunts.sampling import Request, SampleSource, median_counters
 from regressbisect.render.work import culprit_work, split_counts
 from regressbisect.machine.fingerprint import count_gpus
@@ -38,6 +38,7 @@ from regressbisect.samples import Candidate, ProbeOutcome, SampleKey
 from regressbisect.search.bisect import Measure, SearchSettings
 from regressbisect.search.driver import drive
 from regressbisect.search.hunkdecide import HunkDecider, HunkDecision, TestedSubset
+from regressbisect.search.hunks.prefix import prefixes
 from regressbisect.search.levels import LevelRule
 from regressbisect.search.stats import NoisePool
 from regressbisect.store import Store
@@ -141,9 +142,14 @@ class HunkHunt:
                  progress: HuntProgress | None = None,
                  probe_runner: Callable[..., ProbeOutcome] = run_probe,
                  rule: LevelRule = LevelRule(), executor: ProbeExecutor | None = None,
-                 noise_prior: NoisePool | None = None, instrumented: bool = False):
+                 noise_prior: NoisePool | None = None, instrumented: bool = False,
+                 command_line: Sequence[str] | None = None):
         """noise_prior: the noise a commit hunt pooled, carried over by `run --drill`;
-        instrumented: take tok/s from shimmed runs (the commit hunt's, when its plan does)."""
+        instrumented: take tok/s from shimmed runs (the commit hunt's, when its plan does);
+        command_line: the user's command, for the report's continue command of an undecided hunt."""
+        self.command_line = command_line
+        self._prefixes: list[frozenset] = []
+        """The prefix search's candidates (BASE + the first k hunk groups), once `decide` ran."""
         self.history = history
         self.config = config
         self.commit = history.resolve(commit) if commit is not None else None
@@ -231,6 +237,8 @@ class HunkHunt:
             report = self._report(decision, source, hunt_id, counters)
             report["measurement"] = source.measurement_json()
             report["cost"] = self.cost.report(store, hunt_id, tokens=cfg.probe.tokens)
+            report["continue_command"] = (continue_command(self.command_line, cfg.max_samples)
+                                          if decision.verdict == "undecided" else None)
             store.finish_hunt(hunt_id, report)
         return HuntOutcome(report=report, exit_code=VERDICT_EXIT[report["verdict"]], hunt_id=hunt_id)
 
@@ -250,6 +258,7 @@ class HunkHunt:
                                   read_interference=cfg.interference)
         decider = HunkDecider([h.id for h in self.hunks], group_hunks(self.hunks), settings, self.rule,
                               on_phase=self.progress.phase, needs=self.needs, noise_prior=self.noise_prior)
+        self._prefixes = prefixes(decider.ctx.order)
         return drive(decider, lambda batch: self._measure(source, decider, batch), slots=cfg.lanes,
                      value=lambda draw: draw.value)
 
@@ -334,6 +343,31 @@ class HunkHunt:
             "alone": alone,
         }
 
+    def _established(self, decision: HunkDecision) -> dict[str, Any] | None:
+        """An undecided hunt's `established`: the hunks the prefix search put its step(s) on,
+        when it got that far (its named steps, else the leading step of a bracket it gave up),
+        and their files; None when it had none."""
+        prefix = decision.prefix
+        if prefix is None or not self._prefixes:
+            return None
+        steps = [(c.last_good, c.first_bad) for c in prefix.culprits + prefix.ambiguous]
+        lead = prefix.established
+        if not steps and lead is not None:
+            steps = [(lead.last_good, lead.first_bad)]
+        if not steps:
+            return None
+        hunks = sorted(set().union(*(self._prefixes[b] - self._prefixes[a] for a, b in steps)))
+        files = sorted({self.by_id[h].file for h in hunks if h in self.by_id})
+        odds = (f", p={lead.mass:.2f}" if lead is not None and not prefix.culprits and math.isfinite(lead.mass)
+                else "")
+        if len(hunks) == 1 and hunks[0] in self.by_id:
+            one = self.by_id[hunks[0]]
+            text = f"the slowdown is at the hunk {one.file}:{one.lines[0]} (prefix search{odds}), not yet confirmed"
+        else:
+            text = (f"the slowdown is in {len(hunks)} hunks of {', '.join(files)} (prefix search{odds}); "
+                    "not yet narrowed to hunks")
+        return {"hunks": hunks, "files": files, "probability": round(lead.mass, 4) if odds else None, "text": text}
+
     @staticmethod
     def _hunk_json(hunk: Hunk) -> dict[str, Any]:
         return {"id": hunk.id, "file": hunk.file, "lines": list(hunk.lines), "function": hunk.function,
@@ -385,6 +419,7 @@ class HunkHunt:
             "culprits": culprits,
             "suspects": [entry(c) for c in decision.suspects],
             "undecided_subsets": decision.undecided_subsets,
+            "established": self._established(decision) if decision.verdict == "undecided" else None,
             # hunks of prefixes at BASE's level and of subsets measured 'good': what the search ruled out
             "hunks_in_fast_subsets": sorted(decision.ruled_out
                                             | {i for s, v in (result.verdicts if result else ()) if v == "good" for i in s}),

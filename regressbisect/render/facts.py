@@ -232,6 +232,29 @@ def verdict_line(report: Mapping[str, Any]) -> str:
     return f"Verdict: {verdict or 'unknown'}{gap_text}."
 
 
+def established_lines(report: Mapping[str, Any]) -> list[str]:
+    """An undecided hunt: what it had established (the leading step of a commit hunt, or a hunk
+    hunt's `text`); the report's `continue_command` follows it, after CONTINUE_LEAD."""
+    lines = []
+    step = report.get("established") or {}
+    if step.get("first_bad"):
+        before, after = step.get("before") or {}, step.get("after") or {}
+        p = step.get("probability")
+        odds = f", p={p:.2f}" if isinstance(p, (int, float)) else ""
+        state = "confirmed by its pairs, not named" if step.get("confirmed_by_pairs") else "not yet confirmed"
+        lines.append(f"Established so far: the step is at {short(step.get('last_good'))}..{short(step.get('first_bad'))} "
+                     f"(#{step.get('last_good_index')}..#{step.get('first_bad_index')}{odds}), {state}: "
+                     f"{number(before.get('median_tok_s'))} vs {number(after.get('median_tok_s'))} {unit(report)} "
+                     f"(n={before.get('n')}, {after.get('n')}).")
+    elif step.get("text"):
+        lines.append(f"Established so far: {step['text']}.")
+    return lines
+
+
+CONTINUE_LEAD = "To go further (the stored samples are reused):"
+"""What precedes an undecided hunt's continue command (`continue_command` of the report)."""
+
+
 def ambiguous_lines(report: Mapping[str, Any]) -> list[str]:
     """Each ambiguous step: its two measured ends, its size, and every commit it may be, with why
     (the skip reason of each unmeasurable commit between, e.g. its exit code or timeout)."""

@@ -61,6 +61,9 @@ def _hunt(report: Mapping[str, Any], images: Mapping[str, Path], prefix: str, le
              f"<div class=\"verdict {_e(verdict)}\">{_e(facts.verdict_line(report))}</div>"]
     if report.get("endpoints"):
         parts.append(f"<p class=\"meta\">{_e(facts.endpoint_text(report))}</p>")
+    parts += [f"<p>{_e(line)}</p>" for line in facts.established_lines(report)]
+    if report.get("continue_command"):
+        parts.append(f"<p>{_e(facts.CONTINUE_LEAD)} <code>{_e(report['continue_command'])}</code></p>")
     culprits = report.get("culprits") or []
     if culprits:
         parts.append(f"<{h2}>Culprits</{h2}>")

@@ -21,6 +21,9 @@ def _hunt(report: Mapping[str, Any], level: int) -> list[str]:
              f"**{facts.verdict_line(report)}**", ""]
     if report.get("endpoints"):
         lines += [_code(facts.endpoint_text(report)), ""]
+    lines += [f"- {_escape(line)}" for line in facts.established_lines(report)]
+    if report.get("continue_command"):
+        lines += [f"- {facts.CONTINUE_LEAD} {_code(report['continue_command'])}", ""]
     culprits = report.get("culprits") or []
     if culprits:
         lines += [f"{h}# Culprits", ""]

@@ -4,6 +4,7 @@ Not named report.py: `regressbisect.report` is the one-line helper user scripts 
 """
 from __future__ import annotations
 
+import math
 import shlex
 from pathlib import Path
 from typing import Any, Mapping, Sequence
@@ -150,6 +151,7 @@ def commit_report(*, commits: Sequence, result, counters: Mapping[int, Mapping[s
         "ambiguous_steps": ambiguous,
         "suspects": [{"commit": commits[c.first_bad].sha, "last_good": commits[c.last_good].sha,
                       **_step_json(c)} for c in result.suspects],
+        "established": established_json(commits, getattr(result, "established", None)),
         "refuted_steps": [{"last_good": commits[a].sha, "first_bad": commits[b].sha} for a, b in result.refuted],
         "unresolved_ranges": [{"from": commits[a].sha, "to": commits[b].sha} for a, b in result.unresolved],
         "sides": [{"from": commits[side.lo].sha, "to": commits[side.hi].sha, "outcome": side.outcome,
@@ -173,6 +175,19 @@ def commit_report(*, commits: Sequence, result, counters: Mapping[int, Mapping[s
         "store": str(store_path),
         "hunt_id": hunt_id,
     }
+
+
+def established_json(commits: Sequence, step) -> dict[str, Any] | None:
+    """An undecided hunt's leading step (`bisect.LeadingStep`): its two commits, the bracket it
+    was searched in, its posterior probability and the two commits' tok/s (None: no such step)."""
+    if step is None:
+        return None
+    return {"last_good": commits[step.last_good].sha, "first_bad": commits[step.first_bad].sha,
+            "last_good_index": step.last_good, "first_bad_index": step.first_bad,
+            "bracket": {"from": commits[step.lo].sha, "to": commits[step.hi].sha},
+            "probability": None if math.isnan(step.mass) else round(step.mass, 4),
+            "before": _summary_json(step.before), "after": _summary_json(step.after),
+            "confirmed_by_pairs": step.confirmed}
 
 
 def isolation_json(isolation) -> dict[str, Any] | None:

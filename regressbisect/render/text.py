@@ -33,6 +33,9 @@ def _hunt_lines(report: Mapping[str, Any]) -> list[str]:
         lines.insert(0, stored_only)
     if report.get("endpoints"):
         lines.append("  " + facts.endpoint_text(report))
+    lines += facts.established_lines(report)
+    if report.get("continue_command"):
+        lines.append(f"{facts.CONTINUE_LEAD} {report['continue_command']}")
     for number, culprit in enumerate(report.get("culprits") or (), 1):
         c = facts.culprit_facts(culprit, facts.unit(report))
         lines.append(f"culprit {number}: {c.title}")

@@ -58,7 +58,8 @@ from regressbisect.search.picker import Picker
 from regressbisect.search.sides import SideRule
 from regressbisect.search.stats import Comparison, NoisePool, Summary, log_threshold, summarize
 
-__all__ = ["SearchSettings", "Measure", "Culprit", "CandidateVerdict", "SideCheck", "SearchResult", "CommitSearch"]
+__all__ = ["SearchSettings", "Measure", "Culprit", "CandidateVerdict", "SideCheck", "LeadingStep", "SearchResult",
+           "CommitSearch"]
 
 
 @dataclass(frozen=True)
@@ -86,7 +87,9 @@ class SearchSettings:
     """Posterior mass at which the two commits of the leading step start being measured in pairs."""
     max_samples: int = MAX_SAMPLES
     """Cap of samples per candidate, and of GOOD/BAD pairs in the control arm (the two caps are
-    separate: GOOD and BAD may reach twice this): bounds the cost of an undecidable case."""
+    separate: GOOD and BAD may reach twice this): bounds the cost of an undecidable case. Above its
+    default it raises each interval's budget in proportion (`CommitSearch._over_budget`), so that
+    raising it lets an undecided hunt, re-run on its stored samples, go further."""
     max_probes: int = 2000
     """Cap of benchmark executions for the whole search; reached, the search reports what it has."""
     drift_prior: float = 0.05
@@ -220,6 +223,29 @@ class SideCheck:
 
 
 @dataclass(frozen=True)
+class LeadingStep:
+    """What an undecided search had established: the step its posterior put first in a bracket
+    it gave up at a cap or its budget (or, without one, the strongest confirmed step it did not
+    name), with the two commits' levels. Not a culprit: more samples of the same hunt decide it."""
+
+    lo: int
+    """First index of the bracket."""
+    hi: int
+    """Last index of the bracket."""
+    last_good: int
+    first_bad: int
+    mass: float
+    """Posterior probability that the bracket's step is this one (nan for a confirmed step the
+    culprit rule did not name)."""
+    before: Summary
+    """last_good's tok/s."""
+    after: Summary
+    """first_bad's tok/s."""
+    confirmed: bool
+    """The paired test accepted it (the naming gate or the culprit rule had not named it)."""
+
+
+@dataclass(frozen=True)
 class SearchResult:
     """The outcome of a search."""
 
@@ -266,6 +292,9 @@ class SearchResult:
     unexplained_ci95: tuple[float, float] = (math.nan, math.nan)
     """95% interval of `unexplained`: the gap's own error and each culprit's own interval, taken
     as independent (nan when one is unknown)."""
+    established: LeadingStep | None = None
+    """With 'undecided': the step the search had got to (`LeadingStep`); None when it had none
+    (e.g. the control arm ran out of pairs)."""
 
 
 @dataclass
@@ -281,6 +310,11 @@ class _Interval:
     opened: int = -1
     """Round in which a side was opened: only pairs of its ends taken after it may clear it."""
 
+
+BUDGET_WINDOW = 40
+"""Rounds of the recent noise an interval's budget is priced at (`CommitSearch._over_budget`):
+enough for RECENT_DF degrees of freedom at one sample a round, short next to a busy hunt's
+hundreds of rounds."""
 
 _EMPTY = Summary(n=0, median=math.nan, ci95=(math.nan, math.nan), cv=math.nan)
 
@@ -308,6 +342,7 @@ class CommitSearch:
         self._queue: list[_Interval] = []
         self._culprits: list[Culprit] = []
         self._unresolved: list[tuple[int, int]] = []
+        self._given_up: list[_Interval] = []             # brackets left at a cap or budget, in order
         self._out_of_budget = False                     # a bracket was given up at a cap or budget
         self._refuted: list[tuple[int, int]] = []       # steps the paired test vetoed
         self._sides: list[SideCheck] = []
@@ -442,7 +477,30 @@ class CommitSearch:
                             probes=self._probes, sides=tuple(self._sides), refuted=tuple(self._refuted),
                             unresolved=tuple(self._unresolved), suspects=tuple(suspects), reason=reason,
                             reproduced=self._reproduced and verdict not in ("not-reproduced", "all-skipped"),
-                            control=self.control.comparison, ambiguous=ambiguous)
+                            control=self.control.comparison, ambiguous=ambiguous,
+                            established=self._established(suspects) if verdict == "undecided" else None)
+
+    def _established(self, suspects: Sequence[Culprit]) -> LeadingStep | None:
+        """The step an undecided search had got to (`SearchResult.established`): the leading
+        step of the first bracket it gave up at a cap or budget, or else its strongest
+        confirmed step that the culprit rule did not name."""
+        def step(lo: int, hi: int, a: int, b: int, mass: float) -> LeadingStep | None:
+            if not (self.book.raw.get(a) and self.book.raw.get(b)):
+                return None
+            return LeadingStep(lo=lo, hi=hi, last_good=a, first_bad=b, mass=mass, before=summarize(self.book.raw[a]),
+                               after=summarize(self.book.raw[b]), confirmed=any(c.first_bad == b for c in self._culprits))
+
+        for iv in self._given_up:
+            post = self._posterior(iv, sign=self._sign, null_prior=0.5 if iv.is_side else 0.0)
+            if post.gaps:
+                best = int(np.argmax(post.probs))
+                found = step(iv.lo, iv.hi, *post.gaps[best], float(post.probs[best]))
+                if found is not None:
+                    return found
+        if suspects:
+            strongest = max(suspects, key=self.rule.evidence)
+            return step(0, self.n - 1, strongest.last_good, strongest.first_bad, math.nan)
+        return None
 
     def _reproduced_overall(self) -> bool:
         """False when every sample the hunt took of GOOD and BAD puts their difference below
@@ -469,14 +527,17 @@ class CommitSearch:
             n -= self.book.run_count(i, self.control.tag)
         return self.settings.max_samples - n
 
-    def _samples_per_decision(self) -> int:
+    def _samples_per_decision(self, recent: bool = False) -> int:
         """Samples that tell a step's two levels apart at 100:1 odds: n tau^2 / (2 sigma^2) = log 100.
 
         tau is half the GOOD->BAD gap measured so far (at least min_effect): early on that estimate
         rests on as few as 3 pairs and is often twice the truth, and the budgets built on it must not
-        be short.
+        be short. recent: sigma is at least that of the last BUDGET_WINDOW rounds (`_over_budget`).
         """
         sigma, _ = self.book.pooled_sigma()
+        if recent:
+            known = [x for x in (sigma, self.book.recent_sigma(self._round - BUDGET_WINDOW)) if x > 0]
+            sigma = max(known, default=math.nan)
         tau = max(self._gap_scale() / 2, log_threshold(self.settings.min_effect))
         if not sigma > 0:
             return 3
@@ -728,6 +789,7 @@ class CommitSearch:
         self._unresolved.append((iv.lo, iv.hi))
         if not refuted:
             self._out_of_budget = True
+            self._given_up.append(iv)
 
     def noise_prior_report(self) -> dict | None:
         """The remembered noise scale and whether the hunt's noise now uses it (None: no prior)."""
@@ -735,10 +797,21 @@ class CommitSearch:
 
     def _over_budget(self, iv: _Interval) -> bool:
         """An interval may spend 3x what finding one step should cost, then it is unresolved
-        (bounds the cost of a range whose step cannot be pinned, e.g. a gradual slowdown)."""
-        per = self._samples_per_decision()
-        budget = 3 * max(per, 4) * (math.log2(iv.hi - iv.lo + 1) + 4)
+        (bounds the cost of a range whose step cannot be pinned, e.g. a gradual slowdown).
+
+        What a step costs is priced at the larger of the hunt's pooled noise and the noise of its
+        last BUDGET_WINDOW rounds: a machine that got busy mid-hunt pays for the noise it has now,
+        not the average with its quiet start, whose many degrees of freedom held the pooled sigma
+        down while every fresh pair was read at the new noise (docs/search.md, "Budgets"). Never
+        below the pooled price, so a machine that grew quiet keeps the budget it had."""
+        per = self._samples_per_decision(recent=True)
+        budget = 3 * max(per, 4) * (math.log2(iv.hi - iv.lo + 1) + 4) * self._budget_scale()
         return self._probes - iv.probes_at_start > budget
+
+    def _budget_scale(self) -> float:
+        """A max_samples above the default raises each interval's budget in proportion: the one
+        flag a user raises to let an undecided hunt go further (the report's continue command)."""
+        return max(1.0, self.settings.max_samples / MAX_SAMPLES)
 
     def _gap_scale(self) -> float:
         """|log GOOD->BAD gap| from every sample of the two ends so far, at least min_effect (for

@@ -19,7 +19,7 @@ from scipy.stats import f as f_dist
 from regressbisect.search.interference import Reader, interfered_runs
 from regressbisect.search.stats import NoisePool
 
-__all__ = ["NOISE_PRIOR_DF", "NOISIER_LEVEL", "SampleBook", "SideBySide", "unmeasurable_by_skips"]
+__all__ = ["NOISE_PRIOR_DF", "NOISIER_LEVEL", "RECENT_DF", "SampleBook", "SideBySide", "unmeasurable_by_skips"]
 
 NOISE_PRIOR_DF = 10
 """Most degrees of freedom a remembered noise scale counts for: it starts the estimate (two pairs
@@ -29,6 +29,10 @@ NOISIER_LEVEL = 0.99
 """Level of the F test that finds the commits a test compares noisier than the rest of the hunt
 (`SampleBook.noise`); their spread is then the test's alone."""
 
+
+RECENT_DF = 8
+"""Fewest degrees of freedom of a recent window's spread (`SampleBook.recent_sigma`) before it
+counts: below, it is too rough to raise a budget by."""
 
 OUTLIER_LEVEL = 0.9999
 """Level of the F test that finds a commit noisier than all the others (`noisier_commits`): the
@@ -342,6 +346,16 @@ class SampleBook:
             return None
         return {"sigma": self.noise_prior.sigma, "df": self.noise_prior.df,
                 "used": self.prior_fits(self.own_noise())}
+
+    def recent_sigma(self, since: int) -> float:
+        """Noise sigma (log scale) of the samples taken after round `since` alone, each
+        candidate's about its own mean in that window, without the remembered prior: what the
+        machine is like now (the hunt's budgets, `CommitSearch._over_budget`). nan below
+        RECENT_DF degrees of freedom."""
+        groups = [[v for v, t in zip(vals, self.time.get(i, [])) if t > since]
+                  for i, vals in self.raw.items() if not self.unmeasurable(i)]
+        noise = NoisePool.of(groups)
+        return noise.sigma if noise.df >= RECENT_DF else math.nan
 
     def pooled_sigma(self, of: Sequence[int] = ()) -> tuple[float, int]:
         """Noise sigma (log scale) pooled over candidates (`noise`, the prior included; `of`: the

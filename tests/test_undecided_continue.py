@@ -1,0 +1,96 @@
+"""An undecided commit hunt says what it had established and the command that goes further: the
+user's own command with a larger --max-samples, which reuses every stored sample (the sample key
+holds no cap) and continues the search where it stopped, instead of starting over."""
+from __future__ import annotations
+
+import html
+import json
+import shlex
+import sys
+from pathlib import Path
+
+from regressbisect.config import build_config
+from regressbisect.errors import ExitCode
+from regressbisect.git.history import History
+from regressbisect.hunts.common import continue_command
+from regressbisect.hunts.hunks import HunkHunt
+from regressbisect.render import render_summary
+from regressbisect.render.html import render_html
+from regressbisect.render.markdown import render_markdown
+from regressbisect.testing.benchrepo import make_bench_repo
+from tests.cli import run_cli
+from tests.test_hunkhunt import FakeProbe, make_dirty_repo
+
+SPEEDS = [1324.0] * 6 + [1074.0] * 6          # the demo's lm_head step, -19%, at index 6
+
+
+def hunt_args(repo: Path, state: Path, *extra: str) -> list[str]:
+    return ["run", "-C", str(repo), "--cmd", f"{sys.executable} bench.py", "--tokens", "1000",
+            "--env", f"BENCH_STATE={state}", "--env", "BENCH_NOISE=0.15", "--instrument", "off", *extra]
+
+
+def test_an_undecided_hunt_names_its_leading_step_and_a_command_that_continues_it(tmp_path, capsys, fake_probes):
+    repo, state = tmp_path / "repo", tmp_path / "state"
+    shas = make_bench_repo(repo, SPEEDS)
+    first = tmp_path / "first.json"
+    assert run_cli(hunt_args(repo, state, "--max-samples", "16", "--json", str(first), shas[0], shas[-1])) \
+        == ExitCode.UNDECIDED
+    report = json.loads(first.read_text())
+    printed = capsys.readouterr().out
+    step = report["established"]
+    assert (step["last_good"], step["first_bad"]) == (shas[5], shas[6]) and step["probability"] > 0.5
+    assert step["before"]["median_tok_s"] > step["after"]["median_tok_s"]
+    assert f"Established so far: the step is at {shas[5][:10]}..{shas[6][:10]} (#5..#6, p=" in printed
+    command = report["continue_command"]
+    assert f"To go further (the stored samples are reused): {command}" in printed
+    assert f"- Established so far: the step is at {shas[5][:10]}..{shas[6][:10]}" in render_markdown(report)
+    assert f"`{command}`" in render_markdown(report)
+    page = render_html(report, tmp_path / "html").read_text()
+    assert "Established so far: the step is at" in page and f"<code>{html.escape(command)}</code>" in page
+    words = shlex.split(command)
+    assert words[0] == "regressbisect" and words[-2:] == ["--max-samples", "32"] and words.count("--max-samples") == 1
+
+    # the printed command, as the user would paste it: it reuses every stored sample and names the step
+    second = tmp_path / "second.json"
+    code = run_cli([w if w != str(first) else str(second) for w in words[1:]])
+    continued = json.loads(second.read_text())
+    assert code == ExitCode.OK and [c["commit"] for c in continued["culprits"]] == [shas[6]]
+    # the search, fed the stored samples in the order it asks, takes nearly all of them (a larger
+    # budget may ask a commit it sampled once for none again: that sample stays in the store)
+    assert 0.9 * report["probes"] <= continued["cached_samples"] <= report["probes"]
+
+    # a fresh hunt at the same budget, on its own store and noise sequence, runs more probes
+    fresh = tmp_path / "fresh.json"
+    run_cli(hunt_args(repo, tmp_path / "fresh-state", "--max-samples", "32", "--store", str(tmp_path / "fresh.sqlite"),
+                      "--json", str(fresh), shas[0], shas[-1]))
+    assert continued["probes"] < json.loads(fresh.read_text())["probes"]
+
+
+def test_the_continue_command_doubles_the_cap_the_user_gave_in_either_spelling():
+    assert continue_command(["regressbisect", "run", "A", "B", "--max-samples=12", "--quiet"], 12) == \
+        "regressbisect run A B --quiet --max-samples 24"
+    assert continue_command(["regressbisect", "run", "--max-samples", "12", "--cmd", "python b.py", "A", "B"], 12) == \
+        "regressbisect run --cmd 'python b.py' A B --max-samples 24"
+    assert continue_command(["regressbisect", "run", "A", "B"], 96) == "regressbisect run A B --max-samples 192"
+    assert continue_command(None, 96) is None
+
+
+def test_an_undecided_hunk_hunt_names_where_the_slowdown_is_and_continues(tmp_path):
+    repo = tmp_path / "repo"
+    make_dirty_repo(repo, 30, {7: 0.15}, dependent=False)
+
+    def hunk_hunt(max_samples: int, store: Path, seed: int):
+        config = build_config({}, {"cmd": "fake", "instrument": "off", "max_samples": max_samples, "busy_check": False})
+        return HunkHunt(History.open(repo), config, store_path=store, probe_runner=FakeProbe(noise=0.05, seed=seed),
+                        command_line=["regressbisect", "hunks", "--max-samples", str(max_samples)]).run().report
+
+    first = hunk_hunt(6, tmp_path / "store.sqlite", seed=4)
+    assert first["verdict"] == "undecided" and first["established"]["files"] == ["pkg/m7.py"]
+    assert first["established"]["text"].startswith("the slowdown is at the hunk pkg/m7.py:")
+    assert first["continue_command"] == "regressbisect hunks --max-samples 12"
+    assert f"Established so far: {first['established']['text']}." in render_summary(first)
+    continued = hunk_hunt(12, tmp_path / "store.sqlite", seed=5)
+    assert continued["verdict"] == "culprits" and continued["culprits"][0]["hunks"][0]["file"] == "pkg/m7.py"
+    assert continued["cached_samples"] >= 0.9 * first["probes"]
+    fresh = hunk_hunt(12, tmp_path / "fresh.sqlite", seed=4)
+    assert continued["probes"] < fresh["probes"]
