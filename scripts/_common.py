@@ -19,6 +19,7 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
+from regressbisect.hunts.common import without_option  # noqa: E402
 from regressbisect.jsonio import dumps  # noqa: E402
 from regressbisect.version import tool_identity  # noqa: E402
 
@@ -91,12 +92,4 @@ def run_arms(script: str, arms: Sequence[str], argv: Sequence[str]) -> list[dict
 
 def _without_arms(argv: Sequence[str]) -> list[str]:
     """The command line without its --arm options (a worker runs one arm)."""
-    out, skip = [], False
-    for a in argv:
-        if skip:
-            skip = False
-        elif a == "--arm":
-            skip = True
-        elif not a.startswith("--arm="):
-            out.append(a)
-    return out
+    return without_option(argv, "--arm")

@@ -25,9 +25,10 @@ import argparse
 import json
 import math
 import sys
-from concurrent.futures import ProcessPoolExecutor
 
 import numpy as np
+
+from _scenarios import run_scenarios   # no sys.path change: a worker imports its own arm's tool
 
 N, STEP_AT, STEP, QUIET, BUSY = 24, 12, -0.19, 0.02, 0.15
 SCENARIOS: dict[str, tuple[int | None, float]] = {
@@ -69,19 +70,6 @@ def one_hunt(job: tuple[str, int]) -> dict:
             "undecided": result.verdict == "undecided", "executions": executions}
 
 
-def run_arm(trials: int, jobs: int, seed: int, only: str | None) -> list[dict]:
-    rows = []
-    with ProcessPoolExecutor(jobs) as pool:
-        for scenario in SCENARIOS:
-            if only is not None and scenario != only:
-                continue
-            hunts = list(pool.map(one_hunt, [(scenario, seed + t) for t in range(trials)]))
-            rows.append({"scenario": scenario,
-                         **{k: sum(h[k] for h in hunts) for k in ("exact", "false", "undecided")},
-                         "executions": round(float(np.mean([h["executions"] for h in hunts])), 1)})
-    return rows
-
-
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--trials", type=int, default=100)
@@ -92,7 +80,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.worker:
-        print(json.dumps(run_arm(args.trials, args.jobs, args.seed, args.only)))
+        print(json.dumps(run_scenarios(one_hunt, list(SCENARIOS), args.trials, args.jobs, args.seed, args.only)))
         return 0
     from _common import print_table, provenance_line, run_arms   # here: it puts this copy first on sys.path, which the workers must not see
 

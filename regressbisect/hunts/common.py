@@ -150,15 +150,20 @@ def continue_command(command_line: Sequence[str] | None, max_samples: int) -> st
     goes on where this one stopped. None without the command line."""
     if not command_line:
         return None
-    words, skip = [], False
-    for word in command_line:
+    return shlex.join([*without_option(command_line, "--max-samples"), "--max-samples", str(2 * max_samples)])
+
+
+def without_option(words: Sequence[str], option: str) -> list[str]:
+    """A command line less every `option VALUE` and `option=VALUE` of it."""
+    out, skip = [], False
+    for word in words:
         if skip:
             skip = False
-        elif word == "--max-samples":
+        elif word == option:
             skip = True
-        elif not word.startswith("--max-samples="):
-            words.append(word)
-    return shlex.join([*words, "--max-samples", str(2 * max_samples)])
+        elif not word.startswith(option + "="):
+            out.append(word)
+    return out
 
 
 def key_for(history: History, candidate: Candidate, *, config_hash: str, env_fingerprint: str,
