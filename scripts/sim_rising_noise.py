@@ -21,14 +21,11 @@ ask for the same runs.
 """
 from __future__ import annotations
 
-import argparse
-import json
 import math
-import sys
 
 import numpy as np
 
-from _scenarios import run_scenarios   # no sys.path change: a worker imports its own arm's tool
+from _scenarios import scenario_main   # no sys.path change: a worker imports its own arm's tool
 
 N, STEP_AT, STEP, QUIET, BUSY = 24, 12, -0.19, 0.02, 0.15
 SCENARIOS: dict[str, tuple[int | None, float]] = {
@@ -71,27 +68,9 @@ def one_hunt(job: tuple[str, int]) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--trials", type=int, default=100)
-    ap.add_argument("--jobs", type=int, default=1)
-    ap.add_argument("--seed", type=int, default=3000)
-    ap.add_argument("--only", choices=list(SCENARIOS), help="this scenario alone")
-    ap.add_argument("--arm", action="append", default=[], help="NAME@PATH: the tool at PATH (default: now, this copy)")
-    ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
-    args = ap.parse_args(argv)
-    if args.worker:
-        print(json.dumps(run_scenarios(one_hunt, list(SCENARIOS), args.trials, args.jobs, args.seed, args.only)))
-        return 0
-    from _common import print_table, provenance_line, run_arms   # here: it puts this copy first on sys.path, which the workers must not see
-
-    table = run_arms(__file__, args.arm, sys.argv[1:] if argv is None else argv)
-    table.sort(key=lambda r: list(SCENARIOS).index(r["scenario"]))
-    print(provenance_line(["scripts/sim_rising_noise.py", *(sys.argv[1:] if argv is None else argv)]))
-    print(f"{args.trials} hunts per row (seeds {args.seed}..{args.seed + args.trials - 1}): {N} commits, "
-          f"{STEP:+.0%} at #{STEP_AT}, {QUIET:.0%} noise rising to {BUSY:.0%}")
-    print_table(["scenario", "arm", "exact", "false", "undecided", "executions"],
-                [[r["scenario"], r["arm"], r["exact"], r["false"], r["undecided"], r["executions"]] for r in table])
-    return 0
+    return scenario_main(__file__, __doc__, one_hunt, list(SCENARIOS), lambda a: (f"{a.trials} hunts per row (seeds {a.seed}..{a.seed + a.trials - 1}): {N} commits, "
+                                   f"{STEP:+.0%} at #{STEP_AT}, {QUIET:.0%} noise rising to {BUSY:.0%}"), argv,
+                         trials=100, jobs=1, seed=3000)
 
 
 if __name__ == "__main__":
