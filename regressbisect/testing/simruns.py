@@ -26,7 +26,8 @@ def _run(case: Case) -> SimRun:
 def simulate_many(cases: Sequence[Case]) -> list[SimRun]:
     """`[simulate(history, settings, seed=seed) for history, settings, seed in cases]`, spread
     over the cores this process may use."""
-    workers = min(len(cases), len(os.sched_getaffinity(0)))
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    workers = min(len(cases), cores)
     if workers <= 1:
         return [_run(case) for case in cases]
     with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as pool:
