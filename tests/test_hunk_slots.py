@@ -16,7 +16,7 @@ import json, math, random, re, time
 from pathlib import Path
 cost = sum((int(v) - 100000) / 1000 for p in Path("pkg").glob("*.py")
            for v in re.findall(r"return (1\\d{5})\\n", p.read_text()) if v != "100000")
-time.sleep(0.25)            # a probe that waits, on no CPU: slots side by side cost no time
+time.sleep(0.1)             # a probe that waits, on no CPU: slots side by side cost no time
 value = 1000.0 / (1 + cost) * math.exp(random.gauss(0, 0.01))
 print("@regressbisect " + json.dumps({"tokens": 1000, "seconds": 1000 / value, "tok_s": value}))
 '''

@@ -9,6 +9,7 @@ import pytest
 from regressbisect.search.bisect import CommitSearch, SearchSettings
 from regressbisect.search.simulate import FakeExecutor, FakeHistory, simulate, step_levels
 from regressbisect.search.stats import log_threshold
+from regressbisect.testing.simruns import simulate_many
 
 
 def culprit_steps(run) -> list[tuple[int, int]]:
@@ -158,10 +159,10 @@ def test_a_step_on_a_drifting_machine_is_found_by_averaging_over_a_drift_model()
     # 0.1% slower per round at 2% noise: without a drift model in the posterior (drift_prior=0)
     # it proposes steps that the paired test refutes, and 21.5% of 200 such hunts miss the culprit
     hits, runs = 0, 12
-    for seed in range(runs):
-        first_bad = 20 + 7 * seed
-        history = FakeHistory(step_levels(128, {first_bad: -0.05}), cv=0.02, drift_per_round=-0.001)
-        run = simulate(history, SearchSettings(), seed=seed)
+    first_bads = [20 + 7 * seed for seed in range(runs)]
+    sims = simulate_many([(FakeHistory(step_levels(128, {first_bad: -0.05}), cv=0.02, drift_per_round=-0.001),
+                           SearchSettings(), seed) for seed, first_bad in enumerate(first_bads)])
+    for first_bad, run in zip(first_bads, sims):
         assert [c.first_bad for c in run.result.culprits] in ([], [first_bad])   # never a false culprit
         hits += [c.first_bad for c in run.result.culprits] == [first_bad]
     assert hits >= 11
@@ -354,7 +355,7 @@ def test_a_step_next_to_good_pins_good_instead_of_sampling_the_bad_side_to_the_c
     # (reproduce_alpha = alpha: the control arm of before, and name_alpha = 0.4: a naming gate of
     # about the SPRT's old level; this test is about the search between them. At the default
     # name_alpha the fresh pairs a 3% step at 5% noise needs exceed the cap: most end undecided)
-    runs = [simulate(history, SearchSettings(reproduce_alpha=0.05, name_alpha=0.4), seed=seed) for seed in range(12)]
+    runs = simulate_many([(history, SearchSettings(reproduce_alpha=0.05, name_alpha=0.4), seed) for seed in range(12)])
     assert sum([c.first_bad for c in r.result.culprits] == [1] for r in runs) >= 10
     assert max(r.executions for r in runs) < 1000
 
@@ -367,8 +368,8 @@ def test_a_shown_step_whose_two_commits_are_capped_is_still_resolved_by_their_ne
     # name_alpha = 0.4 as in the test above: the naming gate's fresh pairs also need room under the
     # cap, and one more hunt runs out of it)
     history = FakeHistory(step_levels(32, {17: -0.04}), cv=0.04)
-    runs = [simulate(history, SearchSettings(max_samples=24, drift_prior=0.0, reproduce_alpha=0.05, name_alpha=0.4),
-                     seed=seed) for seed in range(24)]
+    runs = simulate_many([(history, SearchSettings(max_samples=24, drift_prior=0.0, reproduce_alpha=0.05, name_alpha=0.4),
+                           seed) for seed in range(24)])
     found = sum([c.first_bad for c in r.result.culprits] == [17] for r in runs)
     # 8 of 12 before the neighbours were used, 10 before the gate; 37-38 of 60 seeds with the
     # gate (t test looks or e-values in the control arm alike): 15 of these 24
@@ -553,15 +554,15 @@ def test_the_remainder_has_an_interval_that_covers_what_is_left_of_the_gap():
     # their own few fresh pairs, so the interval is wide, and it must say so by covering zero
     cases = [({20: -0.10}, 0.005), ({20: -0.05}, 0.03), ({10: -0.05, 40: -0.08}, 0.02)]
     covered = named = 0
-    for steps, cv in cases:
-        for seed in range(12):
-            result = simulate(FakeHistory(step_levels(64, steps), cv), SearchSettings(), seed=seed).result
-            if result.verdict != "culprits":
-                continue
-            lo, hi = result.unexplained_ci95
-            assert lo < result.unexplained < hi
-            named += 1
-            covered += lo <= 0 <= hi
+    runs = simulate_many([(FakeHistory(step_levels(64, steps), cv), SearchSettings(), seed)
+                          for steps, cv in cases for seed in range(12)])
+    for result in (run.result for run in runs):
+        if result.verdict != "culprits":
+            continue
+        lo, hi = result.unexplained_ci95
+        assert lo < result.unexplained < hi
+        named += 1
+        covered += lo <= 0 <= hi
     assert named >= 30 and covered >= named - 2
 
 
