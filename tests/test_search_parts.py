@@ -9,7 +9,7 @@ import pytest
 
 from regressbisect.search.book import NOISE_PRIOR_DF, SampleBook, unmeasurable_by_skips
 from regressbisect.search.bisect import CommitSearch, SearchSettings
-from regressbisect.search.confirm import StepConfirmation
+from regressbisect.search.confirm import Action, StepConfirmation
 from regressbisect.search.culprits import Culprit, CulpritRule, shares_do_not_add_up
 from regressbisect.search.hunks.prefix import PrefixSearch
 from regressbisect.search.driver import drive
@@ -507,7 +507,7 @@ def test_a_proposed_step_its_pairs_show_is_handed_to_the_gate_and_one_they_do_no
     assert step.action == "measure" and step.picks == ((3, "confirm step 3..4"),)
     assert gate.since(3, 4) == last and gate.fresh_pairs(3, 4) == []
     flat, post, book, _ = _confirmation(0.0, pairs=12)
-    assert flat.decide(_Bracket(0, 8), post, best, slots=1, last_round=max(book.time[4]), sign=-1).action == "refuted"
+    assert flat.decide(_Bracket(0, 8), post, best, slots=1, last_round=max(book.time[4]), sign=-1).action is Action.REFUTED
 
 
 def test_a_step_the_fresh_pairs_show_is_named_and_a_capped_commit_gives_the_bracket_up():
@@ -518,7 +518,7 @@ def test_a_step_the_fresh_pairs_show_is_named_and_a_capped_commit_gives_the_brac
     for k in range(2):   # two fresh pairs of a 10% step at 1% noise
         book.add(3, 1000.0 * (1 + 0.005 * k), tag=None, when=last + 1 + 2 * k)
         book.add(4, 900.0, tag=None, when=last + 2 + 2 * k)
-    assert confirm.decide(_Bracket(0, 8), post, best, slots=1, last_round=last + 4, sign=-1).action == "named"
+    assert confirm.decide(_Bracket(0, 8), post, best, slots=1, last_round=last + 4, sign=-1).action is Action.NAMED
     stuck, post, book, _ = _confirmation(0.10, pairs=4, capped={4})
-    assert stuck.decide(_Bracket(0, 8), post, best, slots=1, last_round=max(book.time[4]), sign=-1).action == "give-up"
+    assert stuck.decide(_Bracket(0, 8), post, best, slots=1, last_round=max(book.time[4]), sign=-1).action is Action.GIVE_UP
 

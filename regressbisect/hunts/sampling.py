@@ -294,10 +294,7 @@ class SampleSource:
         prepared = self._prepare(tree, built, request.candidate, extra_env)
         if isinstance(prepared, ProbeOutcome):
             return ExecutedProbe(prepared), None, None
-        spec = ProbeSpec(command=self._spec.command, tokens=self._spec.tokens,
-                         timeout_s=self._spec.timeout_s, env=self._spec.env,
-                         instrument=request.instrumented, work=request.work,
-                         metric_regex=self._spec.metric_regex)
+        spec = dataclasses.replace(self._spec, instrument=request.instrumented, work=request.work)
         imports = self.isolation.prepare(prepared) if self.isolation is not None else None
         probe_env = {**extra_env, **(imports.env if imports is not None else {})}
         try:

@@ -47,7 +47,7 @@ import numpy as np
 from regressbisect.config import DIRECTION, DIRECTIONS, MAX_SAMPLES, MIN_EFFECT
 from regressbisect.search.book import SampleBook
 from regressbisect.search.control import ControlArm
-from regressbisect.search.confirm import StepConfirmation
+from regressbisect.search.confirm import Action, StepConfirmation
 from regressbisect.search.culprits import Culprit, CulpritRule
 from regressbisect.search.direction import hunted_sign, toward
 from regressbisect.search.interference import Reader
@@ -636,12 +636,12 @@ class CommitSearch:
             return [(Measure(self.picker.past_skips(iv, past), f"bisect {iv.lo}..{iv.hi} (past skips)"), None)]
         if mass >= s.confirm_enter:
             step = self.confirmation.decide(iv, post, best, slots, self._round, self._sign)
-            if step.action == "named":
+            if step.action is Action.NAMED:
                 self._accept(iv, a, b)
-            elif step.action == "refuted":
+            elif step.action is Action.REFUTED:
                 iv.vetoed.add((a, b))
                 self._refuted.append((a, b))
-            elif step.action == "give-up":
+            elif step.action is Action.GIVE_UP:
                 self._queue.pop(0)
                 self._give_up(iv)
             else:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from enum import Enum
 from typing import Callable, Protocol
 
 import numpy as np
@@ -24,7 +25,7 @@ from regressbisect.search.pairing import Pairing
 from regressbisect.search.picker import Bracket, Picker
 from regressbisect.search.stats import log_threshold, sprt
 
-__all__ = ["ConfirmSettings", "Confirmation", "StepConfirmation"]
+__all__ = ["ConfirmSettings", "Action", "Confirmation", "StepConfirmation"]
 
 
 class ConfirmSettings(Protocol):
@@ -34,13 +35,24 @@ class ConfirmSettings(Protocol):
     confidence: float
 
 
+class Action(str, Enum):
+    """What the confirmation of a step asks of the search."""
+
+    NAMED = "named"
+    """The gate named it."""
+    REFUTED = "refuted"
+    """The SPRT accepted 'no step': veto it."""
+    GIVE_UP = "give-up"
+    """A cap stops its pairs: the bracket is left unresolved."""
+    MEASURE = "measure"
+    """Take the samples of `Confirmation.picks`."""
+
+
 @dataclass(frozen=True)
 class Confirmation:
     """What the confirmation of step (a, b) asks of the search now."""
 
-    action: str
-    """'named' (the gate named it), 'refuted' (the SPRT accepted 'no step': veto it), 'give-up'
-    (a cap stops its pairs: the bracket is left unresolved) or 'measure' (`picks`)."""
+    action: Action
     picks: tuple[tuple[int, str], ...] = ()
     """(candidate, why) of the next round, for 'measure'."""
 
@@ -78,7 +90,7 @@ class StepConfirmation:
         confirm = f"confirm step {a}..{b}"
         if decision == "H1" and mass >= s.confidence:
             if self.gate.named(a, b, sign):
-                return Confirmation("named")
+                return Confirmation(Action.NAMED)
             # the posterior and the SPRT read samples that picked this step; naming it needs
             # pairs taken since: measure the two commits in pairs until the gate decides
             outer = self.beside(iv, a, b, slots)
@@ -87,10 +99,10 @@ class StepConfirmation:
             if fresh and not (self.capped(a) or self.capped(b)):
                 beside = [(i, f"check ends beside step {a}..{b}") for i in outer]
                 pairs = [(i, confirm) for i in fresh]
-                return Confirmation("measure", tuple(beside if beside and slots < 4 else beside + pairs))   # under 4 slots: a round each
-            return Confirmation("give-up")
+                return Confirmation(Action.MEASURE, tuple(beside if beside and slots < 4 else beside + pairs))   # under 4 slots: a round each
+            return Confirmation(Action.GIVE_UP)
         if decision == "H0":
-            return Confirmation("refuted")
+            return Confirmation(Action.REFUTED)
         if decision == "H1":
             # the pairs already show the step: what is missing is posterior mass, and the most
             # informative sample for it is the median split again (a, b or a neighbour)
@@ -105,18 +117,18 @@ class StepConfirmation:
             if anchor is not None:
                 informative = [anchor] + informative[: slots - 1]
             if informative:
-                return Confirmation("measure", tuple((i, confirm) for i in informative))
+                return Confirmation(Action.MEASURE, tuple((i, confirm) for i in informative))
         if self.capped(a) or self.capped(b):
             # a new pair needs a sample of both commits: with one at max_samples the paired test
             # can go no further. Once it has accepted, the other still moves the posterior
             uncapped = [i for i in (a, b) if not self.capped(i)]
             if decision == "H1" and uncapped:
-                return Confirmation("measure", ((uncapped[0], confirm),))
-            return Confirmation("give-up")
+                return Confirmation(Action.MEASURE, ((uncapped[0], confirm),))
+            return Confirmation(Action.GIVE_UP)
         picks = [(i, "confirm step") for i in self.pairing.next(a, b, slots, last_round)]
         if slots > len(picks):
             picks += [(i, f"bisect {iv.lo}..{iv.hi}") for i in self.picker.quantiles(iv, post, slots - len(picks), exclude={a, b})]
-        return Confirmation("measure", tuple(picks))
+        return Confirmation(Action.MEASURE, tuple(picks))
 
     def step_for_sprt(self, step_hat: float, sign: int) -> float:
         """Alternative of the SPRT: the model's step, at least min_effect, in the hunted direction."""
