@@ -343,7 +343,6 @@ class CommitSearch:
         self._culprits: list[Culprit] = []
         self._unresolved: list[tuple[int, int]] = []
         self._given_up: list[_Interval] = []             # brackets left at a cap or budget, in order
-        self._out_of_budget = False                     # a bracket was given up at a cap or budget
         self._refuted: list[tuple[int, int]] = []       # steps the paired test vetoed
         self._sides: list[SideCheck] = []
         self._sign = 0
@@ -457,7 +456,7 @@ class CommitSearch:
             verdict = "not-reproduced"
             reason = ("every sample of GOOD and BAD taken so far puts the difference below "
                       f"{self.settings.min_effect:.1%}: the control arm's start was a fluke")
-        elif self._out_of_budget or suspects or self._phase != "done":
+        elif self._given_up or suspects or self._phase != "done":
             verdict = "undecided"
             if not reason:
                 reason = ("steps could not be confirmed at a size of at least "
@@ -788,7 +787,6 @@ class CommitSearch:
         out of samples or budget there (the hunt is then 'undecided', not 'not localised')."""
         self._unresolved.append((iv.lo, iv.hi))
         if not refuted:
-            self._out_of_budget = True
             self._given_up.append(iv)
 
     def noise_prior_report(self) -> dict | None:

@@ -108,7 +108,7 @@ def alone(ctx: HuntContext, proposed: frozenset, prefix: frozenset, sign: int,
             continue
         for i in range(3):
             arms[i].append(values[i])
-        typical = [ctx.typical(subset, arm) for subset, arm in zip(sets, arms)]
+        typical = ctx.typical(sets, arms)
         pool = ctx.noise_with(typical)
         base, alone_arm, prefix_arm = typical
         least = ctx.least_runs()
@@ -118,7 +118,7 @@ def alone(ctx: HuntContext, proposed: frozenset, prefix: frozenset, sign: int,
         if shows_step(alone_arm, prefix_arm, pool, sign=sign, alpha=s.alpha, min_effect=s.min_effect, priors=priors,
                       least=least):
             return "interacts", None, (arms[0], arms[2])
-    typical = [ctx.typical(subset, arm) for subset, arm in zip(sets, arms)]
+    typical = ctx.typical(sets, arms)
     if not (typical[0] and typical[1]):
         return "open", None, (arms[0], arms[2])
     return "open", replace(tested(proposed, typical[0], typical[1], ctx.noise_with(typical)), verdict="undecided"), (arms[0], arms[2])

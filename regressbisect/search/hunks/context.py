@@ -57,13 +57,16 @@ class HuntContext:
         if value is not None:
             self.reading.add(subset, math.log(value))
 
-    def typical(self, subset: frozenset, values: Sequence[float]) -> list[float]:
-        """These runs of BASE + subset (tok/s) less those read as interfered (all of them when the
-        reading is off: `SearchSettings.read_interference`)."""
+    def typical(self, subsets: Sequence[frozenset], arms: Sequence[Sequence[float]]) -> list[list[float]]:
+        """Each arm (runs of BASE + subsets[i], tok/s) less the runs read as interfered (all of
+        them when the reading is off: `SearchSettings.read_interference`)."""
         if not self.settings.read_interference:
-            return list(values)
-        off = self.reading.interfered(subset, [math.log(v) for v in values])
-        return [v for v, far in zip(values, off) if not far]
+            return [list(arm) for arm in arms]
+        out = []
+        for subset, arm in zip(subsets, arms):
+            off = self.reading.interfered(subset, [math.log(v) for v in arm])
+            out.append([v for v, far in zip(arm, off) if not far])
+        return out
 
     def typical_pairs(self, subsets: tuple[frozenset, frozenset],
                       pairs: Sequence[tuple[float, float]]) -> list[tuple[float, float]]:

@@ -86,12 +86,11 @@ def leave_each_out(ctx: HuntContext, tested: TestedSubset, hunks: Sequence[str],
                     alphas[h] = ctx.leave_out_alphas.next()   # a test that measures spends its share
                 for arm, value in zip(arms[h], (base, rest, full)):
                     arm.append(value)
-        pool = ctx.noise_with([ctx.typical(subset, values) for subset, values in every.items()])
+        pool = ctx.noise_with(ctx.typical(list(every), list(every.values())))
         for h in open_hunks:
             if h in outcomes or h not in alphas:
                 continue
-            base_arm, rest_arm, full_arm = (ctx.typical(subset, arm) for subset, arm in
-                                            zip((frozenset(), rests[h], members), arms[h]))
+            base_arm, rest_arm, full_arm = ctx.typical((frozenset(), rests[h], members), arms[h])
             least = ctx.least_runs()
             if shows_step(rest_arm, full_arm, pool, sign=sign, alpha=alphas[h], min_effect=min_effect, priors=priors,
                           least=least):

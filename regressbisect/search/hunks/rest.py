@@ -86,10 +86,10 @@ def shows_on_top(ctx: HuntContext, taken: frozenset, upper: float, sign: int) ->
             break
         for i in order:
             arms[i].append(values[i])
-        typical = [ctx.typical(subset, arm) for subset, arm in zip(sets, arms)]
+        typical = ctx.typical(sets, arms)
         if shows_step(typical[0], typical[1], ctx.noise_with(typical), sign=sign, alpha=s.alpha,
                       min_effect=s.min_effect, priors=priors, least=ctx.least_runs()):
             shown = True
             break
-    ctx.learn([ctx.typical(subset, arm) for subset, arm in zip(sets, arms)])    # the hunt's samples, whatever they showed
+    ctx.learn(ctx.typical(sets, arms))    # the hunt's samples, whatever they showed
     return shown
