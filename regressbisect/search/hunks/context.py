@@ -54,7 +54,7 @@ class HuntContext:
 
     def record(self, subset: frozenset, value: float | None) -> None:
         """A run of BASE + subset (tok/s; None: skipped), as the driver records it."""
-        if value is not None:
+        if value is not None and self.settings.read_interference:
             self.reading.add(subset, math.log(value))
 
     def typical(self, subsets: Sequence[frozenset], arms: Sequence[Sequence[float]]) -> list[list[float]]:
