@@ -25,6 +25,7 @@ LAYERS: dict[str, int] = {
     "regressbisect.jsonio": 0,
     "regressbisect.metric": 0,
     "regressbisect.version": 0,
+    "regressbisect.tomlread": 0,
     # 1: every setting's default and validation (the search's settings take their defaults here)
     "regressbisect.config": 1,
     # 2: parts that know nothing of running a probe: pure search and statistics, rendering of

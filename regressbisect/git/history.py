@@ -13,13 +13,13 @@ from __future__ import annotations
 import os
 import subprocess
 import threading
-import tomllib
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from regressbisect.errors import UserError, warn
+from regressbisect.tomlread import tomllib
 
 if TYPE_CHECKING:  # gitpython is imported lazily: `regressbisect --help` should stay cheap
     import git

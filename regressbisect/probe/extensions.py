@@ -20,9 +20,10 @@ from __future__ import annotations
 
 import configparser
 import re
-import tomllib
 from dataclasses import dataclass
 from pathlib import Path
+
+from regressbisect.tomlread import tomllib
 
 COMPILING_BACKENDS = ("scikit_build_core", "mesonpy", "maturin", "py_build_cmake", "sipbuild")
 """Build backends (their module, the part before the first dot) that compile the project."""

@@ -36,13 +36,7 @@ from typing import Any, Mapping, Sequence
 from regressbisect.errors import ExitCode, UserError
 from regressbisect.probe.contract import IMPORT_RECORD_SUFFIX, IMPORTS_DIR_ENV, PROJECT_MODULES_ENV
 
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - Python 3.10 reads TOML with the tomli backport
-    try:
-        import tomli as tomllib
-    except ImportError:
-        tomllib = None
+from regressbisect.tomlread import tomllib
 
 FIX_FLAG = "--no-isolation-check"
 MAIN_MODULE = "__main__"
@@ -87,7 +81,7 @@ def import_roots(worktree: Path) -> list[Path]:
 
 
 def _read_toml(path: Path) -> dict[str, Any]:
-    if tomllib is None or not path.is_file():
+    if not path.is_file():
         return {}
     try:
         with open(path, "rb") as f:
