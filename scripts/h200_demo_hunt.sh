@@ -12,6 +12,10 @@
 set -uo pipefail
 OUT=${OUT:-gpu-out}; mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1
+# the checkout's package, where it is not installed (a machine without PyPI cannot build an
+# editable install: `python3 -m pip install --no-deps` the wheels of gitpython, gitdb, smmap and
+# ruptures first)
+python3 -c "import regressbisect" 2>/dev/null || export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
 start=$(date +%s)
 LIMIT=${LIMIT:-570}                       # seconds for the whole script; run it again to resume
 nvidia-smi --query-gpu=name,clocks.sm,memory.used --format=csv > "$OUT/gpus.txt"

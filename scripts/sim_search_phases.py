@@ -5,6 +5,7 @@ checks. The phase is the first word of each Measure's reason.
 
     python scripts/sim_search_phases.py --trials 200 --jobs 2
     python scripts/sim_search_phases.py --floor --by-picks      # hunts by the steps they picked
+    python scripts/sim_search_phases.py --interference --only '0.7x' --trials 100
 
 --by-picks splits each cell's hunts by how many distinct steps reached confirmation (the naming
 gate's picks: a wrong pick costs pairs until it is dropped, and lowers the share of name_alpha of
@@ -20,7 +21,7 @@ import numpy as np
 
 import _common  # noqa: E402,F401  (puts the repository on sys.path)
 
-from bench_accuracy import FLOOR_CELLS, Cell, _history  # noqa: E402
+from bench_accuracy import FLOOR_CELLS, INTERFERENCE_CELLS, Cell, _history  # noqa: E402
 from regressbisect.search.bisect import CommitSearch, SearchSettings  # noqa: E402
 from regressbisect.search.driver import drive  # noqa: E402
 from regressbisect.search.simulate import FakeExecutor  # noqa: E402
@@ -55,11 +56,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--jobs", type=int, default=2)
     p.add_argument("--seed", type=int, default=20240601)
     p.add_argument("--floor", action="store_true", help="the cost goals' cells (bench_accuracy.py --floor)")
+    p.add_argument("--interference", action="store_true",
+                   help="the cells with runs far off their level (bench_accuracy.py --interference)")
     p.add_argument("--only", default="", help="only the cells whose name contains this text")
     p.add_argument("--by-picks", action="store_true",
                    help="one row per cell and number of steps picked (hunts, their share, the same columns)")
     args = p.parse_args(argv)
-    cells = list(FLOOR_CELLS) if args.floor else (
+    cells = list(FLOOR_CELLS) if args.floor else list(INTERFERENCE_CELLS) if args.interference else (
         [Cell(128, (-s,), cv) for cv in (0.02, 0.05) for s in (0.03, 0.05, 0.10)] + [Cell(128, (), 0.02)])
     cells = [c for c in cells if args.only in c.name]
     picks_head = "steps picked | hunts | " if args.by_picks else ""
