@@ -326,12 +326,6 @@ class SampleSource:
         key = self._key_for(candidate)
         return key.tree, key.patch_hash
 
-    def _count_build(self, *, reused: bool) -> None:
-        """A setup run paid, or a probe on a tree already built: in the hunt's cost (hunts/cost.py)."""
-        count = getattr(self._executor, "count_build", None)
-        if count is not None:
-            count(reused=reused)
-
     def _prepare(self, tree: int, built: bool, candidate: Candidate,
                  extra_env: Mapping[str, str]) -> Path | ProbeOutcome:
         """Check the candidate out in worktree `tree` and run the setup step; a skip outcome if
@@ -340,7 +334,7 @@ class SampleSource:
         if built:
             worktree = self._pool.path(tree)
             self._setup.reuse(tree, worktree, candidate.short)
-            self._count_build(reused=True)
+            self._executor.count_build(reused=True)   # in the hunt's cost (hunts/cost.py)
             return worktree
         try:
             worktree = self._pool.checkout(tree, candidate.commit, self._patch_for(candidate))
@@ -353,7 +347,7 @@ class SampleSource:
         if self._setup is not None:
             result = self._setup.run(self._key_for(candidate), worktree,
                                      probe_environment(self._spec, extra_env), candidate.short)
-            self._count_build(reused=False)
+            self._executor.count_build(reused=False)
             if not result.ok:
                 return _skipped(result.reason)
             self._setup.mark_built(tree, self._build_of(candidate), worktree)   # only once it succeeded
@@ -408,11 +402,9 @@ class SampleSource:
     def measurement_json(self) -> dict[str, Any]:
         """Report fields: preloaded start-up, overlapped probes, setup step, slot venvs, samples re-taken
         under contention."""
-        # Only the local executor forks probes from a preload server (probe/preload.py).
-        preload = getattr(self._executor, "preload_stats", lambda: None)()
-        overlap = getattr(self._executor, "overlap_stats", lambda: None)()   # probe/windows.py
-        out: dict[str, Any] = {"probe_seconds": round(self.probe_seconds, 3), "preload": preload,
-                               "overlap": overlap,
+        out: dict[str, Any] = {"probe_seconds": round(self.probe_seconds, 3),
+                               "preload": self._executor.preload_stats(),
+                               "overlap": self._executor.overlap_stats(),
                                "setup": self._setup.to_json() if self._setup is not None else None,
                                "venvs": None, "contention": None, "leftovers": dict(self.leftovers)}
         if self._venvs is not None:
