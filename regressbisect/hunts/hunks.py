@@ -18,20 +18,18 @@ import re
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from regressbisect.config import HuntConfig, default_store_path
+from regressbisect.config import HuntConfig
 from regressbisect.errors import UserError
 from regressbisect.git.history import History, run_git
 from regressbisect.git.hunks import Hunk, build_patch, collect_hunks, group_hunks, untracked_files
-from regressbisect.git.worktrees import WorktreePool
-from regressbisect.hunts import cost as costs
 from regressbisect.hunts.common import (VERDICT_EXIT, HuntOutcome, continue_command, every_sample_stored, hunting,
-                                        key_for, lane_environments, measurement_parts, slot_environments)
+                                        key_for)
 from regressbisect.hunts.sampling import Request, SampleSource, median_counters
+from regressbisect.hunts.skeleton import Hunt, Rig
 from regressbisect.render.work import culprit_work, split_counts
-from regressbisect.machine.fingerprint import count_gpus
-from regressbisect.probe.executors import ProbeExecutor, make_executor, work_root
-from regressbisect.probe.isolation import isolation_for_hunt
-from regressbisect.probe.runner import probe_spec, run_probe
+from regressbisect.probe.executors import ProbeExecutor
+from regressbisect.probe.isolation import Isolation
+from regressbisect.probe.runner import run_probe
 from regressbisect.render.progress import HuntProgress
 from regressbisect.render.report_json import isolation_json, report_header
 from regressbisect.samples import Candidate, ProbeOutcome, SampleKey
@@ -133,7 +131,7 @@ def _bound_at_top_level(line: str) -> list[str]:
     return []
 
 
-class HunkHunt:
+class HunkHunt(Hunt):
     """One `regressbisect hunks`: BASE vs BASE + the work tree's changes (with `commit`: the
     commit's first parent vs the commit, its diff's hunks)."""
 
@@ -150,8 +148,7 @@ class HunkHunt:
         self.command_line = command_line
         self._prefixes: list[frozenset] = []
         """The prefix search's candidates (BASE + the first k hunk groups), once `decide` ran."""
-        self.history = history
-        self.config = config
+        self.history = history   # read by _base_text below, before the frame is set
         self.commit = history.resolve(commit) if commit is not None else None
         if self.commit is not None:
             parent = history.first_parent(self.commit)
@@ -168,16 +165,10 @@ class HunkHunt:
                                                target=self.commit)
         self.needs = hunk_needs(self.hunks, self._base_text)
         self.by_id = {h.id: h for h in self.hunks}
-        self.store_path = store_path or default_store_path(history.common_dir)
-        self.progress = progress or HuntProgress(quiet=True)
-        self.probe_runner = probe_runner
         self.rule = rule
-        self.executor = executor or make_executor(config, history, progress=self.progress,
-                                                  probe_runner=probe_runner)
-        self.env_fingerprint, self.env_facts = self.executor.fingerprint()
+        super().__init__(history, config, store_path=store_path, progress=progress, probe_runner=probe_runner,
+                         executor=executor)
         self._config_hash = config.probe.config_hash()   # (slots, overlap) in it, as a commit hunt's
-        self.meter: costs.CostMeter | None = None
-        """What every fresh probe cost (set when the hunt starts; a commit hunt's own for --drill)."""
         self._trees = {sha: history.tree_of(sha) for sha in (self.base, self.commit) if sha is not None}
         self.progress.set_labels(["base", "base+all"])
 
@@ -213,42 +204,33 @@ class HunkHunt:
     def _run(self) -> HuntOutcome:
         cfg = self.config
         everything = self.candidate(self.by_id)
-        gpus = count_gpus()
-        slot_envs = slot_environments(cfg, gpus)
-        # The meter wraps the executor: what every fresh probe cost, and the start-up env.
-        self.cost = costs.HuntCost(cfg, self.executor, store_path=self.store_path, slot_envs=slot_envs, gpus=gpus)
-        self.meter = self.cost.meter
-        with Store(self.store_path) as store, WorktreePool(self.history, cfg.lanes,
-                                                                root=work_root(cfg, self.history)) as pool:
-            hunt_id = store.start_hunt(kind="hunks", good=self.base, bad=self.commit or everything.patch_hash or "",
-                                       config_hash=self._config_hash, env_fingerprint=self.env_fingerprint,
-                                       settings={"min_effect": cfg.min_effect, "direction": cfg.direction,
-                                                 "max_samples": cfg.max_samples, "interference": cfg.interference,
-                                                 "slots": cfg.slots,
-                                                 "overlap": cfg.overlap})
-            spec = probe_spec(cfg)
-            source = self.sample_source(store, pool, hunt_id, lane_environments(cfg, slot_envs),
-                                        measurement_parts(cfg, self.history, store, hunt_id, self.progress),
-                                        isolation_for_hunt(self.history, cfg.probe.isolation_check, spec.env,
-                                                           records_root=work_root(cfg, self.history)))
+
+        def start(store: Store) -> int:
+            return store.start_hunt(kind="hunks", good=self.base, bad=self.commit or everything.patch_hash or "",
+                                    config_hash=self._config_hash, env_fingerprint=self.env_fingerprint,
+                                    settings={"min_effect": cfg.min_effect, "direction": cfg.direction,
+                                              "max_samples": cfg.max_samples, "interference": cfg.interference,
+                                              "slots": cfg.slots,
+                                              "overlap": cfg.overlap})
+
+        with self.rig(start=start) as rig:
+            store, hunt_id = rig.store, rig.hunt_id
+            source = self.sample_source(rig)
             decision = self.decide(source)
             named = [c.hunks for c in decision.culprits]
             counters = self._counters(source, named) if cfg.instrument != "off" and named else {}
             report = self._report(decision, source, hunt_id, counters)
             report["measurement"] = source.measurement_json()
-            report["cost"] = self.cost.report(store, hunt_id, tokens=cfg.probe.tokens)
+            report["cost"] = rig.cost.report(store, hunt_id, tokens=cfg.probe.tokens)
             report["continue_command"] = (continue_command(self.command_line, cfg.max_samples)
                                           if decision.verdict == "undecided" else None)
             store.finish_hunt(hunt_id, report)
         return HuntOutcome(report=report, exit_code=VERDICT_EXIT[report["verdict"]], hunt_id=hunt_id)
 
-    def sample_source(self, store: Store, pool: WorktreePool, hunt_id: int, lane_envs: list[dict[str, str]],
-                      parts: dict[str, Any], isolation) -> SampleSource:
-        """Where this hunt's samples come from: the store, else a probe in one of `pool`'s worktrees
-        (a commit hunt's, for `run --drill`: its store, pool, setup and meter carry over)."""
-        return SampleSource(store=store, pool=pool, spec=probe_spec(self.config), env_fingerprint=self.env_fingerprint,
-                            hunt_id=hunt_id, key_for=self.key_for, patch_for=self.patch_for, slot_env=lane_envs,
-                            executor=self.meter, **parts, isolation=isolation)
+    def sample_source(self, rig: Rig, isolation: Isolation | None = None) -> SampleSource:
+        """Where this hunt's samples come from: the store, else a probe in one of the rig's worktrees
+        (a commit hunt's, for `run --drill`: its store, pool, setup, meter and import check carry over)."""
+        return rig.source(self.config, self.key_for, patch_for=self.patch_for, isolation=isolation)
 
     def decide(self, source: SampleSource) -> HunkDecision:
         """The hunt's decisions (search/hunkdecide.py), each round's subsets side by side, one per

@@ -78,6 +78,21 @@ class Request:
         return "instrumented" if self.instrumented else "main"
 
 
+@dataclass(frozen=True)
+class MeasurementParts:
+    """The optional parts of how a hunt measures, each None where the config asks for none (built
+    once from the HuntConfig: hunts/common.py `measurement_parts`)."""
+
+    setup: "SetupStep | None" = None
+    """The setup step run in each candidate's worktree before its probes (docs/setup.md)."""
+    venvs: "SlotVenvs | None" = None
+    """A virtualenv per worktree, activated for its setup step and probes (--venv)."""
+    guard: "ContentionGuard | None" = None
+    """The busy-machine guard: samples taken under contention are kept apart (docs/contention.md)."""
+    build_check: Callable[[Path], None] | None = None
+    """Raises when a checked-out candidate declares compiled modules no setup step builds."""
+
+
 class SampleSource:
     """Serves samples for candidates: stored ones in order, then fresh probe runs."""
 
@@ -86,9 +101,7 @@ class SampleSource:
                  patch_for: Callable[[Candidate], str | None] = lambda c: None,
                  slot_env: Sequence[Mapping[str, str]] = ({},),
                  probe_runner: Callable[..., ProbeOutcome] = run_probe,
-                 setup: "SetupStep | None" = None, venvs: "SlotVenvs | None" = None,
-                 guard: "ContentionGuard | None" = None,
-                 build_check: Callable[[Path], None] | None = None,
+                 parts: MeasurementParts = MeasurementParts(),
                  isolation: Isolation | None = None, executor: ProbeExecutor | None = None):
         self._store = store
         self._pool = pool
@@ -111,14 +124,11 @@ class SampleSource:
         read GOOD's)."""
         self._served: set[tuple] = set()
         self.probe_seconds = 0.0
-        # Setup step, slot venvs, busy-machine guard (docs/setup.md, docs/contention.md).
-        self._setup = setup
-        self._venvs = venvs
-        self._guard = guard
-        self._build_check = build_check
-        """Raises when a checked-out candidate declares compiled modules no setup builds."""
-        if setup is not None:   # candidates kept built in worktrees of their own (docs/setup.md)
-            pool.widen(setup.trees.fit(self.slots))
+        self.parts = parts
+        self._setup, self._venvs, self._guard = parts.setup, parts.venvs, parts.guard
+        self._build_check = parts.build_check
+        if self._setup is not None:   # candidates kept built in worktrees of their own (docs/setup.md)
+            pool.widen(self._setup.trees.fit(self.slots))
         self._counts_lock = threading.Lock()
         self.retakes: list[dict[str, Any]] = []
         """Samples taken under contention (stored in the 'flagged' arm) and re-taken."""
