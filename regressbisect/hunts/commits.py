@@ -18,8 +18,7 @@ from typing import Any, Callable, Sequence
 from regressbisect.config import HuntConfig
 from regressbisect.errors import UserError
 from regressbisect.git.history import CommitInfo, History
-from regressbisect.hunts.common import (VERDICT_EXIT, HuntOutcome, continue_command, every_sample_stored, hunting,
-                                        key_for)
+from regressbisect.hunts.common import VERDICT_EXIT, HuntOutcome, continue_command, hunting, key_for
 from regressbisect.hunts.sampling import Request, SampleSource, median_counters
 from regressbisect.hunts.skeleton import Hunt, Rig
 from regressbisect.probe.contract import COUNTER_NAMES
@@ -137,7 +136,7 @@ class CommitHunt(Hunt):
             report["continue_command"] = (continue_command(self.command_line, cfg.max_samples)
                                           if result.verdict == "undecided" else None)
             report["cost"] = cost.report(store, hunt_id, tokens=self.config.probe.tokens, budget=budget)
-            report["from_store_only"] = every_sample_stored(probes=self.meter.totals.probes,
+            report["from_store_only"] = report_json.every_sample_stored(probes=self.meter.totals.probes,
                                                             builds=self.meter.totals.builds,
                                                             cached=report["cached_samples"])
             report["instrumentation"].update(overhead_pairs=plan.overhead_pairs,

@@ -138,12 +138,6 @@ def check_built(worktree: Path) -> None:
                         f"measure the sources as they are")
 
 
-def every_sample_stored(*, probes: int, builds: int | None, cached: int) -> bool:
-    """The report's `from_store_only`: nothing was run (no probe, no setup step), every sample the
-    hunt used was stored before (the summary's first line says so)."""
-    return probes == 0 and not builds and cached > 0
-
-
 def continue_command(command_line: Sequence[str] | None, max_samples: int) -> str | None:
     """The command that lets an undecided hunt go further: the user's own command line with
     --max-samples doubled (any --max-samples of it replaced). The sample key holds no cap

@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import math
 import shlex
+from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any, ClassVar, Mapping, Sequence
 
 from regressbisect.config import run_flags
 from regressbisect.render.work import culprit_work, side_json, split_counts
@@ -24,6 +25,52 @@ def report_header(kind: str, unit: str) -> dict[str, Any]:
     """The fields every JSON report starts with, whichever command wrote it. `unit` is the
     metric's unit for display; the fields keep their `tok_s` names whatever it is."""
     return {"schema": SCHEMA, "kind": kind, **tool_identity(), "unit": unit}
+
+
+ABSENT_WHEN_NONE = {"absent_when_none": True}
+"""A report field's metadata: the key is left out of the JSON while the value is None."""
+
+
+def fields_json(definition) -> dict[str, Any]:
+    """A report dataclass's fields as JSON, in their order: nested report objects through their
+    own `to_json`, a field marked ABSENT_WHEN_NONE left out while it is None."""
+    out: dict[str, Any] = {}
+    for f in fields(definition):
+        value = getattr(definition, f.name)
+        if value is None and f.metadata.get("absent_when_none"):
+            continue
+        out[f.name] = _as_json(value)
+    return out
+
+
+def _as_json(value: Any) -> Any:
+    if hasattr(value, "to_json"):
+        return value.to_json()
+    if isinstance(value, list):
+        return [_as_json(v) for v in value]
+    return value
+
+
+@dataclass(frozen=True)
+class Report:
+    """A JSON report: the header (report_header), then the kind's fields in their order. Each
+    kind's dataclass is the definition of its report; docs/report-schema.md is tested against it
+    (tests/test_report_schema.py)."""
+
+    KIND: ClassVar[str]
+    unit: str
+    """The metric's unit (a header field)."""
+
+    def to_json(self) -> dict[str, Any]:
+        body = fields_json(self)
+        del body["unit"]
+        return {**report_header(self.KIND, self.unit), **body}
+
+
+def every_sample_stored(*, probes: int, builds: int | None, cached: int) -> bool:
+    """The report's `from_store_only`: nothing was run (no probe, no setup step), every sample the
+    hunt used was stored before (the summary's first line says so)."""
+    return probes == 0 and not builds and cached > 0
 
 
 def _summary_json(summary) -> dict[str, Any] | None:
