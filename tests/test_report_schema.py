@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from regressbisect.render.report_hunks import HunkCulprit, HunkReport
-from regressbisect.render.report_json import report_header
+from regressbisect.render.report_json import CommitCulprit, CommitReport, NightlyReport, report_header
 
 SCHEMA_DOC = Path(__file__).resolve().parents[1] / "docs" / "report-schema.md"
 
@@ -44,7 +44,9 @@ HEADER = "## Header (every report)"
 
 
 @pytest.mark.parametrize("kind, definition, heading", [
+    ("commits", CommitReport, '## `kind: "commits"`'),
     ("hunks", HunkReport, '## `kind: "hunks"`'),
+    ("nightly", NightlyReport, '## `kind: "nightly"`'),
 ])
 def test_each_kinds_documented_top_level_keys_are_its_definitions(kind, definition, heading):
     documented = documented_fields(HEADER) | documented_fields(heading)
@@ -54,6 +56,7 @@ def test_each_kinds_documented_top_level_keys_are_its_definitions(kind, definiti
 
 
 @pytest.mark.parametrize("definition, heading", [
+    (CommitCulprit, "A culprit:"),
     (HunkCulprit, "A hunk culprit"),
 ])
 def test_a_culprits_documented_keys_are_its_definitions(definition, heading):

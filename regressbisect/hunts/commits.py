@@ -125,26 +125,19 @@ class CommitHunt(Hunt):
                 raise
             counters, counting_arm = self._explain(source, plan, result)
             drills = self._drill(rig, source, plan, result) if cfg.drill else {}
+            totals = self.meter.totals
             report = report_json.commit_report(
                 commits=self.commits, result=result, counters=counters, plan=plan,
-                probes=self.meter.totals.probes, cached=cached_before + source.cached_used,
+                probes=totals.probes, builds=totals.builds, cached=cached_before + source.cached_used,
                 config=self.config, env_facts=self.env_facts, store_path=self.store_path,
-                hunt_id=hunt_id, cached_by_index=self._cached_by_index, isolation=source.isolation)
-            report["measurement"] = source.measurement_json()
-            report["noise_prior"] = self._noise_prior_facts
-            report["exit_code"] = int(VERDICT_EXIT[result.verdict])
-            report["continue_command"] = (continue_command(self.command_line, cfg.max_samples)
-                                          if result.verdict == "undecided" else None)
-            report["cost"] = cost.report(store, hunt_id, tokens=self.config.probe.tokens, budget=budget)
-            report["from_store_only"] = report_json.every_sample_stored(probes=self.meter.totals.probes,
-                                                            builds=self.meter.totals.builds,
-                                                            cached=report["cached_samples"])
-            report["instrumentation"].update(overhead_pairs=plan.overhead_pairs,
-                                             counters_available=plan.counters_available)
-            report["cost"]["counting_arm"] = counting_arm
-            for culprit in report["culprits"]:
-                if culprit["commit"] in drills:
-                    culprit["hunks"] = drills[culprit["commit"]]
+                hunt_id=hunt_id, cached_by_index=self._cached_by_index, isolation=source.isolation,
+                exit_code=int(VERDICT_EXIT[result.verdict]), measurement=source.measurement_json(),
+                noise_prior=self._noise_prior_facts,
+                continue_command=(continue_command(self.command_line, cfg.max_samples)
+                                  if result.verdict == "undecided" else None),
+                cost={**cost.report(store, hunt_id, tokens=self.config.probe.tokens, budget=budget),
+                      "counting_arm": counting_arm},
+                drills=drills).to_json()
             store.finish_hunt(hunt_id, report)
         return HuntOutcome(report=report, exit_code=VERDICT_EXIT[result.verdict], hunt_id=hunt_id)
 

@@ -31,7 +31,7 @@ from regressbisect.probe.executors import ProbeExecutor
 from regressbisect.probe.isolation import Isolation
 from regressbisect.probe.runner import run_probe
 from regressbisect.render.progress import HuntProgress
-from regressbisect.render.report_json import isolation_json, report_header
+from regressbisect.render.report_json import nightly_report
 from regressbisect.samples import Candidate, ProbeOutcome, SampleKey
 from regressbisect.search import stats
 from regressbisect.search.changepoints import ChangePointSettings, detect
@@ -85,6 +85,7 @@ class Nightly(Hunt):
         # the night's series is measured one commit at a time (its hunts use the configured slots)
         self.config_hash = config.probe.alone().config_hash()
         self._isolation: Isolation | None = None  # set by the night's measuring; in its report
+        self._measurement: dict[str, Any] | None = None   # the same
 
     # -- public --------------------------------------------------------------------------------
 
@@ -101,7 +102,11 @@ class Nightly(Hunt):
         series = self._series(commits)
         points = self._change_points(series)
         hunts, new_alarms = self._hunt(points)
-        report = self._report(tip, commits, health, flagged, measured, series, points, hunts, new_alarms)
+        report = nightly_report(
+            unit=self.config.unit, tip=tip, date=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+            measured=measured, flagged=flagged, machine=health, series=series, change_points=points,
+            new_alarms=new_alarms, hunts=hunts, settings=self._settings_json(), isolation=self._isolation,
+            env_facts=self.env_facts, measurement=self._measurement).to_json()
         files = self._write_report(report, tip)
         code = ExitCode.NIGHTLY_REGRESSION if new_alarms else ExitCode.OK
         return NightOutcome(report=report, exit_code=code, report_files=files)
@@ -236,29 +241,13 @@ class Nightly(Hunt):
                 return None
             return store.hunt_report(int(done.iloc[-1]["id"]))
 
-    def _report(self, tip, commits, health, flagged, measured, series, points, hunts, new_alarms) -> dict[str, Any]:
-        culprits = [c for h in hunts for c in h.get("culprits", [])]
-        return {
-            **report_header("nightly", self.config.unit),
-            "good": series[0]["commit"] if series else tip, "bad": tip,
-            "verdict": "culprits" if culprits else "none",
-            "night": {"tip": tip, "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-                      "measured": measured, "flagged": flagged},
-            "machine": health,
-            "series": series,
-            "change_points": points,
-            "new_alarms": [p["commit"] for p in new_alarms],
-            "hunts": hunts,
-            "culprits": culprits,
-            "settings": {"branch": self.settings.branch, "samples_per_commit": self.settings.samples_per_commit,
-                         "max_new": self.settings.max_new,
-                         "min_magnitude": self.settings.changepoints.min_magnitude,
-                         "alpha": self.settings.changepoints.alpha,
-                         "min_segment": self.settings.changepoints.min_segment},
-            "isolation": isolation_json(self._isolation),
-            "environment": dict(self.env_facts),
-            "measurement": getattr(self, "_measurement", None),
-        }
+    def _settings_json(self) -> dict[str, Any]:
+        """The report's `settings`: how the night was spent."""
+        return {"branch": self.settings.branch, "samples_per_commit": self.settings.samples_per_commit,
+                "max_new": self.settings.max_new,
+                "min_magnitude": self.settings.changepoints.min_magnitude,
+                "alpha": self.settings.changepoints.alpha,
+                "min_segment": self.settings.changepoints.min_segment}
 
     def _write_report(self, report: dict[str, Any], tip: str) -> tuple[Path, ...]:
         """The night's JSON, Markdown and HTML in --report-dir; () when there is none or it
