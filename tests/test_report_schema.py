@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from regressbisect.render.report_hunks import HunkCulprit, HunkReport
+from regressbisect.render.report_hunks import DrillReport, HunkCulprit, HunkReport
 from regressbisect.render.report_json import CommitCulprit, CommitReport, NightlyReport, report_header
 
 SCHEMA_DOC = Path(__file__).resolve().parents[1] / "docs" / "report-schema.md"
@@ -58,6 +58,7 @@ def test_each_kinds_documented_top_level_keys_are_its_definitions(kind, definiti
 @pytest.mark.parametrize("definition, heading", [
     (CommitCulprit, "A culprit:"),
     (HunkCulprit, "A hunk culprit"),
+    (DrillReport, "A culprit's `hunks`"),
 ])
-def test_a_culprits_documented_keys_are_its_definitions(definition, heading):
+def test_a_culprits_documented_keys_and_a_drills_are_their_definitions(definition, heading):
     assert documented_fields(heading) == defined_fields(definition)

@@ -26,6 +26,7 @@ from regressbisect.probe.executors import ProbeExecutor
 from regressbisect.probe.runner import run_probe
 from regressbisect.render import report_json
 from regressbisect.render.progress import HuntProgress
+from regressbisect.render.report_hunks import DrillReport
 from regressbisect.samples import Candidate, ProbeOutcome, SampleKey
 from regressbisect.search import stats
 from regressbisect.search.bisect import CommitSearch, Measure, SearchSettings
@@ -256,14 +257,14 @@ class CommitHunt(Hunt):
         return result
 
     def _drill(self, rig: Rig, source: SampleSource, plan: InstrumentationPlan,
-               result) -> dict[str, dict[str, Any]]:
+               result) -> dict[str, DrillReport]:
         """--drill: the hunks of each culprit's diff against its first parent, hunted as `hunks
         --commit` hunts them (hunts/hunks.py) with this hunt's probe, budget, store, worktrees,
         meter and pooled noise; the culprit and its parent are BASE + every hunk and BASE, so
         their samples from the search are the drill's first. commit sha -> its report entry."""
         from regressbisect.hunts.hunks import HunkHunt
 
-        drills: dict[str, dict[str, Any]] = {}
+        drills: dict[str, DrillReport] = {}
         for culprit in result.culprits:
             sha = self.commits[culprit.first_bad].sha
             try:
@@ -271,15 +272,15 @@ class CommitHunt(Hunt):
                                  progress=self.progress, executor=self.executor, noise_prior=self._search_noise,
                                  instrumented=plan.main_instrumented)
             except UserError as error:     # no hunks: e.g. a submodule bump, an empty commit
-                drills[sha] = {"verdict": "no-hunks", "reason": error.message, "hunk_count": 0}
+                drills[sha] = DrillReport(verdict="no-hunks", reason=error.message)
                 continue
             if len(drill.hunks) < 2:
-                drills[sha] = drill.drill_json(None, None)
+                drills[sha] = drill.drill_report(None, None)
                 continue
             drill.meter = self.meter
             self.progress.phase(f"drill: the {len(drill.hunks)} hunks of culprit {sha[:10]}, against its parent")
             drill_source = drill.sample_source(rig, source.isolation)
-            drills[sha] = drill.drill_json(drill.decide(drill_source), drill_source)
+            drills[sha] = drill.drill_report(drill.decide(drill_source), drill_source)
         return drills
 
     def _noise_prior(self, source: SampleSource, plan: InstrumentationPlan) -> tuple[stats.NoisePool | None, dict]:

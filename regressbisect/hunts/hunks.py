@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Callable, Sequence
 
 from regressbisect.config import HuntConfig
 from regressbisect.errors import UserError
@@ -29,7 +29,7 @@ from regressbisect.probe.executors import ProbeExecutor
 from regressbisect.probe.isolation import Isolation
 from regressbisect.probe.runner import run_probe
 from regressbisect.render.progress import HuntProgress
-from regressbisect.render.report_hunks import HuntedHunks, drill_json, hunk_report
+from regressbisect.render.report_hunks import DrillReport, HuntedHunks, drill_report, hunk_report
 from regressbisect.samples import Candidate, ProbeOutcome, SampleKey
 from regressbisect.search.bisect import Measure, SearchSettings
 from regressbisect.search.driver import drive
@@ -310,9 +310,9 @@ class HunkHunt(Hunt):
 
     # -- report ----------------------------------------------------------------------------------
 
-    def drill_json(self, decision: HunkDecision | None, source: SampleSource | None) -> dict[str, Any]:
+    def drill_report(self, decision: HunkDecision | None, source: SampleSource | None) -> DrillReport:
         """A commit culprit's `hunks` in a `run --drill` report (render/report_hunks.py); None: its
         diff is one hunk, which the commit names already (no hunt)."""
         if decision is None or source is None:
-            return drill_json(self.hunted, None)
-        return drill_json(self.hunted, decision, probes=source.probes_run, cached=source.cached_used)
+            return drill_report(self.hunted, None)
+        return drill_report(self.hunted, decision, probes=source.probes_run, cached=source.cached_used)

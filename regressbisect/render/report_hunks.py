@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar, Mapping, Sequence
 
 from regressbisect.git.hunks import Hunk
-from regressbisect.render.report_json import Report, every_sample_stored, fields_json, isolation_json
+from regressbisect.render.report_json import ABSENT, Absent, Report, every_sample_stored, fields_json, isolation_json
 from regressbisect.render.work import culprit_work, split_counts
 from regressbisect.search.hunkdecide import HunkDecision, TestedSubset
 
@@ -210,19 +210,39 @@ def hunk_report(hunted: HuntedHunks, decision: HunkDecision, *, prefixes: Sequen
         continue_command=continue_command)
 
 
-def drill_json(hunted: HuntedHunks, decision: HunkDecision | None, *, probes: int = 0,
-               cached: int = 0) -> dict[str, Any]:
-    """A commit culprit's `hunks` in a `run --drill` report (docs/report-schema.md): the verdict
-    of the hunt of its hunks and the slow ones, or why none was named. None: its diff is one
-    hunk, which the commit names already (no hunt)."""
+@dataclass(frozen=True)
+class DrillReport:
+    """A culprit commit's `hunks` in a `run --drill` report (docs/report-schema.md, "A culprit's
+    `hunks`"): the verdict of the hunt of its hunks and the slow ones, or why none was named."""
+
+    verdict: str
+    reason: str
+    base: str | Absent = ABSENT
+    hunk_count: int = 0
+    culprits: list[HunkGroup] | Absent = ABSENT
+    suspects: list[HunkGroup] | Absent = ABSENT
+    hunks: list[dict[str, Any]] | Absent = ABSENT
+    """'one-hunk' only: the one hunk."""
+    unexplained_share_ci95: list[float] | None | Absent = ABSENT
+    probes: int | Absent = ABSENT
+    cached_samples: int | Absent = ABSENT
+
+    def to_json(self) -> dict[str, Any]:
+        return fields_json(self)
+
+
+def drill_report(hunted: HuntedHunks, decision: HunkDecision | None, *, probes: int = 0,
+                 cached: int = 0) -> DrillReport:
+    """The drill of a culprit commit's hunks; `decision` None: its diff is one hunk, which the
+    commit names already (no hunt). A commit with no hunks at all is DrillReport('no-hunks', why)."""
     if decision is None:
-        return {"verdict": "one-hunk", "reason": "its diff is one hunk: the commit names it",
-                "base": hunted.base, "hunk_count": len(hunted.hunks), "culprits": [], "suspects": [],
-                "hunks": [hunk_json(h) for h in hunted.hunks], "probes": 0, "cached_samples": 0}
-    return {"verdict": decision.verdict, "reason": decision.reason, "base": hunted.base,
-            "hunk_count": len(hunted.hunks),
-            "culprits": [hunted.group(c).to_json() for c in decision.culprits],
-            "suspects": [hunted.group(c).to_json() for c in decision.suspects],
-            "unexplained_share_ci95": ([round(x, 4) for x in decision.unexplained_ci95]
-                                       if decision.culprits else None),
-            "probes": probes, "cached_samples": cached}
+        return DrillReport(verdict="one-hunk", reason="its diff is one hunk: the commit names it",
+                           base=hunted.base, hunk_count=len(hunted.hunks), culprits=[], suspects=[],
+                           hunks=[hunk_json(h) for h in hunted.hunks], probes=0, cached_samples=0)
+    return DrillReport(verdict=decision.verdict, reason=decision.reason, base=hunted.base,
+                       hunk_count=len(hunted.hunks),
+                       culprits=[hunted.group(c) for c in decision.culprits],
+                       suspects=[hunted.group(c) for c in decision.suspects],
+                       unexplained_share_ci95=([round(x, 4) for x in decision.unexplained_ci95]
+                                               if decision.culprits else None),
+                       probes=probes, cached_samples=cached)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 import shlex
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any, ClassVar, Mapping, Sequence
 
@@ -27,19 +27,24 @@ def report_header(kind: str, unit: str) -> dict[str, Any]:
     return {"schema": SCHEMA, "kind": kind, **tool_identity(), "unit": unit}
 
 
-ABSENT_WHEN_NONE = {"absent_when_none": True}
-"""A report field's metadata: the key is left out of the JSON while the value is None."""
+class Absent:
+    """The value of a report field whose key a report leaves out (`null` is a value)."""
+
+    def __repr__(self) -> str:
+        return "ABSENT"
+
+
+ABSENT = Absent()
 
 
 def fields_json(definition) -> dict[str, Any]:
     """A report dataclass's fields as JSON, in their order: nested report objects through their
-    own `to_json`, a field marked ABSENT_WHEN_NONE left out while it is None."""
+    own `to_json`, a field that is ABSENT left out."""
     out: dict[str, Any] = {}
     for f in fields(definition):
         value = getattr(definition, f.name)
-        if value is None and f.metadata.get("absent_when_none"):
-            continue
-        out[f.name] = _as_json(value)
+        if value is not ABSENT:
+            out[f.name] = _as_json(value)
     return out
 
 
@@ -156,10 +161,10 @@ class CommitCulprit:
     counters_after: dict[str, float]
     work: dict[str, Any] | None
     merge: dict[str, Any] | None
-    possible_commits: list[str] | None = field(default=None, metadata=ABSENT_WHEN_NONE)
+    possible_commits: list[str] | Absent = ABSENT
     """Only for the step over the whole range of an all-skipped hunt."""
-    hunks: dict[str, Any] | None = field(default=None, metadata=ABSENT_WHEN_NONE)
-    """Only with --drill: the hunt of its hunks (render/report_hunks.drill_json)."""
+    hunks: Any = ABSENT
+    """Only with --drill: the hunt of its hunks (render/report_hunks.DrillReport)."""
 
     def to_json(self) -> dict[str, Any]:
         return fields_json(self)
@@ -214,7 +219,7 @@ def commit_report(*, commits: Sequence, result, counters: Mapping[int, Mapping[s
                   store_path: Path, hunt_id: int, exit_code: int, measurement: dict[str, Any],
                   noise_prior: dict[str, Any], continue_command: str | None, cost: dict[str, Any],
                   cached_by_index: Mapping[int, int] | None = None, isolation=None,
-                  drills: Mapping[str, dict[str, Any]] | None = None) -> CommitReport:
+                  drills: Mapping[str, Any] | None = None) -> CommitReport:
     """The report of a commit hunt from the search result, the counters and what the hunt paid
     (`cost`, `measurement`); `drills`: each culprit's hunks by its sha (--drill)."""
     cached_by_index = cached_by_index or {}
@@ -224,7 +229,7 @@ def commit_report(*, commits: Sequence, result, counters: Mapping[int, Mapping[s
         first_bad = commits[c.first_bad]
         # the whole range of an all-skipped hunt: any of its commits may be the culprit
         possible = ([commits[i].sha for i in range(c.last_good + 1, c.first_bad + 1)]
-                    if c.first_bad - c.last_good > 1 else None)
+                    if c.first_bad - c.last_good > 1 else ABSENT)
         culprits.append(CommitCulprit(
             commit=first_bad.sha,
             parent=commits[c.first_bad - 1].sha,
@@ -237,7 +242,7 @@ def commit_report(*, commits: Sequence, result, counters: Mapping[int, Mapping[s
             work=culprit_work(counters.get(c.last_good), counters.get(c.first_bad), _pct(c.step), config.unit),
             merge=merge_json(first_bad.parents, run_flags(config)),
             possible_commits=possible,
-            hunks=drills.get(first_bad.sha)))
+            hunks=drills.get(first_bad.sha, ABSENT)))
     ambiguous = [ambiguous_json(commits, c, _skip_reasons(store_path, hunt_id) if result.ambiguous else {})
                  for c in getattr(result, "ambiguous", ())]
     candidates = []
