@@ -24,7 +24,7 @@ from regressbisect.hunts.commits import CommitHunt
 from regressbisect.render import render_summary
 from regressbisect.git.worktrees import WorktreePool, pool_root
 from regressbisect.samples import Candidate, ProbeOutcome, Sample, SampleKey
-from regressbisect.hunts.sampling import Request, SampleSource
+from regressbisect.hunts.sampling import MeasurementParts, Request, SampleSource
 from regressbisect.probe.runner import ProbeSpec, timeout_reason
 from regressbisect.probe.setup_step import SPARE_TREES, BuiltTrees, SetupStep
 from regressbisect.probe.venvs import SlotVenvs
@@ -63,7 +63,8 @@ def _source(repo: Path, store: Store, pool: WorktreePool, setup_cmd: str, hunt_i
         env_fingerprint="fp", hunt_id=hunt_id,
         key_for=lambda c: SampleKey(tree=history.tree_of(c.commit), patch_hash=c.patch_hash, config_hash=config,
                                     env_fingerprint="fp"),
-        patch_for=patch_for, probe_runner=probe or BuiltProbe(), setup=setup, venvs=venvs)
+        patch_for=patch_for, probe_runner=probe or BuiltProbe(),
+        parts=MeasurementParts(setup=setup, venvs=venvs))
     return source, setup
 
 

@@ -13,7 +13,7 @@ from regressbisect.config import SlurmConfig, build_config
 from regressbisect.errors import UserError
 from regressbisect.samples import Candidate, ProbeOutcome, Sample, SampleKey
 from regressbisect.hunts.sampling import Request, SampleSource
-from regressbisect.probe.executors.base import ExecutedProbe, ProbeCancelled
+from regressbisect.probe.executors.base import ExecutedProbe, ProbeCancelled, ProbeExecutor
 from regressbisect.probe.executors.slurm import JobState, SlurmExecutor, node_preflight
 from regressbisect.probe.runner import ProbeSpec
 from regressbisect.store import Store
@@ -184,7 +184,7 @@ class _Pool:
         return self.path
 
 
-class _Executor:
+class _Executor(ProbeExecutor):
     """Slot 0 runs on the hunt's node type, slot 1 on another one."""
 
     name = "fake"

@@ -15,21 +15,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from regressbisect.config import HuntConfig, default_store_path
+from regressbisect.config import HuntConfig
 from regressbisect.errors import UserError
 from regressbisect.git.history import CommitInfo, History
-from regressbisect.git.worktrees import WorktreePool
-from regressbisect.hunts import cost as costs
-from regressbisect.hunts.common import (VERDICT_EXIT, HuntOutcome, continue_command, every_sample_stored, hunting,
-                                        key_for, lane_environments, measurement_parts, slot_environments)
+from regressbisect.hunts.common import VERDICT_EXIT, HuntOutcome, continue_command, hunting, key_for
 from regressbisect.hunts.sampling import Request, SampleSource, median_counters
-from regressbisect.machine.fingerprint import count_gpus
+from regressbisect.hunts.skeleton import Hunt, Rig
 from regressbisect.probe.contract import COUNTER_NAMES
-from regressbisect.probe.executors import ProbeExecutor, make_executor, work_root
-from regressbisect.probe.isolation import isolation_for_hunt
-from regressbisect.probe.runner import probe_spec, run_probe
+from regressbisect.probe.executors import ProbeExecutor
+from regressbisect.probe.runner import run_probe
 from regressbisect.render import report_json
 from regressbisect.render.progress import HuntProgress
+from regressbisect.render.report_hunks import DrillReport
 from regressbisect.samples import Candidate, ProbeOutcome, SampleKey
 from regressbisect.search import stats
 from regressbisect.search.bisect import CommitSearch, Measure, SearchSettings
@@ -61,7 +58,7 @@ class InstrumentationPlan:
     probe pays nothing for it. A torch program whose four counters are all zero still has work."""
 
 
-class CommitHunt:
+class CommitHunt(Hunt):
     """One `regressbisect run GOOD BAD`."""
 
     def __init__(self, history: History, good_ref: str, bad_ref: str, config: HuntConfig, *,
@@ -70,25 +67,17 @@ class CommitHunt:
                  executor: ProbeExecutor | None = None, command_line: Sequence[str] | None = None):
         """command_line: the user's command, for the report's continue command of an undecided hunt."""
         self.command_line = command_line
-        self.history = history
-        self.config = config
         self.good = history.resolve(good_ref)
         self.bad = history.resolve(bad_ref)
         self.commits: list[CommitInfo] = history.first_parent_range(self.good, self.bad)
         self.candidates = [Candidate(c.sha) for c in self.commits]
-        self.store_path = store_path or default_store_path(history.common_dir)
-        self.progress = progress or HuntProgress(quiet=True)
-        self.probe_runner = probe_runner
+        super().__init__(history, config, store_path=store_path, progress=progress, probe_runner=probe_runner,
+                         executor=executor)
         self.progress.set_labels([c.sha[:10] for c in self.commits])
-        self.executor = executor or make_executor(config, history, progress=self.progress,
-                                                  probe_runner=probe_runner)
-        self.env_fingerprint, self.env_facts = self.executor.fingerprint()
         self._config_hash = config.probe.config_hash()
         self._trees = {c.sha: c.tree for c in self.commits}
         self._noise_prior_facts: dict[str, Any] = {}
         """The remembered noise scale the search got and whether it used it (report: noise_prior)."""
-        self.meter: costs.CostMeter | None = None
-        """What every fresh probe of the hunt cost (set when the hunt starts: it wraps the executor)."""
         self._cached_by_index: dict[int, int] = {}
         """Samples the search took from the store rather than a probe, per candidate index."""
         self._search_noise: stats.NoisePool | None = None
@@ -104,28 +93,18 @@ class CommitHunt:
 
     def _run(self) -> HuntOutcome:
         cfg = self.config
-        gpus = count_gpus()
-        slot_envs = slot_environments(cfg, gpus)
-        # The meter wraps the executor: what every fresh probe cost, and the start-up env.
-        cost = costs.HuntCost(cfg, self.executor, store_path=self.store_path, slot_envs=slot_envs, gpus=gpus)
-        self.meter = cost.meter
-        with Store(self.store_path) as store, WorktreePool(self.history, cfg.lanes,
-                                                                root=work_root(cfg, self.history)) as pool:
-            hunt_id = store.start_hunt(kind="commits", good=self.good, bad=self.bad,
-                                       config_hash=self._config_hash,
-                                       env_fingerprint=self.env_fingerprint,
-                                       settings=self._search_settings_json())
 
-            parts = measurement_parts(cfg, self.history, store, hunt_id, self.progress)
+        def start(store: Store) -> int:
+            return store.start_hunt(kind="commits", good=self.good, bad=self.bad,
+                                    config_hash=self._config_hash,
+                                    env_fingerprint=self.env_fingerprint,
+                                    settings=self._search_settings_json())
+
+        with self.rig(start=start) as rig:
+            store, hunt_id, cost = rig.store, rig.hunt_id, rig.cost
 
             def sample_source() -> SampleSource:  # at the current budget (key_for reads it)
-                spec = probe_spec(self.config)
-                return SampleSource(store=store, pool=pool, spec=spec,
-                                    env_fingerprint=self.env_fingerprint, hunt_id=hunt_id,
-                                    key_for=self.key_for, slot_env=lane_environments(cfg, slot_envs),
-                                    executor=self.meter, **parts,
-                                    isolation=isolation_for_hunt(self.history, cfg.probe.isolation_check,
-                                                                 spec.env, records_root=work_root(cfg, self.history)))
+                return rig.source(self.config, self.key_for)
 
             cached_before = 0
             try:
@@ -146,28 +125,20 @@ class CommitHunt:
                 store.finish_hunt(hunt_id, {"verdict": "error", "error": error.message})
                 raise
             counters, counting_arm = self._explain(source, plan, result)
-            drills = (self._drill(store, pool, hunt_id, parts, lane_environments(cfg, slot_envs), source, plan, result)
-                      if cfg.drill else {})
+            drills = self._drill(rig, source, plan, result) if cfg.drill else {}
+            totals = self.meter.totals
             report = report_json.commit_report(
                 commits=self.commits, result=result, counters=counters, plan=plan,
-                probes=self.meter.totals.probes, cached=cached_before + source.cached_used,
+                probes=totals.probes, builds=totals.builds, cached=cached_before + source.cached_used,
                 config=self.config, env_facts=self.env_facts, store_path=self.store_path,
-                hunt_id=hunt_id, cached_by_index=self._cached_by_index, isolation=source.isolation)
-            report["measurement"] = source.measurement_json()
-            report["noise_prior"] = self._noise_prior_facts
-            report["exit_code"] = int(VERDICT_EXIT[result.verdict])
-            report["continue_command"] = (continue_command(self.command_line, cfg.max_samples)
-                                          if result.verdict == "undecided" else None)
-            report["cost"] = cost.report(store, hunt_id, tokens=self.config.probe.tokens, budget=budget)
-            report["from_store_only"] = every_sample_stored(probes=self.meter.totals.probes,
-                                                            builds=self.meter.totals.builds,
-                                                            cached=report["cached_samples"])
-            report["instrumentation"].update(overhead_pairs=plan.overhead_pairs,
-                                             counters_available=plan.counters_available)
-            report["cost"]["counting_arm"] = counting_arm
-            for culprit in report["culprits"]:
-                if culprit["commit"] in drills:
-                    culprit["hunks"] = drills[culprit["commit"]]
+                hunt_id=hunt_id, cached_by_index=self._cached_by_index, isolation=source.isolation,
+                exit_code=int(VERDICT_EXIT[result.verdict]), measurement=source.measurement_json(),
+                noise_prior=self._noise_prior_facts,
+                continue_command=(continue_command(self.command_line, cfg.max_samples)
+                                  if result.verdict == "undecided" else None),
+                cost={**cost.report(store, hunt_id, tokens=self.config.probe.tokens, budget=budget),
+                      "counting_arm": counting_arm},
+                drills=drills).to_json()
             store.finish_hunt(hunt_id, report)
         return HuntOutcome(report=report, exit_code=VERDICT_EXIT[result.verdict], hunt_id=hunt_id)
 
@@ -285,16 +256,15 @@ class CommitHunt:
         self._search_noise = search.book.noise()
         return result
 
-    def _drill(self, store: Store, pool: WorktreePool, hunt_id: int, parts: dict[str, Any],
-               lane_envs: list[dict[str, str]], source: SampleSource, plan: InstrumentationPlan,
-               result) -> dict[str, dict[str, Any]]:
+    def _drill(self, rig: Rig, source: SampleSource, plan: InstrumentationPlan,
+               result) -> dict[str, DrillReport]:
         """--drill: the hunks of each culprit's diff against its first parent, hunted as `hunks
         --commit` hunts them (hunts/hunks.py) with this hunt's probe, budget, store, worktrees,
         meter and pooled noise; the culprit and its parent are BASE + every hunk and BASE, so
         their samples from the search are the drill's first. commit sha -> its report entry."""
         from regressbisect.hunts.hunks import HunkHunt
 
-        drills: dict[str, dict[str, Any]] = {}
+        drills: dict[str, DrillReport] = {}
         for culprit in result.culprits:
             sha = self.commits[culprit.first_bad].sha
             try:
@@ -302,15 +272,15 @@ class CommitHunt:
                                  progress=self.progress, executor=self.executor, noise_prior=self._search_noise,
                                  instrumented=plan.main_instrumented)
             except UserError as error:     # no hunks: e.g. a submodule bump, an empty commit
-                drills[sha] = {"verdict": "no-hunks", "reason": error.message, "hunk_count": 0}
+                drills[sha] = DrillReport(verdict="no-hunks", reason=error.message)
                 continue
             if len(drill.hunks) < 2:
-                drills[sha] = drill.drill_json(None, None)
+                drills[sha] = drill.drill_report(None, None)
                 continue
             drill.meter = self.meter
             self.progress.phase(f"drill: the {len(drill.hunks)} hunks of culprit {sha[:10]}, against its parent")
-            drill_source = drill.sample_source(store, pool, hunt_id, lane_envs, parts, source.isolation)
-            drills[sha] = drill.drill_json(drill.decide(drill_source), drill_source)
+            drill_source = drill.sample_source(rig, source.isolation)
+            drills[sha] = drill.drill_report(drill.decide(drill_source), drill_source)
         return drills
 
     def _noise_prior(self, source: SampleSource, plan: InstrumentationPlan) -> tuple[stats.NoisePool | None, dict]:

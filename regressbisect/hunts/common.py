@@ -13,6 +13,7 @@ from typing import Any, Mapping, Sequence
 from regressbisect.config import HuntConfig
 from regressbisect.errors import ExitCode, UserError, warn
 from regressbisect.git.history import History
+from regressbisect.hunts.sampling import MeasurementParts
 from regressbisect.probe.interrupts import INTERRUPTS
 from regressbisect.render.progress import HuntProgress
 from regressbisect.samples import Candidate, SampleKey
@@ -94,7 +95,7 @@ def lane_environments(config: HuntConfig, slot_envs: list[dict[str, str]]) -> li
 
 
 def measurement_parts(config: HuntConfig, history: History, store: Store, hunt_id: int | None,
-                      progress: HuntProgress) -> dict[str, Any]:
+                      progress: HuntProgress) -> MeasurementParts:
     """SampleSource's setup step, slot virtualenvs, build check and busy-machine guard, from the
     config (shared by commit, hunk and nightly hunts; docs/setup.md, docs/contention.md)."""
     from regressbisect.machine.contention import BusyRule, ContentionGuard
@@ -121,7 +122,7 @@ def measurement_parts(config: HuntConfig, history: History, store: Store, hunt_i
     # Without a setup step a compiled module is never built in a slot: the probe would measure
     # a fallback. Checked on each checkout, before the candidate's first probe.
     build_check = check_built if setup is None and config.build_check else None
-    return {"setup": setup, "venvs": venvs, "guard": guard, "build_check": build_check}
+    return MeasurementParts(setup=setup, venvs=venvs, guard=guard, build_check=build_check)
 
 
 def check_built(worktree: Path) -> None:
@@ -135,12 +136,6 @@ def check_built(worktree: Path) -> None:
                         f"step no candidate's worktree has them built, so every probe would measure a "
                         f"fallback: add {declaration.fix()} (docs/setup.md), or --no-build-check to "
                         f"measure the sources as they are")
-
-
-def every_sample_stored(*, probes: int, builds: int | None, cached: int) -> bool:
-    """The report's `from_store_only`: nothing was run (no probe, no setup step), every sample the
-    hunt used was stored before (the summary's first line says so)."""
-    return probes == 0 and not builds and cached > 0
 
 
 def continue_command(command_line: Sequence[str] | None, max_samples: int) -> str | None:

@@ -19,12 +19,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
+from regressbisect.probe.executors.base import ProbeExecutor
 from regressbisect.search.budget import BudgetChoice
 
 if TYPE_CHECKING:
     from regressbisect.config import HuntConfig
     from regressbisect.store import Store
-    from regressbisect.probe.executors.base import ExecutedProbe, ProbeExecutor
+    from regressbisect.probe.executors.base import ExecutedProbe
 
 # -- shared caches ------------------------------------------------------------------------------
 
@@ -173,12 +174,12 @@ class CostTotals:
                 f"{self.gpu_s:,.0f} GPU-s{builds}")
 
 
-class CostMeter:
+class CostMeter(ProbeExecutor):
     """Wraps a probe executor (probe/executors; same interface) and adds up what each fresh probe
     cost; thread-safe (slots run probes from worker threads). Also adds the shared-cache
     environment."""
 
-    def __init__(self, executor: "ProbeExecutor", *, held_gpus: int, jobs: bool = False,
+    def __init__(self, executor: ProbeExecutor, *, held_gpus: int, jobs: bool = False,
                  extra_env: Mapping[str, str] | None = None):
         self._executor = executor
         self.name = executor.name
@@ -199,10 +200,10 @@ class CostMeter:
         self._executor.close()
 
     def preload_stats(self) -> dict | None:
-        return getattr(self._executor, "preload_stats", lambda: None)()
+        return self._executor.preload_stats()
 
     def overlap_stats(self) -> dict | None:
-        return getattr(self._executor, "overlap_stats", lambda: None)()
+        return self._executor.overlap_stats()
 
     def run(self, spec, worktree: Path, extra_env: Mapping[str, str] | None = None, *,
             label: str = "") -> "ExecutedProbe":
@@ -243,7 +244,7 @@ class HuntCost:
     that wraps the executor, and the report's `cost` (docs/report-schema.md). The commit and the
     hunk hunts alike."""
 
-    def __init__(self, config: "HuntConfig", executor: "ProbeExecutor", *, store_path: Path,
+    def __init__(self, config: "HuntConfig", executor: ProbeExecutor, *, store_path: Path,
                  slot_envs: Sequence[Mapping[str, str]], gpus: int):
         self.gpus = gpus
         directory = cache_dir_for_store(store_path) if config.shared_caches else None

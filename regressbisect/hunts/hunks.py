@@ -13,31 +13,27 @@ hunt's, from the store); the work tree is not read at all.
 """
 from __future__ import annotations
 
-import math
 import re
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Callable, Sequence
 
-from regressbisect.config import HuntConfig, default_store_path
+from regressbisect.config import HuntConfig
 from regressbisect.errors import UserError
 from regressbisect.git.history import History, run_git
 from regressbisect.git.hunks import Hunk, build_patch, collect_hunks, group_hunks, untracked_files
-from regressbisect.git.worktrees import WorktreePool
-from regressbisect.hunts import cost as costs
-from regressbisect.hunts.common import (VERDICT_EXIT, HuntOutcome, continue_command, every_sample_stored, hunting,
-                                        key_for, lane_environments, measurement_parts, slot_environments)
+from regressbisect.hunts.common import (VERDICT_EXIT, HuntOutcome, continue_command, hunting,
+                                        key_for)
 from regressbisect.hunts.sampling import Request, SampleSource, median_counters
-from regressbisect.render.work import culprit_work, split_counts
-from regressbisect.machine.fingerprint import count_gpus
-from regressbisect.probe.executors import ProbeExecutor, make_executor, work_root
-from regressbisect.probe.isolation import isolation_for_hunt
-from regressbisect.probe.runner import probe_spec, run_probe
+from regressbisect.hunts.skeleton import Hunt, Rig
+from regressbisect.probe.executors import ProbeExecutor
+from regressbisect.probe.isolation import Isolation
+from regressbisect.probe.runner import run_probe
 from regressbisect.render.progress import HuntProgress
-from regressbisect.render.report_json import isolation_json, report_header
+from regressbisect.render.report_hunks import DrillReport, HuntedHunks, drill_report, hunk_report
 from regressbisect.samples import Candidate, ProbeOutcome, SampleKey
 from regressbisect.search.bisect import Measure, SearchSettings
 from regressbisect.search.driver import drive
-from regressbisect.search.hunkdecide import HunkDecider, HunkDecision, TestedSubset
+from regressbisect.search.hunkdecide import HunkDecider, HunkDecision
 from regressbisect.search.hunks.prefix import prefixes
 from regressbisect.search.levels import LevelRule
 from regressbisect.search.stats import NoisePool
@@ -133,7 +129,7 @@ def _bound_at_top_level(line: str) -> list[str]:
     return []
 
 
-class HunkHunt:
+class HunkHunt(Hunt):
     """One `regressbisect hunks`: BASE vs BASE + the work tree's changes (with `commit`: the
     commit's first parent vs the commit, its diff's hunks)."""
 
@@ -150,8 +146,7 @@ class HunkHunt:
         self.command_line = command_line
         self._prefixes: list[frozenset] = []
         """The prefix search's candidates (BASE + the first k hunk groups), once `decide` ran."""
-        self.history = history
-        self.config = config
+        self.history = history   # read by _base_text below, before the frame is set
         self.commit = history.resolve(commit) if commit is not None else None
         if self.commit is not None:
             parent = history.first_parent(self.commit)
@@ -168,22 +163,17 @@ class HunkHunt:
                                                target=self.commit)
         self.needs = hunk_needs(self.hunks, self._base_text)
         self.by_id = {h.id: h for h in self.hunks}
-        self.store_path = store_path or default_store_path(history.common_dir)
-        self.progress = progress or HuntProgress(quiet=True)
-        self.probe_runner = probe_runner
         self.rule = rule
-        self.executor = executor or make_executor(config, history, progress=self.progress,
-                                                  probe_runner=probe_runner)
-        self.env_fingerprint, self.env_facts = self.executor.fingerprint()
+        super().__init__(history, config, store_path=store_path, progress=progress, probe_runner=probe_runner,
+                         executor=executor)
         self._config_hash = config.probe.config_hash()   # (slots, overlap) in it, as a commit hunt's
-        self.meter: costs.CostMeter | None = None
-        """What every fresh probe cost (set when the hunt starts; a commit hunt's own for --drill)."""
         self._trees = {sha: history.tree_of(sha) for sha in (self.base, self.commit) if sha is not None}
         self.progress.set_labels(["base", "base+all"])
 
     @property
-    def _whose(self) -> str:
-        return f"{self.commit[:10]}'s" if self.commit else "uncommitted"
+    def hunted(self) -> HuntedHunks:
+        """The hunks and what they are compared against, as the reports name them."""
+        return HuntedHunks(self.hunks, self.base, self.commit)
 
     def _base_text(self, path: str) -> str:
         """The file at BASE ('' when it is not there)."""
@@ -213,42 +203,36 @@ class HunkHunt:
     def _run(self) -> HuntOutcome:
         cfg = self.config
         everything = self.candidate(self.by_id)
-        gpus = count_gpus()
-        slot_envs = slot_environments(cfg, gpus)
-        # The meter wraps the executor: what every fresh probe cost, and the start-up env.
-        self.cost = costs.HuntCost(cfg, self.executor, store_path=self.store_path, slot_envs=slot_envs, gpus=gpus)
-        self.meter = self.cost.meter
-        with Store(self.store_path) as store, WorktreePool(self.history, cfg.lanes,
-                                                                root=work_root(cfg, self.history)) as pool:
-            hunt_id = store.start_hunt(kind="hunks", good=self.base, bad=self.commit or everything.patch_hash or "",
-                                       config_hash=self._config_hash, env_fingerprint=self.env_fingerprint,
-                                       settings={"min_effect": cfg.min_effect, "direction": cfg.direction,
-                                                 "max_samples": cfg.max_samples, "interference": cfg.interference,
-                                                 "slots": cfg.slots,
-                                                 "overlap": cfg.overlap})
-            spec = probe_spec(cfg)
-            source = self.sample_source(store, pool, hunt_id, lane_environments(cfg, slot_envs),
-                                        measurement_parts(cfg, self.history, store, hunt_id, self.progress),
-                                        isolation_for_hunt(self.history, cfg.probe.isolation_check, spec.env,
-                                                           records_root=work_root(cfg, self.history)))
+
+        def start(store: Store) -> int:
+            return store.start_hunt(kind="hunks", good=self.base, bad=self.commit or everything.patch_hash or "",
+                                    config_hash=self._config_hash, env_fingerprint=self.env_fingerprint,
+                                    settings={"min_effect": cfg.min_effect, "direction": cfg.direction,
+                                              "max_samples": cfg.max_samples, "interference": cfg.interference,
+                                              "slots": cfg.slots,
+                                              "overlap": cfg.overlap})
+
+        with self.rig(start=start) as rig:
+            store, hunt_id = rig.store, rig.hunt_id
+            source = self.sample_source(rig)
             decision = self.decide(source)
             named = [c.hunks for c in decision.culprits]
             counters = self._counters(source, named) if cfg.instrument != "off" and named else {}
-            report = self._report(decision, source, hunt_id, counters)
-            report["measurement"] = source.measurement_json()
-            report["cost"] = self.cost.report(store, hunt_id, tokens=cfg.probe.tokens)
-            report["continue_command"] = (continue_command(self.command_line, cfg.max_samples)
-                                          if decision.verdict == "undecided" else None)
+            report = hunk_report(
+                self.hunted, decision, prefixes=self._prefixes, counters=counters, unit=cfg.unit,
+                instrument=cfg.instrument, exit_code=int(VERDICT_EXIT[decision.verdict]),
+                probes=source.probes_run, cached=source.cached_used, isolation=source.isolation,
+                hunt_id=hunt_id, env_facts=self.env_facts, measurement=source.measurement_json(),
+                cost=rig.cost.report(store, hunt_id, tokens=cfg.probe.tokens),
+                continue_command=(continue_command(self.command_line, cfg.max_samples)
+                                  if decision.verdict == "undecided" else None)).to_json()
             store.finish_hunt(hunt_id, report)
-        return HuntOutcome(report=report, exit_code=VERDICT_EXIT[report["verdict"]], hunt_id=hunt_id)
+        return HuntOutcome(report=report, exit_code=VERDICT_EXIT[decision.verdict], hunt_id=hunt_id)
 
-    def sample_source(self, store: Store, pool: WorktreePool, hunt_id: int, lane_envs: list[dict[str, str]],
-                      parts: dict[str, Any], isolation) -> SampleSource:
-        """Where this hunt's samples come from: the store, else a probe in one of `pool`'s worktrees
-        (a commit hunt's, for `run --drill`: its store, pool, setup and meter carry over)."""
-        return SampleSource(store=store, pool=pool, spec=probe_spec(self.config), env_fingerprint=self.env_fingerprint,
-                            hunt_id=hunt_id, key_for=self.key_for, patch_for=self.patch_for, slot_env=lane_envs,
-                            executor=self.meter, **parts, isolation=isolation)
+    def sample_source(self, rig: Rig, isolation: Isolation | None = None) -> SampleSource:
+        """Where this hunt's samples come from: the store, else a probe in one of the rig's worktrees
+        (a commit hunt's, for `run --drill`: its store, pool, setup, meter and import check carry over)."""
+        return rig.source(self.config, self.key_for, patch_for=self.patch_for, isolation=isolation)
 
     def decide(self, source: SampleSource) -> HunkDecision:
         """The hunt's decisions (search/hunkdecide.py), each round's subsets side by side, one per
@@ -326,117 +310,9 @@ class HunkHunt:
 
     # -- report ----------------------------------------------------------------------------------
 
-    def _culprit_json(self, tested: TestedSubset) -> dict[str, Any]:
-        """A named hunk group: its hunks (file, lines, function, excerpt), its step alone against
-        BASE with the 95% interval, its share of the gap."""
-        hunks = sorted((self.by_id[i] for i in tested.hunks), key=self.hunks.index)
-        alone = {"change_pct": round(100 * tested.change, 3),
-                 "ci95_pct": [round(100 * tested.ci95[0], 3), round(100 * tested.ci95[1], 3)],
-                 "pairs": tested.pairs, "verdict": tested.verdict}
-        return {
-            "commit": self.commit or self.base, "parent": self.base,
-            "subject": f"{len(hunks)} {self._whose} hunk(s) in {', '.join(sorted({h.file for h in hunks}))}",
-            "cluster": len(hunks) > 1,
-            "hunks": [self._hunk_json(h) for h in hunks],
-            "step_pct": alone["change_pct"], "ci95_pct": alone["ci95_pct"],
-            "share_of_gap": round(tested.share_of_gap, 4) if math.isfinite(tested.share_of_gap) else None,
-            "alone": alone,
-        }
-
-    def _established(self, decision: HunkDecision) -> dict[str, Any] | None:
-        """An undecided hunt's `established`: the hunks the prefix search put its step(s) on,
-        when it got that far (its named steps, else the leading step of a bracket it gave up),
-        and their files; None when it had none."""
-        prefix = decision.prefix
-        if prefix is None or not self._prefixes:
-            return None
-        steps = [(c.last_good, c.first_bad) for c in prefix.culprits + prefix.ambiguous]
-        lead = prefix.established
-        if not steps and lead is not None:
-            steps = [(lead.last_good, lead.first_bad)]
-        if not steps:
-            return None
-        hunks = sorted(set().union(*(self._prefixes[b] - self._prefixes[a] for a, b in steps)))
-        files = sorted({self.by_id[h].file for h in hunks if h in self.by_id})
-        odds = (f", p={lead.mass:.2f}" if lead is not None and not prefix.culprits and math.isfinite(lead.mass)
-                else "")
-        if len(hunks) == 1 and hunks[0] in self.by_id:
-            one = self.by_id[hunks[0]]
-            text = f"the slowdown is at the hunk {one.file}:{one.lines[0]} (prefix search{odds}), not yet confirmed"
-        else:
-            text = (f"the slowdown is in {len(hunks)} hunks of {', '.join(files)} (prefix search{odds}); "
-                    "not yet narrowed to hunks")
-        return {"hunks": hunks, "files": files, "probability": round(lead.mass, 4) if odds else None, "text": text}
-
-    @staticmethod
-    def _hunk_json(hunk: Hunk) -> dict[str, Any]:
-        return {"id": hunk.id, "file": hunk.file, "lines": list(hunk.lines), "function": hunk.function,
-                "kind": hunk.kind, "excerpt": hunk.excerpt}
-
-    def drill_json(self, decision: HunkDecision | None, source: SampleSource | None) -> dict[str, Any]:
-        """A commit culprit's `hunks` in a `run --drill` report (docs/report-schema.md): the verdict
-        of the hunt of its hunks and the slow ones, or why none was named. None: its diff is one
-        hunk, which the commit names already (no hunt)."""
+    def drill_report(self, decision: HunkDecision | None, source: SampleSource | None) -> DrillReport:
+        """A commit culprit's `hunks` in a `run --drill` report (render/report_hunks.py); None: its
+        diff is one hunk, which the commit names already (no hunt)."""
         if decision is None or source is None:
-            return {"verdict": "one-hunk", "reason": "its diff is one hunk: the commit names it",
-                    "base": self.base, "hunk_count": len(self.hunks), "culprits": [], "suspects": [],
-                    "hunks": [self._hunk_json(h) for h in self.hunks], "probes": 0, "cached_samples": 0}
-        return {"verdict": decision.verdict, "reason": decision.reason, "base": self.base,
-                "hunk_count": len(self.hunks),
-                "culprits": [self._culprit_json(c) for c in decision.culprits],
-                "suspects": [self._culprit_json(c) for c in decision.suspects],
-                "unexplained_share_ci95": ([round(x, 4) for x in decision.unexplained_ci95]
-                                           if decision.culprits else None),
-                "probes": source.probes_run, "cached_samples": source.cached_used}
-
-    def _report(self, decision: HunkDecision, source: SampleSource, hunt_id: int,
-                counters: dict[str, dict[str, float]]) -> dict[str, Any]:
-        control, result = decision.control, decision.search
-        good, bad = control.endpoints
-        endpoints = {side: (None if not s.n else {"median_tok_s": s.median, "ci95": list(s.ci95), "n": s.n})
-                     for side, s in (("good", good), ("bad", bad))}
-
-        def entry(tested: TestedSubset) -> dict[str, Any]:
-            return {**self._culprit_json(tested), "left_out": None,
-                    "counters_before": split_counts(counters.get(""))[0],
-                    "counters_after": split_counts(counters.get(",".join(sorted(tested.hunks))))[0],
-                    "work": culprit_work(counters.get(""), counters.get(",".join(sorted(tested.hunks))),
-                                         round(100 * tested.change, 3), self.config.unit)}
-
-        culprits = [entry(c) for c in decision.culprits]
-        shares = [c["share_of_gap"] for c in culprits if c["share_of_gap"] is not None]
-        return {
-            **report_header("hunks", self.config.unit),
-            "good": self.base, "bad": self.commit or "work-tree", "base": self.base, "commit": self.commit,
-            "verdict": decision.verdict,
-            "verdict_reason": decision.reason,
-            "exit_code": int(VERDICT_EXIT[decision.verdict]),
-            "reproduced": decision.control.verdict == "reproduced",
-            "endpoints": endpoints,
-            "gap_pct": round(100 * control.gap, 3) if math.isfinite(control.gap) else None,
-            "hunk_count": len(self.hunks),
-            "files": sorted({h.file for h in self.hunks}),
-            "culprits": culprits,
-            "suspects": [entry(c) for c in decision.suspects],
-            "undecided_subsets": decision.undecided_subsets,
-            "established": self._established(decision) if decision.verdict == "undecided" else None,
-            # hunks of prefixes at BASE's level and of subsets measured 'good': what the search ruled out
-            "hunks_in_fast_subsets": sorted(decision.ruled_out
-                                            | {i for s, v in (result.verdicts if result else ()) if v == "good" for i in s}),
-            "unexplained_share": round(1 - sum(shares), 4) if shares else None,
-            "unexplained_share_ci95": [round(x, 4) for x in decision.unexplained_ci95] if shares else None,
-            "interactions": [sorted(s) for s in (result.interactions if result else ())],
-            "unresolved_subsets": len(decision.did_not_run | set(result.unresolved if result else ())),
-            "subsets_tested": result.tests if result else 0,
-            "search_complete": result.complete if result else True,
-            "candidates": [],
-            "probes": source.probes_run,
-            "cached_samples": source.cached_used,
-            "from_store_only": every_sample_stored(probes=source.probes_run, builds=None, cached=source.cached_used),
-            "instrumentation_overhead_pct": None,
-            "isolation": isolation_json(source.isolation),
-            "instrumentation": {"mode": self.config.instrument,
-                                "note": f"counters from separate shimmed runs; {self.config.unit} from unshimmed runs"},
-            "hunt_id": hunt_id,
-            "environment": dict(self.env_facts),
-        }
+            return drill_report(self.hunted, None)
+        return drill_report(self.hunted, decision, probes=source.probes_run, cached=source.cached_used)

@@ -19,21 +19,19 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from regressbisect.config import (NIGHTLY_BRANCH, NIGHTLY_LOOKBACK, NIGHTLY_MAX_NEW, NIGHTLY_SAMPLES_PER_COMMIT,
-                                  HuntConfig, default_store_path)
+                                  HuntConfig)
 from regressbisect.errors import ExitCode, UserError
 from regressbisect.git.history import CommitInfo, History
-from regressbisect.git.worktrees import WorktreePool
-from regressbisect.hunts import cost as costs
 from regressbisect.hunts.commits import CommitHunt
-from regressbisect.hunts.common import hunting, key_for, measurement_parts, slot_environments
-from regressbisect.hunts.sampling import Request, SampleSource
+from regressbisect.hunts.common import hunting, key_for
+from regressbisect.hunts.sampling import Request
+from regressbisect.hunts.skeleton import Hunt
 from regressbisect.jsonio import dumps
-from regressbisect.machine.fingerprint import count_gpus
-from regressbisect.probe.executors import ProbeExecutor, make_executor, work_root
-from regressbisect.probe.isolation import Isolation, isolation_for_hunt
-from regressbisect.probe.runner import probe_spec, run_probe
+from regressbisect.probe.executors import ProbeExecutor
+from regressbisect.probe.isolation import Isolation
+from regressbisect.probe.runner import run_probe
 from regressbisect.render.progress import HuntProgress
-from regressbisect.render.report_json import isolation_json, report_header
+from regressbisect.render.report_json import nightly_report
 from regressbisect.samples import Candidate, ProbeOutcome, SampleKey
 from regressbisect.search import stats
 from regressbisect.search.changepoints import ChangePointSettings, detect
@@ -69,7 +67,7 @@ class NightOutcome:
     report_files: tuple[Path, ...] = ()
 
 
-class Nightly:
+class Nightly(Hunt):
     """One night (or, with `replay`, a sequence of past nights) on one repository."""
 
     def __init__(self, history: History, config: HuntConfig, settings: NightlySettings, *,
@@ -78,21 +76,16 @@ class Nightly:
                  probe_runner: Callable[..., ProbeOutcome] = run_probe,
                  machine_check: Callable[[], Any] | None = None,
                  executor: ProbeExecutor | None = None):
-        self.history = history
-        self.config = config
         self.settings = settings
-        self.store_path = store_path or default_store_path(history.common_dir)
         self.report_dir = report_dir
-        self.progress = progress or HuntProgress(quiet=True)
-        self.probe_runner = probe_runner
         self.machine_check = machine_check
         # One executor for the night: its measurements and its hunts share the Slurm preflight.
-        self.executor = executor or make_executor(config, history, progress=self.progress,
-                                                  probe_runner=probe_runner)
-        self.env_fingerprint, self.env_facts = self.executor.fingerprint()
+        super().__init__(history, config, store_path=store_path, progress=progress, probe_runner=probe_runner,
+                         executor=executor)
         # the night's series is measured one commit at a time (its hunts use the configured slots)
         self.config_hash = config.probe.alone().config_hash()
         self._isolation: Isolation | None = None  # set by the night's measuring; in its report
+        self._measurement: dict[str, Any] | None = None   # the same
 
     # -- public --------------------------------------------------------------------------------
 
@@ -109,7 +102,11 @@ class Nightly:
         series = self._series(commits)
         points = self._change_points(series)
         hunts, new_alarms = self._hunt(points)
-        report = self._report(tip, commits, health, flagged, measured, series, points, hunts, new_alarms)
+        report = nightly_report(
+            unit=self.config.unit, tip=tip, date=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+            measured=measured, flagged=flagged, machine=health, series=series, change_points=points,
+            new_alarms=new_alarms, hunts=hunts, settings=self._settings_json(), isolation=self._isolation,
+            env_facts=self.env_facts, measurement=self._measurement).to_json()
         files = self._write_report(report, tip)
         code = ExitCode.NIGHTLY_REGRESSION if new_alarms else ExitCode.OK
         return NightOutcome(report=report, exit_code=code, report_files=files)
@@ -157,21 +154,11 @@ class Nightly:
         tip = commits[-1].sha
         todo = [tip] + [c.sha for c in reversed(commits[:-1]) if c.sha not in seen]
         todo = list(dict.fromkeys(todo))[: self.settings.max_new]
-        cfg = self.config
-        spec = probe_spec(cfg)
         self.progress.phase(f"nightly: measuring {len(todo)} commit(s) ending at {tip[:10]}"
                             + (" (machine flagged: samples kept apart)" if flagged else ""))
-        gpus = count_gpus()
-        slot_envs = slot_environments(cfg, gpus)[:1]
-        # the start-up env of the night's hunts too: their samples and these share keys
-        cost = costs.HuntCost(cfg, self.executor, store_path=self.store_path, slot_envs=slot_envs, gpus=gpus)
-        with Store(self.store_path) as store, WorktreePool(self.history, 1, root=work_root(cfg, self.history)) as pool:
-            source = SampleSource(store=store, pool=pool, spec=spec,
-                                  env_fingerprint=self.env_fingerprint, hunt_id=None,
-                                  key_for=self.key_for, slot_env=slot_envs, executor=cost.meter,
-                                  **measurement_parts(cfg, self.history, store, None, self.progress),
-                                  isolation=isolation_for_hunt(self.history, cfg.probe.isolation_check, spec.env,
-                                                               records_root=work_root(cfg, self.history)))
+        # the meter's start-up env is the night's hunts' too: their samples and these share keys
+        with self.rig(one_lane=True) as rig:
+            source = rig.source(self.config, self.key_for)
             self._isolation = source.isolation
             # Round-robin over the night's commits: drift during the night spreads evenly.
             for _ in range(self.settings.samples_per_commit):
@@ -254,29 +241,13 @@ class Nightly:
                 return None
             return store.hunt_report(int(done.iloc[-1]["id"]))
 
-    def _report(self, tip, commits, health, flagged, measured, series, points, hunts, new_alarms) -> dict[str, Any]:
-        culprits = [c for h in hunts for c in h.get("culprits", [])]
-        return {
-            **report_header("nightly", self.config.unit),
-            "good": series[0]["commit"] if series else tip, "bad": tip,
-            "verdict": "culprits" if culprits else "none",
-            "night": {"tip": tip, "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-                      "measured": measured, "flagged": flagged},
-            "machine": health,
-            "series": series,
-            "change_points": points,
-            "new_alarms": [p["commit"] for p in new_alarms],
-            "hunts": hunts,
-            "culprits": culprits,
-            "settings": {"branch": self.settings.branch, "samples_per_commit": self.settings.samples_per_commit,
-                         "max_new": self.settings.max_new,
-                         "min_magnitude": self.settings.changepoints.min_magnitude,
-                         "alpha": self.settings.changepoints.alpha,
-                         "min_segment": self.settings.changepoints.min_segment},
-            "isolation": isolation_json(self._isolation),
-            "environment": dict(self.env_facts),
-            "measurement": getattr(self, "_measurement", None),
-        }
+    def _settings_json(self) -> dict[str, Any]:
+        """The report's `settings`: how the night was spent."""
+        return {"branch": self.settings.branch, "samples_per_commit": self.settings.samples_per_commit,
+                "max_new": self.settings.max_new,
+                "min_magnitude": self.settings.changepoints.min_magnitude,
+                "alpha": self.settings.changepoints.alpha,
+                "min_segment": self.settings.changepoints.min_segment}
 
     def _write_report(self, report: dict[str, Any], tip: str) -> tuple[Path, ...]:
         """The night's JSON, Markdown and HTML in --report-dir; () when there is none or it

@@ -78,6 +78,21 @@ class Request:
         return "instrumented" if self.instrumented else "main"
 
 
+@dataclass(frozen=True)
+class MeasurementParts:
+    """The optional parts of how a hunt measures, each None where the config asks for none (built
+    once from the HuntConfig: hunts/common.py `measurement_parts`)."""
+
+    setup: "SetupStep | None" = None
+    """The setup step run in each candidate's worktree before its probes (docs/setup.md)."""
+    venvs: "SlotVenvs | None" = None
+    """A virtualenv per worktree, activated for its setup step and probes (--venv)."""
+    guard: "ContentionGuard | None" = None
+    """The busy-machine guard: samples taken under contention are kept apart (docs/contention.md)."""
+    build_check: Callable[[Path], None] | None = None
+    """Raises when a checked-out candidate declares compiled modules no setup step builds."""
+
+
 class SampleSource:
     """Serves samples for candidates: stored ones in order, then fresh probe runs."""
 
@@ -86,9 +101,7 @@ class SampleSource:
                  patch_for: Callable[[Candidate], str | None] = lambda c: None,
                  slot_env: Sequence[Mapping[str, str]] = ({},),
                  probe_runner: Callable[..., ProbeOutcome] = run_probe,
-                 setup: "SetupStep | None" = None, venvs: "SlotVenvs | None" = None,
-                 guard: "ContentionGuard | None" = None,
-                 build_check: Callable[[Path], None] | None = None,
+                 parts: MeasurementParts = MeasurementParts(),
                  isolation: Isolation | None = None, executor: ProbeExecutor | None = None):
         self._store = store
         self._pool = pool
@@ -111,14 +124,11 @@ class SampleSource:
         read GOOD's)."""
         self._served: set[tuple] = set()
         self.probe_seconds = 0.0
-        # Setup step, slot venvs, busy-machine guard (docs/setup.md, docs/contention.md).
-        self._setup = setup
-        self._venvs = venvs
-        self._guard = guard
-        self._build_check = build_check
-        """Raises when a checked-out candidate declares compiled modules no setup builds."""
-        if setup is not None:   # candidates kept built in worktrees of their own (docs/setup.md)
-            pool.widen(setup.trees.fit(self.slots))
+        self.parts = parts
+        self._setup, self._venvs, self._guard = parts.setup, parts.venvs, parts.guard
+        self._build_check = parts.build_check
+        if self._setup is not None:   # candidates kept built in worktrees of their own (docs/setup.md)
+            pool.widen(self._setup.trees.fit(self.slots))
         self._counts_lock = threading.Lock()
         self.retakes: list[dict[str, Any]] = []
         """Samples taken under contention (stored in the 'flagged' arm) and re-taken."""
@@ -326,12 +336,6 @@ class SampleSource:
         key = self._key_for(candidate)
         return key.tree, key.patch_hash
 
-    def _count_build(self, *, reused: bool) -> None:
-        """A setup run paid, or a probe on a tree already built: in the hunt's cost (hunts/cost.py)."""
-        count = getattr(self._executor, "count_build", None)
-        if count is not None:
-            count(reused=reused)
-
     def _prepare(self, tree: int, built: bool, candidate: Candidate,
                  extra_env: Mapping[str, str]) -> Path | ProbeOutcome:
         """Check the candidate out in worktree `tree` and run the setup step; a skip outcome if
@@ -340,7 +344,7 @@ class SampleSource:
         if built:
             worktree = self._pool.path(tree)
             self._setup.reuse(tree, worktree, candidate.short)
-            self._count_build(reused=True)
+            self._executor.count_build(reused=True)   # in the hunt's cost (hunts/cost.py)
             return worktree
         try:
             worktree = self._pool.checkout(tree, candidate.commit, self._patch_for(candidate))
@@ -353,7 +357,7 @@ class SampleSource:
         if self._setup is not None:
             result = self._setup.run(self._key_for(candidate), worktree,
                                      probe_environment(self._spec, extra_env), candidate.short)
-            self._count_build(reused=False)
+            self._executor.count_build(reused=False)
             if not result.ok:
                 return _skipped(result.reason)
             self._setup.mark_built(tree, self._build_of(candidate), worktree)   # only once it succeeded
@@ -408,11 +412,9 @@ class SampleSource:
     def measurement_json(self) -> dict[str, Any]:
         """Report fields: preloaded start-up, overlapped probes, setup step, slot venvs, samples re-taken
         under contention."""
-        # Only the local executor forks probes from a preload server (probe/preload.py).
-        preload = getattr(self._executor, "preload_stats", lambda: None)()
-        overlap = getattr(self._executor, "overlap_stats", lambda: None)()   # probe/windows.py
-        out: dict[str, Any] = {"probe_seconds": round(self.probe_seconds, 3), "preload": preload,
-                               "overlap": overlap,
+        out: dict[str, Any] = {"probe_seconds": round(self.probe_seconds, 3),
+                               "preload": self._executor.preload_stats(),
+                               "overlap": self._executor.overlap_stats(),
                                "setup": self._setup.to_json() if self._setup is not None else None,
                                "venvs": None, "contention": None, "leftovers": dict(self.leftovers)}
         if self._venvs is not None:

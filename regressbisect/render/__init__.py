@@ -5,7 +5,8 @@
 - plots.py: matplotlib PNGs;
 - html.py: one self-contained page (plots inlined);
 - facts.py: the formatted facts all of them share, so every format tells the same story;
-- report_json.py: the JSON report itself (header with schema and tool version, commit report);
+- report_json.py: the JSON report itself: the header (schema, tool version) and the commit and
+  nightly reports' definitions; report_hunks.py: the hunk report's and a drill's;
 - progress.py: the live terminal display while a hunt runs.
 """
 from __future__ import annotations

@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import math
 import shlex
+from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any, ClassVar, Mapping, Sequence
 
 from regressbisect.config import run_flags
 from regressbisect.render.work import culprit_work, side_json, split_counts
@@ -24,6 +25,57 @@ def report_header(kind: str, unit: str) -> dict[str, Any]:
     """The fields every JSON report starts with, whichever command wrote it. `unit` is the
     metric's unit for display; the fields keep their `tok_s` names whatever it is."""
     return {"schema": SCHEMA, "kind": kind, **tool_identity(), "unit": unit}
+
+
+class Absent:
+    """The value of a report field whose key a report leaves out (`null` is a value)."""
+
+    def __repr__(self) -> str:
+        return "ABSENT"
+
+
+ABSENT = Absent()
+
+
+def fields_json(definition) -> dict[str, Any]:
+    """A report dataclass's fields as JSON, in their order: nested report objects through their
+    own `to_json`, a field that is ABSENT left out."""
+    out: dict[str, Any] = {}
+    for f in fields(definition):
+        value = getattr(definition, f.name)
+        if value is not ABSENT:
+            out[f.name] = _as_json(value)
+    return out
+
+
+def _as_json(value: Any) -> Any:
+    if hasattr(value, "to_json"):
+        return value.to_json()
+    if isinstance(value, list):
+        return [_as_json(v) for v in value]
+    return value
+
+
+@dataclass(frozen=True)
+class Report:
+    """A JSON report: the header (report_header), then the kind's fields in their order. Each
+    kind's dataclass is the definition of its report; docs/report-schema.md is tested against it
+    (tests/test_report_schema.py)."""
+
+    KIND: ClassVar[str]
+    unit: str
+    """The metric's unit (a header field)."""
+
+    def to_json(self) -> dict[str, Any]:
+        body = fields_json(self)
+        del body["unit"]
+        return {**report_header(self.KIND, self.unit), **body}
+
+
+def every_sample_stored(*, probes: int, builds: int | None, cached: int) -> bool:
+    """The report's `from_store_only`: nothing was run (no probe, no setup step), every sample the
+    hunt used was stored before (the summary's first line says so)."""
+    return probes == 0 and not builds and cached > 0
 
 
 def _summary_json(summary) -> dict[str, Any] | None:
@@ -92,31 +144,105 @@ def _skip_reasons(store_path: Path, hunt_id: int) -> dict[str, list[str]]:
         store.close()
 
 
+@dataclass(frozen=True)
+class CommitCulprit:
+    """A named commit (docs/report-schema.md, "A culprit")."""
+
+    commit: str
+    parent: str
+    subject: str
+    index: int
+    step_pct: float
+    ci95_pct: list[float]
+    step_tok_s: float
+    share_of_gap: float
+    last_good: str
+    counters_before: dict[str, float]
+    counters_after: dict[str, float]
+    work: dict[str, Any] | None
+    merge: dict[str, Any] | None
+    possible_commits: list[str] | Absent = ABSENT
+    """Only for the step over the whole range of an all-skipped hunt."""
+    hunks: Any = ABSENT
+    """Only with --drill: the hunt of its hunks (render/report_hunks.DrillReport)."""
+
+    def to_json(self) -> dict[str, Any]:
+        return fields_json(self)
+
+
+@dataclass(frozen=True)
+class CommitReport(Report):
+    """The report of `regressbisect run` (docs/report-schema.md, `kind: "commits"`)."""
+
+    KIND: ClassVar[str] = "commits"
+    good: str
+    bad: str
+    range_length: int
+    verdict: str
+    verdict_reason: str
+    reproduced: bool
+    endpoints: dict[str, Any]
+    gap_pct: float
+    unexplained_pct: float
+    unexplained_share: float
+    unexplained_share_ci95: list[float]
+    culprits: list[CommitCulprit]
+    ambiguous_steps: list[dict[str, Any]]
+    suspects: list[dict[str, Any]]
+    established: dict[str, Any] | None
+    refuted_steps: list[dict[str, str]]
+    unresolved_ranges: list[dict[str, str]]
+    sides: list[dict[str, Any]]
+    endpoint_counters: dict[str, Any]
+    endpoint_work: dict[str, Any]
+    candidates: list[dict[str, Any]]
+    interfered_runs: int
+    probes: int
+    cached_samples: int
+    instrumentation: dict[str, Any]
+    instrumentation_overhead_pct: dict[str, Any] | None
+    isolation: dict[str, Any] | None
+    settings: dict[str, Any]
+    environment: dict[str, Any]
+    store: str
+    hunt_id: int
+    measurement: dict[str, Any]
+    noise_prior: dict[str, Any]
+    exit_code: int
+    continue_command: str | None
+    cost: dict[str, Any]
+    from_store_only: bool
+
+
 def commit_report(*, commits: Sequence, result, counters: Mapping[int, Mapping[str, float]], plan,
-                  probes: int, cached: int, config, env_facts: Mapping[str, Any], store_path: Path,
-                  hunt_id: int, cached_by_index: Mapping[int, int] | None = None,
-                  isolation=None) -> dict[str, Any]:
-    """Build the report of a commit hunt from the search result and the counters."""
+                  probes: int, builds: int | None, cached: int, config, env_facts: Mapping[str, Any],
+                  store_path: Path, hunt_id: int, exit_code: int, measurement: dict[str, Any],
+                  noise_prior: dict[str, Any], continue_command: str | None, cost: dict[str, Any],
+                  cached_by_index: Mapping[int, int] | None = None, isolation=None,
+                  drills: Mapping[str, Any] | None = None) -> CommitReport:
+    """The report of a commit hunt from the search result, the counters and what the hunt paid
+    (`cost`, `measurement`); `drills`: each culprit's hunks by its sha (--drill)."""
     cached_by_index = cached_by_index or {}
+    drills = drills or {}
     culprits = []
     for c in result.culprits:
         first_bad = commits[c.first_bad]
-        culprit: dict[str, Any] = {
-            "commit": first_bad.sha,
-            "parent": commits[c.first_bad - 1].sha,
-            "subject": first_bad.subject,
-            "index": c.first_bad,
+        # the whole range of an all-skipped hunt: any of its commits may be the culprit
+        possible = ([commits[i].sha for i in range(c.last_good + 1, c.first_bad + 1)]
+                    if c.first_bad - c.last_good > 1 else ABSENT)
+        culprits.append(CommitCulprit(
+            commit=first_bad.sha,
+            parent=commits[c.first_bad - 1].sha,
+            subject=first_bad.subject,
+            index=c.first_bad,
             **_step_json(c),
-            "last_good": commits[c.last_good].sha,
-            "counters_before": split_counts(counters.get(c.last_good))[0],
-            "counters_after": split_counts(counters.get(c.first_bad))[0],
-            "work": culprit_work(counters.get(c.last_good), counters.get(c.first_bad), _pct(c.step), config.unit),
-            "merge": merge_json(first_bad.parents, run_flags(config)),
-        }
-        if c.first_bad - c.last_good > 1:
-            # the whole range of an all-skipped hunt: any of its commits may be the culprit
-            culprit["possible_commits"] = [commits[i].sha for i in range(c.last_good + 1, c.first_bad + 1)]
-        culprits.append(culprit)
+            last_good=commits[c.last_good].sha,
+            counters_before=split_counts(counters.get(c.last_good))[0],
+            counters_after=split_counts(counters.get(c.first_bad))[0],
+            work=culprit_work(counters.get(c.last_good), counters.get(c.first_bad), _pct(c.step), config.unit),
+            merge=merge_json(first_bad.parents, run_flags(config)),
+            possible_commits=possible,
+            hunks=drills.get(first_bad.sha, ABSENT)))
     ambiguous = [ambiguous_json(commits, c, _skip_reasons(store_path, hunt_id) if result.ambiguous else {})
                  for c in getattr(result, "ambiguous", ())]
     candidates = []
@@ -134,47 +260,99 @@ def commit_report(*, commits: Sequence, result, counters: Mapping[int, Mapping[s
         overhead = {"value": _pct(-o.change), "ci95": [_pct(-o.ci95[1]), _pct(-o.ci95[0])],
                     "verdict": o.verdict}
     good_summary, bad_summary = result.endpoints
-    return {
-        **report_header("commits", config.unit),
-        "good": commits[0].sha,
-        "bad": commits[-1].sha,
-        "range_length": len(commits),
-        "verdict": result.verdict,
-        "verdict_reason": result.reason,
-        "reproduced": result.reproduced,
-        "endpoints": {"good": _summary_json(good_summary), "bad": _summary_json(bad_summary)},
-        "gap_pct": _pct(result.gap),
-        "unexplained_pct": _pct(result.unexplained * result.gap) if result.culprits else _pct(result.gap),
-        "unexplained_share": round(result.unexplained, 4),
-        "unexplained_share_ci95": [round(x, 4) for x in result.unexplained_ci95],
-        "culprits": culprits,
-        "ambiguous_steps": ambiguous,
-        "suspects": [{"commit": commits[c.first_bad].sha, "last_good": commits[c.last_good].sha,
-                      **_step_json(c)} for c in result.suspects],
-        "established": established_json(commits, getattr(result, "established", None)),
-        "refuted_steps": [{"last_good": commits[a].sha, "first_bad": commits[b].sha} for a, b in result.refuted],
-        "unresolved_ranges": [{"from": commits[a].sha, "to": commits[b].sha} for a, b in result.unresolved],
-        "sides": [{"from": commits[side.lo].sha, "to": commits[side.hi].sha, "outcome": side.outcome,
-                   "ruled_out_pct": _pct(side.ruled_out), "priced": side.priced} for side in result.sides],
-        "endpoint_counters": {"good": split_counts(counters.get(0))[0],
-                              "bad": split_counts(counters.get(len(commits) - 1))[0]},
-        "endpoint_work": {"good": side_json(counters.get(0)), "bad": side_json(counters.get(len(commits) - 1))},
-        "candidates": candidates,
-        "interfered_runs": sum(len(v.interfered) for v in result.candidates),
-        "probes": probes,
-        "cached_samples": cached,
-        "instrumentation": {"mode": config.instrument, "tok_s_from_shimmed_runs": plan.main_instrumented,
-                            "note": plan.note},
-        "instrumentation_overhead_pct": overhead,
-        "isolation": isolation_json(isolation),
-        "settings": {"min_effect": config.min_effect, "direction": config.direction,
-                     "max_samples": config.max_samples, "interference": config.interference,
-                     "side_resolution": config.side_resolution, "slots": config.slots,
-                     "overlap": config.overlap, "tokens": config.probe.tokens, "cmd": config.probe.cmd},
-        "environment": dict(env_facts),
-        "store": str(store_path),
-        "hunt_id": hunt_id,
-    }
+    return CommitReport(
+        unit=config.unit,
+        good=commits[0].sha,
+        bad=commits[-1].sha,
+        range_length=len(commits),
+        verdict=result.verdict,
+        verdict_reason=result.reason,
+        reproduced=result.reproduced,
+        endpoints={"good": _summary_json(good_summary), "bad": _summary_json(bad_summary)},
+        gap_pct=_pct(result.gap),
+        unexplained_pct=_pct(result.unexplained * result.gap) if result.culprits else _pct(result.gap),
+        unexplained_share=round(result.unexplained, 4),
+        unexplained_share_ci95=[round(x, 4) for x in result.unexplained_ci95],
+        culprits=culprits,
+        ambiguous_steps=ambiguous,
+        suspects=[{"commit": commits[c.first_bad].sha, "last_good": commits[c.last_good].sha,
+                   **_step_json(c)} for c in result.suspects],
+        established=established_json(commits, getattr(result, "established", None)),
+        refuted_steps=[{"last_good": commits[a].sha, "first_bad": commits[b].sha} for a, b in result.refuted],
+        unresolved_ranges=[{"from": commits[a].sha, "to": commits[b].sha} for a, b in result.unresolved],
+        sides=[{"from": commits[side.lo].sha, "to": commits[side.hi].sha, "outcome": side.outcome,
+                "ruled_out_pct": _pct(side.ruled_out), "priced": side.priced} for side in result.sides],
+        endpoint_counters={"good": split_counts(counters.get(0))[0],
+                           "bad": split_counts(counters.get(len(commits) - 1))[0]},
+        endpoint_work={"good": side_json(counters.get(0)), "bad": side_json(counters.get(len(commits) - 1))},
+        candidates=candidates,
+        interfered_runs=sum(len(v.interfered) for v in result.candidates),
+        probes=probes,
+        cached_samples=cached,
+        instrumentation={"mode": config.instrument, "tok_s_from_shimmed_runs": plan.main_instrumented,
+                         "note": plan.note, "overhead_pairs": plan.overhead_pairs,
+                         "counters_available": plan.counters_available},
+        instrumentation_overhead_pct=overhead,
+        isolation=isolation_json(isolation),
+        settings={"min_effect": config.min_effect, "direction": config.direction,
+                  "max_samples": config.max_samples, "interference": config.interference,
+                  "side_resolution": config.side_resolution, "slots": config.slots,
+                  "overlap": config.overlap, "tokens": config.probe.tokens, "cmd": config.probe.cmd},
+        environment=dict(env_facts),
+        store=str(store_path),
+        hunt_id=hunt_id,
+        measurement=measurement,
+        noise_prior=noise_prior,
+        exit_code=exit_code,
+        continue_command=continue_command,
+        cost=cost,
+        from_store_only=every_sample_stored(probes=probes, builds=builds, cached=cached))
+
+
+@dataclass(frozen=True)
+class NightlyReport(Report):
+    """The report of `regressbisect nightly` (docs/report-schema.md, `kind: "nightly"`)."""
+
+    KIND: ClassVar[str] = "nightly"
+    good: str
+    bad: str
+    verdict: str
+    night: dict[str, Any]
+    machine: dict[str, Any]
+    series: list[dict[str, Any]]
+    change_points: list[dict[str, Any]]
+    new_alarms: list[str]
+    hunts: list[dict[str, Any]]
+    culprits: list[dict[str, Any]]
+    settings: dict[str, Any]
+    isolation: dict[str, Any] | None
+    environment: dict[str, Any]
+    measurement: dict[str, Any] | None
+
+
+def nightly_report(*, unit: str, tip: str, date: str, measured: Sequence[str], flagged: bool,
+                   machine: dict[str, Any], series: list[dict[str, Any]], change_points: list[dict[str, Any]],
+                   new_alarms: Sequence[Mapping[str, Any]], hunts: list[dict[str, Any]],
+                   settings: dict[str, Any], isolation, env_facts: Mapping[str, Any],
+                   measurement: dict[str, Any] | None) -> NightlyReport:
+    """A night's report: its series, change points and hunts (each a commit report plus
+    `first_reported`); `new_alarms`: the change points first reported tonight."""
+    culprits = [c for h in hunts for c in h.get("culprits", [])]
+    return NightlyReport(
+        unit=unit,
+        good=series[0]["commit"] if series else tip, bad=tip,
+        verdict="culprits" if culprits else "none",
+        night={"tip": tip, "date": date, "measured": list(measured), "flagged": flagged},
+        machine=machine,
+        series=series,
+        change_points=change_points,
+        new_alarms=[p["commit"] for p in new_alarms],
+        hunts=hunts,
+        culprits=culprits,
+        settings=settings,
+        isolation=isolation_json(isolation),
+        environment=dict(env_facts),
+        measurement=measurement)
 
 
 def established_json(commits: Sequence, step) -> dict[str, Any] | None:

@@ -34,7 +34,10 @@ JobListener = Callable[[str], None]
 
 
 class ProbeExecutor(Protocol):
-    """Runs probes; `run` is called from up to `slots` threads at once."""
+    """Runs probes; `run` is called from up to `slots` threads at once.
+
+    The executors subclass it, so the three optional parts below have their defaults: an
+    executor that keeps no such figures (Slurm's, the tests' fakes) says nothing of them."""
 
     name: str
 
@@ -50,3 +53,18 @@ class ProbeExecutor(Protocol):
 
     def close(self) -> None:
         """The hunt is over: release what the executor keeps between probes."""
+
+    def count_build(self, *, reused: bool) -> None:
+        """A setup step ran (`reused` False) or a probe runs on a worktree that already holds its
+        candidate built (True); the sample source says so (docs/setup.md). Only the cost meter
+        (hunts/cost.py) counts them; by default nothing."""
+        return None
+
+    def preload_stats(self) -> dict | None:
+        """The report's `measurement.preload` (docs/report-schema.md); None: no probe is forked
+        from a preload server (probe/preload.py) by this executor."""
+        return None
+
+    def overlap_stats(self) -> dict | None:
+        """The report's `measurement.overlap`; None: probes are not overlapped (probe/windows.py)."""
+        return None

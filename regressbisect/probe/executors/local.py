@@ -9,14 +9,14 @@ from pathlib import Path
 from typing import Callable, Mapping
 
 from regressbisect.samples import ProbeOutcome
-from regressbisect.probe.executors.base import ExecutedProbe
+from regressbisect.probe.executors.base import ExecutedProbe, ProbeExecutor
 from regressbisect.machine.fingerprint import environment_fingerprint
 from regressbisect.probe.preload import PreloadServers
 from regressbisect.probe.runner import ProbeSpec, run_probe
 from regressbisect.probe.windows import WindowGate
 
 
-class LocalExecutor:
+class LocalExecutor(ProbeExecutor):
     """The probe is a process group of this machine.
 
     Cancelling is the runner's own business: a stop of the hunt (probe/interrupts.py) kills every

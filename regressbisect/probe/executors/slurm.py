@@ -35,7 +35,7 @@ from typing import Any, Callable, Mapping, Protocol
 from regressbisect.config import SlurmConfig
 from regressbisect.errors import UserError
 from regressbisect.samples import ProbeOutcome
-from regressbisect.probe.executors.base import ExecutedProbe, ProbeCancelled
+from regressbisect.probe.executors.base import ExecutedProbe, ProbeCancelled, ProbeExecutor
 from regressbisect.probe.interrupts import INTERRUPTS
 from regressbisect.machine.fingerprint import environment_fingerprint
 from regressbisect.probe.runner import ProbeSpec, run_probe
@@ -303,7 +303,7 @@ class JobEvent:
     done: int
 
 
-class SlurmExecutor:
+class SlurmExecutor(ProbeExecutor):
     """Runs each probe as one Slurm job; up to `slots` threads call `run` at once."""
 
     name = "slurm"

@@ -1,0 +1,248 @@
+"""The JSON report of a hunk hunt (`regressbisect hunks`; docs/report-schema.md, `kind: "hunks"`)
+and a culprit commit's `hunks` in a `run --drill` report: built from the hunt's decision
+(search/hunkdecide.py) and its hunks, once, never patched afterwards."""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, ClassVar, Mapping, Sequence
+
+from regressbisect.git.hunks import Hunk
+from regressbisect.render.report_json import ABSENT, Absent, Report, every_sample_stored, fields_json, isolation_json
+from regressbisect.render.work import culprit_work, split_counts
+from regressbisect.search.hunkdecide import HunkDecision, TestedSubset
+
+
+@dataclass(frozen=True)
+class HuntedHunks:
+    """The hunks a hunk hunt searched and what they are compared against: what every view of its
+    answer names them by."""
+
+    hunks: Sequence[Hunk]
+    """In the diff's order."""
+    base: str
+    commit: str | None
+    """`hunks --commit REV` and a drill: REV (BASE is its first parent); None for the work tree."""
+
+    @property
+    def by_id(self) -> dict[str, Hunk]:
+        return {h.id: h for h in self.hunks}
+
+    @property
+    def whose(self) -> str:
+        return f"{self.commit[:10]}'s" if self.commit else "uncommitted"
+
+    def group(self, tested: TestedSubset) -> HunkGroup:
+        """A named hunk group: its hunks (file, lines, function, excerpt), its step alone against
+        BASE with the 95% interval, its share of the gap."""
+        by_id = self.by_id
+        hunks = sorted((by_id[i] for i in tested.hunks), key=list(self.hunks).index)
+        alone = {"change_pct": round(100 * tested.change, 3),
+                 "ci95_pct": [round(100 * tested.ci95[0], 3), round(100 * tested.ci95[1], 3)],
+                 "pairs": tested.pairs, "verdict": tested.verdict}
+        return HunkGroup(
+            commit=self.commit or self.base, parent=self.base,
+            subject=f"{len(hunks)} {self.whose} hunk(s) in {', '.join(sorted({h.file for h in hunks}))}",
+            cluster=len(hunks) > 1,
+            hunks=[hunk_json(h) for h in hunks],
+            step_pct=alone["change_pct"], ci95_pct=alone["ci95_pct"],
+            share_of_gap=round(tested.share_of_gap, 4) if math.isfinite(tested.share_of_gap) else None,
+            alone=alone)
+
+    def established(self, decision: HunkDecision, prefixes: Sequence[frozenset]) -> dict[str, Any] | None:
+        """An undecided hunt's `established`: the hunks the prefix search put its step(s) on,
+        when it got that far (its named steps, else the leading step of a bracket it gave up),
+        and their files; None when it had none. `prefixes`: the prefix search's candidates."""
+        prefix = decision.prefix
+        if prefix is None or not prefixes:
+            return None
+        steps = [(c.last_good, c.first_bad) for c in prefix.culprits + prefix.ambiguous]
+        lead = prefix.established
+        if not steps and lead is not None:
+            steps = [(lead.last_good, lead.first_bad)]
+        if not steps:
+            return None
+        by_id = self.by_id
+        hunks = sorted(set().union(*(prefixes[b] - prefixes[a] for a, b in steps)))
+        files = sorted({by_id[h].file for h in hunks if h in by_id})
+        odds = (f", p={lead.mass:.2f}" if lead is not None and not prefix.culprits and math.isfinite(lead.mass)
+                else "")
+        if len(hunks) == 1 and hunks[0] in by_id:
+            one = by_id[hunks[0]]
+            text = f"the slowdown is at the hunk {one.file}:{one.lines[0]} (prefix search{odds}), not yet confirmed"
+        else:
+            text = (f"the slowdown is in {len(hunks)} hunks of {', '.join(files)} (prefix search{odds}); "
+                    "not yet narrowed to hunks")
+        return {"hunks": hunks, "files": files, "probability": round(lead.mass, 4) if odds else None, "text": text}
+
+
+def hunk_json(hunk: Hunk) -> dict[str, Any]:
+    return {"id": hunk.id, "file": hunk.file, "lines": list(hunk.lines), "function": hunk.function,
+            "kind": hunk.kind, "excerpt": hunk.excerpt}
+
+
+@dataclass(frozen=True)
+class HunkGroup:
+    """A named (or suspected) hunk group, as a drill lists it."""
+
+    commit: str
+    parent: str
+    subject: str
+    cluster: bool
+    hunks: list[dict[str, Any]]
+    step_pct: float
+    ci95_pct: list[float]
+    share_of_gap: float | None
+    alone: dict[str, Any]
+
+    def to_json(self) -> dict[str, Any]:
+        return fields_json(self)
+
+
+@dataclass(frozen=True)
+class HunkCulprit(HunkGroup):
+    """A hunk report's culprit (and suspect): the group and its counts before and after."""
+
+    left_out: None
+    counters_before: dict[str, float]
+    counters_after: dict[str, float]
+    work: dict[str, Any] | None
+
+
+@dataclass(frozen=True)
+class HunkReport(Report):
+    """The report of `regressbisect hunks` (docs/report-schema.md, `kind: "hunks"`)."""
+
+    KIND: ClassVar[str] = "hunks"
+    good: str
+    bad: str
+    base: str
+    commit: str | None
+    verdict: str
+    verdict_reason: str
+    exit_code: int
+    reproduced: bool
+    endpoints: dict[str, Any]
+    gap_pct: float | None
+    hunk_count: int
+    files: list[str]
+    culprits: list[HunkCulprit]
+    suspects: list[HunkCulprit]
+    undecided_subsets: int
+    established: dict[str, Any] | None
+    hunks_in_fast_subsets: list[str]
+    unexplained_share: float | None
+    unexplained_share_ci95: list[float] | None
+    interactions: list[list[str]]
+    unresolved_subsets: int
+    subsets_tested: int
+    search_complete: bool
+    candidates: list
+    probes: int
+    cached_samples: int
+    from_store_only: bool
+    instrumentation_overhead_pct: None
+    isolation: dict[str, Any] | None
+    instrumentation: dict[str, Any]
+    hunt_id: int
+    environment: dict[str, Any]
+    measurement: dict[str, Any]
+    cost: dict[str, Any]
+    continue_command: str | None
+
+
+def hunk_report(hunted: HuntedHunks, decision: HunkDecision, *, prefixes: Sequence[frozenset],
+                counters: Mapping[str, Mapping[str, float]], unit: str, instrument: str, exit_code: int,
+                probes: int, cached: int, isolation, hunt_id: int, env_facts: Mapping[str, Any],
+                measurement: dict[str, Any], cost: dict[str, Any], continue_command: str | None) -> HunkReport:
+    """The report of a hunk hunt from its decision; `counters`: the counting arm's counts per
+    subset (',' joined hunk ids, '' for BASE)."""
+    control, result = decision.control, decision.search
+    good, bad = control.endpoints
+    endpoints = {side: (None if not s.n else {"median_tok_s": s.median, "ci95": list(s.ci95), "n": s.n})
+                 for side, s in (("good", good), ("bad", bad))}
+
+    def entry(tested: TestedSubset) -> HunkCulprit:
+        after = counters.get(",".join(sorted(tested.hunks)))
+        return HunkCulprit(**vars(hunted.group(tested)), left_out=None,
+                           counters_before=split_counts(counters.get(""))[0],
+                           counters_after=split_counts(after)[0],
+                           work=culprit_work(counters.get(""), after, round(100 * tested.change, 3), unit))
+
+    culprits = [entry(c) for c in decision.culprits]
+    shares = [c.share_of_gap for c in culprits if c.share_of_gap is not None]
+    return HunkReport(
+        unit=unit,
+        good=hunted.base, bad=hunted.commit or "work-tree", base=hunted.base, commit=hunted.commit,
+        verdict=decision.verdict,
+        verdict_reason=decision.reason,
+        exit_code=exit_code,
+        reproduced=decision.control.verdict == "reproduced",
+        endpoints=endpoints,
+        gap_pct=round(100 * control.gap, 3) if math.isfinite(control.gap) else None,
+        hunk_count=len(hunted.hunks),
+        files=sorted({h.file for h in hunted.hunks}),
+        culprits=culprits,
+        suspects=[entry(c) for c in decision.suspects],
+        undecided_subsets=decision.undecided_subsets,
+        established=hunted.established(decision, prefixes) if decision.verdict == "undecided" else None,
+        # hunks of prefixes at BASE's level and of subsets measured 'good': what the search ruled out
+        hunks_in_fast_subsets=sorted(decision.ruled_out
+                                     | {i for s, v in (result.verdicts if result else ()) if v == "good" for i in s}),
+        unexplained_share=round(1 - sum(shares), 4) if shares else None,
+        unexplained_share_ci95=[round(x, 4) for x in decision.unexplained_ci95] if shares else None,
+        interactions=[sorted(s) for s in (result.interactions if result else ())],
+        unresolved_subsets=len(decision.did_not_run | set(result.unresolved if result else ())),
+        subsets_tested=result.tests if result else 0,
+        search_complete=result.complete if result else True,
+        candidates=[],
+        probes=probes,
+        cached_samples=cached,
+        from_store_only=every_sample_stored(probes=probes, builds=None, cached=cached),
+        instrumentation_overhead_pct=None,
+        isolation=isolation_json(isolation),
+        instrumentation={"mode": instrument,
+                         "note": f"counters from separate shimmed runs; {unit} from unshimmed runs"},
+        hunt_id=hunt_id,
+        environment=dict(env_facts),
+        measurement=measurement,
+        cost=cost,
+        continue_command=continue_command)
+
+
+@dataclass(frozen=True)
+class DrillReport:
+    """A culprit commit's `hunks` in a `run --drill` report (docs/report-schema.md, "A culprit's
+    `hunks`"): the verdict of the hunt of its hunks and the slow ones, or why none was named."""
+
+    verdict: str
+    reason: str
+    base: str | Absent = ABSENT
+    hunk_count: int = 0
+    culprits: list[HunkGroup] | Absent = ABSENT
+    suspects: list[HunkGroup] | Absent = ABSENT
+    hunks: list[dict[str, Any]] | Absent = ABSENT
+    """'one-hunk' only: the one hunk."""
+    unexplained_share_ci95: list[float] | None | Absent = ABSENT
+    probes: int | Absent = ABSENT
+    cached_samples: int | Absent = ABSENT
+
+    def to_json(self) -> dict[str, Any]:
+        return fields_json(self)
+
+
+def drill_report(hunted: HuntedHunks, decision: HunkDecision | None, *, probes: int = 0,
+                 cached: int = 0) -> DrillReport:
+    """The drill of a culprit commit's hunks; `decision` None: its diff is one hunk, which the
+    commit names already (no hunt). A commit with no hunks at all is DrillReport('no-hunks', why)."""
+    if decision is None:
+        return DrillReport(verdict="one-hunk", reason="its diff is one hunk: the commit names it",
+                           base=hunted.base, hunk_count=len(hunted.hunks), culprits=[], suspects=[],
+                           hunks=[hunk_json(h) for h in hunted.hunks], probes=0, cached_samples=0)
+    return DrillReport(verdict=decision.verdict, reason=decision.reason, base=hunted.base,
+                       hunk_count=len(hunted.hunks),
+                       culprits=[hunted.group(c) for c in decision.culprits],
+                       suspects=[hunted.group(c) for c in decision.suspects],
+                       unexplained_share_ci95=([round(x, 4) for x in decision.unexplained_ci95]
+                                               if decision.culprits else None),
+                       probes=probes, cached_samples=cached)
