@@ -41,6 +41,14 @@ from regressbisect.store import Store
 NO_COUNTERS_NOTE = ("the shimmed probe of GOOD counted nothing (it imports no torch, or makes none of "
                     "the counted calls): no overhead arm and no counters runs, tok/s from unshimmed runs")
 
+
+def stored_settings(config: HuntConfig) -> dict[str, Any]:
+    """A commit hunt's settings as the store keeps them: a hunt resumes only under the same. Every
+    search setting (`HuntConfig.search_key`), and what changes the order or arms of its probes."""
+    return {**config.search_key("run"), "slots": config.slots, "overlap": config.overlap,
+            "instrument": config.instrument, "tokens_auto": config.tokens_auto, "noise_prior": config.noise_prior}
+
+
 @dataclass(frozen=True)
 class InstrumentationPlan:
     """Whether tok/s may come from shimmed runs, decided by measuring the shim on GOOD."""
@@ -114,7 +122,7 @@ class CommitHunt:
             hunt_id = store.start_hunt(kind="commits", good=self.good, bad=self.bad,
                                        config_hash=self._config_hash,
                                        env_fingerprint=self.env_fingerprint,
-                                       settings=self._search_settings_json())
+                                       settings=stored_settings(cfg))
 
             parts = measurement_parts(cfg, self.history, store, hunt_id, self.progress)
 
@@ -199,13 +207,6 @@ class CommitHunt:
 
     # -- phases -----------------------------------------------------------------------------
 
-    def _search_settings_json(self) -> dict[str, Any]:
-        c = self.config
-        return {"min_effect": c.min_effect, "direction": c.direction, "max_samples": c.max_samples,
-                "interference": c.interference, "side_resolution": c.side_resolution,
-                "slots": c.slots, "overlap": c.overlap, "instrument": c.instrument,
-                "tokens_auto": c.tokens_auto, "noise_prior": c.noise_prior}
-
     def _draw_checked(self, source: SampleSource, requests: Sequence[Request], notes: Sequence[str]):
         """Draw samples; an endpoint that cannot be measured ends the hunt with its reason."""
         labels = [r.candidate.short for r in requests]
@@ -262,9 +263,7 @@ class CommitHunt:
 
     def _search(self, source: SampleSource, plan: InstrumentationPlan):
         cfg = self.config
-        settings = SearchSettings(min_effect=cfg.min_effect, direction=cfg.direction,
-                                  max_samples=cfg.max_samples, read_interference=cfg.interference,
-                                  side_resolution=cfg.side_resolution)
+        settings = SearchSettings.of(cfg, "run")
         prior, self._noise_prior_facts = self._noise_prior(source, plan)
         search = CommitSearch(len(self.candidates), settings, noise_prior=prior)
         self._cached_by_index = {}

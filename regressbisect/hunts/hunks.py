@@ -133,6 +133,12 @@ def _bound_at_top_level(line: str) -> list[str]:
     return []
 
 
+def stored_settings(config: HuntConfig) -> dict[str, Any]:
+    """A hunk hunt's settings as the store keeps them: a hunt resumes only under the same. Every
+    search setting (`HuntConfig.search_key`), and how many probes run at once."""
+    return {**config.search_key("hunks"), "slots": config.slots, "overlap": config.overlap}
+
+
 class HunkHunt:
     """One `regressbisect hunks`: BASE vs BASE + the work tree's changes (with `commit`: the
     commit's first parent vs the commit, its diff's hunks)."""
@@ -222,10 +228,7 @@ class HunkHunt:
                                                                 root=work_root(cfg, self.history)) as pool:
             hunt_id = store.start_hunt(kind="hunks", good=self.base, bad=self.commit or everything.patch_hash or "",
                                        config_hash=self._config_hash, env_fingerprint=self.env_fingerprint,
-                                       settings={"min_effect": cfg.min_effect, "direction": cfg.direction,
-                                                 "max_samples": cfg.max_samples, "interference": cfg.interference,
-                                                 "slots": cfg.slots,
-                                                 "overlap": cfg.overlap})
+                                       settings=stored_settings(cfg))
             spec = probe_spec(cfg)
             source = self.sample_source(store, pool, hunt_id, lane_environments(cfg, slot_envs),
                                         measurement_parts(cfg, self.history, store, hunt_id, self.progress),
@@ -254,8 +257,7 @@ class HunkHunt:
         """The hunt's decisions (search/hunkdecide.py), each round's subsets side by side, one per
         lane (its own worktree and patch), as a commit hunt runs its candidates."""
         cfg = self.config
-        settings = SearchSettings(min_effect=cfg.min_effect, direction=cfg.direction, max_samples=cfg.max_samples,
-                                  read_interference=cfg.interference)
+        settings = SearchSettings.of(cfg, "hunks")
         decider = HunkDecider([h.id for h in self.hunks], group_hunks(self.hunks), settings, self.rule,
                               on_phase=self.progress.phase, needs=self.needs, noise_prior=self.noise_prior)
         self._prefixes = prefixes(decider.ctx.order)

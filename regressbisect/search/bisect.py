@@ -44,7 +44,7 @@ from typing import Sequence
 
 import numpy as np
 
-from regressbisect.config import DIRECTION, DIRECTIONS, MAX_SAMPLES, MIN_EFFECT
+from regressbisect.config import DIRECTION, DIRECTIONS, MAX_SAMPLES, MIN_EFFECT, HuntConfig
 from regressbisect.search.book import SampleBook
 from regressbisect.search.control import ControlArm
 from regressbisect.search.confirm import Action, StepConfirmation
@@ -170,6 +170,12 @@ class SearchSettings:
             raise ValueError("need 0 <= side_share < 1, 0 < side_drop < 0.5 and side_pairs >= 1 or None")
         if self.side_resolution is not None and not 0 < self.side_resolution < 1:
             raise ValueError("side_resolution must be in (0, 1) or None")
+
+    @classmethod
+    def of(cls, config: HuntConfig, command: str) -> SearchSettings:
+        """The settings of `command`'s hunt: each field a knob names (config.py `knob(search=...)`)
+        from the config, the rest at their defaults."""
+        return cls(**config.search_values(command))
 
 
 @dataclass(frozen=True)
