@@ -36,6 +36,7 @@ from regressbisect.search.bisect import CommitSearch, Measure, SearchSettings
 from regressbisect.search.budget import AUTO_PILOTS, BudgetChoice, Pilot, choose_budget
 from regressbisect.search.driver import drive
 from regressbisect.search.overhead import OverheadArm
+from regressbisect.search.verdicts import Verdict
 from regressbisect.store import Store
 
 NO_COUNTERS_NOTE = ("the shimmed probe of GOOD counted nothing (it imports no torch, or makes none of "
@@ -165,7 +166,7 @@ class CommitHunt:
             report["noise_prior"] = self._noise_prior_facts
             report["exit_code"] = int(VERDICT_EXIT[result.verdict])
             report["continue_command"] = (continue_command(self.command_line, cfg.max_samples)
-                                          if result.verdict == "undecided" else None)
+                                          if result.verdict == Verdict.UNDECIDED else None)
             report["cost"] = cost.report(store, hunt_id, tokens=self.config.probe.tokens, budget=budget)
             report["from_store_only"] = every_sample_stored(probes=self.meter.totals.probes,
                                                             builds=self.meter.totals.builds,
@@ -335,7 +336,7 @@ class CommitHunt:
         Returns the counts per candidate index (the `work.` ones included) and the arm's cost."""
         cost = {"probes": 0, "seconds": 0.0, "commits": 0}
         if (self.config.instrument == "off" or not (plan.counters_available or plan.work_available)
-                or result.verdict not in ("culprits", "not-localised", "undecided")):
+                or result.verdict not in (Verdict.CULPRITS, Verdict.NOT_LOCALISED, Verdict.UNDECIDED)):
             return {}, cost
         indices = sorted({0, len(self.candidates) - 1}
                          | {c.first_bad for c in result.culprits} | {c.last_good for c in result.culprits})

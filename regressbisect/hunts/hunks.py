@@ -41,6 +41,7 @@ from regressbisect.search.hunkdecide import HunkDecider, HunkDecision, TestedSub
 from regressbisect.search.hunks.prefix import prefixes
 from regressbisect.search.levels import LevelRule
 from regressbisect.search.stats import NoisePool
+from regressbisect.search.verdicts import Verdict
 from regressbisect.store import Store
 
 
@@ -241,7 +242,7 @@ class HunkHunt:
             report["measurement"] = source.measurement_json()
             report["cost"] = self.cost.report(store, hunt_id, tokens=cfg.probe.tokens)
             report["continue_command"] = (continue_command(self.command_line, cfg.max_samples)
-                                          if decision.verdict == "undecided" else None)
+                                          if decision.verdict == Verdict.UNDECIDED else None)
             store.finish_hunt(hunt_id, report)
         return HuntOutcome(report=report, exit_code=VERDICT_EXIT[report["verdict"]], hunt_id=hunt_id)
 
@@ -413,7 +414,7 @@ class HunkHunt:
             "verdict": decision.verdict,
             "verdict_reason": decision.reason,
             "exit_code": int(VERDICT_EXIT[decision.verdict]),
-            "reproduced": decision.control.verdict == "reproduced",
+            "reproduced": decision.control.verdict == Verdict.REPRODUCED,
             "endpoints": endpoints,
             "gap_pct": round(100 * control.gap, 3) if math.isfinite(control.gap) else None,
             "hunk_count": len(self.hunks),
@@ -421,7 +422,7 @@ class HunkHunt:
             "culprits": culprits,
             "suspects": [entry(c) for c in decision.suspects],
             "undecided_subsets": decision.undecided_subsets,
-            "established": self._established(decision) if decision.verdict == "undecided" else None,
+            "established": self._established(decision) if decision.verdict == Verdict.UNDECIDED else None,
             # hunks of prefixes at BASE's level and of subsets measured 'good': what the search ruled out
             "hunks_in_fast_subsets": sorted(decision.ruled_out
                                             | {i for s, v in (result.verdicts if result else ()) if v == "good" for i in s}),

@@ -37,6 +37,7 @@ from regressbisect.render.report_json import isolation_json, report_header
 from regressbisect.samples import Candidate, ProbeOutcome, SampleKey
 from regressbisect.search import stats
 from regressbisect.search.changepoints import ChangePointSettings, detect
+from regressbisect.search.verdicts import Verdict
 from regressbisect.store import Store
 
 
@@ -238,7 +239,7 @@ class Nightly:
             outcome = hunt.run()
             hunts.append({**outcome.report, "first_reported": True})
             # an ambiguous step is a regression too: only which of its commits is unknown
-            if outcome.report["verdict"] in ("culprits", "ambiguous"):
+            if outcome.report["verdict"] in (Verdict.CULPRITS, Verdict.AMBIGUOUS):
                 new_alarms.append(point)
         return hunts, new_alarms
 

@@ -9,6 +9,7 @@ from regressbisect.search.hunks.context import HuntContext
 from regressbisect.search.hunks.prefix import search_prefixes
 from regressbisect.search.hunks.runnable import Phase
 from regressbisect.search.hunks.subsets import TestedSubset, tested
+from regressbisect.search.verdicts import Verdict
 
 __all__ = ["NEEDS_DEPTH", "alone_with_what_it_needs"]
 
@@ -41,7 +42,7 @@ def alone_with_what_it_needs(ctx: HuntContext, proposed: frozenset, before: list
         if outcome == "reproduced":
             return found
         if outcome == "open":
-            return found or TestedSubset(proposed, "undecided", math.nan, (math.nan, math.nan), 0)
+            return found or TestedSubset(proposed, Verdict.UNDECIDED, math.nan, (math.nan, math.nan), 0)
         if not before:
             return None
         if outcome == "does not run":
@@ -67,7 +68,7 @@ def alone_with_what_it_needs(ctx: HuntContext, proposed: frozenset, before: list
             return None
         if steps[0].first_bad == 1:       # slow alone after all: named on fresh pairs there
             pairs = min(result.endpoints[0].n, next((c.n for c in result.candidates if c.index == 1), 0))
-            return TestedSubset(proposed, "reproduced", steps[0].step, steps[0].step_ci95, pairs)
+            return TestedSubset(proposed, Verdict.REPRODUCED, steps[0].step, steps[0].step_ci95, pairs)
         k = steps[0].first_bad - 2      # candidate j holds before[:j - 1]: its step adds before[k]
         proposed, before = proposed | before[k], before[:k]
 
@@ -121,7 +122,7 @@ def alone(ctx: HuntContext, proposed: frozenset, prefix: frozenset, sign: int,
     typical = ctx.typical(sets, arms)
     if not (typical[0] and typical[1]):
         return "open", None, (arms[0], arms[2])
-    return "open", replace(tested(proposed, typical[0], typical[1], ctx.noise_with(typical)), verdict="undecided"), (arms[0], arms[2])
+    return "open", replace(tested(proposed, typical[0], typical[1], ctx.noise_with(typical)), verdict=Verdict.UNDECIDED), (arms[0], arms[2])
 
 
 def round_of_three(ctx: HuntContext, sets: tuple[frozenset, frozenset, frozenset], k: int) -> Phase:

@@ -13,6 +13,7 @@ from regressbisect.search.hunks.subsets import Names, test_subset, with_share
 from regressbisect.search.hunks.verdict import HunkDecision, verdict_of_named
 from regressbisect.search.levels import LevelRule, slowdowns, subset_verdict, undecided
 from regressbisect.search.stats import log_threshold
+from regressbisect.search.verdicts import Verdict
 
 __all__ = ["by_delta_debugging"]
 
@@ -52,20 +53,20 @@ def by_delta_debugging(ctx: HuntContext, facts: HunkDecision, base_samples: Sequ
         ctx.on_phase(f"naming: {len(proposed)} hunk(s) against BASE on fresh pairs")
         tested = yield from test_subset(ctx, proposed, "name")
         unsure = False
-        if tested.verdict == "reproduced":
+        if tested.verdict == Verdict.REPRODUCED:
             tested, unsure = yield from needed_members(ctx, tested, -1 if signed_gap < 0 else 1)
-        named = tested.verdict == "reproduced" and not unsure
+        named = tested.verdict == Verdict.REPRODUCED and not unsure
         names = names.plus(with_share(tested, signed_gap), named=named,
-                           open_question=not named and (unsure or tested.verdict == "undecided"))
+                           open_question=not named and (unsure or tested.verdict == Verdict.UNDECIDED))
     if not names.named and (stuck or names.open_question or not result.complete):
         why = (f"{stuck} subset(s) could not be placed within {rule.max_pairs} pairs (--max-samples)"
                if stuck else "the sample cap or the search budget ran out")
-        return replace(facts, verdict="undecided", reason=f"no hunk could be named: {why}", culprits=(),
+        return replace(facts, verdict=Verdict.UNDECIDED, reason=f"no hunk could be named: {why}", culprits=(),
                        suspects=names.suspects)
     if not names.named:
         why = ("no proposed hunk reproduced the slowdown on fresh pairs" if names.suspects
                else "no subset of the hunks is slow on its own")
-        return replace(facts, verdict="not-localised", reason=f"the slowdown reproduced, but {why}", culprits=(),
+        return replace(facts, verdict=Verdict.NOT_LOCALISED, reason=f"the slowdown reproduced, but {why}", culprits=(),
                        suspects=names.suspects)
     return verdict_of_named(facts, replace(names, open_question=False), gap, signed_gap,
                             pair_sd / math.sqrt(pairs) if pairs else math.inf, settings.direction, settings.share_limit)

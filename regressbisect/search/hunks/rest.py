@@ -11,6 +11,7 @@ from regressbisect.search.hunks.runnable import Phase
 from regressbisect.search.hunks.steps import name_steps
 from regressbisect.search.hunks.subsets import Names, log_se
 from regressbisect.search.stats import log_threshold
+from regressbisect.search.verdicts import Verdict
 
 __all__ = ["peel_the_rest"]
 
@@ -46,7 +47,7 @@ def peel_the_rest(ctx: HuntContext, signed_gap: float, gap_se: float, names: Nam
         ctx.on_phase(f"the rest: BASE + the first k of the {len(order)} group(s) not named, bisected")
         search = yield from search_prefixes(ctx, prefixes(order), first="remainder", rest="prefix")
         found = search.result()
-        if found.verdict not in ("culprits", "ambiguous"):
+        if found.verdict not in (Verdict.CULPRITS, Verdict.AMBIGUOUS):
             break
         steps = sorted(found.culprits + found.ambiguous, key=lambda c: c.first_bad)
         more, placed = yield from name_steps(ctx, steps, search, order, signed_gap, names)
