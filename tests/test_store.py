@@ -206,6 +206,23 @@ def test_a_hunt_stored_before_the_settings_were_derived_from_the_knobs_resumes(t
         assert store.start_hunt(**args, settings=stored_settings(config)) == old
 
 
+def test_an_arm_is_stored_as_its_value_and_rows_stored_as_plain_text_are_found_by_it(tmp_path):
+    from regressbisect.samples import Arm
+
+    path = tmp_path / "store.sqlite"
+    with Store(path) as store:
+        hunt = store.start_hunt(kind="commits", good=SHA_A, bad=SHA_B, config_hash="cfg", env_fingerprint="env",
+                                settings={})
+        store.add_outcome(KEY_A, Candidate(SHA_A), _measured(1000.0), hunt_id=hunt, arm="main")   # as written before Arm
+        store.add_outcome(KEY_A, Candidate(SHA_A), _measured(900.0), hunt_id=hunt, arm=Arm.FLAGGED)
+        assert [s.tok_s for s in store.samples(KEY_A, arm=Arm.MAIN)] == [1000.0]
+        assert [v for _, _, v in store.hunt_samples_in_order(hunt)] == [1000.0]
+    with sqlite3.connect(path) as raw:
+        assert raw.execute("SELECT arm, typeof(arm) FROM samples ORDER BY id").fetchall() == [
+            ("main", "text"), ("flagged", "text")]
+    raw.close()
+
+
 def test_series_per_commit_and_machine_checks(tmp_path):
     with Store(tmp_path / "s.sqlite") as store:
         key_b = SampleKey(tree="u" * 40, patch_hash=None, config_hash="cfg", env_fingerprint="env")

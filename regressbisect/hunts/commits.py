@@ -30,7 +30,7 @@ from regressbisect.probe.isolation import isolation_for_hunt
 from regressbisect.probe.runner import probe_spec, run_probe
 from regressbisect.render import report_json
 from regressbisect.render.progress import HuntProgress
-from regressbisect.samples import Candidate, ProbeOutcome, SampleKey
+from regressbisect.samples import Arm, Candidate, ProbeOutcome, SampleKey
 from regressbisect.search import stats
 from regressbisect.search.bisect import CommitSearch, Measure, SearchSettings
 from regressbisect.search.budget import AUTO_PILOTS, BudgetChoice, Pilot, choose_budget
@@ -198,7 +198,7 @@ class CommitHunt:
             self._progress_sample(source, draw, note=f"budget pilot {i + 1}/{AUTO_PILOTS}")
         key = self.key_for(good)
         pilots = [Pilot(wall_s=w, sample=s) for w, s in
-                  zip(store.sample_walls(key, arm="main"), store.samples(key, arm="main"))][:AUTO_PILOTS]
+                  zip(store.sample_walls(key, arm=Arm.MAIN), store.samples(key, arm=Arm.MAIN))][:AUTO_PILOTS]
         choice = choose_budget(pilots, initial_tokens=cfg.probe.tokens,
                                min_effect=cfg.min_effect, timeout_s=cfg.probe.timeout_s)
         self.config = dataclasses.replace(cfg, probe=dataclasses.replace(cfg.probe, tokens=choice.tokens))

@@ -34,7 +34,7 @@ from regressbisect.probe.isolation import Isolation, isolation_for_hunt
 from regressbisect.probe.runner import probe_spec, run_probe
 from regressbisect.render.progress import HuntProgress
 from regressbisect.render.report_json import isolation_json, report_header
-from regressbisect.samples import Candidate, ProbeOutcome, SampleKey
+from regressbisect.samples import Arm, Candidate, ProbeOutcome, SampleKey
 from regressbisect.search import stats
 from regressbisect.search.changepoints import ChangePointSettings, detect
 from regressbisect.search.verdicts import Verdict
@@ -193,10 +193,10 @@ class Nightly:
             for c in commits:
                 key = self.key_for(Candidate(c.sha))
                 flagged = False
-                values = [s.tok_s for s in store.samples(key, instrumented=False, arm="main")]
+                values = [s.tok_s for s in store.samples(key, instrumented=False, arm=Arm.MAIN)]
                 if not values:
                     flagged = True
-                    values = [s.tok_s for s in store.samples(key, instrumented=False, arm="flagged")]
+                    values = [s.tok_s for s in store.samples(key, instrumented=False, arm=Arm.FLAGGED)]
                 if not values:
                     continue
                 summary = stats.summarize(values)
