@@ -39,6 +39,7 @@ from regressbisect.search.bisect import Measure, SearchSettings
 from regressbisect.search.driver import drive
 from regressbisect.search.hunkdecide import HunkDecider, HunkDecision, TestedSubset
 from regressbisect.search.hunks.prefix import prefixes
+from regressbisect.search.hunks.runnable import Purpose
 from regressbisect.search.levels import LevelRule
 from regressbisect.search.stats import NoisePool
 from regressbisect.search.verdicts import Verdict
@@ -275,7 +276,7 @@ class HunkHunt:
         draws = self._draw_many(source, [self.candidate(s) for s in subsets], namespace="hunks",
                                 notes=[m.reason for m in batch], instrumented=self.instrumented)
         for subset, m, draw in zip(subsets, batch, draws):
-            if draw.sample is None and m.reason == "control":
+            if draw.sample is None and m.reason == Purpose.CONTROL:
                 which = "BASE" if not subset else "BASE + all hunks"
                 raise UserError(f"the probe cannot be measured at {which}: {draw.skip_reason}"
                                 f"{self._missing_module_hint(draw.skip_reason or '') if subset else ''} "

@@ -179,6 +179,10 @@ class SearchSettings:
         return cls(**config.search_values(command))
 
 
+CONTROL_ARM = "control arm"
+"""The `Measure.reason` of the control arm's samples (a hunk hunt's prefix search tells them apart by it)."""
+
+
 @dataclass(frozen=True)
 class Measure:
     """One sample the caller should take."""
@@ -587,7 +591,7 @@ class CommitSearch:
             self._end_verdict = verdict
             self._phase = "done"
             return None
-        picks = [(Measure(i, "control arm"), self.control.tag) for i in self.control.next_samples(slots)]
+        picks = [(Measure(i, CONTROL_ARM), self.control.tag) for i in self.control.next_samples(slots)]
         if slots > 2:
             # spare slots: start the search in the interior (its samples serve the localisation)
             good, bad = 0, self.n - 1

@@ -61,7 +61,7 @@ from regressbisect.search.hunks.delta import by_delta_debugging
 from regressbisect.search.hunks.prefix import HUNK_SIDE_PAIRS, end_gap, prefix_groups, prefixes, search_prefixes
 from regressbisect.search.hunks.rest import peel_the_rest
 from regressbisect.search.driver import drive
-from regressbisect.search.hunks.runnable import Batch, Measure, Needs, Phase, Runnable
+from regressbisect.search.hunks.runnable import Batch, Measure, Needs, Phase, Purpose, Runnable
 from regressbisect.search.hunks.steps import name_steps
 from regressbisect.search.hunks.subsets import Names, TestedSubset, test_subset
 from regressbisect.search.hunks.verdict import HunkDecision, verdict_of_named
@@ -189,7 +189,7 @@ def _decide(ctx: HuntContext) -> Phase:
     candidates = prefixes(ctx.order)
     ctx.on_phase(f"prefix search: BASE + the first k of {len(ctx.order)} hunk group(s) in file "
                  "order, bisected like commits")
-    search = yield from search_prefixes(ctx, candidates, first="control", rest="prefix")
+    search = yield from search_prefixes(ctx, candidates, first=Purpose.CONTROL, rest=Purpose.PREFIX)
     prefix = search.result()
     measurable_ends = all(e.n for e in prefix.endpoints)
     if not prefix.reproduced and not (prefix.verdict == Verdict.ALL_SKIPPED and measurable_ends):

@@ -10,7 +10,7 @@ import numpy as np
 from regressbisect.search.book import SampleBook
 from regressbisect.search.control import ControlArm
 from regressbisect.search.hunks.context import HuntContext
-from regressbisect.search.hunks.runnable import Phase
+from regressbisect.search.hunks.runnable import Phase, Purpose
 from regressbisect.search.stats import NoisePool, t_ppf
 from regressbisect.search.verdicts import Verdict
 
@@ -53,7 +53,7 @@ class Names:
         return replace(self, suspects=self.suspects + (tested,), open_question=self.open_question or open_question)
 
 
-def test_subset(ctx: HuntContext, hunks: frozenset, purpose: str) -> Phase:
+def test_subset(ctx: HuntContext, hunks: frozenset, purpose: Purpose) -> Phase:
     """(A coroutine phase returning a TestedSubset.) BASE vs BASE + hunks, interleaved (ABBA),
     decided like the commit hunt's control arm; the hunt's pooled spread so far joins the pairs'
     own as the commit search's remembered noise does (capped, and only while the pairs are not
