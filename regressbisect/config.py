@@ -63,6 +63,10 @@ class Knob:
     """Default: --key-with-dashes (--slurm-key-with-dashes for the slurm table)."""
     commands: tuple[str, ...] = HUNT_COMMANDS
     """Hunt commands that have the flag."""
+    search: str | None = None
+    """The `SearchSettings` field (search/bisect.py) this setting is: the hunt of each command in
+    `commands` hands it to its search (`SearchSettings.of`) and resumes a stored hunt only if it
+    had the same value (`HuntConfig.search_key`)."""
     shown_default: str | None = None
     """The default as the key table (docs/configuration.md) writes it, when the field's default is not it."""
     # -- validation of the value alone (rules between settings stay in the dataclass) --
@@ -378,27 +382,27 @@ class HuntConfig:
     probe: ProbeConfig
     """How one sample is taken."""
     min_effect: float = knob(
-        MIN_EFFECT, panel=DECIDE,
+        MIN_EFFECT, panel=DECIDE, search="min_effect",
         help=("Relative step below which a change is not a culprit (0.02 = 2%). Default {default}."))
     """Relative tok/s change below which a step is not a culprit (0.02 = 2%): below run-to-run
     noise of a training job, localising a step costs many samples (search/bisect.py)."""
     direction: str = knob(
-        DIRECTION, choices=DIRECTIONS, panel=DECIDE,
+        DIRECTION, choices=DIRECTIONS, panel=DECIDE, search="direction",
         help=("Culprits of: 'slower' (default), 'faster', or 'both'."))
     """Which changes are culprits: 'slower' (regressions), 'faster', or 'both'."""
     max_samples: int = knob(
-        MAX_SAMPLES, minimum=3, panel=DECIDE, commands=("run", "hunks"),
+        MAX_SAMPLES, minimum=3, panel=DECIDE, commands=("run", "hunks"), search="max_samples",
         help=("Cap of samples per candidate; undecided at the cap = UNSURE. Default {default}."))
     """Cap of samples per candidate; it bounds the cost of an undecidable case (then UNSURE)."""
     interference: bool = knob(
-        True, panel=DECIDE, commands=("run", "hunks"),
+        True, panel=DECIDE, commands=("run", "hunks"), search="read_interference",
         help=("Read runs far off their commit's level (a busy neighbour, a straggler, a pulsing "
               "pipeline) as interfered and leave them out of every test; the report lists them. "
               "Default on."))
     """Set runs far off their candidate's level apart from every test (SearchSettings.read_interference,
     search/interference.py): a quarter of the runs 30% slow otherwise inflate every test's noise."""
     side_resolution: float | None = knob(
-        None, panel=DECIDE, commands=("run",), kind=float,
+        None, panel=DECIDE, commands=("run",), kind=float, search="side_resolution",
         help=("Smallest further step a side check beside a culprit must rule out (0.02 = 2%), however "
               "many probes it takes. Default: a side stops at the resolution its pairs reached once "
               "it has cost as much as the search before it, and the report says which."))
@@ -565,6 +569,15 @@ class HuntConfig:
         """Probes that run at once: `overlap` per slot."""
         return self.slots * self.overlap
 
+    def search_values(self, command: str) -> dict[str, Any]:
+        """What `command`'s hunt hands its search, by `SearchSettings` field (`SearchSettings.of`)."""
+        return {s.knob.search: getattr(self, s.field) for s in search_knobs(command)}
+
+    def search_key(self, command: str) -> dict[str, Any]:
+        """The same values by their config names: the part of a hunt's stored settings (its resume
+        key) and of its report that the search decides by."""
+        return {s.field: getattr(self, s.field) for s in search_knobs(command)}
+
     def to_json(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
 
@@ -575,6 +588,11 @@ SETTINGS: tuple[Setting, ...] = (_settings_of("probe", ProbeConfig) + _settings_
 _PYPROJECT_KEYS = {s.key: (s.part, s.kind) for s in SETTINGS if s.part != "slurm"}
 _SLURM_KEYS = {s.key: s.kind for s in SETTINGS if s.part == "slurm"}
 _RENAMES = {s.key: s.field for s in SETTINGS if s.key != s.field}
+
+
+def search_knobs(command: str) -> tuple[Setting, ...]:
+    """The settings the search of `command`'s hunt reads (`Knob.search`), in field order."""
+    return tuple(s for s in SETTINGS if s.knob.search is not None and command in s.knob.commands)
 
 
 def run_flags(config: HuntConfig) -> list[str]:

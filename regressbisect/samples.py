@@ -8,7 +8,24 @@ from __future__ import annotations
 import hashlib
 import math
 from dataclasses import dataclass, field
+from enum import Enum
 from typing import Any, Mapping
+
+
+class Arm(str, Enum):
+    """What a stored sample was taken for (the store's `arm`): only MAIN is evidence of tok/s."""
+
+    MAIN = "main"
+    """The runs tok/s comes from (shimmed only where the shim's overhead is within its limit)."""
+    INSTRUMENTED = "instrumented"
+    """Runs with the counters shim loaded, for the counters (and the shim's overhead arm)."""
+    WORK = "work"
+    """The counting arm: the work per step counted too (probe/work.py); never a source of tok/s."""
+    FLAGGED = "flagged"
+    """Taken under contention, or on a night whose machine check failed: kept, never evidence."""
+
+    def __str__(self) -> str:   # the stored value, also in f-strings
+        return self.value
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, Iterable
 
 from regressbisect.errors import DiskFull, UserError, is_disk_full
 from regressbisect.jsonio import dumps
-from regressbisect.samples import Candidate, ProbeOutcome, Sample, SampleKey
+from regressbisect.samples import Arm, Candidate, ProbeOutcome, Sample, SampleKey
 from regressbisect.version import tool_identity
 
 if TYPE_CHECKING:
@@ -338,7 +338,7 @@ class Store:
     # -- samples -----------------------------------------------------------------------------
 
     def add_outcome(self, key: SampleKey, candidate: Candidate, outcome: ProbeOutcome, *,
-                    hunt_id: int | None, arm: str = "main", load: dict | None = None,
+                    hunt_id: int | None, arm: str = Arm.MAIN, load: dict | None = None,
                     contended: str | None = None) -> int:
         """Store one probe outcome (a sample with its iteration rows, or a skip), committed at
         once. Returns the row id (in `samples` or in `skips`). `load` (contention.Load.to_json)
@@ -398,8 +398,8 @@ class Store:
         with self._lock:
             rows = self._conn.execute(
                 "SELECT tree, coalesce(patch_hash, ''), tok_s FROM samples "
-                "WHERE config_hash = ? AND env_fingerprint = ? AND instrumented = ? AND arm IN ('main', 'instrumented') "
-                "ORDER BY id DESC", (config_hash, env_fingerprint, int(instrumented))).fetchall()
+                "WHERE config_hash = ? AND env_fingerprint = ? AND instrumented = ? AND arm IN (?, ?) ORDER BY id DESC",
+                (config_hash, env_fingerprint, int(instrumented), Arm.MAIN, Arm.INSTRUMENTED)).fetchall()
         groups: dict[tuple[str, str], list[float]] = {}
         for tree, patch, tok_s in rows:
             if tree in exclude_trees and not patch:
@@ -442,8 +442,8 @@ class Store:
         in the order the probes started (insertion order where a start time is missing)."""
         with self._lock:
             rows = self._conn.execute(
-                "SELECT commit_sha, patch_ids, tok_s FROM samples WHERE hunt_id = ? AND arm = 'main'"
-                " AND instrumented = 0 ORDER BY COALESCE(started_at, created_at), id", (hunt_id,)).fetchall()
+                "SELECT commit_sha, patch_ids, tok_s FROM samples WHERE hunt_id = ? AND arm = ?"
+                " AND instrumented = 0 ORDER BY COALESCE(started_at, created_at), id", (hunt_id, Arm.MAIN)).fetchall()
         return [(str(c), str(p), float(v)) for c, p, v in rows]
 
     def sample_ids(self, key: SampleKey, *, instrumented: bool | None = False,
@@ -606,8 +606,8 @@ class Store:
 
         # Only the main arm is evidence: shimmed runs and runs of a night flagged by the
         # hardware check ('flagged' arm) never enter the series.
-        where, params = ("config_hash = ? AND patch_hash IS NULL AND instrumented = 0 AND arm = 'main'",
-                         [config_hash])
+        where, params = ("config_hash = ? AND patch_hash IS NULL AND instrumented = 0 AND arm = ?",
+                         [config_hash, Arm.MAIN])
         if env_fingerprint is not None:
             where += " AND env_fingerprint = ?"
             params.append(env_fingerprint)

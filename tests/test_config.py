@@ -159,6 +159,68 @@ def test_readme_key_table_is_the_generated_one():
         "python -c 'from regressbisect.config import settings_markdown; print(settings_markdown())'")
 
 
+# -- a search setting is a knob(search=...): the hunts' search settings and resume keys come from it --
+SEARCH_HUNTS = ("run", "hunks")
+
+
+def _another_value(setting):
+    """A value of a hunt setting other than its default (None: none that this test can make)."""
+    default = setting.default
+    if setting.knob.choices:
+        return next(c for c in setting.knob.choices if c != default)
+    if isinstance(default, bool):
+        return not default
+    if isinstance(default, (int, float)):
+        return default + 1 if isinstance(default, int) else default / 2
+    return 0.05 if default is None and setting.kind is float else None
+
+
+def test_each_search_knob_is_a_search_settings_field_with_the_same_default():
+    from regressbisect.config import SETTINGS
+    from regressbisect.search.bisect import SearchSettings
+
+    fields = {f.name: f.default for f in dataclasses.fields(SearchSettings)}
+    knobs = [s for s in SETTINGS if s.knob.search is not None]
+    assert knobs
+    for setting in knobs:
+        assert setting.part == "hunt", setting
+        assert fields.get(setting.knob.search, dataclasses.MISSING) == setting.default, setting
+
+
+@pytest.mark.parametrize("command", SEARCH_HUNTS)
+def test_every_setting_that_changes_a_hunts_search_changes_its_resume_key(command):
+    """A stored hunt resumes only under the same settings: a config value the search reads and the
+    key left out would resume a hunt decided under another value."""
+    from regressbisect.config import SETTINGS, HuntConfig
+    from regressbisect.hunts import commits, hunks
+    from regressbisect.search.bisect import SearchSettings
+
+    stored_settings = {"run": commits.stored_settings, "hunks": hunks.stored_settings}[command]
+    base = HuntConfig(probe=ProbeConfig(cmd="x {tokens}"))
+    read = set()
+    for setting in (s for s in SETTINGS if s.part == "hunt"):
+        value = _another_value(setting)
+        if value is None:
+            continue
+        try:
+            changed = dataclasses.replace(base, **{setting.field: value})
+        except UserError:   # a value that needs others beside it (--executor slurm)
+            continue
+        if SearchSettings.of(changed, command) != SearchSettings.of(base, command):
+            read.add(setting.field)
+            assert stored_settings(changed) != stored_settings(base), setting.field
+    assert read == set(base.search_key(command)) and read <= set(stored_settings(base))
+
+
+def test_the_hunts_build_their_search_settings_from_the_config_only():
+    """SearchSettings(...) by hand in a hunt is a setting the resume key may not have."""
+    from pathlib import Path
+
+    hunts = Path(__file__).resolve().parents[1] / "regressbisect" / "hunts"
+    for path in hunts.glob("*.py"):
+        assert "SearchSettings(" not in path.read_text(), f"{path.name}: use SearchSettings.of(config, command)"
+
+
 def test_a_flag_reaches_its_setting_through_the_generated_options(tmp_path, monkeypatch):
     """Every generated flag lands in build_config's flags under its pyproject key."""
     from regressbisect.cli import options

@@ -8,6 +8,7 @@ import pytest
 
 from regressbisect.search.bisect import SearchSettings
 from regressbisect.search.hunkdecide import decide_hunks
+from regressbisect.search.hunks.runnable import Purpose
 from regressbisect.testing.hunkdiff import SimulatedDiff, feature_chain
 
 Diff = SimulatedDiff   # n hunks in files of 5
@@ -19,9 +20,11 @@ class Probe:
     def __init__(self, diff: Diff, seed: int, cv: float = 0.02):
         self.diff, self.rng, self.cv = diff, random.Random(seed), cv
         self.runs: list[frozenset[str]] = []
+        self.purposes: list[Purpose] = []
 
-    def __call__(self, subset: frozenset[str], purpose: str) -> float | None:
+    def __call__(self, subset: frozenset[str], purpose: Purpose) -> float | None:
         self.runs.append(subset)
+        self.purposes.append(purpose)
         if not self.diff.runs(subset):
             return None
         return self.diff.tok_s(subset) * math.exp(self.rng.gauss(0.0, self.cv))
@@ -95,6 +98,15 @@ def test_a_feature_whose_prefixes_crash_is_named_whole_at_the_cost_of_a_few_sear
     assert len(probe.runs) < 220
     crashes = sum(not diff.runs(s) for s in probe.runs)
     assert crashes < 40
+
+
+def test_every_run_of_a_hunk_hunt_names_its_purpose():
+    """Purposes are Purpose members: the hunk hunt stops on a CONTROL run that fails by it."""
+    chain, told = feature_chain(30, [2, 8, 14, 20, 25])
+    purposes = hunt(Diff(30, joint=[(frozenset({"h004", "h022"}), 0.10)]), seed=11)[1].purposes
+    purposes += hunt(chain, seed=3, tell_needs=told)[1].purposes
+    assert {type(p) for p in purposes} == {Purpose} and Purpose.CONTROL in purposes
+    assert len(set(purposes)) >= 4
 
 
 def test_hunks_slow_only_together_are_one_culprit():

@@ -179,6 +179,50 @@ def test_unfinished_hunt_is_resumed_finished_one_is_not(tmp_path):
         assert store.last_hunt_id() == again
 
 
+def _hand_listed_settings(kind: str, c) -> dict:
+    """A hunt's stored settings as the hunts listed them by hand before they came from the knobs."""
+    if kind == "hunks":
+        return {"min_effect": c.min_effect, "direction": c.direction, "max_samples": c.max_samples,
+                "interference": c.interference, "slots": c.slots, "overlap": c.overlap}
+    return {"min_effect": c.min_effect, "direction": c.direction, "max_samples": c.max_samples,
+            "interference": c.interference, "side_resolution": c.side_resolution,
+            "slots": c.slots, "overlap": c.overlap, "instrument": c.instrument,
+            "tokens_auto": c.tokens_auto, "noise_prior": c.noise_prior}
+
+
+@pytest.mark.parametrize("kind", ["commits", "hunks"])
+@pytest.mark.parametrize("flags", [{}, {"min_effect": 0.05, "direction": "both", "max_samples": 40,
+                                        "interference": False, "side_resolution": 0.03, "slots": 2,
+                                        "instrument": "off", "noise_prior": False}])
+def test_a_hunt_stored_before_the_settings_were_derived_from_the_knobs_resumes(tmp_path, kind, flags):
+    from regressbisect.config import build_config
+    from regressbisect.hunts import commits, hunks
+
+    config = build_config({"cmd": "python bench.py {tokens}"}, flags)
+    stored_settings = {"commits": commits.stored_settings, "hunks": hunks.stored_settings}[kind]
+    args = dict(kind=kind, good=SHA_A, bad=SHA_B, config_hash="cfg", env_fingerprint="env")
+    with Store(tmp_path / "store.sqlite") as store:
+        old = store.start_hunt(**args, settings=_hand_listed_settings(kind, config))
+        assert store.start_hunt(**args, settings=stored_settings(config)) == old
+
+
+def test_an_arm_is_stored_as_its_value_and_rows_stored_as_plain_text_are_found_by_it(tmp_path):
+    from regressbisect.samples import Arm
+
+    path = tmp_path / "store.sqlite"
+    with Store(path) as store:
+        hunt = store.start_hunt(kind="commits", good=SHA_A, bad=SHA_B, config_hash="cfg", env_fingerprint="env",
+                                settings={})
+        store.add_outcome(KEY_A, Candidate(SHA_A), _measured(1000.0), hunt_id=hunt, arm="main")   # as written before Arm
+        store.add_outcome(KEY_A, Candidate(SHA_A), _measured(900.0), hunt_id=hunt, arm=Arm.FLAGGED)
+        assert [s.tok_s for s in store.samples(KEY_A, arm=Arm.MAIN)] == [1000.0]
+        assert [v for _, _, v in store.hunt_samples_in_order(hunt)] == [1000.0]
+    with sqlite3.connect(path) as raw:
+        assert raw.execute("SELECT arm, typeof(arm) FROM samples ORDER BY id").fetchall() == [
+            ("main", "text"), ("flagged", "text")]
+    raw.close()
+
+
 def test_series_per_commit_and_machine_checks(tmp_path):
     with Store(tmp_path / "s.sqlite") as store:
         key_b = SampleKey(tree="u" * 40, patch_hash=None, config_hash="cfg", env_fingerprint="env")

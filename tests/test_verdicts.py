@@ -109,6 +109,22 @@ def test_every_verdict_has_its_own_exit_code_and_only_culprits_exit_0():
                             "not-localised": 5, "undecided": 6, "ambiguous": 9}
 
 
+
+def test_each_hunt_verdict_is_written_as_its_documented_value():
+    """A Verdict is its value wherever a report writes it (JSON, str, f-strings: Python 3.11 would
+    write 'Verdict.CULPRITS'), and the schema's table has each hunt verdict with its exit code."""
+    import json
+
+    from regressbisect.jsonio import dumps
+    from regressbisect.search.verdicts import Verdict
+
+    assert set(VERDICT_EXIT) == set(Verdict) - {Verdict.REPRODUCED}   # a control arm's, never a hunt's
+    schema = (Path(__file__).resolve().parents[1] / "docs" / "report-schema.md").read_text()
+    for verdict, code in VERDICT_EXIT.items():
+        assert f"| `{verdict}` | {int(code)} |" in schema, verdict
+        assert json.loads(dumps({"verdict": verdict})) == {"verdict": verdict.value}
+        assert str(verdict) == f"{verdict}" == verdict.value
+
 def commit_hunt(tmp_path: Path, speeds, noise: float, **flags):
     repo = tmp_path / "repo"
     make_bench_repo(repo, speeds)

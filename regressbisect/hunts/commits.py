@@ -27,16 +27,25 @@ from regressbisect.probe.runner import run_probe
 from regressbisect.render import report_json
 from regressbisect.render.progress import HuntProgress
 from regressbisect.render.report_hunks import DrillReport
-from regressbisect.samples import Candidate, ProbeOutcome, SampleKey
+from regressbisect.samples import Arm, Candidate, ProbeOutcome, SampleKey
 from regressbisect.search import stats
 from regressbisect.search.bisect import CommitSearch, Measure, SearchSettings
 from regressbisect.search.budget import AUTO_PILOTS, BudgetChoice, Pilot, choose_budget
 from regressbisect.search.driver import drive
 from regressbisect.search.overhead import OverheadArm
+from regressbisect.search.verdicts import Verdict
 from regressbisect.store import Store
 
 NO_COUNTERS_NOTE = ("the shimmed probe of GOOD counted nothing (it imports no torch, or makes none of "
                     "the counted calls): no overhead arm and no counters runs, tok/s from unshimmed runs")
+
+
+def stored_settings(config: HuntConfig) -> dict[str, Any]:
+    """A commit hunt's settings as the store keeps them: a hunt resumes only under the same. Every
+    search setting (`HuntConfig.search_key`), and what changes the order or arms of its probes."""
+    return {**config.search_key("run"), "slots": config.slots, "overlap": config.overlap,
+            "instrument": config.instrument, "tokens_auto": config.tokens_auto, "noise_prior": config.noise_prior}
+
 
 @dataclass(frozen=True)
 class InstrumentationPlan:
@@ -98,7 +107,7 @@ class CommitHunt(Hunt):
             return store.start_hunt(kind="commits", good=self.good, bad=self.bad,
                                     config_hash=self._config_hash,
                                     env_fingerprint=self.env_fingerprint,
-                                    settings=self._search_settings_json())
+                                    settings=stored_settings(cfg))
 
         with self.rig(start=start) as rig:
             store, hunt_id, cost = rig.store, rig.hunt_id, rig.cost
@@ -135,7 +144,7 @@ class CommitHunt(Hunt):
                 exit_code=int(VERDICT_EXIT[result.verdict]), measurement=source.measurement_json(),
                 noise_prior=self._noise_prior_facts,
                 continue_command=(continue_command(self.command_line, cfg.max_samples)
-                                  if result.verdict == "undecided" else None),
+                                  if result.verdict == Verdict.UNDECIDED else None),
                 cost={**cost.report(store, hunt_id, tokens=self.config.probe.tokens, budget=budget),
                       "counting_arm": counting_arm},
                 drills=drills).to_json()
@@ -160,7 +169,7 @@ class CommitHunt(Hunt):
             self._progress_sample(source, draw, note=f"budget pilot {i + 1}/{AUTO_PILOTS}")
         key = self.key_for(good)
         pilots = [Pilot(wall_s=w, sample=s) for w, s in
-                  zip(store.sample_walls(key, arm="main"), store.samples(key, arm="main"))][:AUTO_PILOTS]
+                  zip(store.sample_walls(key, arm=Arm.MAIN), store.samples(key, arm=Arm.MAIN))][:AUTO_PILOTS]
         choice = choose_budget(pilots, initial_tokens=cfg.probe.tokens,
                                min_effect=cfg.min_effect, timeout_s=cfg.probe.timeout_s)
         self.config = dataclasses.replace(cfg, probe=dataclasses.replace(cfg.probe, tokens=choice.tokens))
@@ -169,13 +178,6 @@ class CommitHunt(Hunt):
         return choice
 
     # -- phases -----------------------------------------------------------------------------
-
-    def _search_settings_json(self) -> dict[str, Any]:
-        c = self.config
-        return {"min_effect": c.min_effect, "direction": c.direction, "max_samples": c.max_samples,
-                "interference": c.interference, "side_resolution": c.side_resolution,
-                "slots": c.slots, "overlap": c.overlap, "instrument": c.instrument,
-                "tokens_auto": c.tokens_auto, "noise_prior": c.noise_prior}
 
     def _draw_checked(self, source: SampleSource, requests: Sequence[Request], notes: Sequence[str]):
         """Draw samples; an endpoint that cannot be measured ends the hunt with its reason."""
@@ -233,9 +235,7 @@ class CommitHunt(Hunt):
 
     def _search(self, source: SampleSource, plan: InstrumentationPlan):
         cfg = self.config
-        settings = SearchSettings(min_effect=cfg.min_effect, direction=cfg.direction,
-                                  max_samples=cfg.max_samples, read_interference=cfg.interference,
-                                  side_resolution=cfg.side_resolution)
+        settings = SearchSettings.of(cfg, "run")
         prior, self._noise_prior_facts = self._noise_prior(source, plan)
         search = CommitSearch(len(self.candidates), settings, noise_prior=prior)
         self._cached_by_index = {}
@@ -306,7 +306,7 @@ class CommitHunt(Hunt):
         Returns the counts per candidate index (the `work.` ones included) and the arm's cost."""
         cost = {"probes": 0, "seconds": 0.0, "commits": 0}
         if (self.config.instrument == "off" or not (plan.counters_available or plan.work_available)
-                or result.verdict not in ("culprits", "not-localised", "undecided")):
+                or result.verdict not in (Verdict.CULPRITS, Verdict.NOT_LOCALISED, Verdict.UNDECIDED)):
             return {}, cost
         indices = sorted({0, len(self.candidates) - 1}
                          | {c.first_bad for c in result.culprits} | {c.last_good for c in result.culprits})

@@ -17,15 +17,16 @@ from regressbisect.hunts.sampling import MeasurementParts
 from regressbisect.probe.interrupts import INTERRUPTS
 from regressbisect.render.progress import HuntProgress
 from regressbisect.samples import Candidate, SampleKey
+from regressbisect.search.verdicts import Verdict
 from regressbisect.store import Store
 
 VERDICT_EXIT = {
-    "culprits": ExitCode.OK,
-    "not-reproduced": ExitCode.NOT_REPRODUCED,
-    "all-skipped": ExitCode.ALL_SKIPPED,
-    "not-localised": ExitCode.NOT_LOCALISED,
-    "undecided": ExitCode.UNDECIDED,
-    "ambiguous": ExitCode.AMBIGUOUS,
+    Verdict.CULPRITS: ExitCode.OK,
+    Verdict.NOT_REPRODUCED: ExitCode.NOT_REPRODUCED,
+    Verdict.ALL_SKIPPED: ExitCode.ALL_SKIPPED,
+    Verdict.NOT_LOCALISED: ExitCode.NOT_LOCALISED,
+    Verdict.UNDECIDED: ExitCode.UNDECIDED,
+    Verdict.AMBIGUOUS: ExitCode.AMBIGUOUS,
 }
 """The exit code of each verdict of a commit or hunk hunt (the JSON's `verdict` and `exit_code`)."""
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Any, Callable, Sequence
 
 from regressbisect.config import HuntConfig
 from regressbisect.errors import UserError
@@ -35,8 +35,10 @@ from regressbisect.search.bisect import Measure, SearchSettings
 from regressbisect.search.driver import drive
 from regressbisect.search.hunkdecide import HunkDecider, HunkDecision
 from regressbisect.search.hunks.prefix import prefixes
+from regressbisect.search.hunks.runnable import Purpose
 from regressbisect.search.levels import LevelRule
 from regressbisect.search.stats import NoisePool
+from regressbisect.search.verdicts import Verdict
 from regressbisect.store import Store
 
 
@@ -129,6 +131,12 @@ def _bound_at_top_level(line: str) -> list[str]:
     return []
 
 
+def stored_settings(config: HuntConfig) -> dict[str, Any]:
+    """A hunk hunt's settings as the store keeps them: a hunt resumes only under the same. Every
+    search setting (`HuntConfig.search_key`), and how many probes run at once."""
+    return {**config.search_key("hunks"), "slots": config.slots, "overlap": config.overlap}
+
+
 class HunkHunt(Hunt):
     """One `regressbisect hunks`: BASE vs BASE + the work tree's changes (with `commit`: the
     commit's first parent vs the commit, its diff's hunks)."""
@@ -207,10 +215,7 @@ class HunkHunt(Hunt):
         def start(store: Store) -> int:
             return store.start_hunt(kind="hunks", good=self.base, bad=self.commit or everything.patch_hash or "",
                                     config_hash=self._config_hash, env_fingerprint=self.env_fingerprint,
-                                    settings={"min_effect": cfg.min_effect, "direction": cfg.direction,
-                                              "max_samples": cfg.max_samples, "interference": cfg.interference,
-                                              "slots": cfg.slots,
-                                              "overlap": cfg.overlap})
+                                    settings=stored_settings(cfg))
 
         with self.rig(start=start) as rig:
             store, hunt_id = rig.store, rig.hunt_id
@@ -225,7 +230,7 @@ class HunkHunt(Hunt):
                 hunt_id=hunt_id, env_facts=self.env_facts, measurement=source.measurement_json(),
                 cost=rig.cost.report(store, hunt_id, tokens=cfg.probe.tokens),
                 continue_command=(continue_command(self.command_line, cfg.max_samples)
-                                  if decision.verdict == "undecided" else None)).to_json()
+                                  if decision.verdict == Verdict.UNDECIDED else None)).to_json()
             store.finish_hunt(hunt_id, report)
         return HuntOutcome(report=report, exit_code=VERDICT_EXIT[decision.verdict], hunt_id=hunt_id)
 
@@ -238,8 +243,7 @@ class HunkHunt(Hunt):
         """The hunt's decisions (search/hunkdecide.py), each round's subsets side by side, one per
         lane (its own worktree and patch), as a commit hunt runs its candidates."""
         cfg = self.config
-        settings = SearchSettings(min_effect=cfg.min_effect, direction=cfg.direction, max_samples=cfg.max_samples,
-                                  read_interference=cfg.interference)
+        settings = SearchSettings.of(cfg, "hunks")
         decider = HunkDecider([h.id for h in self.hunks], group_hunks(self.hunks), settings, self.rule,
                               on_phase=self.progress.phase, needs=self.needs, noise_prior=self.noise_prior)
         self._prefixes = prefixes(decider.ctx.order)
@@ -256,7 +260,7 @@ class HunkHunt(Hunt):
         draws = self._draw_many(source, [self.candidate(s) for s in subsets], namespace="hunks",
                                 notes=[m.reason for m in batch], instrumented=self.instrumented)
         for subset, m, draw in zip(subsets, batch, draws):
-            if draw.sample is None and m.reason == "control":
+            if draw.sample is None and m.reason == Purpose.CONTROL:
                 which = "BASE" if not subset else "BASE + all hunks"
                 raise UserError(f"the probe cannot be measured at {which}: {draw.skip_reason}"
                                 f"{self._missing_module_hint(draw.skip_reason or '') if subset else ''} "

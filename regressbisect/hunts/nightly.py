@@ -32,9 +32,10 @@ from regressbisect.probe.isolation import Isolation
 from regressbisect.probe.runner import run_probe
 from regressbisect.render.progress import HuntProgress
 from regressbisect.render.report_json import nightly_report
-from regressbisect.samples import Candidate, ProbeOutcome, SampleKey
+from regressbisect.samples import Arm, Candidate, ProbeOutcome, SampleKey
 from regressbisect.search import stats
 from regressbisect.search.changepoints import ChangePointSettings, detect
+from regressbisect.search.verdicts import Verdict
 from regressbisect.store import Store
 
 
@@ -179,10 +180,10 @@ class Nightly(Hunt):
             for c in commits:
                 key = self.key_for(Candidate(c.sha))
                 flagged = False
-                values = [s.tok_s for s in store.samples(key, instrumented=False, arm="main")]
+                values = [s.tok_s for s in store.samples(key, instrumented=False, arm=Arm.MAIN)]
                 if not values:
                     flagged = True
-                    values = [s.tok_s for s in store.samples(key, instrumented=False, arm="flagged")]
+                    values = [s.tok_s for s in store.samples(key, instrumented=False, arm=Arm.FLAGGED)]
                 if not values:
                     continue
                 summary = stats.summarize(values)
@@ -225,7 +226,7 @@ class Nightly(Hunt):
             outcome = hunt.run()
             hunts.append({**outcome.report, "first_reported": True})
             # an ambiguous step is a regression too: only which of its commits is unknown
-            if outcome.report["verdict"] in ("culprits", "ambiguous"):
+            if outcome.report["verdict"] in (Verdict.CULPRITS, Verdict.AMBIGUOUS):
                 new_alarms.append(point)
         return hunts, new_alarms
 

@@ -24,7 +24,7 @@ from regressbisect.probe.executors.local import LocalExecutor
 from regressbisect.probe.interrupts import INTERRUPTS
 from regressbisect.probe.isolation import Isolation, ProbeImports
 from regressbisect.probe.runner import ProbeSpec, probe_environment, reusable_failure, run_probe
-from regressbisect.samples import Candidate, ProbeOutcome, Sample, SampleKey
+from regressbisect.samples import Arm, Candidate, ProbeOutcome, Sample, SampleKey
 from regressbisect.store import Store
 
 if TYPE_CHECKING:
@@ -70,12 +70,12 @@ class Request:
     'work', never a source of tok/s (probe/work.py)."""
 
     @property
-    def arm(self) -> str:
+    def arm(self) -> Arm:
         if self.flagged:
-            return "flagged"
+            return Arm.FLAGGED
         if self.work:
-            return "work"
-        return "instrumented" if self.instrumented else "main"
+            return Arm.WORK
+        return Arm.INSTRUMENTED if self.instrumented else Arm.MAIN
 
 
 @dataclass(frozen=True)
@@ -148,7 +148,7 @@ class SampleSource:
 
     def stored(self, candidate: Candidate, instrumented: bool) -> list[Sample]:
         return self._store.samples(self._key_for(candidate), instrumented=instrumented,
-                                   arm="instrumented" if instrumented else "main")
+                                   arm=Arm.INSTRUMENTED if instrumented else Arm.MAIN)
 
     def draw_many(self, requests: Sequence[Request],
                   on_start: Callable[[int, Request], None] | None = None) -> list[Draw]:
@@ -382,7 +382,7 @@ class SampleSource:
                 return executed, load.to_json()
             candidate = request.candidate
             self._store.add_outcome(self._key_for(candidate), candidate, outcome, hunt_id=self._hunt_id,
-                                    arm="flagged", load=load.to_json(), contended=reason)
+                                    arm=Arm.FLAGGED, load=load.to_json(), contended=reason)
             if self._guard.rule.by_the_hunt(load):
                 raise HuntOversubscribed(load)   # its company is the hunt's own: no wait ends it
             with self._counts_lock:

@@ -10,6 +10,7 @@ from typing import Any, Mapping
 
 from regressbisect.metric import DEFAULT_UNIT  # also the unit of reports that name none
 from regressbisect.render import work as work_table
+from regressbisect.search.verdicts import Verdict
 
 _HUNTED_CHANGE = {"slower": "slowdown", "faster": "speed-up"}
 
@@ -214,20 +215,20 @@ def verdict_line(report: Mapping[str, Any]) -> str:
     gap = report.get("gap_pct")
     gap_text = f" ({unit(report)} {pct(gap)} from good to bad)" if _finite(gap) else ""
     what = "hunk group" if report.get("kind") == "hunks" else "commit"
-    if verdict == "culprits":
+    if verdict == Verdict.CULPRITS:
         return f"{len(culprits)} culprit {what}(s) found{gap_text}."
     reason = report.get("verdict_reason")
     because = f" ({reason})" if reason else ""
-    if verdict in ("none", "not-localised"):
+    if verdict in ("none", Verdict.NOT_LOCALISED):   # 'none': a schema-1 report's
         return f"The slowdown reproduced{gap_text}, but no single {what} step explains it{because}."
-    if verdict == "undecided":
+    if verdict == Verdict.UNDECIDED:
         return f"Could not decide within the budget{gap_text}: no {what} named{because}."
-    if verdict == "not-reproduced":
+    if verdict == Verdict.NOT_REPRODUCED:
         return f"No regression reproduced between good and bad{gap_text}: nothing to hunt{because}."
-    if verdict == "ambiguous":
+    if verdict == Verdict.AMBIGUOUS:
         return (f"A step was found{gap_text}, but commits inside it could not be measured: no single "
                 f"{what} named (it is any of those listed below).")
-    if verdict == "all-skipped":
+    if verdict == Verdict.ALL_SKIPPED:
         return "Every candidate was skipped: the regression lies somewhere in the range (see skip reasons)."
     return f"Verdict: {verdict or 'unknown'}{gap_text}."
 

@@ -11,6 +11,7 @@ from regressbisect.git.hunks import Hunk
 from regressbisect.render.report_json import ABSENT, Absent, Report, every_sample_stored, fields_json, isolation_json
 from regressbisect.render.work import culprit_work, split_counts
 from regressbisect.search.hunkdecide import HunkDecision, TestedSubset
+from regressbisect.search.verdicts import Verdict
 
 
 @dataclass(frozen=True)
@@ -177,7 +178,7 @@ def hunk_report(hunted: HuntedHunks, decision: HunkDecision, *, prefixes: Sequen
         verdict=decision.verdict,
         verdict_reason=decision.reason,
         exit_code=exit_code,
-        reproduced=decision.control.verdict == "reproduced",
+        reproduced=decision.control.verdict == Verdict.REPRODUCED,
         endpoints=endpoints,
         gap_pct=round(100 * control.gap, 3) if math.isfinite(control.gap) else None,
         hunk_count=len(hunted.hunks),
@@ -185,7 +186,7 @@ def hunk_report(hunted: HuntedHunks, decision: HunkDecision, *, prefixes: Sequen
         culprits=culprits,
         suspects=[entry(c) for c in decision.suspects],
         undecided_subsets=decision.undecided_subsets,
-        established=hunted.established(decision, prefixes) if decision.verdict == "undecided" else None,
+        established=hunted.established(decision, prefixes) if decision.verdict == Verdict.UNDECIDED else None,
         # hunks of prefixes at BASE's level and of subsets measured 'good': what the search ruled out
         hunks_in_fast_subsets=sorted(decision.ruled_out
                                      | {i for s, v in (result.verdicts if result else ()) if v == "good" for i in s}),

@@ -44,7 +44,7 @@ from typing import Sequence
 
 import numpy as np
 
-from regressbisect.config import DIRECTION, DIRECTIONS, MAX_SAMPLES, MIN_EFFECT
+from regressbisect.config import DIRECTION, DIRECTIONS, MAX_SAMPLES, MIN_EFFECT, HuntConfig
 from regressbisect.search.book import SampleBook
 from regressbisect.search.control import ControlArm
 from regressbisect.search.confirm import Action, StepConfirmation
@@ -57,6 +57,7 @@ from regressbisect.search.pairing import Pairing
 from regressbisect.search.picker import Picker
 from regressbisect.search.sides import SideRule
 from regressbisect.search.stats import Comparison, NoisePool, Summary, log_threshold, summarize
+from regressbisect.search.verdicts import Verdict
 
 __all__ = ["SearchSettings", "Measure", "Culprit", "CandidateVerdict", "SideCheck", "LeadingStep", "SearchResult",
            "CommitSearch"]
@@ -171,6 +172,16 @@ class SearchSettings:
         if self.side_resolution is not None and not 0 < self.side_resolution < 1:
             raise ValueError("side_resolution must be in (0, 1) or None")
 
+    @classmethod
+    def of(cls, config: HuntConfig, command: str) -> SearchSettings:
+        """The settings of `command`'s hunt: each field a knob names (config.py `knob(search=...)`)
+        from the config, the rest at their defaults."""
+        return cls(**config.search_values(command))
+
+
+CONTROL_ARM = "control arm"
+"""The `Measure.reason` of the control arm's samples (a hunk hunt's prefix search tells them apart by it)."""
+
 
 @dataclass(frozen=True)
 class Measure:
@@ -249,7 +260,7 @@ class LeadingStep:
 class SearchResult:
     """The outcome of a search."""
 
-    verdict: str
+    verdict: Verdict
     """'culprits' (each named step is at least min_effect and its interval excludes zero),
     'not-localised' (the regression reproduced, and every step the search proposed was refuted by
     the paired test: e.g. a gradual slowdown), 'undecided' (the sample caps or the budget ran out
@@ -338,7 +349,8 @@ class CommitSearch:
         self._round = 0
         self._probes = 0
         self._phase = "control"                         # 'control' | 'search' | 'done'
-        self._end_verdict: str | None = None
+        self._end_verdict: Verdict | None = None
+        """The control arm's verdict where it ended the hunt (or not-reproduced: out of budget in it)."""
         self._queue: list[_Interval] = []
         self._culprits: list[Culprit] = []
         self._unresolved: list[tuple[int, int]] = []
@@ -441,43 +453,43 @@ class CommitSearch:
         whole = len(steps) == 1 and steps[0].first_bad - steps[0].last_good == self.n - 1 and self.n > 2
         ambiguous = () if whole else tuple(c for c in steps if c.first_bad - c.last_good > 1)
         culprits = tuple(c for c in steps if c not in ambiguous)
-        if self._end_verdict in ("not-reproduced", "all-skipped", "undecided", "reproduced"):
+        if self._end_verdict is not None:
             verdict = self._end_verdict
-            if verdict in ("not-reproduced", "undecided") and self.control.comparison is not None:
+            if verdict in (Verdict.NOT_REPRODUCED, Verdict.UNDECIDED) and self.control.comparison is not None:
                 reason = self.control.not_reproduced_reason(verdict, out_of_probes=self._probes >= self.settings.max_probes,
                                                             names=end_names)
         elif whole:
-            verdict = "all-skipped"
+            verdict = Verdict.ALL_SKIPPED
         elif culprits:
-            verdict = "culprits"   # an ambiguous step beside them is reported, not named
+            verdict = Verdict.CULPRITS   # an ambiguous step beside them is reported, not named
         elif ambiguous:
-            verdict = "ambiguous"
+            verdict = Verdict.AMBIGUOUS
         elif self._phase == "done" and not self._reproduced_overall():
-            verdict = "not-reproduced"
+            verdict = Verdict.NOT_REPRODUCED
             reason = ("every sample of GOOD and BAD taken so far puts the difference below "
                       f"{self.settings.min_effect:.1%}: the control arm's start was a fluke")
         elif self._given_up or suspects or self._phase != "done":
-            verdict = "undecided"
+            verdict = Verdict.UNDECIDED
             if not reason:
                 reason = ("steps could not be confirmed at a size of at least "
                           f"{self.settings.min_effect:.1%} with an interval excluding zero"
                           if suspects else "the sample cap (--max-samples) or the budget ran out before "
                                            "a step could be confirmed or ruled out")
         else:
-            verdict = "not-localised"
+            verdict = Verdict.NOT_LOCALISED
             reason = (f"the slowdown reproduced, but the paired test refuted every single step the "
                       f"search proposed ({len(self._refuted)}): a gradual slowdown, or several small steps")
         explained = sum(c.share_of_gap for c in culprits + ambiguous)
-        unexplained = (1.0 - explained) if verdict in ("culprits", "ambiguous", "not-localised", "undecided") else math.nan
+        unexplained = math.nan if verdict in (Verdict.NOT_REPRODUCED, Verdict.ALL_SKIPPED) else 1.0 - explained
         unexplained_ci95 = self.rule.unexplained_interval(culprits + ambiguous, unexplained, gap_log, gap_se)
         ends = tuple(summarize(self.book.raw[i]) if self.book.raw.get(i) else _EMPTY for i in (0, self.n - 1))
         return SearchResult(verdict=verdict, culprits=culprits, endpoints=ends, gap=gap,  # type: ignore[arg-type]
                             unexplained=unexplained, unexplained_ci95=unexplained_ci95, candidates=self._candidate_verdicts(steps),
                             probes=self._probes, sides=tuple(self._sides), refuted=tuple(self._refuted),
                             unresolved=tuple(self._unresolved), suspects=tuple(suspects), reason=reason,
-                            reproduced=self._reproduced and verdict not in ("not-reproduced", "all-skipped"),
+                            reproduced=self._reproduced and verdict not in (Verdict.NOT_REPRODUCED, Verdict.ALL_SKIPPED),
                             control=self.control.comparison, ambiguous=ambiguous,
-                            established=self._established(suspects) if verdict == "undecided" else None)
+                            established=self._established(suspects) if verdict == Verdict.UNDECIDED else None)
 
     def _established(self, suspects: Sequence[Culprit]) -> LeadingStep | None:
         """The step an undecided search had got to (`SearchResult.established`): the leading
@@ -560,7 +572,7 @@ class CommitSearch:
 
     def _finish_budget(self) -> None:
         if self._phase == "control":
-            self._end_verdict = "not-reproduced"
+            self._end_verdict = Verdict.NOT_REPRODUCED
         else:
             for iv in self._queue:
                 if iv.checked:
@@ -572,14 +584,14 @@ class CommitSearch:
 
     def _plan_control(self, slots: int) -> list[tuple[Measure, str | None]] | None:
         verdict = self.control.decide()
-        if verdict == "reproduced":
+        if verdict == Verdict.REPRODUCED:
             self._start_search(self.control.comparison.change)
             return None
         if verdict is not None:
             self._end_verdict = verdict
             self._phase = "done"
             return None
-        picks = [(Measure(i, "control arm"), self.control.tag) for i in self.control.next_samples(slots)]
+        picks = [(Measure(i, CONTROL_ARM), self.control.tag) for i in self.control.next_samples(slots)]
         if slots > 2:
             # spare slots: start the search in the interior (its samples serve the localisation)
             good, bad = 0, self.n - 1
@@ -851,7 +863,7 @@ class CommitSearch:
                 verdict = "skip"
             elif not vals:
                 verdict = "unsure"
-            elif any(lo < i < hi for lo, hi in self._unresolved) or (self._end_verdict in ("not-reproduced", "undecided") and i != 0):
+            elif any(lo < i < hi for lo, hi in self._unresolved) or (self._end_verdict in (Verdict.NOT_REPRODUCED, Verdict.UNDECIDED) and i != 0):
                 verdict = "unsure"
             elif not culprits:
                 verdict = "good" if i == 0 else "unsure"

@@ -16,6 +16,7 @@ import numpy as np
 from regressbisect.search.book import SampleBook
 from regressbisect.search.direction import hunted_sign, toward
 from regressbisect.search.stats import EFFECT_PRIORS, Comparison, NoisePool, compare, log_threshold, pooled_t_log_bf
+from regressbisect.search.verdicts import Verdict
 
 __all__ = ["ControlArm", "ControlOutcome", "run_control_arm", "shows_step"]
 
@@ -75,11 +76,11 @@ class ControlArm:
     def pairs(self) -> int:
         return min(len(self.book.values(self.good, self.tag)), len(self.book.values(self.bad, self.tag)))
 
-    def decide(self) -> str | None:
+    def decide(self) -> Verdict | None:
         """'reproduced', 'not-reproduced', 'undecided' (out of pairs, close), 'all-skipped' (an end
         cannot be measured), or None: take another pair (`next_samples`)."""
         if self.book.unmeasurable(self.good) or self.book.unmeasurable(self.bad):
-            return "all-skipped"
+            return Verdict.ALL_SKIPPED
         a, b = self.book.values(self.good, self.tag), self.book.values(self.bad, self.tag)
         pairs = min(len(a), len(b))
         s = self.settings
@@ -89,11 +90,11 @@ class ControlArm:
         self.comparison = cmp
         outcome = self._look(a[:pairs], b[:pairs])
         if outcome == "go":
-            return "reproduced"
+            return Verdict.REPRODUCED
         if outcome == "stop":
             if self.book.read_interference and pairs < PAIRS_FOR_THE_OTHER_WAY and self._the_other_way(cmp):
                 return None
-            return "not-reproduced"
+            return Verdict.NOT_REPRODUCED
         if min(self.book.run_count(self.good, self.tag), self.book.run_count(self.bad, self.tag)) >= s.max_samples:
             # out of pairs (runs read as interfered count: the cap bounds the cost): one fixed-sample look, the t test at reproduce_alpha (the e-value
             # pays for looking at every pair; a last look at a known size does not, and with
@@ -102,8 +103,8 @@ class ControlArm:
             # a question left open ('undecided'); anything weaker is not reproduced: on a noisy
             # machine an A/A range's estimate is as often beyond min_effect as not
             if self._reproduces(cmp, s.reproduce_alpha):
-                return "reproduced"
-            return "undecided" if self._reproduces(cmp, s.alpha / 5) else "not-reproduced"
+                return Verdict.REPRODUCED
+            return Verdict.UNDECIDED if self._reproduces(cmp, s.alpha / 5) else Verdict.NOT_REPRODUCED
         return None
 
     def _pairs_to_decide(self, a: Sequence[float], b: Sequence[float]) -> int:
@@ -176,7 +177,7 @@ class ControlArm:
         big = abs(math.log1p(cmp.change)) >= log_threshold(self.settings.min_effect)
         return ours and big and cmp.p_value < alpha
 
-    def not_reproduced_reason(self, verdict: str, *, out_of_probes: bool,
+    def not_reproduced_reason(self, verdict: Verdict, *, out_of_probes: bool,
                               names: tuple[str, str] = ("GOOD", "BAD")) -> str:
         """Why the arm did not say 'reproduced' (its verdict `verdict`), naming the rule it failed:
         a clear change the other way (with the --direction that hunts it), the e-value that ruled
@@ -199,7 +200,7 @@ class ControlArm:
         ours = toward(cmp.change, sign) > 0
         larger = (lo < -s.min_effect) if sign < 0 else (hi > s.min_effect) if sign > 0 else (
             lo < -s.min_effect or hi > s.min_effect)
-        if verdict == "undecided":
+        if verdict == Verdict.UNDECIDED:
             return (f"{text}: at the pair cap (--max-samples {s.max_samples}) 'reproduced' needs p below "
                     f"{s.reproduce_alpha:g} and this came close ({p_text}); more --max-samples would tell")
         if pairs >= s.max_samples:
@@ -222,7 +223,7 @@ class ControlArm:
 class ControlOutcome:
     """How a control arm run on its own ended."""
 
-    verdict: str | None
+    verdict: Verdict | None
     """ControlArm.decide's verdict; None when `max_measures` ran out first."""
     comparison: Comparison | None
     """The last look."""

@@ -61,13 +61,14 @@ from regressbisect.search.hunks.delta import by_delta_debugging
 from regressbisect.search.hunks.prefix import HUNK_SIDE_PAIRS, end_gap, prefix_groups, prefixes, search_prefixes
 from regressbisect.search.hunks.rest import peel_the_rest
 from regressbisect.search.driver import drive
-from regressbisect.search.hunks.runnable import Batch, Measure, Needs, Phase, Runnable
+from regressbisect.search.hunks.runnable import Batch, Measure, Needs, Phase, Purpose, Runnable
 from regressbisect.search.hunks.steps import name_steps
 from regressbisect.search.hunks.subsets import Names, TestedSubset, test_subset
 from regressbisect.search.hunks.verdict import HunkDecision, verdict_of_named
 from regressbisect.search.levels import LevelRule
 from regressbisect.search.naming import AlphaSpender
 from regressbisect.search.stats import NoisePool
+from regressbisect.search.verdicts import Verdict
 
 __all__ = ["HUNK_SIDE_PAIRS", "HunkDecider", "HunkDecision", "Measure", "Needs", "Runnable", "TestedSubset",
            "decide_hunks", "prefix_groups", "test_subset"]
@@ -188,15 +189,15 @@ def _decide(ctx: HuntContext) -> Phase:
     candidates = prefixes(ctx.order)
     ctx.on_phase(f"prefix search: BASE + the first k of {len(ctx.order)} hunk group(s) in file "
                  "order, bisected like commits")
-    search = yield from search_prefixes(ctx, candidates, first="control", rest="prefix")
+    search = yield from search_prefixes(ctx, candidates, first=Purpose.CONTROL, rest=Purpose.PREFIX)
     prefix = search.result()
     measurable_ends = all(e.n for e in prefix.endpoints)
-    if not prefix.reproduced and not (prefix.verdict == "all-skipped" and measurable_ends):
+    if not prefix.reproduced and not (prefix.verdict == Verdict.ALL_SKIPPED and measurable_ends):
         return HunkDecision(prefix.verdict, prefix.reason, prefix, prefix=prefix)
     # what every verdict below reports beside its culprits
-    facts = HunkDecision("", "", replace(prefix, verdict="reproduced"), prefix=prefix, ruled_out=frozenset().union(
+    facts = HunkDecision("", "", replace(prefix, verdict=Verdict.REPRODUCED), prefix=prefix, ruled_out=frozenset().union(
         *(candidates[c.index] for c in prefix.candidates if c.verdict == "good")))
-    if prefix.verdict in ("culprits", "ambiguous"):
+    if prefix.verdict in (Verdict.CULPRITS, Verdict.AMBIGUOUS):
         steps = sorted(prefix.culprits + prefix.ambiguous, key=lambda c: c.first_bad)
         signed_gap, gap_se = end_gap(search, ctx.noise)
         names, placed = yield from name_steps(ctx, steps, search, ctx.order, signed_gap, Names())
@@ -205,10 +206,10 @@ def _decide(ctx: HuntContext) -> Phase:
             # shares are 'surely' too large only against the largest gap the ends allow
             return verdict_of_named(facts, names, abs(signed_gap) + 2 * gap_se, signed_gap, gap_se,
                                     ctx.settings.direction, ctx.settings.share_limit)
-    elif prefix.verdict == "undecided" and not any(c.verdict == "skip" for c in prefix.candidates):
+    elif prefix.verdict == Verdict.UNDECIDED and not any(c.verdict == "skip" for c in prefix.candidates):
         # out of samples or budget: delta debugging would need more of both, not less (with
         # prefixes that do not run, a dependency nobody declared, it is the search that fits)
-        return replace(facts, verdict="undecided",
+        return replace(facts, verdict=Verdict.UNDECIDED,
                        reason=f"no hunk could be named: the prefix search was left undecided ({prefix.reason})")
     # A step whose groups alone do not reproduce it, or steps refuted one by one (hunks that
     # only act together, or compensate): the hunks interact.

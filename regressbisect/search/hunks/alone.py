@@ -7,8 +7,9 @@ from dataclasses import replace
 from regressbisect.search.control import shows_step
 from regressbisect.search.hunks.context import HuntContext
 from regressbisect.search.hunks.prefix import search_prefixes
-from regressbisect.search.hunks.runnable import Phase
+from regressbisect.search.hunks.runnable import Phase, Purpose
 from regressbisect.search.hunks.subsets import TestedSubset, tested
+from regressbisect.search.verdicts import Verdict
 
 __all__ = ["NEEDS_DEPTH", "alone_with_what_it_needs"]
 
@@ -41,7 +42,7 @@ def alone_with_what_it_needs(ctx: HuntContext, proposed: frozenset, before: list
         if outcome == "reproduced":
             return found
         if outcome == "open":
-            return found or TestedSubset(proposed, "undecided", math.nan, (math.nan, math.nan), 0)
+            return found or TestedSubset(proposed, Verdict.UNDECIDED, math.nan, (math.nan, math.nan), 0)
         if not before:
             return None
         if outcome == "does not run":
@@ -60,14 +61,14 @@ def alone_with_what_it_needs(ctx: HuntContext, proposed: frozenset, before: list
         # only its first step is used: a further need shows in the next alone test. Its ends
         # are BASE and the prefix the alone test just measured side by side: its control arm
         # goes on from those pairs
-        result = (yield from search_prefixes(ctx, candidates, first="needs", rest="needs", one_step=True,
+        result = (yield from search_prefixes(ctx, candidates, first=Purpose.NEEDS, rest=Purpose.NEEDS, one_step=True,
                                              carried=ends)).result()
         steps = sorted(result.culprits + result.ambiguous, key=lambda c: c.first_bad)
         if not steps:
             return None
         if steps[0].first_bad == 1:       # slow alone after all: named on fresh pairs there
             pairs = min(result.endpoints[0].n, next((c.n for c in result.candidates if c.index == 1), 0))
-            return TestedSubset(proposed, "reproduced", steps[0].step, steps[0].step_ci95, pairs)
+            return TestedSubset(proposed, Verdict.REPRODUCED, steps[0].step, steps[0].step_ci95, pairs)
         k = steps[0].first_bad - 2      # candidate j holds before[:j - 1]: its step adds before[k]
         proposed, before = proposed | before[k], before[:k]
 
@@ -78,11 +79,11 @@ def first_group_it_runs_with(ctx: HuntContext, proposed: frozenset, before: list
     ctx.on_phase(f"needs: the first j of {len(before)} group(s) with which {len(proposed)} hunk(s) run, "
                  "bisected on whether they run")
     lo, hi = 0, len(before)          # before[:lo] does not run with it; before[:hi] is to be seen
-    if not (yield from ctx.runs.settle(proposed.union(*before), "needs")):
+    if not (yield from ctx.runs.settle(proposed.union(*before), Purpose.NEEDS)):
         return None
     while hi - lo > 1:
         mid = (lo + hi) // 2
-        if (yield from ctx.runs.settle(proposed.union(*before[:mid]), "needs")):
+        if (yield from ctx.runs.settle(proposed.union(*before[:mid]), Purpose.NEEDS)):
             hi = mid
         else:
             lo = mid
@@ -121,7 +122,7 @@ def alone(ctx: HuntContext, proposed: frozenset, prefix: frozenset, sign: int,
     typical = ctx.typical(sets, arms)
     if not (typical[0] and typical[1]):
         return "open", None, (arms[0], arms[2])
-    return "open", replace(tested(proposed, typical[0], typical[1], ctx.noise_with(typical)), verdict="undecided"), (arms[0], arms[2])
+    return "open", replace(tested(proposed, typical[0], typical[1], ctx.noise_with(typical)), verdict=Verdict.UNDECIDED), (arms[0], arms[2])
 
 
 def round_of_three(ctx: HuntContext, sets: tuple[frozenset, frozenset, frozenset], k: int) -> Phase:
@@ -129,5 +130,5 @@ def round_of_three(ctx: HuntContext, sets: tuple[frozenset, frozenset, frozenset
     0 1 2, then 2 1 0, side by side where there are slots; once the tested subset's run is
     skipped the round stops (its other samples would have no partner). Returns {arm: value}."""
     order = (0, 1, 2) if k % 2 == 0 else (2, 1, 0)
-    values = yield from ctx.measure_all([(sets[i], "name") for i in order], stop_after_skip=order.index(1))
+    values = yield from ctx.measure_all([(sets[i], Purpose.NAME) for i in order], stop_after_skip=order.index(1))
     return dict(zip(order, values))

@@ -9,7 +9,7 @@ from regressbisect.search.bisect import SearchSettings
 from regressbisect.search.control import PAIRS_TO_DECIDE
 from regressbisect.search.ddmin import DdminSettings
 from regressbisect.search.interference import HuntReading, Reader
-from regressbisect.search.hunks.runnable import Batch, Phase, Runnable
+from regressbisect.search.hunks.runnable import Batch, Phase, Purpose, Runnable
 from regressbisect.search.levels import LevelRule
 from regressbisect.search.naming import AlphaSpender
 from regressbisect.search.stats import NoisePool
@@ -88,12 +88,12 @@ class HuntContext:
         """A sample book's reader of interference for candidates BASE + subsets[i]: the hunt's."""
         return self.reading.reader(subsets) if self.settings.read_interference else None
 
-    def measure(self, subset: frozenset, purpose: str) -> Phase:
+    def measure(self, subset: frozenset, purpose: Purpose) -> Phase:
         """One sample of BASE + subset (None: skipped, or known not to run, then without a probe)."""
         (value,) = yield Batch(((subset, purpose),))
         return value
 
-    def measure_all(self, requests: Sequence[tuple[frozenset, str]], stop_after_skip: int | None = None) -> Phase:
+    def measure_all(self, requests: Sequence[tuple[frozenset, Purpose]], stop_after_skip: int | None = None) -> Phase:
         """One sample of each (subset, purpose), independent of each other: side by side where
         there are slots (`runnable.Batch`). Returns the values in order."""
         return list((yield Batch(tuple(requests), stop_after_skip)))

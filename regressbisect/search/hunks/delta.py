@@ -8,11 +8,12 @@ from typing import Sequence
 from regressbisect.search.ddmin import UNDECIDED, UNRESOLVED, HunkSearch
 from regressbisect.search.hunks.context import HuntContext
 from regressbisect.search.hunks.members import needed_members
-from regressbisect.search.hunks.runnable import Phase
+from regressbisect.search.hunks.runnable import Phase, Purpose
 from regressbisect.search.hunks.subsets import Names, test_subset, with_share
 from regressbisect.search.hunks.verdict import HunkDecision, verdict_of_named
 from regressbisect.search.levels import LevelRule, slowdowns, subset_verdict, undecided
 from regressbisect.search.stats import log_threshold
+from regressbisect.search.verdicts import Verdict
 
 __all__ = ["by_delta_debugging"]
 
@@ -39,7 +40,7 @@ def by_delta_debugging(ctx: HuntContext, facts: HunkDecision, base_samples: Sequ
             search.record(subset, UNRESOLVED)
             continue
         verdict = yield from paired_verdict(ctx, subset, gap, margin, rule, direction,
-                                            "confirm" if search.confirming else "ddmin")
+                                            Purpose.CONFIRM if search.confirming else Purpose.DDMIN)
         if verdict is None:
             stuck += 1
             verdict = UNDECIDED
@@ -50,29 +51,29 @@ def by_delta_debugging(ctx: HuntContext, facts: HunkDecision, base_samples: Sequ
     names = Names()
     for proposed in result.culprits:
         ctx.on_phase(f"naming: {len(proposed)} hunk(s) against BASE on fresh pairs")
-        tested = yield from test_subset(ctx, proposed, "name")
+        tested = yield from test_subset(ctx, proposed, Purpose.NAME)
         unsure = False
-        if tested.verdict == "reproduced":
+        if tested.verdict == Verdict.REPRODUCED:
             tested, unsure = yield from needed_members(ctx, tested, -1 if signed_gap < 0 else 1)
-        named = tested.verdict == "reproduced" and not unsure
+        named = tested.verdict == Verdict.REPRODUCED and not unsure
         names = names.plus(with_share(tested, signed_gap), named=named,
-                           open_question=not named and (unsure or tested.verdict == "undecided"))
+                           open_question=not named and (unsure or tested.verdict == Verdict.UNDECIDED))
     if not names.named and (stuck or names.open_question or not result.complete):
         why = (f"{stuck} subset(s) could not be placed within {rule.max_pairs} pairs (--max-samples)"
                if stuck else "the sample cap or the search budget ran out")
-        return replace(facts, verdict="undecided", reason=f"no hunk could be named: {why}", culprits=(),
+        return replace(facts, verdict=Verdict.UNDECIDED, reason=f"no hunk could be named: {why}", culprits=(),
                        suspects=names.suspects)
     if not names.named:
         why = ("no proposed hunk reproduced the slowdown on fresh pairs" if names.suspects
                else "no subset of the hunks is slow on its own")
-        return replace(facts, verdict="not-localised", reason=f"the slowdown reproduced, but {why}", culprits=(),
+        return replace(facts, verdict=Verdict.NOT_LOCALISED, reason=f"the slowdown reproduced, but {why}", culprits=(),
                        suspects=names.suspects)
     return verdict_of_named(facts, replace(names, open_question=False), gap, signed_gap,
                             pair_sd / math.sqrt(pairs) if pairs else math.inf, settings.direction, settings.share_limit)
 
 
 def paired_verdict(ctx: HuntContext, subset: frozenset, gap: float, margin: float, rule: LevelRule,
-                   direction: str, purpose: str) -> Phase:
+                   direction: str, purpose: Purpose) -> Phase:
     """(A coroutine phase returning a verdict.) Pairs (BASE, BASE + subset) in ABBA order, a pair
     side by side where there are slots, until a look decides; UNRESOLVED if it does not run; None
     when it used its pairs without a verdict."""
@@ -107,7 +108,7 @@ def gap_after_more_pairs(ctx: HuntContext, base_samples: Sequence[float], full_s
     base, full = list(base_samples)[:pairs], list(full_samples)[:pairs]
     ends = (frozenset(), frozenset(ctx.ids))
     orders = [(0, 1) if k % 2 == 0 else (1, 0) for k in range(max(pairs, 12))]
-    taken = iter((yield from ctx.measure_all([(ends[which], "control") for order in orders for which in order])))
+    taken = iter((yield from ctx.measure_all([(ends[which], Purpose.CONTROL) for order in orders for which in order])))
     for order in orders:
         values = {which: next(taken) for which in order}
         if values[0] is not None and values[1] is not None:

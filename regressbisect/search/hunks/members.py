@@ -5,7 +5,7 @@ from typing import Sequence
 
 from regressbisect.search.control import shows_step
 from regressbisect.search.hunks.context import HuntContext
-from regressbisect.search.hunks.runnable import Phase
+from regressbisect.search.hunks.runnable import Phase, Purpose
 from regressbisect.search.hunks.subsets import TestedSubset, tested as sized
 
 __all__ = ["needed_members"]
@@ -71,7 +71,7 @@ def leave_each_out(ctx: HuntContext, tested: TestedSubset, hunks: Sequence[str],
         if not open_hunks:
             break
         sets = [frozenset()] + [rests[h] for h in open_hunks] + [members]
-        values = yield from ctx.measure_all([(subset, "name") for subset in (sets if k % 2 == 0 else sets[::-1])])
+        values = yield from ctx.measure_all([(subset, Purpose.NAME) for subset in (sets if k % 2 == 0 else sets[::-1])])
         if k % 2:
             values.reverse()
         for subset, value in zip(sets, values):

@@ -8,9 +8,9 @@ from typing import Sequence
 
 import numpy as np
 
-from regressbisect.search.bisect import CommitSearch, SearchResult, SearchSettings
+from regressbisect.search.bisect import CONTROL_ARM, CommitSearch, SearchResult, SearchSettings
 from regressbisect.search.hunks.context import HuntContext
-from regressbisect.search.hunks.runnable import Batch, Needs, Phase
+from regressbisect.search.hunks.runnable import Batch, Needs, Phase, Purpose
 from regressbisect.search.interference import Reader
 from regressbisect.search.stats import NoisePool
 
@@ -97,7 +97,7 @@ class PrefixSearch(CommitSearch):
             self._remainder_searched = True
 
 
-def search_prefixes(ctx: HuntContext, candidates: Sequence[frozenset], *, first: str, rest: str,
+def search_prefixes(ctx: HuntContext, candidates: Sequence[frozenset], *, first: Purpose, rest: Purpose,
                     one_step: bool = False, carried: tuple[list[float], list[float]] | None = None) -> Phase:
     """(A coroutine phase returning the PrefixSearch.) The commit search over BASE + each
     candidate subset, in order (`PrefixSearch`), run to its end, each of its rounds as many
@@ -109,7 +109,7 @@ def search_prefixes(ctx: HuntContext, candidates: Sequence[frozenset], *, first:
     if carried:
         search.carry_control_pairs(*carried)
     while batch := search.next_batch(ctx.slots):
-        values = yield Batch(tuple((candidates[m.index], first if m.reason == "control arm" else rest)
+        values = yield Batch(tuple((candidates[m.index], first if m.reason == CONTROL_ARM else rest)
                                    for m in batch))
         for m, value in zip(batch, values):
             search.record(m.index, value)

@@ -7,10 +7,11 @@ from dataclasses import replace
 from regressbisect.search.control import shows_step
 from regressbisect.search.hunks.context import HuntContext
 from regressbisect.search.hunks.prefix import prefixes, search_prefixes
-from regressbisect.search.hunks.runnable import Phase
+from regressbisect.search.hunks.runnable import Phase, Purpose
 from regressbisect.search.hunks.steps import name_steps
 from regressbisect.search.hunks.subsets import Names, log_se
 from regressbisect.search.stats import log_threshold
+from regressbisect.search.verdicts import Verdict
 
 __all__ = ["peel_the_rest"]
 
@@ -44,9 +45,9 @@ def peel_the_rest(ctx: HuntContext, signed_gap: float, gap_se: float, names: Nam
         if not (clear or (yield from shows_on_top(ctx, taken, rest + 2 * se, sign))):
             break
         ctx.on_phase(f"the rest: BASE + the first k of the {len(order)} group(s) not named, bisected")
-        search = yield from search_prefixes(ctx, prefixes(order), first="remainder", rest="prefix")
+        search = yield from search_prefixes(ctx, prefixes(order), first=Purpose.REMAINDER, rest=Purpose.PREFIX)
         found = search.result()
-        if found.verdict not in ("culprits", "ambiguous"):
+        if found.verdict not in (Verdict.CULPRITS, Verdict.AMBIGUOUS):
             break
         steps = sorted(found.culprits + found.ambiguous, key=lambda c: c.first_bad)
         more, placed = yield from name_steps(ctx, steps, search, order, signed_gap, names)
@@ -81,7 +82,7 @@ def shows_on_top(ctx: HuntContext, taken: frozenset, upper: float, sign: int) ->
     shown = False
     for k in range(cap):
         order = (0, 1) if k % 2 == 0 else (1, 0)
-        values = dict(zip(order, (yield from ctx.measure_all([(sets[i], "remainder") for i in order]))))
+        values = dict(zip(order, (yield from ctx.measure_all([(sets[i], Purpose.REMAINDER) for i in order]))))
         if any(v is None for v in values.values()):
             break
         for i in order:

@@ -2,13 +2,38 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from enum import Enum
 from typing import Callable, Generator, Iterable, Mapping, Sequence
 
 from regressbisect.search.book import unmeasurable_by_skips
 
-__all__ = ["Batch", "Measure", "Needs", "Phase", "Runnable"]
+__all__ = ["Batch", "Measure", "Needs", "Phase", "Purpose", "Runnable"]
 
-Measure = Callable[[frozenset, str], "float | None"]
+
+class Purpose(str, Enum):
+    """What a run of the hunk hunt is for: its progress note, and its share of the cost
+    (scripts/bench_hunks.py --phases)."""
+
+    CONTROL = "control"
+    """BASE and BASE + every hunk: does the slowdown reproduce (the hunt stops when either does not run)."""
+    PREFIX = "prefix"
+    """The prefix searches: BASE + the first k hunk groups, bisected."""
+    NEEDS = "needs"
+    """What a group needs to run, or to be slow."""
+    NAME = "name"
+    """Fresh pairs that name a group or hunk (alone against BASE, or a member left out)."""
+    REMAINDER = "remainder"
+    """The gap the named culprits leave."""
+    DDMIN = "ddmin"
+    """Delta debugging's subsets."""
+    CONFIRM = "confirm"
+    """Delta debugging's confirmation of a subset."""
+
+    def __str__(self) -> str:   # the progress note writes the value
+        return self.value
+
+
+Measure = Callable[[frozenset, Purpose], "float | None"]
 """(subset of hunk ids, purpose) -> tok/s of one run of BASE + subset, or None (skipped)."""
 Needs = Mapping[str, Iterable[str]]
 """hunk id -> the hunk ids it cannot run without."""
@@ -22,7 +47,7 @@ class Batch:
     not needed (a round whose tested subset does not run has no partner for its other samples):
     one slot does not take them, and their value is None."""
 
-    requests: tuple[tuple[frozenset, str], ...]
+    requests: tuple[tuple[frozenset, Purpose], ...]
     stop_after_skip: int | None = None
 
 
@@ -62,7 +87,7 @@ class Runnable:
         else:
             self._samples[subset] = self._samples.get(subset, 0) + 1
 
-    def settle(self, subset: frozenset, purpose: str) -> Phase:
+    def settle(self, subset: frozenset, purpose: Purpose) -> Phase:
         """Whether BASE + subset runs, probing it when that is not known yet (at most the skip
         rule's two tries; a crash is a probe that ends at once)."""
         while self(subset) and subset not in self._samples:

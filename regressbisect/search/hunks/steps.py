@@ -9,6 +9,7 @@ from regressbisect.search.hunks.context import HuntContext
 from regressbisect.search.hunks.members import needed_members
 from regressbisect.search.hunks.runnable import Phase
 from regressbisect.search.hunks.subsets import Names, TestedSubset, with_share
+from regressbisect.search.verdicts import Verdict
 
 __all__ = ["name_steps"]
 
@@ -30,7 +31,7 @@ def name_steps(ctx: HuntContext, steps: Sequence[Culprit], search: CommitSearch,
         if step.first_bad == 1:
             # BASE + this group is the prefix itself, named on fresh pairs against BASE already
             pairs = min(len(search.samples(0)), len(search.samples(1)))
-            tested = TestedSubset(last, "reproduced", step.step, step.step_ci95, pairs)
+            tested = TestedSubset(last, Verdict.REPRODUCED, step.step, step.step_ci95, pairs)
         else:
             # the groups before it, less the culprits of earlier steps (their slowdown is theirs)
             before = [g - taken for g in order[:step.first_bad - 1] if g - taken]
@@ -38,7 +39,7 @@ def name_steps(ctx: HuntContext, steps: Sequence[Culprit], search: CommitSearch,
             if found is None:
                 return names, False
             tested = found
-            if tested.verdict == "undecided":     # out of pairs: more would not come cheaper elsewhere
+            if tested.verdict == Verdict.UNDECIDED:     # out of pairs: more would not come cheaper elsewhere
                 names = names.plus(with_share(tested, signed_gap), named=False, open_question=True)
                 continue
         tested, unsure = yield from needed_members(ctx, tested, sign)

@@ -10,8 +10,9 @@ import numpy as np
 from regressbisect.search.book import SampleBook
 from regressbisect.search.control import ControlArm
 from regressbisect.search.hunks.context import HuntContext
-from regressbisect.search.hunks.runnable import Phase
+from regressbisect.search.hunks.runnable import Phase, Purpose
 from regressbisect.search.stats import NoisePool, t_ppf
+from regressbisect.search.verdicts import Verdict
 
 __all__ = ["TestedSubset", "Names", "test_subset", "tested", "with_share", "log_se"]
 
@@ -21,7 +22,7 @@ class TestedSubset:
     """BASE + hunks against BASE, paired, with the control arm's rule."""
 
     hunks: frozenset
-    verdict: str
+    verdict: Verdict
     """'reproduced', 'not-reproduced', 'undecided' or 'all-skipped' (it does not run)."""
     change: float
     """BASE + hunks relative to BASE (-0.18: 18% slower)."""
@@ -52,7 +53,7 @@ class Names:
         return replace(self, suspects=self.suspects + (tested,), open_question=self.open_question or open_question)
 
 
-def test_subset(ctx: HuntContext, hunks: frozenset, purpose: str) -> Phase:
+def test_subset(ctx: HuntContext, hunks: frozenset, purpose: Purpose) -> Phase:
     """(A coroutine phase returning a TestedSubset.) BASE vs BASE + hunks, interleaved (ABBA),
     decided like the commit hunt's control arm; the hunt's pooled spread so far joins the pairs'
     own as the commit search's remembered noise does (capped, and only while the pairs are not
@@ -81,7 +82,7 @@ def tested(hunks: frozenset, base: Sequence[float], subset: Sequence[float], noi
     handful of pairs' own spread gives an interval too unsteady for the shares of the gap)."""
     est = float(np.mean(np.log(subset)) - np.mean(np.log(base)))
     half = t_ppf(0.975, noise.df) * noise.sigma * math.sqrt(1 / len(base) + 1 / len(subset))
-    return TestedSubset(hunks, "reproduced", math.expm1(est), (math.expm1(est - half), math.expm1(est + half)),
+    return TestedSubset(hunks, Verdict.REPRODUCED, math.expm1(est), (math.expm1(est - half), math.expm1(est + half)),
                         min(len(base), len(subset)))
 
 

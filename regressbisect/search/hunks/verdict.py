@@ -8,13 +8,14 @@ from regressbisect.search.bisect import SearchResult
 from regressbisect.search.culprits import remainder_of_gap, share_interval, shares_do_not_add_up
 from regressbisect.search.ddmin import DdminResult
 from regressbisect.search.hunks.subsets import Names, TestedSubset
+from regressbisect.search.verdicts import Verdict
 
 __all__ = ["HunkDecision", "verdict_of_named"]
 
 
 @dataclass(frozen=True)
 class HunkDecision:
-    verdict: str
+    verdict: Verdict
     """'culprits', 'not-reproduced', 'undecided', 'not-localised', 'all-skipped'."""
     reason: str
     control: SearchResult
@@ -47,15 +48,15 @@ def verdict_of_named(facts: HunkDecision, names: Names, share_gap: float, signed
     if named and shares_do_not_add_up([c.ci95 for c in named], share_gap, share_limit, direction=direction,
                                       exempt_both=False):
         shares = ", ".join(f"{c.share_of_gap:.0%}" for c in named)
-        return replace(facts, verdict="undecided",
+        return replace(facts, verdict=Verdict.UNDECIDED,
                        reason=f"the culprits' shares of the gap ({shares}) do not add up: the samples do not "
                               "fit one step per culprit", culprits=(), suspects=tuple(named + suspects))
     if named:
         _, half = remainder_of_gap(signed_gap, gap_se, [(c.change, c.ci95) for c in named])
         unexplained = 1 - sum(c.share_of_gap for c in named)
-        return replace(facts, verdict="culprits", reason="", culprits=tuple(named), suspects=tuple(suspects),
+        return replace(facts, verdict=Verdict.CULPRITS, reason="", culprits=tuple(named), suspects=tuple(suspects),
                        unexplained_ci95=share_interval(unexplained, half, signed_gap))
     why = ("a hunk of a culprit could be neither shown needed nor left out within the pairs"
            if names.open_question else "no step could be named")
-    return replace(facts, verdict="undecided", reason=f"no hunk could be named: {why}", culprits=(),
+    return replace(facts, verdict=Verdict.UNDECIDED, reason=f"no hunk could be named: {why}", culprits=(),
                    suspects=tuple(suspects))

@@ -1,0 +1,30 @@
+"""The verdicts of a hunt and of its control arms, named once. The JSON report writes their
+values (docs/report-schema.md, docs/verdicts.md): a member is its value wherever it is written."""
+from __future__ import annotations
+
+from enum import Enum
+
+__all__ = ["Verdict"]
+
+
+class Verdict(str, Enum):
+    """A commit or hunk hunt's verdict (each with its exit code: hunts/common.py `VERDICT_EXIT`),
+    and REPRODUCED, the verdict of a control arm or a tested subset that goes on to a search."""
+
+    CULPRITS = "culprits"
+    """At least one culprit named."""
+    NOT_REPRODUCED = "not-reproduced"
+    """BAD is not slower than GOOD by min_effect."""
+    ALL_SKIPPED = "all-skipped"
+    """An endpoint, or every candidate between them, could not be measured."""
+    NOT_LOCALISED = "not-localised"
+    """The regression reproduced, but no single step (commit, hunk group) carries it."""
+    UNDECIDED = "undecided"
+    """The sample caps or the budget ran out before an answer."""
+    AMBIGUOUS = "ambiguous"
+    """Every step that passed the culprit rule has unmeasurable commits inside: none is named."""
+    REPRODUCED = "reproduced"
+    """A control arm's (or a tested subset's): the slowdown reproduced. Never a hunt's verdict."""
+
+    def __str__(self) -> str:   # as in the report, also in f-strings (Python 3.11+ would write 'Verdict.X')
+        return self.value
