@@ -94,3 +94,31 @@ def test_an_undecided_hunk_hunt_names_where_the_slowdown_is_and_continues(tmp_pa
     assert continued["cached_samples"] >= 0.9 * first["probes"]
     fresh = hunk_hunt(12, tmp_path / "fresh.sqlite", seed=4)
     assert continued["probes"] < fresh["probes"]
+
+
+def test_a_hunt_not_reproduced_at_the_pair_cap_that_did_not_rule_a_regression_out_gives_the_command(
+        tmp_path, capsys, fake_probes):
+    # an A/A range at 15% noise and a cap of 4 pairs: the control arm's interval still reaches a
+    # regression of --min-effect, so 'not reproduced' (exit 2) says more --max-samples would tell,
+    # and the report gives the command that goes on from the stored samples
+    repo, state = tmp_path / "repo", tmp_path / "state"
+    shas = make_bench_repo(repo, [1000.0] * 8)
+    first = tmp_path / "first.json"
+    assert run_cli(hunt_args(repo, state, "--max-samples", "4", "--json", str(first), shas[0], shas[-1])) \
+        == ExitCode.NOT_REPRODUCED
+    report = json.loads(first.read_text())
+    assert "more --max-samples would tell" in report["verdict_reason"]
+    command = report["continue_command"]
+    assert command and shlex.split(command)[-2:] == ["--max-samples", "8"]
+    assert f"To go further (the stored samples are reused): {command}" in capsys.readouterr().out
+    second = tmp_path / "second.json"
+    run_cli([w if w != str(first) else str(second) for w in shlex.split(command)[1:]])
+    assert json.loads(second.read_text())["cached_samples"] == report["probes"]
+
+    # a range whose control arm ruled the regression out names no command
+    clear = tmp_path / "clear.json"
+    run_cli(hunt_args(repo, tmp_path / "state2", "--env", "BENCH_NOISE=0.002", "--store", str(tmp_path / "q.sqlite"),
+                      "--json", str(clear), shas[0], shas[-1]))
+    quiet = json.loads(clear.read_text())
+    assert quiet["verdict"] == "not-reproduced" and "ruled out" in quiet["verdict_reason"]
+    assert quiet["continue_command"] is None

@@ -144,7 +144,7 @@ class CommitHunt(Hunt):
                 exit_code=int(VERDICT_EXIT[result.verdict]), measurement=source.measurement_json(),
                 noise_prior=self._noise_prior_facts,
                 continue_command=(continue_command(self.command_line, cfg.max_samples)
-                                  if result.verdict == Verdict.UNDECIDED else None),
+                                  if result.more_samples_would_tell else None),
                 cost={**cost.report(store, hunt_id, tokens=self.config.probe.tokens, budget=budget),
                       "counting_arm": counting_arm},
                 drills=drills).to_json()

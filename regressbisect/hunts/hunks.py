@@ -230,7 +230,7 @@ class HunkHunt(Hunt):
                 hunt_id=hunt_id, env_facts=self.env_facts, measurement=source.measurement_json(),
                 cost=rig.cost.report(store, hunt_id, tokens=cfg.probe.tokens),
                 continue_command=(continue_command(self.command_line, cfg.max_samples)
-                                  if decision.verdict == Verdict.UNDECIDED else None)).to_json()
+                                  if decision.verdict == Verdict.UNDECIDED or decision.control.more_samples_would_tell else None)).to_json()
             store.finish_hunt(hunt_id, report)
         return HuntOutcome(report=report, exit_code=VERDICT_EXIT[decision.verdict], hunt_id=hunt_id)
 

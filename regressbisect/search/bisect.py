@@ -306,6 +306,10 @@ class SearchResult:
     established: LeadingStep | None = None
     """With 'undecided': the step the search had got to (`LeadingStep`); None when it had none
     (e.g. the control arm ran out of pairs)."""
+    more_samples_would_tell: bool = False
+    """'undecided', or 'not-reproduced' by a control arm that stopped at the pair cap without
+    ruling out a regression of min_effect (`ControlArm.more_pairs_would_tell`): a larger
+    --max-samples would tell (the report's `continue_command`)."""
 
 
 @dataclass
@@ -489,7 +493,10 @@ class CommitSearch:
                             unresolved=tuple(self._unresolved), suspects=tuple(suspects), reason=reason,
                             reproduced=self._reproduced and verdict not in (Verdict.NOT_REPRODUCED, Verdict.ALL_SKIPPED),
                             control=self.control.comparison, ambiguous=ambiguous,
-                            established=self._established(suspects) if verdict == Verdict.UNDECIDED else None)
+                            established=self._established(suspects) if verdict == Verdict.UNDECIDED else None,
+                            more_samples_would_tell=verdict == Verdict.UNDECIDED or (
+                                verdict == Verdict.NOT_REPRODUCED and self._end_verdict is not None
+                                and self.control.more_pairs_would_tell()))
 
     def _established(self, suspects: Sequence[Culprit]) -> LeadingStep | None:
         """The step an undecided search had got to (`SearchResult.established`): the leading

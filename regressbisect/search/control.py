@@ -177,6 +177,20 @@ class ControlArm:
         big = abs(math.log1p(cmp.change)) >= log_threshold(self.settings.min_effect)
         return ours and big and cmp.p_value < alpha
 
+    def more_pairs_would_tell(self) -> bool:
+        """The arm stopped at the pair cap without ruling out a change of min_effect or more in
+        the hunted direction (its last look's 95% interval reaches it): more --max-samples would
+        tell, and the hunt's report gives the command that goes on from the stored samples."""
+        cmp = self.comparison
+        return (cmp is not None and self.pairs() >= self.settings.max_samples
+                and not self._the_other_way(cmp) and self._larger_not_ruled_out(cmp))
+
+    def _larger_not_ruled_out(self, cmp: Comparison) -> bool:
+        """The last look's 95% interval reaches a change of min_effect in the hunted direction."""
+        lo, hi = cmp.ci95
+        sign, m = hunted_sign(self.settings.direction), self.settings.min_effect
+        return (lo < -m) if sign < 0 else (hi > m) if sign > 0 else (lo < -m or hi > m)
+
     def not_reproduced_reason(self, verdict: Verdict, *, out_of_probes: bool,
                               names: tuple[str, str] = ("GOOD", "BAD")) -> str:
         """Why the arm did not say 'reproduced' (its verdict `verdict`), naming the rule it failed:
@@ -198,8 +212,7 @@ class ControlArm:
                     f"{hunted} (--direction {s.direction}): to hunt it, --direction {other} (or both)")
         p_text = f"p={cmp.p_value:.2g}" if math.isfinite(cmp.p_value) else "no p value"
         ours = toward(cmp.change, sign) > 0
-        larger = (lo < -s.min_effect) if sign < 0 else (hi > s.min_effect) if sign > 0 else (
-            lo < -s.min_effect or hi > s.min_effect)
+        larger = self._larger_not_ruled_out(cmp)
         if verdict == Verdict.UNDECIDED:
             return (f"{text}: at the pair cap (--max-samples {s.max_samples}) 'reproduced' needs p below "
                     f"{s.reproduce_alpha:g} and this came close ({p_text}); more --max-samples would tell")
