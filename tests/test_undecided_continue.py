@@ -122,3 +122,14 @@ def test_a_hunt_not_reproduced_at_the_pair_cap_that_did_not_rule_a_regression_ou
     quiet = json.loads(clear.read_text())
     assert quiet["verdict"] == "not-reproduced" and "ruled out" in quiet["verdict_reason"]
     assert quiet["continue_command"] is None
+
+
+def test_a_hunk_hunt_not_reproduced_at_the_pair_cap_gives_the_command_too(tmp_path):
+    repo = tmp_path / "repo"
+    make_dirty_repo(repo, 10, {}, dependent=False)        # harmless hunks, 15% noise, a cap of 4 pairs
+    config = build_config({}, {"cmd": "fake", "instrument": "off", "max_samples": 4, "busy_check": False})
+    report = HunkHunt(History.open(repo), config, store_path=tmp_path / "s.sqlite",
+                      probe_runner=FakeProbe(noise=0.15, seed=3),
+                      command_line=["regressbisect", "hunks", "--max-samples", "4"]).run().report
+    assert report["verdict"] == "not-reproduced" and "more --max-samples would tell" in report["verdict_reason"]
+    assert report["continue_command"] == "regressbisect hunks --max-samples 8"
