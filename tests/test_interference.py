@@ -52,6 +52,19 @@ def test_a_candidate_half_of_whose_runs_were_slowed_keeps_its_level_once_the_kin
     assert flags[0] == [True, False, True, False, True, False]
 
 
+def test_runs_that_sit_together_at_a_known_level_moved_by_a_kind_are_read_as_interfered_until_they_are_many():
+    # GOOD at 1000 and BAD at 900, a quarter of their runs at 0.7x (the kind is known); a commit
+    # whose four runs all came at 0.7x of GOOD (one in 256) is no level of its own yet: it was
+    # named a culprit on such runs at the naming gate. Seven such runs (3^7 > 1,000) stand, as
+    # do runs at BAD's level.
+    rng = np.random.default_rng(7)
+    logs = _logs(rng, {0: 1000.0, 31: 900.0}, 12, 0.02, off={0: [1, 5, 9], 31: [2, 6, 10]})
+    for runs, read in ((1, True), (4, True), (7, False)):
+        at_kind = _logs(rng, {19: 700.0}, runs, 0.02)
+        assert interfered_runs({**logs, **at_kind})[19] == [read] * runs, runs
+    assert interfered_runs({**logs, **_logs(rng, {20: 900.0}, 4, 0.02)})[20] == [False] * 4
+
+
 def test_a_noisier_commit_keeps_its_scatter_for_the_noisier_commit_rules():
     rng = np.random.default_rng(2)
     logs = _logs(rng, {i: 1000.0 for i in range(10)}, 6, 0.005)

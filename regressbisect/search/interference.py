@@ -22,7 +22,8 @@ identification of multiple outliers", JASA 88), with three choices that fit a hu
   share, by direction: `interference_kinds`, `_level`), so that a candidate half of whose runs
   were slowed keeps its level; where two levels come close, none of its runs is read until more
   come;
-* a candidate's only run is read against the levels the hunt knows (`_off_every_level`).
+* a candidate whose runs sit together, off every level the hunt knows and at one of them moved
+  by a kind, is read as interfered until its runs are too many for that (`_off_every_level`).
 
 On lognormal noise alone a run is read as interfered with probability about 7e-6 (REJECT = 4.5),
 so the tests see what they saw before. A run read as interfered is kept in the store and shown in
@@ -182,7 +183,8 @@ def interfered_runs(logs: Mapping[int, Sequence[float]], scale: float | None = N
     sigma = robust_scale(list(logs.values())) if scale is None else scale
     kinds = interference_kinds(logs, sigma) if sigma > 0 else []
     out: dict[int, list[bool]] = {}
-    levels: list[float] = []          # the levels of candidates of three runs or more, where clear
+    levels: dict[int, float] = {}     # the levels of candidates of three runs or more, where clear
+    together: list[int] = []          # candidates whose runs sit together (no run off their level)
     for i, values in logs.items():
         x = np.asarray(values, dtype=float)
         # a candidate noisier than the rest (host-bound, flaky) scatters on its own scale: its
@@ -191,16 +193,19 @@ def interfered_runs(logs: Mapping[int, Sequence[float]], scale: float | None = N
         own = mine if mine > OWN_SCALE * sigma and not (kinds_explain and _explained(x, sigma, kinds)) else sigma
         if not (own > 0) or x.size < 2 or np.ptp(x) <= REJECT * own:
             out[i] = [False] * x.size
-            if x.size >= 3 and own > 0:
-                levels.append(float(np.median(x)))
+            if own > 0:
+                together.append(i)
+                if x.size >= 3:
+                    levels[i] = float(np.median(x))
             continue
         level = _level(x, own, kinds)
         out[i] = [True] * x.size if level is None else [bool(v) for v in np.abs(x - level) > REJECT * own]
         if level is not None and x.size >= 3:
-            levels.append(level)
-    for i, values in logs.items():
-        if len(values) == 1 and _off_every_level(values[0], levels, sigma, kinds):
-            out[i] = [True]
+            levels[i] = level
+    for i in together:
+        others = [level for j, level in levels.items() if j != i]
+        if _off_every_level(np.asarray(logs[i], dtype=float), others, sigma, kinds):
+            out[i] = [True] * len(logs[i])
     return out
 
 
@@ -220,18 +225,28 @@ def _explained(x: np.ndarray, sigma: float, kinds: Sequence[tuple[float, float]]
     return bool(np.all(near))
 
 
-def _off_every_level(x: float, levels: Sequence[float], sigma: float, kinds: Sequence[tuple[float, float]]) -> bool:
-    """A candidate's only run, read against the levels the hunt knows (a step moves a commit to
-    another commit's level): interfered when it lies more than REJECT sigma from each of them and
-    within it of one of them moved by a kind of interference. A bisection's single run at 0.7x of
-    GOOD otherwise reads as a level of its own (a step before it). Only a single run: a commit
-    truly at such a level reads so again, and its two runs then stand."""
+def _off_every_level(x: np.ndarray, levels: Sequence[float], sigma: float,
+                     kinds: Sequence[tuple[float, float]]) -> bool:
+    """A candidate whose runs sit together, read against the levels of the other candidates (a
+    step moves a commit to another commit's level): interfered, all of them, when they lie more
+    than REJECT sigma from each of those levels and within it of one of them moved by a kind of
+    interference, while they are too few to tell a level of their own there from runs that were
+    all interfered: the kind's share w makes n such runs ((1 - w) / w)^n times likelier a level
+    of their own, and that must reach AMBIGUOUS's before-kinds margin (1,000: seven runs at a
+    quarter, ten at a third). A bisection's single run at 0.7x of GOOD otherwise reads as a level
+    of its own (a step before it), and so do four runs in a row at 0.7x at the naming gate's fresh
+    pairs (one in 256 at a quarter: a false culprit in 100 simulated hunts). Only where the hunt
+    knows a kind; until the runs are that many, more runs of the candidate come."""
     if not (sigma > 0 and levels and kinds):
         return False
     known = np.asarray(levels)
-    if np.any(np.abs(x - known) <= REJECT * sigma):
+    if np.any(np.abs(x[:, None] - known[None, :]) <= REJECT * sigma):
         return False
-    return any(np.any(np.abs(x - off - known) <= REJECT * sigma) for off, _ in kinds)
+    for off, share in kinds:
+        if np.any(np.all(np.abs(x[:, None] - off - known[None, :]) <= REJECT * sigma, axis=0)):
+            if x.size * math.log((1 - share) / share) < AMBIGUOUS[1]:
+                return True
+    return False
 
 
 Reader = Callable[[Mapping[int, Sequence[float]]], "dict[int, list[bool]]"]
