@@ -179,10 +179,10 @@ def interfered_runs(logs: Mapping[int, Sequence[float]], scale: float | None = N
     (`_explained`) keeps the hunt's scale (`HuntReading`: its arms are a few runs each, where
     half of them interfered is common; in a commit search, where a commit's runs accumulate, a
     level read wrongly at first then set its typical runs apart and named a false culprit in 1 of
-    100 simulated hunts with a tenth of the runs 30% fast). one_step: the candidates' levels are
-    those of one or a few steps (commits), so that before any kind is known runs beyond every
-    level are read as interfered (`_off_every_level`); a hunk hunt's subsets are sums of any of
-    its culprits, and two culprits of 5% put BASE + both beyond the levels known early."""
+    100 simulated hunts with a tenth of the runs 30% fast). one_step: the candidates are commits,
+    whose levels are those of one or a few steps, and runs that sit together are read against the
+    other commits' levels (`_off_every_level`); False: a hunk hunt's subsets, sums of any of its
+    culprits, whose single runs only are (`_far_from_levels`)."""
     sigma = robust_scale(list(logs.values())) if scale is None else scale
     kinds = interference_kinds(logs, sigma) if sigma > 0 else []
     out: dict[int, list[bool]] = {}
@@ -207,9 +207,13 @@ def interfered_runs(logs: Mapping[int, Sequence[float]], scale: float | None = N
             levels[i] = level
     seen_off = any(any(flags) for flags in out.values())
     for i in together:
+        x = np.asarray(logs[i], dtype=float)
         others = [level for j, level in levels.items() if j != i]
-        if (kinds or (seen_off and one_step)) and _off_every_level(np.asarray(logs[i], dtype=float), others, sigma, kinds):
-            out[i] = [True] * len(logs[i])
+        if one_step:
+            if (kinds or seen_off) and _off_every_level(x, others, sigma, kinds):
+                out[i] = [True] * x.size
+        elif x.size == 1 and _far_from_levels(x[0], others, sigma, kinds):
+            out[i] = [True]
     return out
 
 
@@ -263,6 +267,20 @@ def _off_every_level(x: np.ndarray, levels: Sequence[float], sigma: float,
         if moved.max() - at_level > AMBIGUOUS[0] and x.size * math.log((1 - share) / share) < AMBIGUOUS[1]:
             return True
     return False
+
+
+def _far_from_levels(x: float, levels: Sequence[float], sigma: float, kinds: Sequence[tuple[float, float]]) -> bool:
+    """A hunk hunt's subset's only run: interfered when it lies more than REJECT sigma from every
+    other subset's level and within it of one moved by a kind. Only a single run, and by distance:
+    a subset's runs are read over the hunt, whose scale reads low by chance early (0.2% for 2%
+    noise over three runs of two subsets), and kinds read from that, applied to runs that sit
+    together, set a whole subset apart (a 10-hunk dependent pair took 151 probes instead of 46)."""
+    if not (sigma > 0 and levels and kinds):
+        return False
+    known = np.asarray(levels)
+    if np.any(np.abs(x - known) <= REJECT * sigma):
+        return False
+    return any(np.any(np.abs(x - off - known) <= REJECT * sigma) for off, _ in kinds)
 
 
 Reader = Callable[[Mapping[int, Sequence[float]]], "dict[int, list[bool]]"]
