@@ -65,45 +65,6 @@ def test_runs_that_sit_together_at_a_known_level_moved_by_a_kind_are_read_as_int
     assert interfered_runs({**logs, **_logs(rng, {20: 900.0}, 4, 0.02)})[20] == [False] * 4
 
 
-def test_a_single_run_is_read_by_which_it_fits_better_a_known_level_or_one_moved_by_a_kind():
-    # where half of BAD's runs are off, the hunt's scale reads 6% for 2% noise, and a run at 0.7x of
-    # GOOD (700) lies within 4.5 such sigmas of BAD's level (900); GOOD moved by the kind fits it
-    # far better. A run at BAD's level stays typical.
-    rng = np.random.default_rng(4)
-    logs = _logs(rng, {0: 1000.0, 31: 900.0}, 12, 0.02, off={0: [1, 5, 9], 31: [2, 6, 10]})
-    assert interfered_runs({**logs, 19: [math.log(700.0)]}, scale=0.0625)[19] == [True]
-    assert interfered_runs({**logs, 19: [math.log(895.0)]}, scale=0.0625)[19] == [False]
-
-
-def test_before_any_kind_is_known_runs_beyond_every_level_wait_for_more_once_a_run_was_read_off():
-    # GOOD at 1000 (one run at 0.7x, read off: no kind yet, one run is not a kind), BAD at 900: a
-    # bisection's run at 700 lies beyond both, where one step puts no commit. On lognormal noise,
-    # with no run read off anywhere, such a run is a level as before.
-    rng = np.random.default_rng(9)
-    logs = _logs(rng, {0: 1000.0, 31: 900.0}, 12, 0.02, off={0: [3]})
-    assert interfered_runs(logs)[0] == [k == 3 for k in range(12)]
-    assert interfered_runs({**logs, 10: [math.log(700.0)]})[10] == [True]
-    assert interfered_runs({**logs, 10: [math.log(700.0)] * 7})[10] == [False] * 7    # 3^7 > 1,000
-    quiet = _logs(rng, {0: 1000.0, 31: 900.0}, 12, 0.02)
-    assert interfered_runs({**quiet, 10: [math.log(700.0)]})[10] == [False]
-
-
-def _bench_hunt(steps: tuple[float, ...], trial: int) -> tuple[set[int], set[int]]:
-    """(culprits named, true steps) of trial `trial` of bench_accuracy.py's 32-commit cells at 2%
-    noise with a quarter of the runs at 0.7x (seed 20240601: the same history and noise)."""
-    rng = np.random.default_rng([20240601, 32, len(steps), 200, int(abs(steps[0]) * 1e4) if steps else 0, 0, trial])
-    firsts = sorted(int(x) for x in rng.choice(np.arange(1, 32), size=len(steps), replace=False))
-    history = FakeHistory(step_levels(32, dict(zip(firsts, steps))), 0.02, interference=(Interference(0.25, 0.7),))
-    run = simulate(history, SearchSettings(), seed=int(rng.integers(2 ** 31)))
-    return {c.first_bad for c in run.result.culprits}, set(firsts)
-
-
-def test_the_benchmarks_a_a_range_whose_end_read_five_of_six_runs_at_0_7x_names_no_culprit():
-    # trial 86: BAD's first six runs, five at 0.7x, read as its level before the hunt knew a kind,
-    # and the naming gate's fresh pairs were more of them
-    assert _bench_hunt((), 86) == (set(), set())
-
-
 def test_a_noisier_commit_keeps_its_scatter_for_the_noisier_commit_rules():
     rng = np.random.default_rng(2)
     logs = _logs(rng, {i: 1000.0 for i in range(10)}, 6, 0.005)

@@ -182,7 +182,7 @@ def interfered_runs(logs: Mapping[int, Sequence[float]], scale: float | None = N
     100 simulated hunts with a tenth of the runs 30% fast). one_step: the candidates are commits,
     whose levels are those of one or a few steps, and runs that sit together are read against the
     other commits' levels (`_off_every_level`); False: a hunk hunt's subsets, sums of any of its
-    culprits, whose single runs only are (`_far_from_levels`)."""
+    culprits, whose single runs only are."""
     sigma = robust_scale(list(logs.values())) if scale is None else scale
     kinds = interference_kinds(logs, sigma) if sigma > 0 else []
     out: dict[int, list[bool]] = {}
@@ -205,15 +205,10 @@ def interfered_runs(logs: Mapping[int, Sequence[float]], scale: float | None = N
         out[i] = [True] * x.size if level is None else [bool(v) for v in np.abs(x - level) > REJECT * own]
         if level is not None and x.size >= 3:
             levels[i] = level
-    seen_off = any(any(flags) for flags in out.values())
     for i in together:
-        x = np.asarray(logs[i], dtype=float)
         others = [level for j, level in levels.items() if j != i]
-        if one_step:
-            if (kinds or seen_off) and _off_every_level(x, others, sigma, kinds):
-                out[i] = [True] * x.size
-        elif x.size == 1 and _far_from_levels(x[0], others, sigma, kinds):
-            out[i] = [True]
+        if (one_step or len(logs[i]) == 1) and _off_every_level(np.asarray(logs[i], dtype=float), others, sigma, kinds):
+            out[i] = [True] * len(logs[i])
     return out
 
 
@@ -236,51 +231,25 @@ def _explained(x: np.ndarray, sigma: float, kinds: Sequence[tuple[float, float]]
 def _off_every_level(x: np.ndarray, levels: Sequence[float], sigma: float,
                      kinds: Sequence[tuple[float, float]]) -> bool:
     """A candidate whose runs sit together, read against the levels of the other candidates (a
-    step moves a commit to another commit's level): interfered, all of them, while they are too
-    few to tell a level of their own from runs that were all interfered (n runs at a kind of share
-    w are ((1 - w) / w)^n times likelier a level of their own, and that must reach AMBIGUOUS's
-    before-kinds margin, 1,000: seven runs at a quarter, ten at a third), where
-
-    * with the hunt's kinds known: one of those levels moved by a kind fits them better than any
-      of those levels, by AMBIGUOUS's margin with kinds (the likelihoods, at the hunt's scale);
-      where many runs are off the scale reads high (6% for 2% noise with half of BAD's runs at
-      0.7x), and a run at 0.7x of GOOD then lies within REJECT sigma of BAD's level at 0.9x;
-    * before any kind is known, once a run was read off its level somewhere (`seen_off`): they
-      lie beyond every level, where one step puts no commit.
-
-    A bisection's single run at 0.7x of GOOD otherwise reads as a level of its own (a step before
-    it: half of the simulated hunts with a quarter of the runs at 0.7x picked a wrong step so), and
-    so do four runs in a row at 0.7x at the naming gate's fresh pairs (one in 256)."""
-    if not (sigma > 0 and levels):
-        return False
-    known = np.asarray(levels)
-    if not kinds:
-        # before any kind is known (a run read off its level elsewhere): beyond every level,
-        # where one step puts no commit
-        below, above = x.max() < known.min() - REJECT * sigma, x.min() > known.max() + REJECT * sigma
-        share = UNKNOWN_SHARE[0] if below else UNKNOWN_SHARE[1]
-        return (below or above) and x.size * math.log((1 - share) / share) < AMBIGUOUS[1]
-    typical = max(1.0 - sum(w for _, w in kinds), 0.05)
-    at_level = np.sum(np.log(typical) - 0.5 * ((x[:, None] - known[None, :]) / sigma) ** 2, axis=0).max()
-    for off, share in kinds:
-        moved = np.sum(np.log(share) - 0.5 * ((x[:, None] - off - known[None, :]) / sigma) ** 2, axis=0)
-        if moved.max() - at_level > AMBIGUOUS[0] and x.size * math.log((1 - share) / share) < AMBIGUOUS[1]:
-            return True
-    return False
-
-
-def _far_from_levels(x: float, levels: Sequence[float], sigma: float, kinds: Sequence[tuple[float, float]]) -> bool:
-    """A hunk hunt's subset's only run: interfered when it lies more than REJECT sigma from every
-    other subset's level and within it of one moved by a kind. Only a single run, and by distance:
-    a subset's runs are read over the hunt, whose scale reads low by chance early (0.2% for 2%
-    noise over three runs of two subsets), and kinds read from that, applied to runs that sit
-    together, set a whole subset apart (a 10-hunk dependent pair took 151 probes instead of 46)."""
+    step moves a commit to another commit's level): interfered, all of them, when they lie more
+    than REJECT sigma from each of those levels and within it of one of them moved by a kind of
+    interference, while they are too few to tell a level of their own there from runs that were
+    all interfered: the kind's share w makes n such runs ((1 - w) / w)^n times likelier a level
+    of their own, and that must reach AMBIGUOUS's before-kinds margin (1,000: seven runs at a
+    quarter, ten at a third). A bisection's single run at 0.7x of GOOD otherwise reads as a level
+    of its own (a step before it), and so do four runs in a row at 0.7x at the naming gate's fresh
+    pairs (one in 256 at a quarter: a false culprit in 100 simulated hunts). Only where the hunt
+    knows a kind; until the runs are that many, more runs of the candidate come."""
     if not (sigma > 0 and levels and kinds):
         return False
     known = np.asarray(levels)
-    if np.any(np.abs(x - known) <= REJECT * sigma):
+    if np.any(np.abs(x[:, None] - known[None, :]) <= REJECT * sigma):
         return False
-    return any(np.any(np.abs(x - off - known) <= REJECT * sigma) for off, _ in kinds)
+    for off, share in kinds:
+        if np.any(np.all(np.abs(x[:, None] - off - known[None, :]) <= REJECT * sigma, axis=0)):
+            if x.size * math.log((1 - share) / share) < AMBIGUOUS[1]:
+                return True
+    return False
 
 
 Reader = Callable[[Mapping[int, Sequence[float]]], "dict[int, list[bool]]"]
