@@ -124,7 +124,7 @@ def test_four_runs_half_of_them_at_the_hunts_kind_of_interference_keep_their_lev
     rng = np.random.default_rng(11)
     logs = _logs(rng, {i: 1000.0 for i in range(10)}, 8, 0.02, off={i: [i % 8, (i + 3) % 8] for i in range(10)})
     logs[10] = [math.log(v) for v in (8890.0, 8653.0, 6499.0, 6351.0)]
-    assert interfered_runs(logs, kinds_explain=True)[10] == [False, False, True, True]
+    assert interfered_runs(logs, subsets=True)[10] == [False, False, True, True]
     assert not any(interfered_runs(logs)[10])    # a commit search keeps them: a scatter of its own
 
 

@@ -166,7 +166,7 @@ def _level(x: np.ndarray, sigma: float, kinds: Sequence[tuple[float, float]]) ->
 
 
 def interfered_runs(logs: Mapping[int, Sequence[float]], scale: float | None = None, *,
-                    kinds_explain: bool = False, one_step: bool = True) -> dict[int, list[bool]]:
+                    subsets: bool = False) -> dict[int, list[bool]]:
     """Per candidate, for each of its runs (log tok/s, in order), whether it is read as interfered.
 
     `scale`: the robust sigma (default: `robust_scale` of these groups; a candidate's own, from
@@ -175,14 +175,17 @@ def interfered_runs(logs: Mapping[int, Sequence[float]], scale: float | None = N
     interference, `interference_kinds`, tell a level from the runs off it, so that a candidate
     whose runs were half interfered keeps its level). Where the level cannot be told (two runs far
     apart that no kind explains, or half a candidate's runs off before any kind is known), none of
-    its runs is read: all wait for more. kinds_explain: a candidate whose runs the kinds explain
-    (`_explained`) keeps the hunt's scale (`HuntReading`: its arms are a few runs each, where
-    half of them interfered is common; in a commit search, where a commit's runs accumulate, a
-    level read wrongly at first then set its typical runs apart and named a false culprit in 1 of
-    100 simulated hunts with a tenth of the runs 30% fast). one_step: the candidates are commits,
-    whose levels are those of one or a few steps, and runs that sit together are read against the
-    other commits' levels (`_off_every_level`); False: a hunk hunt's subsets, sums of any of its
-    culprits, whose single runs only are."""
+    its runs is read: all wait for more. Runs of a commit that sit together are read against the
+    other commits' levels, a step's (`_off_every_level`).
+
+    subsets: the candidates are a hunk hunt's subsets (`HuntReading`), read two ways apart:
+    a subset whose runs the kinds explain (`_explained`) keeps the hunt's scale (its arms are a
+    few runs each, where half of them interfered is common; in a commit search, where a commit's
+    runs accumulate, a level read wrongly at first then set its typical runs apart and named a
+    false culprit in 1 of 100 simulated hunts with a tenth of the runs 30% fast); and only a
+    subset's single run is read against the other subsets' levels (subsets are sums of any of the
+    hunt's culprits, and their scale, over a few runs each, reads low by chance early: a "kind"
+    read from it set a whole subset's runs apart)."""
     sigma = robust_scale(list(logs.values())) if scale is None else scale
     kinds = interference_kinds(logs, sigma) if sigma > 0 else []
     out: dict[int, list[bool]] = {}
@@ -193,7 +196,7 @@ def interfered_runs(logs: Mapping[int, Sequence[float]], scale: float | None = N
         # a candidate noisier than the rest (host-bound, flaky) scatters on its own scale: its
         # spread is its own, for the noisier-commit rules to see (search/book.py), not interference
         mine = own_scale(x) if x.size >= 3 else math.nan
-        own = mine if mine > OWN_SCALE * sigma and not (kinds_explain and _explained(x, sigma, kinds)) else sigma
+        own = mine if mine > OWN_SCALE * sigma and not (subsets and _explained(x, sigma, kinds)) else sigma
         if not (own > 0) or x.size < 2 or np.ptp(x) <= REJECT * own:
             out[i] = [False] * x.size
             if own > 0:
@@ -207,7 +210,7 @@ def interfered_runs(logs: Mapping[int, Sequence[float]], scale: float | None = N
             levels[i] = level
     for i in together:
         others = [level for j, level in levels.items() if j != i]
-        if (one_step or len(logs[i]) == 1) and _off_every_level(np.asarray(logs[i], dtype=float), others, sigma, kinds):
+        if (not subsets or len(logs[i]) == 1) and _off_every_level(np.asarray(logs[i], dtype=float), others, sigma, kinds):
             out[i] = [True] * len(logs[i])
     return out
 
@@ -238,8 +241,8 @@ def _off_every_level(x: np.ndarray, levels: Sequence[float], sigma: float,
     of their own, and that must reach AMBIGUOUS's before-kinds margin (1,000: seven runs at a
     quarter, ten at a third). A bisection's single run at 0.7x of GOOD otherwise reads as a level
     of its own (a step before it), and so do four runs in a row at 0.7x at the naming gate's fresh
-    pairs (one in 256 at a quarter: a false culprit in 100 simulated hunts). Only where the hunt
-    knows a kind; until the runs are that many, more runs of the candidate come."""
+    pairs (one in 256 at a quarter). Only where the hunt knows a kind; until the runs are that
+    many, more runs of the candidate come."""
     if not (sigma > 0 and levels and kinds):
         return False
     known = np.asarray(levels)
@@ -300,7 +303,7 @@ class HuntReading:
             return
         recent = {key: runs[-self.WINDOW:] for key, runs in self._runs.items()}
         keys = list(recent)
-        flags = interfered_runs({k: recent[key] for k, key in enumerate(keys)}, kinds_explain=True, one_step=False)
+        flags = interfered_runs({k: recent[key] for k, key in enumerate(keys)}, subsets=True)
         for k, key in enumerate(keys):
             off = self._off.setdefault(key, set())
             for value, far in zip(recent[key], flags[k]):
