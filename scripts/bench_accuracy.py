@@ -91,16 +91,21 @@ shared machine at 2-3%), with A/A ranges at the same noise: `--floor`."""
 
 
 _SLOW_QUARTER, _SLOW_TENTH = (Interference(0.25, 0.7),), (Interference(0.10, 0.8),)
+_MEASURED_SHAPE = (Interference(0.25, 0.42, 0.55), Interference(0.19, 0.6, 0.97))
 INTERFERENCE_CELLS = (Cell(32, (-0.10,), 0.02, key=True, interference=_SLOW_QUARTER),
                       Cell(128, (-0.05,), 0.01, key=True, interference=_SLOW_TENTH),
                       Cell(32, (), 0.02, key=True, interference=_SLOW_QUARTER),
                       Cell(128, (), 0.01, key=True, interference=_SLOW_TENTH),
                       Cell(32, (-0.10,), 0.02, key=True, interference=(Interference(0.10, 1.3),)),
                       Cell(32, (-0.10,), 0.02, key=True, interference=(Interference(0.15, 0.7), Interference(0.10, 1.3))),
-                      Cell(32, (), 0.02, key=True, interference=(Interference(0.15, 0.7), Interference(0.10, 1.3))))
+                      Cell(32, (), 0.02, key=True, interference=(Interference(0.15, 0.7), Interference(0.10, 1.3))),
+                      Cell(16, (-0.13,), 0.015, key=True, interference=_MEASURED_SHAPE),
+                      Cell(16, (), 0.015, key=True, interference=_MEASURED_SHAPE))
 """Runs far off their level on top of lognormal noise (a fraction of runs at a factor: a busy
 neighbour, a straggler, a pulsing pipeline; slow, fast, and both), with A/A ranges of the same
-noise: `--interference`."""
+noise: `--interference`. The last two: the shape measured on the bimodal bench's runs
+(`bench_bimodal_hunt.py`: a quarter of the runs at 0.42-0.55x, about one in seven anywhere in
+0.6-0.97x, the rest at 1.5%)."""
 
 
 def grid(quick: bool) -> list[Cell]:

@@ -156,7 +156,7 @@ def main() -> int:
     p.add_argument("--shape", choices=("double", "sleep"), default="double")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--no-interference", action="store_true", help="our hunt with --no-interference")
-    p.add_argument("--keep", type=Path, help="copy each trial's JSON report here (hunt-N.json)")
+    p.add_argument("--keep", type=Path, help="copy each trial's JSON report and sample store here (hunt-N.json, store-N.sqlite)")
     args = p.parse_args()
     rng = random.Random(args.seed)
     extra = ["--no-busy-check"] + (["--no-interference"] if args.no_interference else [])
@@ -177,6 +177,7 @@ def main() -> int:
             if args.keep:
                 args.keep.mkdir(parents=True, exist_ok=True)
                 shutil.copy(root / "hunt.json", args.keep / f"hunt-{trial}.json")
+                shutil.copy(root / "store.sqlite", args.keep / f"store-{trial}.sqlite")
             shutil.rmtree(root, ignore_errors=True)
     print(f"{args.commits} commits, a {args.step:.0%} more work step, one run in 4 {args.shape}d "
           f"({'--no-interference' if args.no_interference else 'interference read'}), {args.trials} trials\n")

@@ -34,14 +34,23 @@ def step_levels(n: int, steps: Mapping[int, float], base: float = 1000.0) -> tup
 @dataclass(frozen=True)
 class Interference:
     """A fraction of runs far off their commit's level: each run, independently, with probability
-    `fraction` reads `factor` times what it would have (0.7: 30% slow; 1.3: 30% fast)."""
+    `fraction` reads `factor` times what it would have (0.7: 30% slow; 1.3: 30% fast), or, with
+    `upto`, a factor drawn uniformly between the two (a continuum of slowed runs, as a real
+    machine has beside its doubled ones: docs/results/interference.md, the bimodal bench)."""
 
     fraction: float
     factor: float
+    upto: float | None = None
 
     @property
     def name(self) -> str:
-        return f"{self.fraction:.0%} at {self.factor:g}x"
+        spread = f"-{self.upto:g}" if self.upto is not None else ""
+        return f"{self.fraction:.0%} at {self.factor:g}{spread}x"
+
+    def draw(self, rng: np.random.Generator) -> float:
+        """The factor of one run this kind hits (a uniform draw only where it has a spread, so
+        that the fixed kinds keep their random stream)."""
+        return self.factor if self.upto is None else float(rng.uniform(self.factor, self.upto))
 
 
 @dataclass(frozen=True)
@@ -79,8 +88,8 @@ class FakeExecutor:
         value = self.history.levels[index] * drift * float(np.exp(self.rng.normal(0.0, self.sigma)))
         if self.history.interference:
             # drawn only for histories that have it: the i.i.d. cells keep their random stream
-            hits = [kind.factor for kind in self.history.interference if self.rng.random() < kind.fraction]
-            value *= hits[0] if hits else 1.0
+            hits = [kind for kind in self.history.interference if self.rng.random() < kind.fraction]
+            value *= hits[0].draw(self.rng) if hits else 1.0
         return value
 
 
