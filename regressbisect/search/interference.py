@@ -140,12 +140,9 @@ told, and none of the candidate's runs is read until more come. Before any kind 
 level below a cluster of runs needs three of its runs for each run above it."""
 
 
-def _level(x: np.ndarray, sigma: float, kinds: Sequence[tuple[float, float]]) -> float | None:
-    """The level of one candidate's runs under the hunt's interference: the value among its runs
-    (and its runs less each kind's offset) of the largest mixture likelihood, typical runs
-    N(level, sigma^2), interfered ones N(level + offset, sigma^2) at the kind's share, and broad
-    components for runs off by other amounts (`UNKNOWN_SHARE` before any kind is known); None
-    when a level of another cluster comes within AMBIGUOUS of it."""
+def _mixture_scores(x: np.ndarray, sigma: float, kinds: Sequence[tuple[float, float]]) -> tuple[np.ndarray, np.ndarray]:
+    """The levels a candidate's runs propose (its runs, and its runs less each kind's offset) and
+    the log likelihood of its runs at each under the hunt's mixture (`_level`)."""
     below, above = (BROAD_SHARE, BROAD_SHARE) if kinds else UNKNOWN_SHARE
     typical = max(1.0 - sum(w for _, w in kinds) - max(below, above), 0.05)
     levels = np.concatenate([x] + [x - off for off, _ in kinds])
@@ -157,7 +154,31 @@ def _level(x: np.ndarray, sigma: float, kinds: Sequence[tuple[float, float]]) ->
     for off, w in kinds:
         dens = dens + w * np.exp(-0.5 * ((d - off) / sigma) ** 2)
     broad = np.where(d < 0, below, above)
-    scores = np.sum(np.log(dens / norm + broad), axis=1)
+    return levels, np.sum(np.log(dens / norm + broad), axis=1)
+
+
+def _interference_fits_better(x: np.ndarray, sigma: float, mine: float, kinds: Sequence[tuple[float, float]]) -> bool:
+    """Whether a candidate's wide spread is the hunt's interference rather than a scatter of its
+    own: its runs are likelier under the hunt's mixture at the hunt's scale (a level, the kinds'
+    offsets, the broad component) than under one lognormal at its own scale (a likelihood ratio
+    of the two fitted models). A commit most of whose runs sit within the hunt's scale, with the
+    rest at the kinds and scattered below, is interfered; a host-bound commit's runs, spread
+    evenly over its own scale, are not. Only once the hunt knows a kind."""
+    if not kinds:
+        return False
+    _, scores = _mixture_scores(x, sigma, kinds)
+    centre = float(np.median(x))
+    own = float(np.sum(-0.5 * ((x - centre) / mine) ** 2)) - x.size * math.log(mine * math.sqrt(2 * math.pi))
+    return float(np.max(scores)) > own
+
+
+def _level(x: np.ndarray, sigma: float, kinds: Sequence[tuple[float, float]]) -> float | None:
+    """The level of one candidate's runs under the hunt's interference: the value among its runs
+    (and its runs less each kind's offset) of the largest mixture likelihood, typical runs
+    N(level, sigma^2), interfered ones N(level + offset, sigma^2) at the kind's share, and broad
+    components for runs off by other amounts (`UNKNOWN_SHARE` before any kind is known); None
+    when a level of another cluster comes within AMBIGUOUS of it."""
+    levels, scores = _mixture_scores(x, sigma, kinds)
     best = int(np.argmax(scores))
     rivals = np.abs(levels - levels[best]) > REJECT * sigma
     if np.any(rivals) and scores[best] - float(np.max(scores[rivals])) < AMBIGUOUS[0 if kinds else 1]:
@@ -178,14 +199,18 @@ def interfered_runs(logs: Mapping[int, Sequence[float]], scale: float | None = N
     its runs is read: all wait for more. Runs of a commit that sit together are read against the
     other commits' levels, a step's (`_off_every_level`).
 
+    A candidate whose own Q_n is OWN_SCALE times the hunt's keeps the hunt's scale where its runs
+    are the hunt's interference: in a commit search where the hunt's mixture fits them better than
+    one lognormal at their own scale (`_interference_fits_better`: a quarter of the runs at half
+    their level and a few anywhere between, as a real bimodal bench gives, put a commit's Q_n at 9
+    times the hunt's, and read as a scatter of its own it was named a culprit).
+
     subsets: the candidates are a hunk hunt's subsets (`HuntReading`), read two ways apart:
-    a subset whose runs the kinds explain (`_explained`) keeps the hunt's scale (its arms are a
-    few runs each, where half of them interfered is common; in a commit search, where a commit's
-    runs accumulate, a level read wrongly at first then set its typical runs apart and named a
-    false culprit in 1 of 100 simulated hunts with a tenth of the runs 30% fast); and only a
-    subset's single run is read against the other subsets' levels (subsets are sums of any of the
-    hunt's culprits, and their scale, over a few runs each, reads low by chance early: a "kind"
-    read from it set a whole subset's runs apart)."""
+    a subset keeps the hunt's scale where the kinds explain each of its runs (`_explained`: its
+    arms are a few runs each, where half of them interfered is common); and only a subset's single
+    run is read against the other subsets' levels (subsets are sums of any of the hunt's culprits,
+    and their scale, over a few runs each, reads low by chance early: a "kind" read from it set a
+    whole subset's runs apart)."""
     sigma = robust_scale(list(logs.values())) if scale is None else scale
     kinds = interference_kinds(logs, sigma) if sigma > 0 else []
     out: dict[int, list[bool]] = {}
@@ -196,7 +221,8 @@ def interfered_runs(logs: Mapping[int, Sequence[float]], scale: float | None = N
         # a candidate noisier than the rest (host-bound, flaky) scatters on its own scale: its
         # spread is its own, for the noisier-commit rules to see (search/book.py), not interference
         mine = own_scale(x) if x.size >= 3 else math.nan
-        own = mine if mine > OWN_SCALE * sigma and not (subsets and _explained(x, sigma, kinds)) else sigma
+        own = mine if mine > OWN_SCALE * sigma and not (
+            _explained(x, sigma, kinds) if subsets else _interference_fits_better(x, sigma, mine, kinds)) else sigma
         if not (own > 0) or x.size < 2 or np.ptp(x) <= REJECT * own:
             out[i] = [False] * x.size
             if own > 0:
