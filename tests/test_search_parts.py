@@ -110,6 +110,32 @@ def test_a_noisy_commit_beside_the_step_is_not_named_through_the_pools_quiet():
     assert sum(found) >= 5
 
 
+def test_a_step_the_size_of_the_hunts_interference_is_named_only_on_runs_that_tell_it_from_interfered_ones():
+    """Seven of seven runs of an A/A commit at 0.48-0.70x (a quarter of the hunt's runs at about
+    0.49x, some anywhere between): read at a level of their own, their fresh pairs named a -48% step
+    (bench_accuracy.py --interference, the measured shape, trial 96). n runs of a kind's share w
+    are all interfered with probability w^n: the gate waits for n with w^n below its alpha."""
+    rng = np.random.default_rng(3)
+    book = SampleBook(pair_window=2, read_interference=True)
+    draw = lambda level: float(level * math.exp(rng.normal(0, 0.015)))  # noqa: E731
+    for k in range(16):
+        book.add(0, draw(1000 * (0.49 if k % 4 == 1 else 1.0)), tag=None, when=2 * k)
+        book.add(15, draw(870 * (0.49 if k % 4 == 2 else 1.0)), tag=None, when=2 * k + 1)
+    slowed = [0.70, 0.52, 0.52, 0.63, 0.48, 0.55, 0.56]
+    book.add(3, draw(1000), tag=None, when=40)
+    book.add(4, draw(1000 * slowed[0]), tag=None, when=41)
+    gate = NamingGate(book, name_alpha=0.001)
+    gate.pick(3, 4, when=41, step=math.log(0.55))
+    for k, factor in enumerate(slowed[1:5]):
+        book.add(3, draw(1000), tag=None, when=42 + 2 * k)
+        book.add(4, draw(1000 * factor), tag=None, when=43 + 2 * k)
+    assert len(gate.fresh_pairs(3, 4)) == 4 and not gate.named(3, 4, sign=-1)
+    for k, factor in enumerate(slowed[5:] + [0.5] * 4):
+        book.add(3, draw(1000), tag=None, when=52 + 2 * k)
+        book.add(4, draw(1000 * factor), tag=None, when=53 + 2 * k)
+    assert gate.named(3, 4, sign=-1)           # a step of that size is named on enough of them
+
+
 def _gate_with_pairs(drop: float, pairs: int, noise: float = 0.01, since: int = 0) -> NamingGate:
     rng = np.random.default_rng(7)
     book = SampleBook(pair_window=2)

@@ -16,7 +16,7 @@ import numpy as np
 from scipy.stats import chi2
 from scipy.stats import f as f_dist
 
-from regressbisect.search.interference import Reader, interfered_runs
+from regressbisect.search.interference import Reader, interfered_runs, runs_to_tell_from_a_kind
 from regressbisect.search.stats import NoisePool
 
 __all__ = ["NOISE_PRIOR_DF", "NOISIER_LEVEL", "RECENT_DF", "SampleBook", "SideBySide", "unmeasurable_by_skips"]
@@ -134,6 +134,15 @@ class SampleBook:
                 view = self._runs_view(off)
         self._typical = (len(self._all_order), view)
         return view
+
+    def runs_to_tell_from_interference(self, step: float, alpha: float) -> int:
+        """Pairs a step of this size needs before its fresh pairs can name it at level alpha, where
+        it has the size of the hunt's interference (`runs_to_tell_from_a_kind`); 0 where runs are
+        not read as interfered."""
+        if not self.read_interference or self.reader is not interfered_runs or self.drifting():
+            return 0
+        return runs_to_tell_from_a_kind(step, {i: [math.log(v) for v, _, _ in runs] for i, runs in self.runs.items()
+                                               if not self.unmeasurable_after(i, len(runs))}, alpha)
 
     def _runs_view(self, off: dict[int, list[bool]]) -> "_Typical":
         """The runs not flagged in `off` (by candidate, per run), and those flagged apart."""

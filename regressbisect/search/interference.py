@@ -39,7 +39,7 @@ import numpy as np
 from scipy.stats import chi2
 
 __all__ = ["REJECT", "MIN_DIFFERENCES", "robust_scale", "own_scale", "interference_kinds", "interfered_runs",
-           "Reader", "HuntReading"]
+           "runs_to_tell_from_a_kind", "Reader", "HuntReading"]
 
 REJECT = 4.5
 """Robust sigmas from the level beyond which a run is read as interfered (a lognormal run lies
@@ -279,6 +279,22 @@ def _off_every_level(x: np.ndarray, levels: Sequence[float], sigma: float,
             if x.size * math.log((1 - share) / share) < AMBIGUOUS[1]:
                 return True
     return False
+
+
+def runs_to_tell_from_a_kind(step: float, logs: Mapping[int, Sequence[float]], alpha: float) -> int:
+    """The runs at a step's far level that tell it from runs that were all interfered, at level
+    alpha: where the step (log) lies within REJECT sigma of a kind of interference the hunt knows,
+    in its direction, n runs of a kind's share w are all interfered with probability w^n, so
+    n >= log(alpha) / log(w); elsewhere none. A commit whose first runs all came slowed by the
+    hunt's interference reads at a level of its own there (seven of seven at 0.48-0.70x, with a
+    kind at 0.49x: the naming gate's fresh pairs named a -48% step of an A/A commit)."""
+    sigma = robust_scale(list(logs.values()))
+    if not sigma > 0:
+        return 0
+    for off, share in interference_kinds(logs, sigma):
+        if off * step > 0 and abs(step - off) <= REJECT * sigma:
+            return math.ceil(math.log(alpha) / math.log(share))
+    return 0
 
 
 Reader = Callable[[Mapping[int, Sequence[float]]], "dict[int, list[bool]]"]

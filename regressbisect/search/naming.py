@@ -111,6 +111,8 @@ class NamingGate:
         if toward(est, sign) <= 0:
             return False
         alpha_k = alpha_share(self.name_alpha, target.order)
+        if len(diffs) < self.book.runs_to_tell_from_interference(est, alpha_k):
+            return False
         priors = (target.effect ** 2,) if math.isfinite(target.effect) and target.effect > 0 else EFFECT_PRIORS
         split = {a: target.since, b: target.since}
         if self.book.own_noise(split, only=(a, b)).df < OWN_DF_TO_NAME:
