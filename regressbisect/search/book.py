@@ -138,7 +138,8 @@ class SampleBook:
     def runs_to_tell_from_interference(self, step: float, alpha: float) -> int:
         """Pairs a step of this size needs before its fresh pairs can name it at level alpha, where
         it has the size of the hunt's interference (`runs_to_tell_from_a_kind`); 0 where runs are
-        not read as interfered."""
+        not read as interfered, or are read on a hunk hunt's runs (`HuntReading`: its kinds are the
+        hunt's, which this book's few runs an arm do not show)."""
         if not self.read_interference or self.reader is not interfered_runs or self.drifting():
             return 0
         return runs_to_tell_from_a_kind(step, {i: [math.log(v) for v, _, _ in runs] for i, runs in self.runs.items()
