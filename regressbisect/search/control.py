@@ -95,7 +95,7 @@ class ControlArm:
             if self.book.read_interference and pairs < PAIRS_FOR_THE_OTHER_WAY and self._the_other_way(cmp):
                 return None
             return Verdict.NOT_REPRODUCED
-        if min(self.book.run_count(self.good, self.tag), self.book.run_count(self.bad, self.tag)) >= s.max_samples:
+        if self.at_cap():
             # out of pairs (runs read as interfered count: the cap bounds the cost): one fixed-sample look, the t test at reproduce_alpha (the e-value
             # pays for looking at every pair; a last look at a known size does not, and with
             # it the chance of 'reproduced' on an A/A range is at most twice reproduce_alpha).
@@ -106,6 +106,11 @@ class ControlArm:
                 return Verdict.REPRODUCED
             return Verdict.UNDECIDED if self._reproduces(cmp, s.alpha / 5) else Verdict.NOT_REPRODUCED
         return None
+
+    def at_cap(self) -> bool:
+        """An end has taken max_samples runs of the arm (runs read as interfered count: the cap
+        bounds the cost), though fewer of its pairs may be typical."""
+        return min(self.book.run_count(self.good, self.tag), self.book.run_count(self.bad, self.tag)) >= self.settings.max_samples
 
     def _pairs_to_decide(self, a: Sequence[float], b: Sequence[float]) -> int:
         """PAIRS_TO_DECIDE where runs are read as interfered, or two with a remembered noise scale
@@ -182,7 +187,7 @@ class ControlArm:
         the hunted direction (its last look's 95% interval reaches it): more --max-samples would
         tell, and the hunt's report gives the command that goes on from the stored samples."""
         cmp = self.comparison
-        return (cmp is not None and self.pairs() >= self.settings.max_samples
+        return (cmp is not None and self.at_cap()
                 and not self._the_other_way(cmp) and self._larger_not_ruled_out(cmp))
 
     def _larger_not_ruled_out(self, cmp: Comparison) -> bool:
@@ -216,7 +221,7 @@ class ControlArm:
         if verdict == Verdict.UNDECIDED:
             return (f"{text}: at the pair cap (--max-samples {s.max_samples}) 'reproduced' needs p below "
                     f"{s.reproduce_alpha:g} and this came close ({p_text}); more --max-samples would tell")
-        if pairs >= s.max_samples:
+        if self.at_cap():
             if not ours:
                 why = f"is not a {hunted}"
             elif not big:
