@@ -136,6 +136,32 @@ def test_a_step_the_size_of_the_hunts_interference_is_named_only_on_runs_that_te
     assert gate.named(3, 4, sign=-1)           # a step of that size is named on enough of them
 
 
+def test_before_any_kind_is_known_a_step_the_size_of_a_run_read_off_waits_as_long_as_for_a_kind():
+    """An A/A range: five of BAD's six runs at 0.7x before the hunt knew a kind of interference
+    (one run of GOOD read off at 0.68x), and the gate's fresh pairs of 30..31 named BAD a -30%
+    culprit (bench_accuracy.py --interference, 32 commits, A/A, trial 86). Before any kind is known
+    the runs read off so far stand for one at the prior's share (a quarter of the runs may be slow)."""
+    rng = np.random.default_rng(4)
+    book = SampleBook(pair_window=2, read_interference=True)
+    draw = lambda level: float(level * math.exp(rng.normal(0, 0.02)))  # noqa: E731
+    for k in range(6):
+        book.add(0, draw(1000 * (0.68 if k == 2 else 1.0)), tag=None, when=2 * k)
+        book.add(31, draw(700), tag=None, when=2 * k + 1)
+    book.add(30, draw(1000), tag=None, when=20)
+    book.add(31, draw(700), tag=None, when=21)
+    gate = NamingGate(book, name_alpha=0.001)
+    gate.pick(30, 31, when=21, step=math.log(0.7))
+    for k in range(3):
+        book.add(30, draw(1000), tag=None, when=22 + 2 * k)
+        book.add(31, draw(700), tag=None, when=23 + 2 * k)
+    assert book.interfered() == {0: [pytest.approx(680, rel=0.1)]}
+    assert len(gate.fresh_pairs(30, 31)) == 3 and not gate.named(30, 31, sign=-1)
+    for k in range(3):
+        book.add(30, draw(1000), tag=None, when=28 + 2 * k)
+        book.add(31, draw(700), tag=None, when=29 + 2 * k)
+    assert gate.named(30, 31, sign=-1)          # six pairs: 0.25^6 is below the gate's alpha
+
+
 def _gate_with_pairs(drop: float, pairs: int, noise: float = 0.01, since: int = 0) -> NamingGate:
     rng = np.random.default_rng(7)
     book = SampleBook(pair_window=2)

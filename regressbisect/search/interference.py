@@ -99,9 +99,9 @@ def own_scale(x: Sequence[float]) -> float:
     return 2.2219 * small * float(d[h * (h - 1) // 2 - 1])
 
 
-def interference_kinds(logs: Mapping[int, Sequence[float]], sigma: float) -> list[tuple[float, float]]:
+def interference_kinds(logs: Mapping[int, Sequence[float]], sigma: float, *, least: int = 2) -> list[tuple[float, float]]:
     """The hunt's kinds of interference, (log offset from the level, share of runs), one per
-    direction seen at least twice: the runs off the level of each candidate whose level is clear
+    direction seen at least `least` times: the runs off the level of each candidate whose level is clear
     before any kind is known (`_level` with the default components), summarised by their median
     offset and their share of the runs of such candidates. A machine property, shared by every
     candidate."""
@@ -119,7 +119,7 @@ def interference_kinds(logs: Mapping[int, Sequence[float]], sigma: float) -> lis
     kinds = []
     for side in (-1, 1):
         mine = [o for o in offsets if o * side > 0]
-        if len(mine) >= 2:
+        if len(mine) >= least:
             kinds.append((float(np.median(mine)), min(max(len(mine) / counted, 0.02), 0.45)))
     return kinds
 
@@ -287,11 +287,18 @@ def runs_to_tell_from_a_kind(step: float, logs: Mapping[int, Sequence[float]], a
     in its direction, n runs of a kind's share w are all interfered with probability w^n, so
     n >= log(alpha) / log(w); elsewhere none. A commit whose first runs all came slowed by the
     hunt's interference reads at a level of its own there (seven of seven at 0.48-0.70x, with a
-    kind at 0.49x: the naming gate's fresh pairs named a -48% step of an A/A commit)."""
+    kind at 0.49x: the naming gate's fresh pairs named a -48% step of an A/A commit). Before a
+    direction has a kind (two runs off), a single run read off in it stands for one at
+    UNKNOWN_SHARE's share: BAD's runs five of six at 0.7x, one of GOOD's read off at 0.68x, and the
+    gate named BAD a -30% culprit of an A/A range on three fresh pairs."""
     sigma = robust_scale(list(logs.values()))
     if not sigma > 0:
         return 0
-    for off, share in interference_kinds(logs, sigma):
+    known = interference_kinds(logs, sigma)
+    for off, share in interference_kinds(logs, sigma, least=1):
+        if not any(o * off > 0 for o, _ in known):
+            # one run off so far in this direction: its share is the prior's before any kind is known
+            share = UNKNOWN_SHARE[0 if off < 0 else 1]
         if off * step > 0 and abs(step - off) <= REJECT * sigma:
             return math.ceil(math.log(alpha) / math.log(share))
     return 0
