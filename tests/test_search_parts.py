@@ -110,6 +110,13 @@ def test_a_noisy_commit_beside_the_step_is_not_named_through_the_pools_quiet():
     assert sum(found) >= 5
 
 
+def _side_by_side(book: SampleBook, a: int, b: int, levels: list[tuple[float, float]], start: int, draw) -> None:
+    """Pairs of a and b at these levels, back to back from round `start` (a first)."""
+    for k, (level_a, level_b) in enumerate(levels):
+        book.add(a, draw(level_a), tag=None, when=start + 2 * k)
+        book.add(b, draw(level_b), tag=None, when=start + 2 * k + 1)
+
+
 def test_a_step_the_size_of_the_hunts_interference_is_named_only_on_runs_that_tell_it_from_interfered_ones():
     """Seven of seven runs of an A/A commit at 0.48-0.70x (a quarter of the hunt's runs at about
     0.49x, some anywhere between): read at a level of their own, their fresh pairs named a -48% step
@@ -118,21 +125,15 @@ def test_a_step_the_size_of_the_hunts_interference_is_named_only_on_runs_that_te
     rng = np.random.default_rng(3)
     book = SampleBook(pair_window=2, read_interference=True)
     draw = lambda level: float(level * math.exp(rng.normal(0, 0.015)))  # noqa: E731
-    for k in range(16):
-        book.add(0, draw(1000 * (0.49 if k % 4 == 1 else 1.0)), tag=None, when=2 * k)
-        book.add(15, draw(870 * (0.49 if k % 4 == 2 else 1.0)), tag=None, when=2 * k + 1)
+    _side_by_side(book, 0, 15, [(1000 * (0.49 if k % 4 == 1 else 1.0), 870 * (0.49 if k % 4 == 2 else 1.0))
+                                for k in range(16)], 0, draw)
     slowed = [0.70, 0.52, 0.52, 0.63, 0.48, 0.55, 0.56]
-    book.add(3, draw(1000), tag=None, when=40)
-    book.add(4, draw(1000 * slowed[0]), tag=None, when=41)
+    _side_by_side(book, 3, 4, [(1000, 1000 * slowed[0])], 40, draw)
     gate = NamingGate(book, name_alpha=0.001)
     gate.pick(3, 4, when=41, step=math.log(0.55))
-    for k, factor in enumerate(slowed[1:5]):
-        book.add(3, draw(1000), tag=None, when=42 + 2 * k)
-        book.add(4, draw(1000 * factor), tag=None, when=43 + 2 * k)
+    _side_by_side(book, 3, 4, [(1000, 1000 * f) for f in slowed[1:5]], 42, draw)
     assert len(gate.fresh_pairs(3, 4)) == 4 and not gate.named(3, 4, sign=-1)
-    for k, factor in enumerate(slowed[5:] + [0.5] * 4):
-        book.add(3, draw(1000), tag=None, when=52 + 2 * k)
-        book.add(4, draw(1000 * factor), tag=None, when=53 + 2 * k)
+    _side_by_side(book, 3, 4, [(1000, 1000 * f) for f in slowed[5:] + [0.5] * 4], 52, draw)
     assert gate.named(3, 4, sign=-1)           # a step of that size is named on enough of them
 
 
@@ -144,21 +145,14 @@ def test_before_any_kind_is_known_a_step_the_size_of_a_run_read_off_waits_as_lon
     rng = np.random.default_rng(4)
     book = SampleBook(pair_window=2, read_interference=True)
     draw = lambda level: float(level * math.exp(rng.normal(0, 0.02)))  # noqa: E731
-    for k in range(6):
-        book.add(0, draw(1000 * (0.68 if k == 2 else 1.0)), tag=None, when=2 * k)
-        book.add(31, draw(700), tag=None, when=2 * k + 1)
-    book.add(30, draw(1000), tag=None, when=20)
-    book.add(31, draw(700), tag=None, when=21)
+    _side_by_side(book, 0, 31, [(1000 * (0.68 if k == 2 else 1.0), 700) for k in range(6)], 0, draw)
+    _side_by_side(book, 30, 31, [(1000, 700)], 20, draw)
     gate = NamingGate(book, name_alpha=0.001)
     gate.pick(30, 31, when=21, step=math.log(0.7))
-    for k in range(3):
-        book.add(30, draw(1000), tag=None, when=22 + 2 * k)
-        book.add(31, draw(700), tag=None, when=23 + 2 * k)
+    _side_by_side(book, 30, 31, [(1000, 700)] * 3, 22, draw)
     assert book.interfered() == {0: [pytest.approx(680, rel=0.1)]}
     assert len(gate.fresh_pairs(30, 31)) == 3 and not gate.named(30, 31, sign=-1)
-    for k in range(3):
-        book.add(30, draw(1000), tag=None, when=28 + 2 * k)
-        book.add(31, draw(700), tag=None, when=29 + 2 * k)
+    _side_by_side(book, 30, 31, [(1000, 700)] * 3, 28, draw)
     assert gate.named(30, 31, sign=-1)          # six pairs: 0.25^6 is below the gate's alpha
 
 
