@@ -16,7 +16,7 @@ import numpy as np
 from scipy.stats import chi2
 from scipy.stats import f as f_dist
 
-from regressbisect.search.interference import Reader, interfered_runs, runs_to_tell_from_a_kind
+from regressbisect.search.interference import Reader, interfered_runs, provisional_kinds, runs_to_tell_from_a_kind
 from regressbisect.search.stats import NoisePool
 
 __all__ = ["NOISE_PRIOR_DF", "NOISIER_LEVEL", "RECENT_DF", "SampleBook", "SideBySide", "unmeasurable_by_skips"]
@@ -74,6 +74,7 @@ class SampleBook:
         self._typical: tuple[int, _Typical] | None = None     # `_view` at the runs recorded then
         self._pairs: tuple[tuple[int, int], SideBySide] | None = None    # `pairs` at `_state()`
         self._outliers: tuple[tuple[int, int], frozenset[int]] | None = None   # `noisier_commits`, likewise
+        self._kinds: tuple[tuple[int, int], tuple[float, list[tuple[float, float]]]] | None = None   # `runs_to_tell_from_interference`
         self.noise_prior = noise_prior.capped(NOISE_PRIOR_DF) if noise_prior and noise_prior.df else None
         self._all_order: list[tuple[int, int]] = []   # (candidate, its run number), as recorded
 
@@ -127,23 +128,31 @@ class SampleBook:
         every = self._runs_view({})
         view = every
         if self.read_interference and not self._drifting(every):
-            logs = {i: [math.log(v) for v, _, _ in runs] for i, runs in self.runs.items()
-                    if not self.unmeasurable_after(i, len(runs))}
-            off = self.reader(logs)
+            off = self.reader(self._logs())
             if any(any(flags) for flags in off.values()):
                 view = self._runs_view(off)
         self._typical = (len(self._all_order), view)
         return view
 
+    def _logs(self) -> dict[int, list[float]]:
+        """Log tok/s of every run of each measurable candidate, interfered ones included: what
+        the interference is read on."""
+        return {i: [math.log(v) for v, _, _ in runs] for i, runs in self.runs.items()
+                if not self.unmeasurable_after(i, len(runs))}
+
     def runs_to_tell_from_interference(self, step: float, alpha: float) -> int:
         """Pairs a step of this size needs before its fresh pairs can name it at level alpha, where
         it has the size of the hunt's interference (`runs_to_tell_from_a_kind`); 0 where runs are
         not read as interfered, or are read on a hunk hunt's runs (`HuntReading`: its kinds are the
-        hunt's, which this book's few runs an arm do not show)."""
-        if not self.read_interference or self.reader is not interfered_runs or self.drifting():
+        hunt's, which this book's few runs an arm do not show). The scale and kinds are kept until
+        a sample or a skip is added (the gate asks at every look)."""
+        if not self.read_interference or self.reader is not interfered_runs:
             return 0
-        return runs_to_tell_from_a_kind(step, {i: [math.log(v) for v, _, _ in runs] for i, runs in self.runs.items()
-                                               if not self.unmeasurable_after(i, len(runs))}, alpha)
+        state = self._state()
+        if self._kinds is None or self._kinds[0] != state:
+            self._kinds = (state, (0.0, []) if self.drifting() else provisional_kinds(self._logs()))
+        sigma, kinds = self._kinds[1]
+        return runs_to_tell_from_a_kind(step, sigma, kinds, alpha)
 
     def _runs_view(self, off: dict[int, list[bool]]) -> "_Typical":
         """The runs not flagged in `off` (by candidate, per run), and those flagged apart."""

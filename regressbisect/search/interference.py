@@ -39,7 +39,7 @@ import numpy as np
 from scipy.stats import chi2
 
 __all__ = ["REJECT", "MIN_DIFFERENCES", "robust_scale", "own_scale", "interference_kinds", "interfered_runs",
-           "runs_to_tell_from_a_kind", "Reader", "HuntReading"]
+           "provisional_kinds", "runs_to_tell_from_a_kind", "Reader", "HuntReading"]
 
 REJECT = 4.5
 """Robust sigmas from the level beyond which a run is read as interfered (a lognormal run lies
@@ -99,12 +99,14 @@ def own_scale(x: Sequence[float]) -> float:
     return 2.2219 * small * float(d[h * (h - 1) // 2 - 1])
 
 
-def interference_kinds(logs: Mapping[int, Sequence[float]], sigma: float, *, least: int = 2) -> list[tuple[float, float]]:
+def interference_kinds(logs: Mapping[int, Sequence[float]], sigma: float, *,
+                       provisional: bool = False) -> list[tuple[float, float]]:
     """The hunt's kinds of interference, (log offset from the level, share of runs), one per
-    direction seen at least `least` times: the runs off the level of each candidate whose level is clear
+    direction seen at least twice: the runs off the level of each candidate whose level is clear
     before any kind is known (`_level` with the default components), summarised by their median
     offset and their share of the runs of such candidates. A machine property, shared by every
-    candidate."""
+    candidate. provisional: a direction seen once gives a kind too, at UNKNOWN_SHARE's share (the
+    prior before any kind is known)."""
     offsets: list[float] = []
     counted = 0
     for values in logs.values():
@@ -117,10 +119,12 @@ def interference_kinds(logs: Mapping[int, Sequence[float]], sigma: float, *, lea
             offsets.extend(d[np.abs(d) > REJECT * sigma])
             counted += x.size
     kinds = []
-    for side in (-1, 1):
+    for side, prior in zip((-1, 1), UNKNOWN_SHARE):
         mine = [o for o in offsets if o * side > 0]
-        if len(mine) >= least:
+        if len(mine) >= 2:
             kinds.append((float(np.median(mine)), min(max(len(mine) / counted, 0.02), 0.45)))
+        elif mine and provisional:
+            kinds.append((float(mine[0]), prior))
     return kinds
 
 
@@ -281,24 +285,24 @@ def _off_every_level(x: np.ndarray, levels: Sequence[float], sigma: float,
     return False
 
 
-def runs_to_tell_from_a_kind(step: float, logs: Mapping[int, Sequence[float]], alpha: float) -> int:
-    """The runs at a step's far level that tell it from runs that were all interfered, at level
-    alpha: where the step (log) lies within REJECT sigma of a kind of interference the hunt knows,
-    in its direction, n runs of a kind's share w are all interfered with probability w^n, so
-    n >= log(alpha) / log(w); elsewhere none. A commit whose first runs all came slowed by the
-    hunt's interference reads at a level of its own there (seven of seven at 0.48-0.70x, with a
-    kind at 0.49x: the naming gate's fresh pairs named a -48% step of an A/A commit). Before a
-    direction has a kind (two runs off), a single run read off in it stands for one at
-    UNKNOWN_SHARE's share: BAD's runs five of six at 0.7x, one of GOOD's read off at 0.68x, and the
-    gate named BAD a -30% culprit of an A/A range on three fresh pairs."""
+def provisional_kinds(logs: Mapping[int, Sequence[float]]) -> tuple[float, list[tuple[float, float]]]:
+    """The hunt's robust scale and its kinds of interference, a direction seen once among them
+    (`interference_kinds(..., provisional=True)`): what `runs_to_tell_from_a_kind` reads."""
     sigma = robust_scale(list(logs.values()))
-    if not sigma > 0:
-        return 0
-    known = interference_kinds(logs, sigma)
-    for off, share in interference_kinds(logs, sigma, least=1):
-        if not any(o * off > 0 for o, _ in known):
-            # one run off so far in this direction: its share is the prior's before any kind is known
-            share = UNKNOWN_SHARE[0 if off < 0 else 1]
+    return sigma, (interference_kinds(logs, sigma, provisional=True) if sigma > 0 else [])
+
+
+def runs_to_tell_from_a_kind(step: float, sigma: float, kinds: Sequence[tuple[float, float]], alpha: float) -> int:
+    """The runs at a step's far level that tell it from runs that were all interfered, at level
+    alpha: where the step (log) lies within REJECT sigma of a kind of interference the hunt knows
+    (`provisional_kinds`), in its direction, n runs of a kind's share w are all interfered with
+    probability w^n, so n >= log(alpha) / log(w); elsewhere none. A commit whose first runs all
+    came slowed by the hunt's interference reads at a level of its own there (seven of seven at
+    0.48-0.70x, with a kind at 0.49x: the naming gate's fresh pairs named a -48% step of an A/A
+    commit). Before a direction has a kind (two runs off), a single run read off in it stands for
+    one at UNKNOWN_SHARE's share: BAD's runs five of six at 0.7x, one of GOOD's read off at 0.68x,
+    and the gate named BAD a -30% culprit of an A/A range on three fresh pairs."""
+    for off, share in kinds:
         if off * step > 0 and abs(step - off) <= REJECT * sigma:
             return math.ceil(math.log(alpha) / math.log(share))
     return 0
