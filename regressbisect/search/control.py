@@ -15,6 +15,7 @@ import numpy as np
 
 from regressbisect.search.book import SampleBook
 from regressbisect.search.direction import hunted_sign, toward
+from regressbisect.search.interference import level_in_doubt
 from regressbisect.search.stats import EFFECT_PRIORS, Comparison, NoisePool, compare, log_threshold, pooled_t_log_bf
 from regressbisect.search.verdicts import Verdict
 
@@ -48,7 +49,10 @@ PAIRS_FOR_THE_OTHER_WAY = 12
 read as interfered. An end most of whose runs were slowed reads at the interfered level, and a real
 slowdown then reads as a clear speed-up (3 of 3 runs of GOOD at 0.7x: one hunt in 64 where a
 quarter of the runs are). The other way is where such an end leads; at 12 pairs, 9 of an end's 12
-runs off at a quarter is one in 2,500, and by then the hunt's kinds of interference read it."""
+runs off at a quarter is one in 2,500, and by then the hunt's kinds of interference read it. It
+waits longer while an end's runs read off could be its level (`_an_end_in_doubt`): GOOD read 12 of
+its 17 runs at 0.7x, and at 12 pairs a real 10% step ended 'not reproduced' (trial 93 of
+bench_accuracy --interference, 32 commits)."""
 
 
 class ControlSettings(Protocol):
@@ -92,9 +96,11 @@ class ControlArm:
         if outcome == "go":
             return Verdict.REPRODUCED
         if outcome == "stop":
-            if self.book.read_interference and pairs < PAIRS_FOR_THE_OTHER_WAY and self._the_other_way(cmp):
+            if not (self.book.read_interference and self._the_other_way(cmp)
+                    and (pairs < PAIRS_FOR_THE_OTHER_WAY or self._an_end_in_doubt())):
+                return Verdict.NOT_REPRODUCED
+            if not self.at_cap():
                 return None
-            return Verdict.NOT_REPRODUCED
         if self.at_cap():
             # out of pairs (runs read as interfered count: the cap bounds the cost): one fixed-sample look, the t test at reproduce_alpha (the e-value
             # pays for looking at every pair; a last look at a known size does not, and with
@@ -177,6 +183,22 @@ class ControlArm:
         lo, hi = cmp.ci95
         big = abs(math.log1p(cmp.change)) >= log_threshold(self.settings.min_effect)
         return bool(sign) and big and (lo > 0 if sign < 0 else hi < 0)
+
+    def _an_end_in_doubt(self) -> bool:
+        """An end whose runs read off on the side that would make the change the hunted one (GOOD's
+        above its level, BAD's below, for a slowdown) may sit at their level instead
+        (`interference.level_in_doubt`): a clear change the other way waits for more pairs."""
+        sign = hunted_sign(self.settings.direction)
+        off = self.book.interfered()
+        for end, side in ((self.good, -sign), (self.bad, sign)):
+            typical = self.book.values(end)
+            if not typical or end not in off:
+                continue
+            level = float(np.median(typical))
+            beyond = sum(1 for v in off[end] if (v - level) * side > 0)
+            if beyond and level_in_doubt(len(typical), beyond, side):
+                return True
+        return False
 
     def _reproduces(self, cmp: Comparison, alpha: float) -> bool:
         """A difference our way whose point estimate reaches min_effect and whose two-sided

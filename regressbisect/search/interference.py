@@ -39,7 +39,7 @@ import numpy as np
 from scipy.stats import chi2
 
 __all__ = ["REJECT", "MIN_DIFFERENCES", "robust_scale", "own_scale", "interference_kinds", "interfered_runs",
-           "provisional_kinds", "runs_to_tell_from_a_kind", "Reader", "HuntReading"]
+           "provisional_kinds", "runs_to_tell_from_a_kind", "level_in_doubt", "Reader", "HuntReading"]
 
 REJECT = 4.5
 """Robust sigmas from the level beyond which a run is read as interfered (a lognormal run lies
@@ -306,6 +306,23 @@ def runs_to_tell_from_a_kind(step: float, sigma: float, kinds: Sequence[tuple[fl
         if off * step > 0 and abs(step - off) <= REJECT * sigma:
             return math.ceil(math.log(alpha) / math.log(share))
     return 0
+
+
+def level_in_doubt(typical: int, beyond: int, side: int) -> bool:
+    """Whether a candidate with `typical` runs at its level and `beyond` runs read off on `side` of
+    it (+1 above, -1 below) may as well sit at those runs' level, its typical runs then interfered
+    the other way: the two readings' weights under the shares before any kind is known
+    (UNKNOWN_SHARE: a quarter of the runs slow, 2% fast, the rest typical) come within
+    AMBIGUOUS[0] (20 to 1). The hunt's kinds cannot judge it, their shares being read on these same
+    runs: GOOD's 12 of 17 runs at 0.7x read as its level made its 5 others a 'fast kind' at 1.43x
+    with a share of its own, and a real 10% slowdown a clear speed-up; 5 runs fast at 2% against
+    12 slow at a quarter is 1 to 170 for that reading."""
+    slow, fast = UNKNOWN_SHARE
+    usual = math.log(1.0 - slow - fast)
+    share = {-1: math.log(slow), 1: math.log(fast)}
+    read = typical * usual + beyond * share[side]
+    other = beyond * usual + typical * share[-side]
+    return other - read > -AMBIGUOUS[0]
 
 
 Reader = Callable[[Mapping[int, Sequence[float]]], "dict[int, list[bool]]"]
