@@ -13,11 +13,9 @@ from dataclasses import dataclass
 from typing import Sequence
 
 import numpy as np
-from scipy.stats import chi2
-from scipy.stats import f as f_dist
 
 from regressbisect.search.interference import Reader, interfered_runs, provisional_kinds, runs_to_tell_from_a_kind
-from regressbisect.search.stats import NoisePool
+from regressbisect.search.stats import NoisePool, chi2_ppf, f_ppf
 
 __all__ = ["NOISE_PRIOR_DF", "NOISIER_LEVEL", "RECENT_DF", "SampleBook", "SideBySide", "unmeasurable_by_skips"]
 
@@ -117,7 +115,8 @@ class SampleBook:
     def run_count(self, i: int, tag: str | None = None) -> int:
         """Runs of `i` that gave a sample (with pairing tag `tag`), interfered ones included: what
         a cap counts."""
-        return sum(1 for _, _, t in self.runs.get(i, []) if tag is None or t == tag)
+        runs = self.runs.get(i, [])
+        return len(runs) if tag is None else sum(1 for _, _, t in runs if t == tag)
 
     def _view(self) -> "_Typical":
         """The typical runs: all but those read as interfered, unless the machine changed during
@@ -180,7 +179,7 @@ class SampleBook:
 
     def unmeasurable(self, i: int) -> bool:
         """The skip rule (`unmeasurable_by_skips`) on candidate i's skips and runs."""
-        return self.unmeasurable_after(i, self.run_count(i))
+        return i in self.skips and self.unmeasurable_after(i, self.run_count(i))
 
     def unmeasurable_after(self, i: int, runs: int) -> bool:
         """The skip rule on candidate i's skips and `runs` runs."""
@@ -327,7 +326,7 @@ class SampleBook:
         """`tested`'s spread is larger than `rest`'s at `level` (F test)."""
         if not (tested.df and rest.df and rest.ss > 0):
             return False
-        return tested.sigma ** 2 > rest.sigma ** 2 * float(f_dist.ppf(level, tested.df, rest.df))
+        return tested.sigma ** 2 > rest.sigma ** 2 * f_ppf(level, tested.df, rest.df)
 
     def own_noise(self, split: dict[int, int] | None = None, only: Sequence[int] | None = None,
                   skip: frozenset[int] = frozenset()) -> NoisePool:
@@ -357,7 +356,7 @@ class SampleBook:
         prior = self.noise_prior
         if prior is None:
             return False
-        return own.df < 3 or own.sigma ** 2 <= prior.sigma ** 2 * float(f_dist.ppf(0.95, own.df, prior.df))
+        return own.df < 3 or own.sigma ** 2 <= prior.sigma ** 2 * f_ppf(0.95, own.df, prior.df)
 
     def noise_prior_report(self) -> dict | None:
         """The remembered noise scale and whether the hunt's noise now uses it (None: no prior)."""
@@ -384,7 +383,7 @@ class SampleBook:
         sigma, df = noise.sigma, noise.df
         if df == 0 or not sigma > 0:
             return math.nan, 0
-        return (sigma * math.sqrt(df / chi2.ppf(0.10, df)) if df < 10 else sigma), df
+        return (sigma * math.sqrt(df / chi2_ppf(0.10, df)) if df < 10 else sigma), df
 
 
 @dataclass(frozen=True)

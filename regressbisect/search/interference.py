@@ -36,7 +36,8 @@ import math
 from typing import Callable, Hashable, Mapping, Sequence
 
 import numpy as np
-from scipy.stats import chi2
+
+from regressbisect.search.stats import chi2_ppf
 
 __all__ = ["REJECT", "MIN_DIFFERENCES", "robust_scale", "own_scale", "interference_kinds", "interfered_runs",
            "provisional_kinds", "runs_to_tell_from_a_kind", "level_in_doubt", "Reader", "HuntReading"]
@@ -77,7 +78,7 @@ def robust_scale(groups: Sequence[Sequence[float]]) -> float:
     if every.size < MIN_DIFFERENCES:
         return math.nan
     df = sum(len(g) - 1 for g in groups if len(g) >= 2)
-    return float(np.quantile(every, 0.25)) / _QN_QUARTILE * math.sqrt(df / float(chi2.ppf(0.10, df)))
+    return float(np.quantile(every, 0.25)) / _QN_QUARTILE * math.sqrt(df / chi2_ppf(0.10, df))
 
 
 _QN_SMALL = {2: 0.399, 3: 0.994, 4: 0.512, 5: 0.844, 6: 0.611, 7: 0.857, 8: 0.669, 9: 0.872}

@@ -28,18 +28,19 @@ from typing import Iterable, Sequence
 
 import numpy as np
 from scipy import stats as _st
-from scipy.special import log_ndtr as _log_ndtr, stdtr as _stdtr, stdtrit as _stdtrit
+from scipy.special import fdtri as _fdtri, gammaincinv as _gammaincinv, log_ndtr as _log_ndtr, stdtr as _stdtr, stdtrit as _stdtrit
 
 __all__ = [
     "Summary", "summarize", "Comparison", "compare", "pooled_log_sigma", "sprt",
     "mixture_log_lr", "log_threshold", "t_confidence_sequence", "t_cs_multiplier",
-    "NoisePool", "pooled_t_log_bf", "EFFECT_PRIORS", "t_cdf", "t_sf", "t_ppf",
+    "NoisePool", "pooled_t_log_bf", "EFFECT_PRIORS", "t_cdf", "t_sf", "t_ppf", "chi2_ppf", "f_ppf",
 ]
 
 
-# -- Student t and normal tails: scipy.stats' own kernels (t._cdf is special.stdtr, t._ppf
-# special.stdtrit, norm.logcdf special.log_ndtr), without the per-call argument dispatch that
-# made them a fifth of a simulated hunt's time; for finite arguments and df >= 1, the same numbers.
+# -- Student t, chi-square, F and normal tails: scipy.stats' own kernels (t._cdf is special.stdtr,
+# t._ppf special.stdtrit, chi2._ppf 2 special.gammaincinv(df / 2, q), f._ppf special.fdtri,
+# norm.logcdf special.log_ndtr), without the per-call argument dispatch that made them a fifth of
+# a simulated hunt's time; for finite arguments and df >= 1, the same numbers.
 
 def t_cdf(x: float, df: float) -> float:
     """P(T <= x) for Student's t with df degrees of freedom."""
@@ -54,6 +55,16 @@ def t_sf(x: float, df: float) -> float:
 def t_ppf(q: float, df: float) -> float:
     """The q quantile."""
     return float(_stdtrit(df, q))
+
+
+def chi2_ppf(q: float, df: float) -> float:
+    """The q quantile of chi-square with df degrees of freedom."""
+    return float(2 * _gammaincinv(df / 2, q))
+
+
+def f_ppf(q: float, dfn: float, dfd: float) -> float:
+    """The q quantile of F with (dfn, dfd) degrees of freedom."""
+    return float(_fdtri(dfn, dfd, q))
 
 
 @dataclass(frozen=True)
