@@ -126,6 +126,22 @@ def test_stragglers_are_killed_after_a_normal_exit(tmp_path):
     assert gone(_read_pid(pid_file))
 
 
+def test_a_process_left_behind_is_described_with_the_end_of_its_command_line():
+    """A long interpreter path and a long directory filled the description's 120 characters, and
+    the script's name was cut off (a leftover read '28745 /root/.pyenv/.../pytest-226/popen-gw1/test_a_daemon_the_probe_left_i...')."""
+    from regressbisect.probe.reaper import DESCRIBE_CHARS, describe
+    process = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)", "/" + "d" * 150 + "/worker.py"])
+    try:
+        deadline = time.monotonic() + 5
+        while not Path(f"/proc/{process.pid}/cmdline").read_bytes() and time.monotonic() < deadline:
+            time.sleep(0.01)      # right after exec the kernel may show no command line yet
+        line = describe(process.pid)
+    finally:
+        process.kill()
+        process.wait()
+    assert line.startswith(f"{process.pid} ") and line.endswith("/worker.py") and len(line) == DESCRIBE_CHARS
+
+
 def test_a_daemon_the_probe_left_is_named_and_killed_when_it_ends(tmp_path):
     # fork + setsid + fork: the daemon is in no process group of the probe's, and its parent is gone
     pid_dir = tmp_path / "daemons"

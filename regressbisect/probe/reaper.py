@@ -76,7 +76,8 @@ def descendants(root):
 
 
 def describe(pid):
-    """'PID COMMAND LINE' (cut to DESCRIBE_CHARS), as ps would show it."""
+    """'PID COMMAND LINE' as ps would show it, cut to DESCRIBE_CHARS in its middle: a long
+    interpreter path and a long directory would otherwise cut off the script's name."""
     try:
         with open("/proc/%d/cmdline" % pid, "rb") as f:
             words = f.read().split(b"\0")
@@ -87,7 +88,10 @@ def describe(pid):
     except OSError:
         command = "?"
     line = "%d %s" % (pid, command)
-    return line if len(line) <= DESCRIBE_CHARS else line[:DESCRIBE_CHARS - 3] + "..."
+    if len(line) <= DESCRIBE_CHARS:
+        return line
+    head = (DESCRIBE_CHARS - 3) // 2
+    return line[:head] + "..." + line[len(line) - (DESCRIBE_CHARS - 3 - head):]
 
 
 def sweep(root=None):
