@@ -20,7 +20,8 @@ from tests.ci import missing
 from tests.cli import run_cli
 from tests.slurmrepo import make_slurm_repo
 
-pytestmark = [pytest.mark.slurm, pytest.mark.slow]
+# one worker under pytest -n: the tests share one cluster, its queue and the session fixture that starts it
+pytestmark = [pytest.mark.slurm, pytest.mark.slow, pytest.mark.xdist_group("slurm")]
 
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = ROOT / "scripts" / "slurm_local.sh"
