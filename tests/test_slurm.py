@@ -20,8 +20,9 @@ from tests.ci import missing
 from tests.cli import run_cli
 from tests.slurmrepo import make_slurm_repo
 
-# one worker under pytest -n: the tests share one cluster, its queue and the session fixture that starts it
-pytestmark = [pytest.mark.slurm, pytest.mark.slow, pytest.mark.xdist_group("slurm")]
+# under pytest -n these tests share one worker (--dist loadfile, pyproject.toml): one cluster, its
+# queue (each asserts that none of its jobs is left) and the session fixture that starts it
+pytestmark = [pytest.mark.slurm, pytest.mark.slow]
 
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = ROOT / "scripts" / "slurm_local.sh"
