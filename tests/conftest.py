@@ -7,6 +7,8 @@ marked `contention` see the real rule.
 """
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from tests.diskfs import read_only  # noqa: F401 (a fixture: every test module may ask for it)
@@ -18,6 +20,19 @@ def _no_contention_verdicts_unless_asked(request, monkeypatch):
         from regressbisect.machine.contention import BusyRule
 
         monkeypatch.setattr(BusyRule, "reason", lambda self, load: None)
+
+
+@pytest.fixture(autouse=True)
+def _environment_restored():
+    """Each test finds the environment as the test process started: torch's inductor, run in the
+    test process, sets TORCHINDUCTOR_CACHE_DIR in os.environ (cache_dir_utils.cache_dir), and a
+    hunt run after it read that as the user's cache and left it alone (test_hunkhunt.py failed so
+    when a worker of `pytest -n 2` ran it after such a test)."""
+    saved = dict(os.environ)
+    yield
+    if os.environ != saved:
+        os.environ.clear()
+        os.environ.update(saved)
 
 
 @pytest.fixture
