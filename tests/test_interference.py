@@ -8,7 +8,7 @@ import pytest
 
 from regressbisect.search.bisect import SearchSettings
 from regressbisect.search.book import SampleBook
-from regressbisect.search.interference import interfered_runs, own_scale, robust_scale
+from regressbisect.search.interference import interfered_runs, level_in_doubt, own_scale, robust_scale
 from regressbisect.search.simulate import FakeHistory, Interference, simulate, step_levels
 
 
@@ -170,3 +170,15 @@ def test_a_hunk_hunts_tests_read_interference_on_every_run_of_each_subset():
         right += named == {frozenset({culprit})}
         wrong += bool(named and set().union(*named) - {culprit})
     assert wrong == 0 and right >= 9
+
+
+def test_runs_read_fast_can_be_a_level_long_after_runs_read_slow_could():
+    """`level_in_doubt` weighs a level at the runs read off against the level read, at the shares
+    before any kind is known (a quarter slow, 2% fast): runs above a level are rare, so five of
+    them beside twelve typical runs are likelier the level (GOOD's 12 of 17 runs at 0.7x); runs
+    below it are common, and five of them beside twelve are interference."""
+    assert level_in_doubt(12, 5, +1) and not level_in_doubt(12, 5, -1)
+    # one run above stays in doubt up to six typical runs, not at seven
+    assert level_in_doubt(6, 1, +1) and not level_in_doubt(7, 1, +1)
+    # runs below come into doubt only when they outnumber the typical ones: eight beside three
+    assert not level_in_doubt(3, 7, -1) and level_in_doubt(3, 8, -1)
