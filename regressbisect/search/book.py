@@ -178,7 +178,8 @@ class SampleBook:
         return [v for v, t in zip(raw, self.tags.get(i, [])) if t == tag]
 
     def unmeasurable(self, i: int) -> bool:
-        """The skip rule (`unmeasurable_by_skips`) on candidate i's skips and runs."""
+        """The skip rule (`unmeasurable_by_skips`) on candidate i's skips and runs (a candidate never
+        skipped is measurable: its runs need no count, on every look of the search)."""
         return i in self.skips and self.unmeasurable_after(i, self.run_count(i))
 
     def unmeasurable_after(self, i: int, runs: int) -> bool:
