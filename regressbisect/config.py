@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from regressbisect.errors import UserError
-from regressbisect.metric import DEFAULT_METRIC_REGEX, compile_metric_regex, metric_unit
+from regressbisect.metric import DEFAULT_METRIC_REGEX, HASHED_DEFAULT_METRIC_REGEX, compile_metric_regex, metric_unit
 
 
 # -- the defaults of every setting that more than one module reads: the config's dataclasses,
@@ -293,7 +293,8 @@ class ProbeConfig:
         payload = {"cmd": self.cmd, "tokens": self.tokens, "env": sorted(self.env.items()),
                    # Samples taken before import roots went first may have measured another copy.
                    "imports": "worktree-first",
-                   "metric_regex": self.metric_regex}
+                   "metric_regex": (HASHED_DEFAULT_METRIC_REGEX if self.metric_regex == DEFAULT_METRIC_REGEX
+                                    else self.metric_regex)}
         if self.lm_head_min_out is not None:
             payload["lm_head_min_out"] = self.lm_head_min_out
         # (slots, overlap), not the number of lanes: 3 slots measure 3 probes at once, 1 slot with

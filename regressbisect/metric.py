@@ -6,9 +6,22 @@ from __future__ import annotations
 
 import re
 
-DEFAULT_METRIC_REGEX = r"(\d[\d,]*(?:\.\d+)?(?:[eE][+-]?\d+)?\s?[kKmM]?)\s*tok(?:ens)?/s(?:ec)?\b"
+DEFAULT_METRIC_REGEX = r"(?<![\d.,])(\d[\d,.]*(?:[eE][+-]?\d+)?\s?[kKmM]?)\s*tok(?:ens)?/s(?:ec)?\b"
 """Fallback for probes without a protocol line: a number (thousands separators and a K/M
-suffix allowed) followed by `tok/s`. The last match in the output wins (the final summary)."""
+suffix allowed) followed by `tok/s`. The last match in the output wins (the final summary).
+The number is read whole: nothing of it may stand before the match (`14.095,3 tok/s` is not
+`095,3`), and its points and commas are all in the group, so a decimal comma is seen and
+refused (probe/protocol.parse_number) rather than read as a thousands separator."""
+
+HASHED_DEFAULT_METRIC_REGEX = r"(\d[\d,]*(?:\.\d+)?(?:[eE][+-]?\d+)?\s?[kKmM]?)\s*tok(?:ens)?/s(?:ec)?\b"
+"""What the config hash holds for DEFAULT_METRIC_REGEX: its earlier spelling, which read part of
+a number where the default now reads it whole or refuses it. Every value the default reads, that
+spelling read alike, so the samples (and nightly's series) stored under it stay in their series."""
+
+MAX_METRIC = 1e18
+"""The largest value read as a measured rate, in any unit per second: an 8-GPU node reaches
+about 1e17 FLOP/s, so a probe reporting more misread or misprinted its number (`1e253 tok/s`).
+Such a run is skipped with its reason; the statistics never see it (a square overflows from 1.4e154)."""
 
 
 def compile_metric_regex(metric_regex: str) -> re.Pattern[str]:

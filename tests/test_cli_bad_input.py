@@ -14,7 +14,7 @@ from tests.cli import run_cli
 from regressbisect.git.history import History
 from regressbisect.git.worktrees import WorktreePool
 from regressbisect.testing.benchrepo import make_bench_repo
-from regressbisect.testing.gitrepo import make_dirty, snapshot_checkout
+from regressbisect.testing.gitrepo import make_dirty, make_repo, snapshot_checkout
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -79,6 +79,23 @@ def test_probe_timing_out_at_an_endpoint(repo, capsys):
     code = run_cli(["run", "-C", str(path), "--cmd", "sleep 30", "--timeout", "0.5", "--instrument", "off",
                     "--quiet", shas[0], shas[-1]])
     _one_line_error(capsys, code, 1, "timeout")
+
+
+def test_a_decimal_comma_in_the_probes_output_is_one_line_not_a_wrong_answer(tmp_path, capsys):
+    # A real 15% slow-down printed with decimal commas read as 953 -> 9805 tok/s: "+8.4%, not reproduced".
+    path = tmp_path / "comma"
+    shas = make_repo(path, [{"rate.txt": "step 9 | 14.095,3 tok/s\n"}, {"rate.txt": "step 9 | 11.980,5 tok/s\n"}])
+    code = run_cli(["run", "-C", str(path), "--cmd", "cat rate.txt", "--instrument", "off", "--quiet",
+                    shas[0], shas[-1]])
+    _one_line_error(capsys, code, 1, "'14.095,3' looks like a decimal comma: pass --metric-regex")
+
+
+def test_a_rate_beyond_any_machine_is_a_skip_with_its_reason_and_no_numpy_warning(repo, capsys):
+    path, shas = repo
+    code = run_cli(["run", "-C", str(path), "--cmd", "echo '1e253 tok/s'", "--instrument", "off", "--quiet",
+                    shas[0], shas[-1]])
+    line = _one_line_error(capsys, code, 1, "GOOD", "'1e253' is beyond any machine")
+    assert "Warning" not in line and "overflow" not in line
 
 
 def test_hunks_without_uncommitted_changes(tmp_path, capsys):

@@ -78,6 +78,52 @@ def test_a_negative_or_zero_metric_is_rejected_not_read_as_positive(output, rege
         parse_output(output, metric_regex=regex)
 
 
+@pytest.mark.parametrize("output, expected", [
+    ("step 3 | 14,095 tok/s\n", 14095.0),      # a thousands separator: a comma and 3 digits
+    ("step 3 | 12,34,567 tok/s\n", 1234567.0), # lakh grouping: 3 digits after the last comma
+    ("step 3 | 14.095 tok/s\n", 14.095),
+])
+def test_thousands_separators_are_read_as_before(output, expected):
+    [sample] = parse_output(output)
+    assert sample.tok_s == pytest.approx(expected)
+
+
+@pytest.mark.parametrize("output, regex", [
+    ("step 9 | 838,8 tok/s\n", DEFAULT_METRIC_REGEX),        # was read as 8388
+    ("step 9 | 14.095,3 tok/s\n", DEFAULT_METRIC_REGEX),     # was read as 953 (from '095,3')
+    ("step 9 | 1.838,853 tok/s\n", DEFAULT_METRIC_REGEX),    # a point before the comma
+    ("rate 838,85 items/s\n", r"([\d.,]+) items/s"),         # the user's regex reads it whole too
+])
+def test_a_decimal_comma_stops_the_hunt_with_one_line_instead_of_a_wrong_number(output, regex):
+    from regressbisect.errors import UserError
+
+    with pytest.raises(UserError) as raised:
+        parse_output(output, metric_regex=regex)
+    assert "\n" not in raised.value.message
+    assert "looks like a decimal comma: pass --metric-regex" in raised.value.message
+
+
+@pytest.mark.parametrize("output", [
+    "1e253 tok/s\n",
+    "2e18 tok/s\n",
+    "1e400 tok/s\n",                                           # inf
+    PREFIX + '{"tokens": 1e300, "seconds": 1}\n',
+    PREFIX + '{"tokens": 10, "seconds": 1, "tok_s": 1e253}\n',
+    PREFIX + '{"tokens": 10, "seconds": 1, "tok_s": Infinity}\n',
+])
+def test_a_rate_beyond_any_machine_is_a_protocol_error(output):
+    with pytest.raises(ProtocolError, match="beyond any machine"):
+        parse_output(output)
+
+
+def test_a_rate_beyond_any_machine_skips_the_run_with_its_reason(tmp_path):
+    from regressbisect.probe.runner import ProbeSpec, run_probe
+
+    outcome = run_probe(ProbeSpec(command="echo '1e253 tok/s'", tokens=8, timeout_s=30), tmp_path)
+    assert outcome.sample is None
+    assert "'1e253' is beyond any machine" in outcome.skip_reason
+
+
 def test_a_minus_between_numbers_is_a_range_not_a_sign():
     [sample] = parse_output("batch 10-20 tok/s\n")
     assert sample.tok_s == 20.0

@@ -23,7 +23,7 @@ import statistics
 import sys
 from typing import TYPE_CHECKING, Any, Iterable, Mapping, TextIO
 
-from regressbisect.metric import DEFAULT_METRIC_REGEX, compile_metric_regex
+from regressbisect.metric import DEFAULT_METRIC_REGEX, MAX_METRIC, compile_metric_regex
 from regressbisect.probe.contract import (COUNTERS_PREFIX, METRICS_VERSION, PREFIX, ROW_FIELDS, VERSION_KEY, WORK_KEY,
                                           WORK_PREFIX, WORK_UNIT_KEY, WORK_UNITS)
 
@@ -84,9 +84,11 @@ def parse_output(text: str, metric_regex: str | None = DEFAULT_METRIC_REGEX,
     (sum over processes of each process's median per-iteration value) of every sample; a
     protocol line's own `iters` rows stay its per-iteration rows, and their median counters
     fill `Sample.counters` for names the shim did not report.
-    Raises ProtocolError for a malformed protocol or counters line; UserError for a metrics line
-    of a version this tool does not read (a line without a version is version 1): no candidate's
-    line could be read, so the hunt stops with one line instead of skipping every candidate.
+    Raises ProtocolError for a malformed protocol or counters line, or a rate that is no
+    measurement (`measured_rate`); UserError for a metrics line of a version this tool does not
+    read (a line without a version is version 1), or a regex number with a decimal comma
+    (`parse_number`): no candidate's line could be read, so the hunt stops with one line instead
+    of skipping every candidate.
     """
     from regressbisect.samples import Sample  # lazy: keeps `import regressbisect` minimal
 
@@ -121,6 +123,7 @@ def parse_output(text: str, metric_regex: str | None = DEFAULT_METRIC_REGEX,
             tok_s = record.get("tok_s")
             if tok_s is None:
                 tok_s = record["tokens"] / record["seconds"]
+            measured_rate(tok_s, f"tok_s {tok_s!r}")
             samples.append(Sample(tok_s=tok_s, tokens=record["tokens"], seconds=record["seconds"],
                                   iters=tuple(iters), counters=counters,
                                   instrumented=instrumented))
@@ -136,10 +139,9 @@ def parse_output(text: str, metric_regex: str | None = DEFAULT_METRIC_REGEX,
     raw = _with_sign(text, matches[-1])
     try:
         tok_s = parse_number(raw)
-        return [Sample(tok_s=tok_s, counters=shim_counters, instrumented=instrumented)]
     except ValueError as error:
-        raise ProtocolError(f"--metric-regex matched {raw!r}, not a positive number: {error}") \
-            from None
+        raise ProtocolError(f"--metric-regex: {error}") from None
+    return [Sample(tok_s=tok_s, counters=shim_counters, instrumented=instrumented)]
 
 
 _MINUS_SIGNS = "-\u2212"
@@ -154,19 +156,47 @@ def _with_sign(text: str, match: re.Match[str]) -> str:
     as not positive instead of read as a normal sample. `10-20` is a range, not a sign."""
     number = match.group(1).strip()
     start = match.start(1)
-    before = text[start - 1] if start >= 1 else ""
-    if before in _MINUS_SIGNS and not (start >= 2 and text[start - 2].isalnum()):
+    before = text[start - 1] if start >= 1 else None   # ("" would be `in` any string)
+    if before is not None and before in _MINUS_SIGNS and not (start >= 2 and text[start - 2].isalnum()):
         return "-" + number
     return number
 
 
+# A comma that is no thousands separator: one or two digits after the last one, or a point
+# before one (`838,8`, `14.095,3`, `1.838,853`); `14,095` and `12,34,567` are thousands.
+_DECIMAL_COMMA = re.compile(r",\d{1,2}$|\..*,")
+
+
 def parse_number(raw: str) -> float:
-    """'14,200.5' -> 14200.5, '11.2K' -> 11200.0, '1.5 M' -> 1.5e6."""
-    text = raw.strip().replace(",", "").replace("_", "")
+    """'14,200.5' -> 14200.5, '11.2K' -> 11200.0, '1.5 M' -> 1.5e6. ValueError when it is no
+    measured rate (`measured_rate`); UserError for a decimal comma, which no number of this
+    reading can take (stripped as a thousands separator, '838,8' would read as 8388), so the
+    hunt stops with one line instead of measuring every candidate wrong or skipping it."""
+    text = raw.strip().replace("_", "")
     suffix = text[-1:].lower() if text[-1:].lower() in ("k", "m") else ""
-    value = float(text[: len(text) - len(suffix)].strip()) * _SUFFIX[suffix]
-    if not math.isfinite(value) or value <= 0:
-        raise ValueError(f"{raw!r} is not a finite positive number")
+    digits = text[: len(text) - len(suffix)].strip()
+    if _DECIMAL_COMMA.search(re.split("[eE]", digits)[0]):
+        from regressbisect.errors import UserError  # lazy: errors imports sqlite3
+
+        raise UserError(f"the probe's metric {raw.strip()!r} looks like a decimal comma: pass --metric-regex "
+                        f"with a group that leaves the comma out, or print the number with a decimal point "
+                        f"(or the @regressbisect line)")
+    try:
+        value = float(digits.replace(",", "")) * _SUFFIX[suffix]
+    except ValueError:
+        raise ValueError(f"{raw.strip()!r} is not a number") from None
+    return measured_rate(value, repr(raw.strip()))
+
+
+def measured_rate(value: float, shown: str) -> float:
+    """`value` when it can be a measured rate (positive, at most MAX_METRIC), else ValueError
+    saying why, `shown` naming it: the probe's run is then skipped with that reason (a protocol
+    line's or a --metric-regex number alike)."""
+    if not value > 0:   # NaN too
+        raise ValueError(f"{shown} is not a positive number")
+    if not value <= MAX_METRIC:
+        raise ValueError(f"{shown} is beyond any machine (more than {MAX_METRIC:g} per second): a misread "
+                         f"or misprinted number, not a measurement")
     return value
 
 
