@@ -4,6 +4,10 @@ The probe is test_hunkhunt's FakeProbe: it reads the candidate's worktree (a rea
 commit, or of its parent plus a subset's patch) and derives tok/s from the code there."""
 from __future__ import annotations
 
+import math
+import random
+from pathlib import Path
+
 import pytest
 
 from regressbisect.cli import main
@@ -13,7 +17,9 @@ from regressbisect.hunts.commits import CommitHunt
 from regressbisect.hunts.hunks import HunkHunt
 from regressbisect.render.markdown import render_markdown
 from regressbisect.render.text import render_summary
-from regressbisect.testing.gitrepo import commit, git, make_dirty, merge, snapshot_checkout, write_files
+from regressbisect.samples import ProbeOutcome, Sample
+from regressbisect.testing.gitrepo import (commit, git, make_dirty, make_repo, merge, snapshot_checkout,
+                                           write_files)
 from tests.test_hunkhunt import FakeProbe, hunk_line, make_dirty_repo
 
 FEATURE_HUNKS = 32
@@ -137,3 +143,56 @@ def test_hunks_commit_and_base_exclude_each_other(feature_repo, capsys):
         main(["hunks", "-C", str(repo), "--commit", shas[2], "--base", shas[0], "--cmd", "fake", "--quiet"])
     assert exc.value.code == 1
     assert "--commit and --base exclude each other" in capsys.readouterr().err
+
+
+class SubmoduleProbe:
+    """tok/s from the checkout of the submodule `vendor/lib`: 20% slower where its libmod.py
+    says SLOW = True; the superproject's files do not matter."""
+
+    def __init__(self, seed: int = 0):
+        self.rng = random.Random(seed)
+
+    def __call__(self, spec, worktree: Path, extra_env=None) -> ProbeOutcome:
+        slow = "SLOW = True" in (worktree / "vendor" / "lib" / "libmod.py").read_text()
+        value = (800.0 if slow else 1000.0) * math.exp(self.rng.gauss(0, 0.02))
+        return ProbeOutcome(sample=Sample(tok_s=value, tokens=1000, seconds=1000 / value),
+                            skip_reason=None, exit_code=0, wall_seconds=0.01)
+
+
+def make_submodule_bump(tmp_path: Path) -> tuple[Path, list[str], list[str]]:
+    """A library `lib` (SLOW = False, then SLOW = True) and a project with it as submodule
+    `vendor/lib`: c0 adds it at the fast commit, c1 moves it to the slow one and edits a line of
+    two of the project's files (neutral), c2 touches README. Returns (project, its shas, lib's)."""
+    lib_shas = make_repo(tmp_path / "lib", [{"libmod.py": "SLOW = False\n"}, {"libmod.py": "SLOW = True\n"}])
+    path = tmp_path / "repo"
+    make_repo(path, [{"a.py": "A = 1\n", "b.py": "B = 1\n", "README.md": "zero\n"}])
+    git(path, "-c", "protocol.file.allow=always", "submodule", "add", "-q", str(tmp_path / "lib"), "vendor/lib")
+    git(path / "vendor" / "lib", "checkout", "-q", lib_shas[0])
+    shas = [commit(path, {}, "add the library")]
+    git(path / "vendor" / "lib", "checkout", "-q", lib_shas[1])
+    shas.append(commit(path, {"a.py": "A = 2\n", "b.py": "B = 2\n"}, "bump the library, tidy a and b"))
+    shas.append(commit(path, {"README.md": "two\n"}, "docs"))
+    return path, shas, lib_shas
+
+
+def test_a_submodule_bump_is_a_hunk_of_its_own_and_the_one_named(tmp_path):
+    repo, shas, lib_shas = make_submodule_bump(tmp_path)
+    before = snapshot_checkout(repo)
+    moved = f"the submodule vendor/lib moved {lib_shas[0][:10]}..{lib_shas[1][:10]}"
+    hunt = HunkHunt(History.open(repo), config(), commit=shas[1], store_path=tmp_path / "hunks.sqlite",
+                    probe_runner=SubmoduleProbe(seed=1))
+    assert sorted((h.file, h.kind) for h in hunt.hunks) == [("a.py", "modify"), ("b.py", "modify"),
+                                                           ("vendor/lib", "submodule")]
+    report = hunt.run().report
+    assert report["verdict"] == "culprits", report["verdict_reason"]
+    (culprit,) = report["culprits"]
+    assert [(h["file"], h["kind"], h["excerpt"]) for h in culprit["hunks"]] == [("vendor/lib", "submodule", moved)]
+    assert f"hunk {moved}" in render_summary(report)
+
+    # `run --drill` names the commit, then the same hunk of it
+    report = CommitHunt(History.open(repo), shas[0], shas[-1], config(drill=True),
+                        store_path=tmp_path / "drill.sqlite", probe_runner=SubmoduleProbe(seed=2)).run().report
+    (culprit,) = report["culprits"]
+    assert culprit["commit"] == shas[1] and culprit["hunks"]["verdict"] == "culprits", culprit["hunks"]["reason"]
+    assert [h["excerpt"] for c in culprit["hunks"]["culprits"] for h in c["hunks"]] == [moved]
+    assert snapshot_checkout(repo) == before

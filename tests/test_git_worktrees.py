@@ -10,8 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from regressbisect.errors import ExitCode
+from regressbisect.errors import ExitCode, UserError
 from regressbisect.git.history import History
+from regressbisect.git.hunks import build_patch, collect_hunks
 from regressbisect.git.worktrees import (PatchDoesNotApply, PoolLocked, SubmoduleUnavailable, WorktreePool,
                                         clean)
 from regressbisect.testing.gitrepo import commit, git, make_dirty, make_repo, snapshot_checkout
@@ -374,6 +375,35 @@ def test_a_submodule_that_cannot_be_checked_out_is_named_with_the_fix(tmp_path):
     message = str(raised.value)
     assert "vendor/lib" in message and "git submodule update --init --recursive" in message
     assert "\n" not in message
+
+
+def test_a_patch_that_moves_a_submodule_checks_it_out_at_the_new_commit(tmp_path):
+    path, _, shas, lib_shas = _repo_with_submodule(tmp_path)
+    (move,) = collect_hunks(path, shas[0], target=shas[1])     # commit 1 moves the submodule, nothing else
+    assert (move.kind, move.file) == ("submodule", "vendor/lib")
+    assert move.excerpt == f"the submodule vendor/lib moved {lib_shas[0][:10]}..{lib_shas[1][:10]}"
+    before = _user_state(path)
+    with WorktreePool(History.open(path)) as pool:
+        slot = pool.checkout(0, shas[0], build_patch([move]))
+        assert (slot / "vendor" / "lib" / "libmod.py").read_text() == "VALUE = 2\n"
+        assert git(slot / "vendor" / "lib", "rev-parse", "HEAD") == lib_shas[1]
+        assert pool.checkout(0, shas[0]) == slot      # without the move: where commit 0 has it
+        assert (slot / "vendor" / "lib" / "libmod.py").read_text() == "VALUE = 1\n"
+        assert git(slot, "status", "--porcelain") == ""
+    assert _user_state(path) == before
+    # one that is added or removed is no hunk: a commit's diff holding one gives no hunk verdict
+    with pytest.raises(UserError, match="removes the submodule vendor/lib, which no hunk can hold"):
+        collect_hunks(path, shas[1], target=shas[2])
+
+
+def test_the_work_trees_submodule_at_another_commit_is_a_hunk(tmp_path):
+    path, _, shas, lib_shas = _repo_with_submodule(tmp_path)
+    git(path / "vendor" / "lib", "checkout", "-q", lib_shas[0])    # HEAD records lib_shas[1]
+    (move,) = collect_hunks(path)
+    assert move.excerpt == f"the submodule vendor/lib moved {lib_shas[1][:10]}..{lib_shas[0][:10]}"
+    with WorktreePool(History.open(path)) as pool:
+        slot = pool.checkout(0, shas[1], build_patch([move]))
+        assert (slot / "vendor" / "lib" / "libmod.py").read_text() == "VALUE = 1\n"
 
 
 def test_nested_submodules_with_relative_urls_are_checked_out(tmp_path):

@@ -12,8 +12,12 @@ plus the line delta of the hunks of the subset that precede it in the same file.
 Renames are turned off (`--no-renames`): a renamed file is a delete-file hunk plus an
 add-file hunk, which are independent. A file's mode change (chmod +x) is its own hunk.
 New, deleted and binary files are one hunk per file, and so is a type change (file <->
-symlink), which git writes as a delete and an add of one path. Submodule changes are left
-out (with a warning): a worktree cannot apply them.
+symlink), which git writes as a delete and an add of one path. A submodule moved from one
+commit to another is a hunk of its own (kind 'submodule'): `git apply` leaves a submodule where
+it is, so the worktree checks it out at the new commit instead (`submodule_moves` splits it off a
+patch). A submodule added or removed is no hunk: in a commit's diff it stops the hunt (no subset
+could be built as the commit is), in the work tree's it is left out with a warning, as are
+changes inside a submodule's checkout.
 
 Text is decoded as UTF-8 with `surrogateescape`, so files in any encoding (and CRLF line
 ends) travel byte-exact: encode a patch with `encode_patch` (not plain `.encode()`).
@@ -71,7 +75,8 @@ class Hunk:
     """Number of new lines (0 for a pure deletion)."""
     lines: tuple[int, int]
     """New-file line range it touches (for a pure deletion: the line after the cut, at least
-    1; for a deleted file: the old file's range; (0, 0) for binary and mode-only changes)."""
+    1; for a deleted file: the old file's range; (0, 0) for binary, mode-only and submodule
+    changes)."""
     function: str | None
     """Enclosing Python function/class, qualified ("Trainer.step", "train.inner"), found with
     `ast` on the new file (the old file for pure deletions); None at top level or non-Python."""
@@ -83,7 +88,8 @@ class Hunk:
     """Up to 8 changed lines, for reports."""
     kind: str
     """'modify' | 'add-file' | 'delete-file' | 'binary' | 'mode' (chmod only) |
-    'type-change' (a file became a symlink or back: delete + add of one path)."""
+    'type-change' (a file became a symlink or back: delete + add of one path) |
+    'submodule' (a submodule moved to another commit: the excerpt names both)."""
 
     @property
     def body(self) -> str:
@@ -107,6 +113,11 @@ def collect_hunks(repo_root: Path, base: str = "HEAD", *,
     repo_root = _check_base(Path(repo_root), base)
     if target is not None:
         sections = list(_split_sections(run_git(repo_root, "diff", *_DIFF_ARGS, base, target, "--").stdout))
+        for section in sections:
+            if _is_submodule(section) and _moved_submodule(section) is None:
+                raise UserError(f"commit {target[:10]} adds or removes the submodule {section.path}, which no "
+                                f"hunk can hold, so its hunks cannot be measured as the commit is: no hunk "
+                                f"verdict (hunt the commit as a whole, or split it)")
         hunks = _merge_type_changes([h for section in sections for h in _section_hunks(repo_root, base, section, target)])
         if not hunks:
             raise UserError(f"commit {target[:10]} changes nothing against {base[:10]} (nothing to bisect)")
@@ -190,12 +201,12 @@ class _Section:
         return None
 
 
-def _split_sections(raw: bytes) -> Iterable[_Section]:
-    """Split `git diff` output into per-file sections.
+def _split_sections(raw: bytes | str) -> Iterable[_Section]:
+    """Split `git diff` output (or a patch of `build_patch`) into per-file sections.
 
     Split on b"\\n" only: str.splitlines would also cut at \\r, \\f, \\x1c ... inside a line.
     """
-    text = raw.decode("utf-8", errors=TEXT_ERRORS)
+    text = raw if isinstance(raw, str) else raw.decode("utf-8", errors=TEXT_ERRORS)
     lines = text.split("\n")
     if lines and lines[-1] == "":
         lines.pop()
@@ -249,12 +260,8 @@ def _unquote_c(quoted: str) -> str:
 def _section_hunks(repo_root: Path, base: str, section: _Section, target: str | None = None) -> list[Hunk]:
     """The hunks of one file's section (ids are filled in later); the new file is the work
     tree's, or commit `target`'s."""
-    modes = [section.header_value(p) for p in ("old mode ", "new mode ", "new file mode ",
-                                                "deleted file mode ")]
-    index_mode = (section.header_value("index ") or "").split(" ")[1:]
-    if _SUBMODULE_MODE in modes or _SUBMODULE_MODE in index_mode:
-        warn(f"submodule change in {section.path} left out of the hunks", None)
-        return []
+    if _is_submodule(section):
+        return _submodule_hunks(section)
     diff_line = section.header[0]
     is_binary = bool(section.rest) and (section.rest[0] == "GIT binary patch"
                                         or section.rest[0].startswith("Binary files "))
@@ -321,6 +328,61 @@ def _section_hunks(repo_root: Path, base: str, section: _Section, target: str | 
                           header=content_header, text=_join(text_lines), excerpt=_excerpt(changed),
                           kind="modify"))
     return hunks
+
+
+def _is_submodule(section: _Section) -> bool:
+    """Whether either side of the section is a submodule (a gitlink, mode 160000)."""
+    modes = [section.header_value(p) for p in ("old mode ", "new mode ", "new file mode ",
+                                                "deleted file mode ")]
+    index_mode = (section.header_value("index ") or "").split(" ")[1:]
+    return _SUBMODULE_MODE in modes or _SUBMODULE_MODE in index_mode
+
+
+def _moved_submodule(section: _Section) -> tuple[str, str, bool] | None:
+    """(old commit, new commit, whether its checkout has changes of its own) of a submodule that
+    is one on both sides; None for one added, removed, or that became a file or came from one."""
+    if (section.header_value("index ") or "").split(" ")[1:] != [_SUBMODULE_MODE]:
+        return None
+    old = [ln[len("-Subproject commit "):] for ln in section.rest if ln.startswith("-Subproject commit ")]
+    new = [ln[len("+Subproject commit "):] for ln in section.rest if ln.startswith("+Subproject commit ")]
+    if len(old) != 1 or len(new) != 1:
+        return None
+    return old[0], new[0].removesuffix("-dirty"), new[0].endswith("-dirty")
+
+
+def _submodule_hunks(section: _Section) -> list[Hunk]:
+    """A submodule moved to another commit: one hunk, with which the worktree checks it out at the
+    new commit. Changes inside its checkout (git's '-dirty'), a submodule added or removed: left
+    out, with a warning (in a commit's diff, collect_hunks stopped at the latter already)."""
+    moved = _moved_submodule(section)
+    if moved is None:
+        warn(f"the submodule {section.path} is added or removed: left out of the hunks", None)
+        return []
+    old, new, dirty = moved
+    if dirty:
+        warn(f"changes inside the submodule {section.path}'s checkout are left out of the hunks "
+             f"(commit them there to hunt them as its move)", None)
+    if old == new:
+        return []
+    text = _join(["@@ -1 +1 @@", f"-Subproject commit {old}", f"+Subproject commit {new}"])
+    return [Hunk(id="", file=section.path, old_start=1, old_len=1, new_start=1, new_len=1, lines=(0, 0),
+                 function=None, header=_join(section.header), text=text,
+                 excerpt=f"the submodule {section.path} moved {old[:10]}..{new[:10]}", kind="submodule")]
+
+
+def submodule_moves(patch: str) -> tuple[dict[str, str], str]:
+    """A patch of `build_patch` split in two: the submodules it moves (path -> the commit to check
+    out there) and the rest, for `git apply`, which writes files only and leaves a submodule where
+    it is (git/worktrees.py checks the moved ones out)."""
+    moves: dict[str, str] = {}
+    rest: list[str] = []
+    for section in _split_sections(patch):
+        moved = _moved_submodule(section) if _is_submodule(section) else None
+        if moved is not None:
+            moves[section.path] = moved[1]
+        else:
+            rest.append(_join(section.header + section.rest))
+    return moves, "".join(rest)
 
 
 def _hunk_blocks(rest: list[str]) -> Iterable[list[str]]:
@@ -412,7 +474,7 @@ def _with_stable_ids(hunks: list[Hunk]) -> list[Hunk]:
 
 
 _KIND_ORDER = {"delete-file": 0, "type-change": 0, "mode": 1, "modify": 2, "add-file": 3,
-               "binary": 3}
+               "binary": 3, "submodule": 3}
 
 
 def build_patch(hunks: Sequence[Hunk]) -> str:

@@ -26,7 +26,10 @@ own clone of that submodule (`<common_dir>/modules/<name>`, a local clone: hard 
 network) where there is one, else from its URL (the user's `submodule.<name>.url`, else
 `.gitmodules`, relative URLs resolved as git does). The URL and the "active" flag go on the
 command line (`-c`), so that `submodule init` finds them set and writes nothing into the
-user's config (which linked worktrees share).
+user's config (which linked worktrees share). A patch that moves a submodule (a hunk of kind
+'submodule', git/hunks.py) has it checked out at its new commit after the patch is applied: the
+slot's index records that commit (`git update-index`), as a commit that moved it would, and the
+same `submodule update` checks it out; the next switch resets the index.
 """
 from __future__ import annotations
 
@@ -43,7 +46,7 @@ from types import TracebackType
 from typing import Mapping, Optional
 
 from regressbisect.errors import UserError, warn
-from regressbisect.git.hunks import APPLY_ARGS, encode_patch
+from regressbisect.git.hunks import APPLY_ARGS, encode_patch, submodule_moves
 from regressbisect.git.history import GitFailed, History, run_git
 
 _OUR_DIR = "regressbisect"
@@ -246,7 +249,8 @@ class WorktreePool:
 
         The patch is applied with plain `git apply` (working tree only), so the slot's index
         stays at `commit` and the next switch removes files the patch created. On
-        PatchDoesNotApply the slot is left clean at `commit`.
+        PatchDoesNotApply the slot is left clean at `commit`. A submodule the patch moves
+        (git/hunks.py, kind 'submodule') is checked out at its new commit afterwards.
         """
         if not self._lock.held:
             raise RuntimeError("WorktreePool.checkout needs the pool lock: use `with pool:`")
@@ -262,8 +266,11 @@ class WorktreePool:
                 # A half-finished checkout of a killed hunt, a corrupt index ...: start afresh.
                 self._recreate(where, commit)
         _check_out_submodules(where, self.history.common_dir, self._superproject_url())
+        moves, patch = submodule_moves(patch) if patch else ({}, patch)
         if patch:
             self._apply(where, commit, patch)
+        if moves:
+            _move_submodules(where, moves, self.history.common_dir, self._superproject_url())
         return where
 
     def _superproject_url(self) -> str:
@@ -400,28 +407,43 @@ def _check_out_submodules(work: Path, user_git_dir: Path, base_url: str) -> None
     if not gitlinks:
         return
     declared = _gitmodules(work)
-    user_config = user_git_dir / "config"
     for path in gitlinks:
-        name = next((n for n, entry in declared.items() if entry.get("path") == path), None)
-        if name is None:
-            raise SubmoduleUnavailable(f"submodule {path} has no entry in .gitmodules at this commit, so git "
-                                       f"cannot check it out; add one (`git submodule add`)")
-        url = _user_url(user_config, name) or _resolve_url(declared[name].get("url", ""), base_url)
-        user_clone = user_git_dir / "modules" / name
-        source = str(user_clone) if (user_clone / "HEAD").is_file() else url
-        proc = run_git(work, "-c", "protocol.file.allow=always", "-c", f"submodule.{name}.url={source}",
-                       "-c", f"submodule.{name}.active=true",
-                       "submodule", "update", "--quiet", "--init", "--force", "--checkout", "--", path,
-                       check=False)
-        if proc.returncode != 0:
-            errors = [ln for ln in proc.stderr.decode(errors="replace").splitlines()
-                      if ln.startswith(("fatal:", "error:"))] or ["git submodule update failed"]
-            raise SubmoduleUnavailable(
-                f"submodule {path} cannot be checked out from {source} ({errors[0]}); initialise it in "
-                f"your checkout, the hunt clones it from there: `git submodule update --init --recursive` "
-                f"(first `git config submodule.{name}.url <where it is now>` if it moved)")
-        run_git(work / path, "clean", "-ffdxq")
-        _check_out_submodules(work / path, user_clone, url)
+        _check_out_submodule(work, path, declared, user_git_dir, base_url)
+
+
+def _move_submodules(work: Path, moves: Mapping[str, str], user_git_dir: Path, base_url: str) -> None:
+    """Check out each submodule `moves` names (path -> commit) at that commit, recursively: the
+    slot's index records it there, as a commit that moved it would, and the next switch resets it."""
+    declared = _gitmodules(work)
+    for path, commit in moves.items():
+        run_git(work, "update-index", "--cacheinfo", f"160000,{commit},{path}")
+        _check_out_submodule(work, path, declared, user_git_dir, base_url)
+
+
+def _check_out_submodule(work: Path, path: str, declared: Mapping[str, Mapping[str, str]], user_git_dir: Path,
+                         base_url: str) -> None:
+    """Check out the submodule at `path` of `work` at the commit `work`'s index records, clean, and
+    its own submodules (`_check_out_submodules`)."""
+    name = next((n for n, entry in declared.items() if entry.get("path") == path), None)
+    if name is None:
+        raise SubmoduleUnavailable(f"submodule {path} has no entry in .gitmodules at this commit, so git "
+                                   f"cannot check it out; add one (`git submodule add`)")
+    url = _user_url(user_git_dir / "config", name) or _resolve_url(declared[name].get("url", ""), base_url)
+    user_clone = user_git_dir / "modules" / name
+    source = str(user_clone) if (user_clone / "HEAD").is_file() else url
+    proc = run_git(work, "-c", "protocol.file.allow=always", "-c", f"submodule.{name}.url={source}",
+                   "-c", f"submodule.{name}.active=true",
+                   "submodule", "update", "--quiet", "--init", "--force", "--checkout", "--", path,
+                   check=False)
+    if proc.returncode != 0:
+        errors = [ln for ln in proc.stderr.decode(errors="replace").splitlines()
+                  if ln.startswith(("fatal:", "error:"))] or ["git submodule update failed"]
+        raise SubmoduleUnavailable(
+            f"submodule {path} cannot be checked out from {source} ({errors[0]}); initialise it in "
+            f"your checkout, the hunt clones it from there: `git submodule update --init --recursive` "
+            f"(first `git config submodule.{name}.url <where it is now>` if it moved)")
+    run_git(work / path, "clean", "-ffdxq")
+    _check_out_submodules(work / path, user_clone, url)
 
 
 def _gitmodules(work: Path) -> dict[str, dict[str, str]]:

@@ -271,7 +271,7 @@ class CommitHunt(Hunt):
                 drill = HunkHunt(self.history, self.config, commit=sha, store_path=self.store_path,
                                  progress=self.progress, executor=self.executor, noise_prior=self._search_noise,
                                  instrumented=plan.main_instrumented)
-            except UserError as error:     # no hunks: e.g. a submodule bump, an empty commit
+            except UserError as error:     # no hunks: e.g. an empty commit, a submodule added
                 drills[sha] = DrillReport(verdict="no-hunks", reason=error.message)
                 continue
             if len(drill.hunks) < 2:

@@ -186,7 +186,10 @@ def counter_changes(before: Mapping[str, Any], after: Mapping[str, Any]) -> list
 
 
 def hunk_location(hunk: Mapping[str, Any]) -> str:
-    """'src/model.py:120-134 in forward'."""
+    """'src/model.py:120-134 in forward'; a submodule's move as its excerpt says it ('the
+    submodule vendor/lib moved 1a2b3c4d5e..6f7a8b9c0d': it has no lines)."""
+    if hunk.get("kind") == "submodule" and hunk.get("excerpt"):
+        return str(hunk["excerpt"])
     lines = hunk.get("lines") or ()
     where = f"{hunk.get('file', '?')}"
     if len(lines) == 2:
