@@ -404,7 +404,7 @@ def test_a_read_only_repository_is_named_as_such_and_clean_there_is_one_line(tmp
     shas = make_bench_repo(path, [1000.0] * 3 + [900.0] * 3)
     read_only.freeze()
     before = snapshot_checkout(path)
-    store = tmp_path / "store.sqlite"   # the advice of the default store's line: --store NEWPATH
+    store = tmp_path / "store.sqlite"   # a store that can be written: the repository still cannot
     code = run_cli(["run", "-C", str(path), "--cmd", "python bench.py", "--store", str(store),
                     shas[0], shas[-1]])
     _one_line_error(capsys, code, 1, "worktrees cannot be made in a read-only repository: copy it")
@@ -413,6 +413,18 @@ def test_a_read_only_repository_is_named_as_such_and_clean_there_is_one_line(tmp
     code = run_cli(["clean", "-C", str(path)])
     _one_line_error(capsys, code, 1, "read-only repository", "make it writable")
     assert snapshot_checkout(path) == before
+
+
+@pytest.mark.parametrize("command", [["run", "HEAD~5", "HEAD"], ["hunks", "--commit", "HEAD"], ["nightly"]])
+def test_a_hunt_in_a_read_only_repository_says_copy_it_first_not_store(read_only, capsys, command):
+    """The default store is in the repository too, but --store elsewhere would not help: every hunt
+    takes its lock and makes its worktrees there."""
+    path = read_only.path / "repo"
+    make_bench_repo(path, [1000.0] * 3 + [900.0] * 3)
+    read_only.freeze()
+    code = run_cli([command[0], "-C", str(path), "--cmd", "python bench.py", *command[1:]])
+    line = _one_line_error(capsys, code, 1, "read-only repository: copy it")
+    assert "--store" not in line
 
 
 @pytest.mark.parametrize("bad", ["'abc'", "-5", "9e999", "NULL"])

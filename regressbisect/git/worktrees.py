@@ -134,6 +134,25 @@ def hunt_running(lock_dir: Path) -> bool:
                for fields in (line.split() for line in table.splitlines()) if len(fields) > 5)
 
 
+def _open_lock_file(path: Path) -> int:
+    """The lock file opened for writing (made, with its directory, when missing);
+    RepositoryNotWritable where the repository cannot be written."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        return os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    except OSError as error:
+        if error.errno in (errno.EROFS, errno.EACCES, errno.EPERM):
+            raise RepositoryNotWritable(path.parent, error) from None
+        raise
+
+
+def check_writable(history: History) -> None:
+    """RepositoryNotWritable (copy it) where the pool's lock cannot be made: a hunt checks it before
+    anything else, since the default store lives there too and its own error could only advise
+    --store, which does not help (the lock and the worktrees stay in the repository)."""
+    os.close(_open_lock_file(pool_root(history) / "lock"))
+
+
 class _PoolLock:
     """An exclusive `flock` on `<common_dir>/regressbisect/lock`.
 
@@ -153,13 +172,7 @@ class _PoolLock:
     def acquire(self) -> None:
         if self._fd is not None:
             raise RuntimeError("pool lock already held by this pool")
-        try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
-        except OSError as error:
-            if error.errno in (errno.EROFS, errno.EACCES, errno.EPERM):
-                raise RepositoryNotWritable(self.path.parent, error) from None
-            raise
+        fd = _open_lock_file(self.path)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:

@@ -10,7 +10,7 @@ from typing import Callable, Iterator
 
 from regressbisect.config import HuntConfig, default_store_path
 from regressbisect.git.history import History
-from regressbisect.git.worktrees import WorktreePool
+from regressbisect.git.worktrees import WorktreePool, check_writable
 from regressbisect.hunts import cost as costs
 from regressbisect.hunts.common import lane_environments, measurement_parts, slot_environments
 from regressbisect.hunts.sampling import MeasurementParts, SampleSource
@@ -61,6 +61,7 @@ class Hunt:
     def __init__(self, history: History, config: HuntConfig, *, store_path: Path | None,
                  progress: HuntProgress | None, probe_runner: Callable[..., ProbeOutcome] = run_probe,
                  executor: ProbeExecutor | None = None):
+        check_writable(history)   # before the store, whose default place is in the repository too
         self.history = history
         self.config = config
         self.store_path = store_path or default_store_path(history.common_dir)
