@@ -196,3 +196,16 @@ def test_a_submodule_bump_is_a_hunk_of_its_own_and_the_one_named(tmp_path):
     assert culprit["commit"] == shas[1] and culprit["hunks"]["verdict"] == "culprits", culprit["hunks"]["reason"]
     assert [h["excerpt"] for c in culprit["hunks"]["culprits"] for h in c["hunks"]] == [moved]
     assert snapshot_checkout(repo) == before
+
+
+def test_hunks_commit_whose_parent_lies_past_a_shallow_clones_boundary_says_so(feature_repo, tmp_path, capsys):
+    repo, shas = feature_repo
+    clone = tmp_path / "shallow"
+    git(tmp_path, "clone", "-q", "--depth", "2", f"file://{repo}", str(clone))    # holds shas[3] and shas[4]
+    with pytest.raises(SystemExit) as exc:
+        main(["hunks", "-C", str(clone), "--commit", "HEAD~1", "--cmd", "fake", "--quiet"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert exc.value.code == 1 and len(err) == 1, err
+    assert (f"the parent of commit {shas[3][:10]} ({shas[2][:10]}) lies past this shallow clone's boundary: "
+            "git fetch --unshallow" in err[0])
+    assert "unknown revision" not in err[0]

@@ -39,6 +39,9 @@ _SAFE_CONFIG = (
     "-c", "advice.detachedHead=false",
 )
 
+_UNSHALLOW = "git fetch --unshallow, then run again"
+"""The fix for a commit a shallow clone does not hold."""
+
 
 
 def git_env() -> dict[str, str]:
@@ -202,10 +205,9 @@ class History:
         if kind.returncode == 0:
             raise UserError(f"revision {ref!r} names a {kind.stdout.decode().strip()}, "
                             f"not a commit")
-        shallow = self._git("rev-parse", "--is-shallow-repository", check=False)
-        if shallow.stdout.decode().strip() == "true":   # the commit may lie beyond the boundary
+        if self._is_shallow():   # the commit may lie beyond the boundary
             raise UserError(f"unknown revision {ref!r}: this clone is shallow (its history stops at "
-                            f"its boundary, which may be before {ref!r}): git fetch --unshallow, then run again")
+                            f"its boundary, which may be before {ref!r}): {_UNSHALLOW}")
         raise UserError(f"unknown revision {ref!r} (not a commit in {self.root}; "
                         f"see `git log --oneline`)")
 
@@ -277,9 +279,20 @@ class History:
             self._info_cache.setdefault(info.sha, info)
         return infos
 
+    def _is_shallow(self) -> bool:
+        return self._git("rev-parse", "--is-shallow-repository", check=False).stdout.decode().strip() == "true"
+
     def first_parent(self, sha: str) -> str | None:
-        """The first parent of a commit (of a merge: the branch merged into); None for a root."""
-        return self._first_parent(self.resolve(sha))
+        """The first parent of a commit (of a merge: the branch merged into); None for a root.
+        UserError when the clone is shallow and the parent lies past its boundary (the commit
+        names it, the clone does not hold it)."""
+        commit = self.resolve(sha)
+        parent = self._first_parent(commit)
+        if (parent is not None and self._is_shallow()
+                and self._git("cat-file", "-e", f"{parent}^{{commit}}", check=False).returncode != 0):
+            raise UserError(f"the parent of commit {commit[:10]} ({parent[:10]}) lies past this shallow "
+                            f"clone's boundary: {_UNSHALLOW}")
+        return parent
 
     def _first_parent(self, sha: str) -> str | None:
         with self._repo_lock:
