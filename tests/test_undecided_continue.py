@@ -9,6 +9,7 @@ import shlex
 import sys
 from pathlib import Path
 
+from regressbisect.cli.options import without_revisions
 from regressbisect.config import build_config
 from regressbisect.errors import ExitCode
 from regressbisect.git.history import History
@@ -18,6 +19,7 @@ from regressbisect.render import render_summary
 from regressbisect.render.html import render_html
 from regressbisect.render.markdown import render_markdown
 from regressbisect.testing.benchrepo import make_bench_repo
+from regressbisect.testing.gitrepo import commit, git
 from tests.cli import run_cli
 from tests.test_hunkhunt import FakeProbe, make_dirty_repo
 
@@ -48,7 +50,8 @@ def test_an_undecided_hunt_names_its_leading_step_and_a_command_that_continues_i
     page = render_html(report, tmp_path / "html").read_text()
     assert "Established so far: the step is at" in page and f"<code>{html.escape(command)}</code>" in page
     words = shlex.split(command)
-    assert words[0] == "regressbisect" and words[-2:] == ["--max-samples", "32"] and words.count("--max-samples") == 1
+    assert words[0] == "regressbisect" and words[-4:] == ["--max-samples", "32", shas[0], shas[-1]]
+    assert words.count("--max-samples") == 1
 
     # the printed command, as the user would paste it: it reuses every stored sample and names the step
     second = tmp_path / "second.json"
@@ -67,12 +70,40 @@ def test_an_undecided_hunt_names_its_leading_step_and_a_command_that_continues_i
 
 
 def test_the_continue_command_doubles_the_cap_the_user_gave_in_either_spelling():
-    assert continue_command(["regressbisect", "run", "A", "B", "--max-samples=12", "--quiet"], 12) == \
-        "regressbisect run A B --quiet --max-samples 24"
-    assert continue_command(["regressbisect", "run", "--max-samples", "12", "--cmd", "python b.py", "A", "B"], 12) == \
-        "regressbisect run --cmd 'python b.py' A B --max-samples 24"
-    assert continue_command(["regressbisect", "run", "A", "B"], 96) == "regressbisect run A B --max-samples 192"
-    assert continue_command(None, 96) is None
+    assert continue_command(["regressbisect", "run", "--max-samples=12", "--quiet"], 12, ["A", "B"]) == \
+        "regressbisect run --quiet --max-samples 24 A B"
+    assert continue_command(["regressbisect", "run", "--max-samples", "12", "--cmd", "python b.py"], 12, ["A", "B"]) == \
+        "regressbisect run --cmd 'python b.py' --max-samples 24 A B"
+    assert continue_command(["regressbisect", "run"], 96, ["A", "B"]) == "regressbisect run --max-samples 192 A B"
+    assert continue_command(None, 96, ["A", "B"]) is None
+
+
+def test_the_continue_command_names_the_commits_the_users_revisions_resolved_to(tmp_path, fake_probes):
+    """'HEAD~11 HEAD' names other commits once one lands: the command continues this hunt's."""
+    repo, state = tmp_path / "repo", tmp_path / "state"
+    shas = make_bench_repo(repo, SPEEDS)
+    first = tmp_path / "first.json"
+    assert run_cli(hunt_args(repo, state, "--max-samples", "16", "--json", str(first), "HEAD~11", "HEAD")) \
+        == ExitCode.UNDECIDED
+    report = json.loads(first.read_text())
+    words = shlex.split(report["continue_command"])
+    assert words[-2:] == [shas[0], shas[-1]] and "HEAD~11" not in words and "HEAD" not in words
+    commit(repo, {"notes/later.txt": "landed after the hunt\n"}, "a later commit")
+    second = tmp_path / "second.json"
+    run_cli([w if w != str(first) else str(second) for w in words[1:]])
+    continued = json.loads(second.read_text())
+    assert (continued["good"], continued["bad"]) == (shas[0], shas[-1])
+    assert continued["cached_samples"] >= 0.9 * report["probes"]
+
+
+def test_the_revisions_a_command_line_names_are_its_arguments_and_revision_options():
+    assert without_revisions(["regressbisect", "run", "-qC", "/r", "--cmd", "python b.py", "HEAD~2", "--max-samples=12",
+                              "HEAD", "--env", "A=HEAD"]) == \
+        ["regressbisect", "run", "-qC", "/r", "--cmd", "python b.py", "--max-samples=12", "--env", "A=HEAD"]
+    assert without_revisions(["regressbisect", "run", "-C/r", "--json", "HEAD", "--", "HEAD~2", "HEAD"]) == \
+        ["regressbisect", "run", "-C/r", "--json", "HEAD"]
+    assert without_revisions(["regressbisect", "hunks", "--commit=HEAD~1", "--store", "s.sqlite", "--base", "main",
+                              "--tracked-only"]) == ["regressbisect", "hunks", "--store", "s.sqlite", "--tracked-only"]
 
 
 def test_an_undecided_hunk_hunt_names_where_the_slowdown_is_and_continues(tmp_path):
@@ -87,7 +118,8 @@ def test_an_undecided_hunk_hunt_names_where_the_slowdown_is_and_continues(tmp_pa
     first = hunk_hunt(6, tmp_path / "store.sqlite", seed=4)
     assert first["verdict"] == "undecided" and first["established"]["files"] == ["pkg/m7.py"]
     assert first["established"]["text"].startswith("the slowdown is at the hunk pkg/m7.py:")
-    assert first["continue_command"] == "regressbisect hunks --max-samples 12"
+    head = git(repo, "rev-parse", "HEAD")      # the base as a commit: HEAD moves when one lands
+    assert first["continue_command"] == f"regressbisect hunks --max-samples 12 --base {head}"
     assert f"Established so far: {first['established']['text']}." in render_summary(first)
     continued = hunk_hunt(12, tmp_path / "store.sqlite", seed=5)
     assert continued["verdict"] == "culprits" and continued["culprits"][0]["hunks"][0]["file"] == "pkg/m7.py"
@@ -109,7 +141,7 @@ def test_a_hunt_not_reproduced_at_the_pair_cap_that_did_not_rule_a_regression_ou
     report = json.loads(first.read_text())
     assert "more --max-samples would tell" in report["verdict_reason"]
     command = report["continue_command"]
-    assert command and shlex.split(command)[-2:] == ["--max-samples", "8"]
+    assert command and shlex.split(command)[-4:] == ["--max-samples", "8", shas[0], shas[-1]]
     assert f"To go further (the stored samples are reused): {command}" in capsys.readouterr().out
     second = tmp_path / "second.json"
     run_cli([w if w != str(first) else str(second) for w in shlex.split(command)[1:]])
@@ -132,4 +164,4 @@ def test_a_hunk_hunt_not_reproduced_at_the_pair_cap_gives_the_command_too(tmp_pa
                       probe_runner=FakeProbe(noise=0.15, seed=3),
                       command_line=["regressbisect", "hunks", "--max-samples", "4"]).run().report
     assert report["verdict"] == "not-reproduced" and "more --max-samples would tell" in report["verdict_reason"]
-    assert report["continue_command"] == "regressbisect hunks --max-samples 8"
+    assert report["continue_command"] == f"regressbisect hunks --max-samples 8 --base {git(repo, 'rev-parse', 'HEAD')}"

@@ -53,6 +53,6 @@ def hunks(
     check_file(json_out, "--json")
     with HuntProgress(quiet=quiet, unit=config.unit) as progress:
         hunt = HunkHunt(history, config, base=base, commit=commit, include_untracked=not tracked_only,
-                        store_path=store, progress=progress, command_line=COMMAND_LINE)
+                        store_path=store, progress=progress, command_line=o.without_revisions(COMMAND_LINE))
         outcome = hunt.run()
     o.finish(outcome, json_out, history, store)

@@ -4,7 +4,7 @@ from __future__ import annotations
 import functools
 import inspect
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Callable, Optional
+from typing import TYPE_CHECKING, Annotated, Callable, Optional, Sequence
 
 import typer
 
@@ -47,6 +47,44 @@ def finish(outcome: "HuntOutcome", json_out: Path | None, history: "History", st
         written_after_work("--json", json_out, lambda: write_text(json_out, dumps(outcome.report)),
                            kept=f"the report is stored: `{again}` writes it")
     raise typer.Exit(int(outcome.exit_code))
+
+
+REVISION_OPTIONS = ("--commit", "--base")
+"""The options of a hunting command that name a revision (`hunks`), beside its arguments (`run`'s GOOD BAD)."""
+
+
+def without_revisions(command_line: Sequence[str]) -> list[str]:
+    """The user's command line (`regressbisect CMD ...`) less the revisions it names: the command's
+    arguments and its REVISION_OPTIONS. A hunt's follow-up command adds the commits they resolved
+    to instead (hunts/common.continue_command): once a commit lands, 'HEAD~2' names another one.
+    Which words are option values is the command's own grammar (its click parameters)."""
+    from regressbisect.cli import app
+
+    if len(command_line) < 2:
+        return list(command_line)
+    program, name, *words = command_line
+    command = typer.main.get_command(app).commands[name]   # type: ignore[attr-defined]
+    takes_value = {opt for p in command.params if p.param_type_name == "option" and not p.is_flag
+                   and not p.count for opt in p.opts}
+
+    def value_follows(word: str) -> bool:
+        if word.startswith("--"):
+            return "=" not in word and word in takes_value
+        # a cluster of short options (-qC DIR): the first that takes a value takes the rest of
+        # the word, or the next word when it ends the cluster
+        first = next((i for i, ch in enumerate(word[1:], 1) if f"-{ch}" in takes_value), None)
+        return first == len(word) - 1
+
+    out, rest = [program, name], iter(words)
+    for word in rest:
+        if word == "--":
+            break                         # arguments only from here
+        if not word.startswith("-") or word == "-":
+            continue                      # an argument
+        value = [next(rest, "")] if value_follows(word) else []
+        if word.partition("=")[0] not in REVISION_OPTIONS:
+            out += [word, *value]
+    return out
 
 
 def parse_env(pairs: list[str] | None) -> dict[str, str] | None:

@@ -44,7 +44,7 @@ def run(
     check_file(json_out, "--json")
     with HuntProgress(quiet=quiet, unit=config.unit) as progress:
         hunt = CommitHunt(history, good, bad, config, store_path=store, progress=progress,
-                          command_line=COMMAND_LINE)
+                          command_line=o.without_revisions(COMMAND_LINE))
         warn_unusable_slots(config, len(hunt.candidates), count_gpus())
         outcome = hunt.run()
     o.finish(outcome, json_out, history, store)

@@ -74,7 +74,8 @@ class CommitHunt(Hunt):
                  store_path: Path | None = None, progress: HuntProgress | None = None,
                  probe_runner: Callable[..., ProbeOutcome] = run_probe,
                  executor: ProbeExecutor | None = None, command_line: Sequence[str] | None = None):
-        """command_line: the user's command, for the report's continue command of an undecided hunt."""
+        """command_line: the user's command without GOOD and BAD (cli/options.without_revisions), for
+        the report's continue command of an undecided hunt, which adds the commits they resolved to."""
         self.command_line = command_line
         self.good = history.resolve(good_ref)
         self.bad = history.resolve(bad_ref)
@@ -143,7 +144,7 @@ class CommitHunt(Hunt):
                 hunt_id=hunt_id, cached_by_index=self._cached_by_index, isolation=source.isolation,
                 exit_code=int(VERDICT_EXIT[result.verdict]), measurement=source.measurement_json(),
                 noise_prior=self._noise_prior_facts,
-                continue_command=(continue_command(self.command_line, cfg.max_samples)
+                continue_command=(continue_command(self.command_line, cfg.max_samples, [self.good, self.bad])
                                   if result.more_samples_would_tell else None),
                 cost={**cost.report(store, hunt_id, tokens=self.config.probe.tokens, budget=budget),
                       "counting_arm": counting_arm},

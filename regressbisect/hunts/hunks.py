@@ -150,7 +150,8 @@ class HunkHunt(Hunt):
                  command_line: Sequence[str] | None = None):
         """noise_prior: the noise a commit hunt pooled, carried over by `run --drill`;
         instrumented: take tok/s from shimmed runs (the commit hunt's, when its plan does);
-        command_line: the user's command, for the report's continue command of an undecided hunt."""
+        command_line: the user's command without --commit and --base (cli/options.without_revisions),
+        for the report's continue command of an undecided hunt, which adds `revisions`."""
         self.command_line = command_line
         self._prefixes: list[frozenset] = []
         """The prefix search's candidates (BASE + the first k hunk groups), once `decide` ran."""
@@ -177,6 +178,12 @@ class HunkHunt(Hunt):
         self._config_hash = config.probe.config_hash()   # (slots, overlap) in it, as a commit hunt's
         self._trees = {sha: history.tree_of(sha) for sha in (self.base, self.commit) if sha is not None}
         self.progress.set_labels(["base", "base+all"])
+
+    @property
+    def revisions(self) -> list[str]:
+        """What this hunt hunts, as the options of `hunks` that name it, at the commits the user's
+        revisions resolved to: the same hunt once another commit lands."""
+        return ["--commit", self.commit] if self.commit is not None else ["--base", self.base]
 
     @property
     def hunted(self) -> HuntedHunks:
@@ -229,7 +236,7 @@ class HunkHunt(Hunt):
                 probes=source.probes_run, cached=source.cached_used, isolation=source.isolation,
                 hunt_id=hunt_id, env_facts=self.env_facts, measurement=source.measurement_json(),
                 cost=rig.cost.report(store, hunt_id, tokens=cfg.probe.tokens),
-                continue_command=(continue_command(self.command_line, cfg.max_samples)
+                continue_command=(continue_command(self.command_line, cfg.max_samples, self.revisions)
                                   if decision.verdict == Verdict.UNDECIDED or decision.control.more_samples_would_tell else None)).to_json()
             store.finish_hunt(hunt_id, report)
         return HuntOutcome(report=report, exit_code=VERDICT_EXIT[decision.verdict], hunt_id=hunt_id)
