@@ -186,8 +186,16 @@ def command_inputs(*commands: str | None) -> tuple[tuple[str, str], ...]:
     return tuple(sorted(found.items()))
 
 
+def file_digests(paths) -> tuple[tuple[str, str], ...]:
+    """(path, digest) of each of `paths`, sorted: a missing or unreadable file by that fact."""
+    return tuple(sorted((str(path), _file_digest(Path(path))) for path in set(paths)))
+
+
 def _file_digest(path: Path) -> str:
-    stat = path.stat()
+    try:
+        stat = path.stat()
+    except OSError as error:   # gone since: the probe that imports it now fails, or finds another
+        return f"unreadable: {error.strerror}"
     if stat.st_size > INPUT_HASH_MAX_BYTES:
         return f"size {stat.st_size} mtime_ns {stat.st_mtime_ns}"
     try:
@@ -265,6 +273,13 @@ class ProbeConfig:
     made by dataclasses.replace keeps them). Hashed: a build script or probe script outside the
     repository edited between two runs makes other samples (docs/setup.md)."""
 
+    imported: tuple[tuple[str, str], ...] = ()
+    """The files outside the worktree that the probe's processes imported (the shim's record:
+    modules and the script run, not the interpreter's or the tool's), each with its digest, read
+    when they were first recorded or when the hunt started (their paths are in the store, under
+    `imports_key`: hunts/skeleton.py). Hashed: a helper module outside the repository edited
+    between two runs makes other samples (docs/design.md, "Contracts")."""
+
     def __post_init__(self) -> None:
         if not self.cmd or not self.cmd.strip():
             raise UserError("no probe command: pass --cmd 'python bench.py --tokens {tokens}' "
@@ -277,6 +292,7 @@ class ProbeConfig:
         if self.inputs is None:
             object.__setattr__(self, "inputs", command_inputs(self.cmd, self.setup))
         object.__setattr__(self, "inputs", tuple(tuple(pair) for pair in self.inputs))
+        object.__setattr__(self, "imported", tuple(tuple(pair) for pair in self.imported))
         try:  # here, not at the first probe: a bad regex must not wait for worktrees and probes
             compile_metric_regex(self.metric_regex)
         except ValueError as error:
@@ -285,7 +301,7 @@ class ProbeConfig:
 
     def config_hash(self) -> str:
         """Stable hash of everything a stored value depends on: what runs (cmd, tokens, env, setup,
-        venv, isolation check), and how its output becomes the stored numbers (metric_regex: the
+        venv, isolation check, the files outside the worktree it names or imports), and how its output becomes the stored numbers (metric_regex: the
         value stored is the number it parsed, so another regex must not reuse it; lm_head_min_out:
         the counters). Not hashed: timeout_s and setup_timeout_s (a run that finished within them
         is the same run); the unit, which only labels the number. A new field goes in here unless
@@ -309,7 +325,14 @@ class ProbeConfig:
             payload["venv"] = True
         if self.inputs:   # added only when a command names such files: other hashes stay as they were
             payload["inputs"] = [list(pair) for pair in self.inputs]
+        if self.imported:   # the same, for probes that import such files
+            payload["imported"] = [list(pair) for pair in self.imported]
         return hashlib.sha1(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:16]
+
+    def imports_key(self) -> str:
+        """What the paths of `imported` are stored under: this config's hash without them, alone
+        and at one budget (what a probe imports depends on neither its company nor its budget)."""
+        return dataclasses.replace(self, imported=(), concurrency=(1, 1), tokens=1).config_hash()
 
     def alone(self) -> "ProbeConfig":
         """This probe config as taken by a hunt that runs one probe at a time."""
@@ -426,8 +449,11 @@ class HuntConfig:
     `commit`, docs/hunks.md "Drill"), in the same report."""
     slots: int = knob(
         1, minimum=1, panel=COST, commands=("run", "hunks"),
-        help=("Candidates measured at once, each in its own worktree and GPUs. Default {default}."))
-    """Candidates measured at once, each in its own worktree (and its own GPUs)."""
+        help=("Candidates measured at once, each in its own worktree and GPUs; their probes must not "
+              "share a file outside their worktrees (a fixed scratch path). Default {default}."))
+    """Candidates measured at once, each in its own worktree (and its own GPUs). Probes running side
+    by side must not share a file outside their worktrees: one that reads back a fixed scratch path
+    may read another's (a hunt that sees two of them write one warns, probe/isolation.py)."""
     slot_devices: tuple[str, ...] = knob(
         (), panel=COST, commands=("run", "hunks"),
         help=("CUDA_VISIBLE_DEVICES for one slot (repeat once per slot). Default: split visible GPUs "

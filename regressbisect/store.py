@@ -28,7 +28,9 @@ if TYPE_CHECKING:
 SCHEMA_VERSION = 2
 """The store's schema version, kept in its meta table. A change bumps it and adds the SQL that
 moves a store from the previous version to `_MIGRATIONS`; older stores are migrated when opened,
-newer ones are refused with one line."""
+newer ones are refused with one line. A table that adds to what an older version reads, and that
+it may ignore (`outside_imports`), is made by `_SCHEMA` when a store is opened for writing, with
+no new version: an older regressbisect still opens the store."""
 _MIGRATIONS: dict[int, tuple[str, ...]] = {
     # 2: when each probe started (unix seconds), so a hunt's GPU time counts overlapped probes once
     2: ("ALTER TABLE samples ADD COLUMN started_at REAL",
@@ -129,6 +131,11 @@ CREATE TABLE IF NOT EXISTS sample_loads ( -- other load while a sample ran (docs
     ncpus INTEGER NOT NULL,
     other_gpu REAL,
     contended TEXT                   -- the reason it was re-taken, NULL if not contended
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS outside_imports (  -- files outside the worktree the probes imported
+    config_hash TEXT NOT NULL,       -- ProbeConfig.imports_key(): the probe config's, without them
+    path TEXT NOT NULL,
+    PRIMARY KEY (config_hash, path)
 ) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS machine_checks (
     id INTEGER PRIMARY KEY,
@@ -557,6 +564,12 @@ class Store:
                 (kind, good, bad, config_hash, env_fingerprint, settings_json, time.time()))
             return int(cursor.lastrowid)
 
+    def rekey_hunt(self, hunt_id: int, config_hash: str) -> None:
+        """The hunt's probe config hash is now `config_hash` (its probes were seen to import files
+        outside the worktree, which the hash holds): the same command resumes it."""
+        with self._transaction() as conn:
+            conn.execute("UPDATE hunts SET config_hash = ? WHERE id = ?", (config_hash, hunt_id))
+
     def finish_hunt(self, hunt_id: int, report: dict) -> None:
         """Mark the hunt finished and keep its JSON report, stamped with the code that wrote it
         (`tool_version`, `tool_commit`) when the report does not carry them (an error report)."""
@@ -596,6 +609,24 @@ class Store:
             row = self._conn.execute("SELECT MAX(id) FROM hunts"
                                      + (" WHERE report IS NOT NULL" if finished else "")).fetchone()
         return None if row[0] is None else int(row[0])
+
+    # -- what probes import from outside the worktree -----------------------------------------
+
+    def outside_imports(self, imports_key: str) -> list[str]:
+        """The files outside the worktree that probes of this config (`ProbeConfig.imports_key`)
+        were seen to import, sorted."""
+        with self._lock:
+            try:
+                rows = self._conn.execute("SELECT path FROM outside_imports WHERE config_hash = ? ORDER BY path",
+                                          (imports_key,)).fetchall()
+            except sqlite3.OperationalError:   # no such table: a store not yet opened by this version to write
+                return []
+        return [row[0] for row in rows]
+
+    def add_outside_imports(self, imports_key: str, paths: Iterable[str]) -> None:
+        with self._transaction() as conn:
+            conn.executemany("INSERT OR IGNORE INTO outside_imports(config_hash, path) VALUES (?, ?)",
+                             [(imports_key, path) for path in sorted(paths)])
 
     # -- nightly series and machine checks ---------------------------------------------------
 

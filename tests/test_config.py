@@ -29,7 +29,8 @@ def test_config_hash_depends_on_what_a_sample_means_only():
 _OTHER_VALUE = {"cmd": "y {tokens}", "tokens": 8192, "env": {"A": "1"}, "timeout_s": 5.0,
                 "metric_regex": r"([0-9.]+) items/s", "setup": "make", "venv": True,
                 "setup_timeout_s": 60.0, "isolation_check": False, "lm_head_min_out": 2048,
-                "concurrency": (2, 1), "inputs": (("/opt/build.sh", "0123456789abcdef"),)}
+                "concurrency": (2, 1), "inputs": (("/opt/build.sh", "0123456789abcdef"),),
+                "imported": (("/home/me/lib/helper.py", "0123456789abcdef"),)}
 _NOT_HASHED = {"timeout_s", "setup_timeout_s"}   # a run that finished within them is the same run
 
 
@@ -113,7 +114,8 @@ def test_every_default_read_by_several_modules_comes_from_config():
 
 
 # -- one definition per setting: a new setting is one knob(...) field, and these tests ------------
-INTERNAL_FIELDS = {("probe", "concurrency"), ("probe", "inputs"), ("hunt", "probe"), ("hunt", "tokens_auto")}
+INTERNAL_FIELDS = {("probe", "concurrency"), ("probe", "inputs"), ("probe", "imported"), ("hunt", "probe"),
+                   ("hunt", "tokens_auto")}
 """Config fields that are not user settings: set by the hunt, never by a key or a flag."""
 
 
@@ -273,6 +275,15 @@ def test_the_files_outside_the_worktree_a_command_reads_are_in_the_config_hash(t
     assert dataclasses.replace(config.probe, tokens=1).inputs == config.probe.inputs   # read once
     # Commands that name no such file keep the hash they always had.
     assert ProbeConfig(cmd="x {tokens}", setup="make").config_hash() == "11005b833a287cc9"
+
+
+def test_the_imported_files_are_stored_under_the_config_without_them_its_company_or_budget():
+    base = ProbeConfig(cmd="x {tokens}")
+    seen = dataclasses.replace(base, imported=(("/home/me/lib/helper.py", "0123456789abcdef"),))
+    assert seen.config_hash() != base.config_hash()
+    assert seen.imports_key() == base.imports_key() == dataclasses.replace(
+        base, concurrency=(3, 2), tokens=65536).imports_key()
+    assert base.imports_key() != dataclasses.replace(base, cmd="y {tokens}").imports_key()
 
 
 @pytest.mark.parametrize("value", [float("nan"), float("inf"), float("-inf")])

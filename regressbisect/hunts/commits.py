@@ -84,7 +84,6 @@ class CommitHunt(Hunt):
         super().__init__(history, config, store_path=store_path, progress=progress, probe_runner=probe_runner,
                          executor=executor)
         self.progress.set_labels([c.sha[:10] for c in self.commits])
-        self._config_hash = config.probe.config_hash()
         self._trees = {c.sha: c.tree for c in self.commits}
         self._noise_prior_facts: dict[str, Any] = {}
         """The remembered noise scale the search got and whether it used it (report: noise_prior)."""
@@ -94,7 +93,7 @@ class CommitHunt(Hunt):
         """The noise the search pooled: a drill's starts from it (--drill)."""
 
     def key_for(self, candidate: Candidate) -> SampleKey:
-        return key_for(self.history, candidate, config_hash=self._config_hash,
+        return key_for(self.history, candidate, config_hash=self.config_hash,
                        env_fingerprint=self.env_fingerprint, trees=self._trees)
 
     def run(self) -> HuntOutcome:
@@ -106,7 +105,7 @@ class CommitHunt(Hunt):
 
         def start(store: Store) -> int:
             return store.start_hunt(kind="commits", good=self.good, bad=self.bad,
-                                    config_hash=self._config_hash,
+                                    config_hash=self.config_hash,
                                     env_fingerprint=self.env_fingerprint,
                                     settings=stored_settings(cfg))
 
@@ -114,7 +113,7 @@ class CommitHunt(Hunt):
             store, hunt_id, cost = rig.store, rig.hunt_id, rig.cost
 
             def sample_source() -> SampleSource:  # at the current budget (key_for reads it)
-                return rig.source(self.config, self.key_for)
+                return rig.source(self, self.key_for)
 
             cached_before = 0
             try:
@@ -173,8 +172,9 @@ class CommitHunt(Hunt):
                   zip(store.sample_walls(key, arm=Arm.MAIN), store.samples(key, arm=Arm.MAIN))][:AUTO_PILOTS]
         choice = choose_budget(pilots, initial_tokens=cfg.probe.tokens,
                                min_effect=cfg.min_effect, timeout_s=cfg.probe.timeout_s)
-        self.config = dataclasses.replace(cfg, probe=dataclasses.replace(cfg.probe, tokens=choice.tokens))
-        self._config_hash = self.config.probe.config_hash()
+        # from the config as the pilots left it: their probes' imports may have joined its key
+        self.config = dataclasses.replace(self.config, probe=dataclasses.replace(self.config.probe,
+                                                                                 tokens=choice.tokens))
         self.progress.message(f"token budget {choice.tokens} (from {cfg.probe.tokens}): {choice.reason}")
         return choice
 
@@ -290,7 +290,7 @@ class CommitHunt(Hunt):
         stored samples it reuses anyway). Never their levels (docs/search.md, section 1)."""
         if not self.config.noise_prior:
             return None, {"used": False, "reason": "off (--no-noise-prior)"}
-        groups = source.store.spread_groups(self._config_hash, self.env_fingerprint,
+        groups = source.store.spread_groups(self.config_hash, self.env_fingerprint,
                                             instrumented=plan.main_instrumented,
                                             exclude_trees=set(self._trees.values()))
         if not groups:

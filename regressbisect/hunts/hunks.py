@@ -175,7 +175,6 @@ class HunkHunt(Hunt):
         self.rule = rule
         super().__init__(history, config, store_path=store_path, progress=progress, probe_runner=probe_runner,
                          executor=executor)
-        self._config_hash = config.probe.config_hash()   # (slots, overlap) in it, as a commit hunt's
         self._trees = {sha: history.tree_of(sha) for sha in (self.base, self.commit) if sha is not None}
         self.progress.set_labels(["base", "base+all"])
 
@@ -203,7 +202,7 @@ class HunkHunt(Hunt):
         return Candidate(self.base, tuple(sorted(ids)))
 
     def key_for(self, candidate: Candidate) -> SampleKey:
-        return key_for(self.history, candidate, config_hash=self._config_hash,
+        return key_for(self.history, candidate, config_hash=self.config_hash,
                        env_fingerprint=self.env_fingerprint, trees=self._trees)
 
     def patch_for(self, candidate: Candidate) -> str | None:
@@ -221,7 +220,7 @@ class HunkHunt(Hunt):
 
         def start(store: Store) -> int:
             return store.start_hunt(kind="hunks", good=self.base, bad=self.commit or everything.patch_hash or "",
-                                    config_hash=self._config_hash, env_fingerprint=self.env_fingerprint,
+                                    config_hash=self.config_hash, env_fingerprint=self.env_fingerprint,
                                     settings=stored_settings(cfg))
 
         with self.rig(start=start) as rig:
@@ -244,7 +243,7 @@ class HunkHunt(Hunt):
     def sample_source(self, rig: Rig, isolation: Isolation | None = None) -> SampleSource:
         """Where this hunt's samples come from: the store, else a probe in one of the rig's worktrees
         (a commit hunt's, for `run --drill`: its store, pool, setup, meter and import check carry over)."""
-        return rig.source(self.config, self.key_for, patch_for=self.patch_for, isolation=isolation)
+        return rig.source(self, self.key_for, patch_for=self.patch_for, isolation=isolation)
 
     def decide(self, source: SampleSource) -> HunkDecision:
         """The hunt's decisions (search/hunkdecide.py), each round's subsets side by side, one per

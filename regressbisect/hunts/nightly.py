@@ -83,8 +83,6 @@ class Nightly(Hunt):
         # One executor for the night: its measurements and its hunts share the Slurm preflight.
         super().__init__(history, config, store_path=store_path, progress=progress, probe_runner=probe_runner,
                          executor=executor)
-        # the night's series is measured one commit at a time (its hunts use the configured slots)
-        self.config_hash = config.probe.alone().config_hash()
         self._isolation: Isolation | None = None  # set by the night's measuring; in its report
         self._measurement: dict[str, Any] | None = None   # the same
 
@@ -143,6 +141,11 @@ class Nightly(Hunt):
         return {"status": health.status, "reasons": list(health.reasons),
                 "check": doctor.check_to_json(check)}
 
+    @property
+    def config_hash(self) -> str:
+        # the night's series is measured one commit at a time (its hunts use the configured slots)
+        return self.config.probe.alone().config_hash()
+
     def key_for(self, candidate: Candidate) -> SampleKey:
         return key_for(self.history, candidate, config_hash=self.config_hash,
                        env_fingerprint=self.env_fingerprint)
@@ -159,7 +162,7 @@ class Nightly(Hunt):
                             + (" (machine flagged: samples kept apart)" if flagged else ""))
         # the meter's start-up env is the night's hunts' too: their samples and these share keys
         with self.rig(one_lane=True) as rig:
-            source = rig.source(self.config, self.key_for)
+            source = rig.source(self, self.key_for)
             self._isolation = source.isolation
             # Round-robin over the night's commits: drift during the night spreads evenly.
             for _ in range(self.settings.samples_per_commit):

@@ -102,7 +102,8 @@ class SampleSource:
                  slot_env: Sequence[Mapping[str, str]] = ({},),
                  probe_runner: Callable[..., ProbeOutcome] = run_probe,
                  parts: MeasurementParts = MeasurementParts(),
-                 isolation: Isolation | None = None, executor: ProbeExecutor | None = None):
+                 isolation: Isolation | None = None, executor: ProbeExecutor | None = None,
+                 on_imports: Callable[[frozenset[str]], None] | None = None):
         self._store = store
         self._pool = pool
         self._spec = spec
@@ -115,6 +116,9 @@ class SampleSource:
         self._executor = executor or LocalExecutor(probe_runner)
         self.isolation = isolation
         """Import roots first on every probe's PYTHONPATH, and the check of what it imported."""
+        self._on_imports = on_imports
+        """Told, after each round and before it is stored, the files outside the worktrees its
+        probes imported (the hunt puts them in the sample key: `key_for` reads it)."""
         self._cursor: dict[tuple[SampleKey, str, str], int] = {}
         self._initial_count: dict[tuple[SampleKey, str], int] = {}
         self.probes_run = 0
@@ -290,10 +294,13 @@ class SampleSource:
                                       next((e for e in errors if e is not None), None))
             for future, error in zip(futures, errors):
                 done.append((None, None, None) if error is not None else future.result())
-        # Checked before any outcome is stored: a sample of the wrong code is never evidence.
-        for executed, _, imports in done:
-            if executed is not None and imports is not None:
-                self.isolation.verify(imports)
+        # Checked before any outcome is stored: a sample of the wrong code is never evidence, and
+        # what the round imported from outside the worktrees is in the key it is stored under.
+        checked = [imports for executed, _, imports in done if executed is not None and imports is not None]
+        if checked:
+            read = self.isolation.verify_round(checked)
+            if read and self._on_imports is not None:
+                self._on_imports(read)
         return [(executed, load) for executed, load, _ in done], failure
 
     def _probe_in(self, slot: int, tree: int, built: bool, request: Request

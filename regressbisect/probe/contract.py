@@ -65,8 +65,14 @@ WATCH_ENV = "REGRESSBISECT_WATCH_MODULES"
 variables the program changed before each was first imported (what a preload server may
 preload: probe/preload.py)."""
 
+WRITES_ENV = "REGRESSBISECT_RECORD_WRITES"
+"""'1' when the hunt runs probes side by side (more than one lane, local executor): the import
+record also lists the files each process opened for writing (an audit hook on `open`, the one
+part of the recorder that runs while the probe measures). Removed otherwise."""
+WRITES_ON = "1"
+
 PROBE_ENV = (MARKER_ENV, TOKENS_ENV, WINDOW_ENV, INSTRUMENT_ENV, LMHEAD_ENV, WORK_ENV, IMPORTS_DIR_ENV,
-             PROJECT_MODULES_ENV, WATCH_ENV)
+             PROJECT_MODULES_ENV, WATCH_ENV, WRITES_ENV)
 """Every variable of the contract. Besides them the runner sets PYTHONUNBUFFERED=1 (a line must
 not sit in a buffer when a probe is killed), puts the shim's directory first on PYTHONPATH when
 the shim has a job, and a slot's CUDA_VISIBLE_DEVICES (and its venv's PATH and VIRTUAL_ENV)."""
@@ -115,4 +121,8 @@ IMPORT_RECORD_SUFFIX = ".rec"
 """The import record, `<pid>.rec` in IMPORTS_DIR_ENV's directory, one per Python process: a
 Python literal (no json import in a probe that has none) of {"pid", "rank", "modules": {name:
 file} of the project's modules and `__main__`, "watched": [WATCH_ENV's modules imported],
-"env_before_import": {watched module: [variables changed before its first import]}}."""
+"env_before_import": {watched module: [variables changed before its first import]}, "read":
+[absolute files of the modules imported by name from a sys.path directory, and of `__main__`,
+but the interpreter's own (under its prefixes, site-packages, dist-packages) and the tool's],
+"written": [absolute paths opened for writing, with WRITES_ENV; else empty]}. The parent keeps
+what lies outside the worktree."""

@@ -18,6 +18,10 @@ Two halves (docs/isolation.md states the rule in full):
    a project module that came from anywhere but the probe's own worktree stops the hunt with one
    line (IsolationError, exit code 7) before the sample is stored or used.
 
+The same records say which files outside the worktree a probe read and wrote (`OutsideFiles`):
+the modules it imported from there go into the sample key (hunts/skeleton.py, `Hunt.learn_imports`),
+and one file written by two probes that ran side by side is named in a warning (`verify_round`).
+
 Pure parent-side code: nothing here imports the probe's project.
 """
 from __future__ import annotations
@@ -33,8 +37,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from regressbisect.errors import ExitCode, UserError
-from regressbisect.probe.contract import IMPORT_RECORD_SUFFIX, IMPORTS_DIR_ENV, PROJECT_MODULES_ENV
+from regressbisect.errors import ExitCode, UserError, warn
+from regressbisect.probe.contract import (IMPORT_RECORD_SUFFIX, IMPORTS_DIR_ENV, PROJECT_MODULES_ENV, WRITES_ENV,
+                                          WRITES_ON)
 
 from regressbisect.tomlread import tomllib
 
@@ -305,6 +310,29 @@ def _relative_to(path: str, base: str) -> str | None:
 
 # ------------------------------------------------------------------ the check
 
+_PSEUDO_FILE_SYSTEMS = ("/dev/", "/proc/", "/sys/")
+"""Writing there (/dev/null) shares no file between probes."""
+
+
+def _shared_by_design(path: str) -> bool:
+    """A path many processes write without reading each other's: a device, a lock file (shared
+    to be taken in turn), or no file at all: a directory (tempfile reports the folder of the file
+    it makes under a name of its own; the shim leaves out such files, opened O_EXCL)."""
+    return path.startswith(_PSEUDO_FILE_SYSTEMS) or path.endswith(".lock") or os.path.isdir(path)
+
+
+@dataclass(frozen=True)
+class OutsideFiles:
+    """The files outside its worktree (and outside the tool's own folders) that a probe's
+    processes imported and opened for writing, absolute paths."""
+
+    read: frozenset[str] = frozenset()
+    """Module files (and the script run) that are not the interpreter's or the tool's."""
+    written: frozenset[str] = frozenset()
+    """Files opened for writing (recorded only when probes run side by side), less those
+    written by design by many processes (`_shared_by_design`)."""
+
+
 @dataclass
 class ProbeImports:
     """One probe's isolation: the environment to add, then the records it left."""
@@ -315,6 +343,12 @@ class ProbeImports:
     """Where the probe's processes write their records (None: the check is off)."""
     project_processes: int = 0
     """Processes of the probe that imported a project module (each torchrun rank is one)."""
+    files_read: set[str] = field(default_factory=set)
+    """Over every process: the module files the records name (`read`), wherever they are."""
+    files_written: set[str] = field(default_factory=set)
+    """Over every process: the paths opened for writing the records name (`written`)."""
+    outside: OutsideFiles = OutsideFiles()
+    """What of those lies outside the worktree (set by Isolation.verify)."""
 
     def discard(self) -> None:
         """Remove the records of a probe that did not finish (interrupted)."""
@@ -336,6 +370,8 @@ class ProbeImports:
                     continue
                 modules = record.get("modules") or {}
                 self.project_processes += any(m != MAIN_MODULE for m in modules)
+                for key, files in (("read", self.files_read), ("written", self.files_written)):
+                    files.update(f for f in record.get(key) or () if isinstance(f, str))
                 for module, file in modules.items():
                     if not isinstance(module, str) or not isinstance(file, str):
                         continue
@@ -369,6 +405,10 @@ class Isolation:
     records_root: Path | None = None
     """Where each probe's record directory is made: beside the worktree pool, so that a probe
     run on another node (Slurm) writes where the hunt reads; None: the system's temp dir."""
+    record_writes: bool = False
+    """Probes run side by side on this machine: record the files they open for writing."""
+    shared_write_named: bool = False
+    """Whether the warning about a file two probes of one round wrote was given (once a hunt)."""
 
     def prepare(self, worktree: Path) -> ProbeImports:
         """The environment of one probe in `worktree`: its PYTHONPATH, and the recorder's inputs."""
@@ -383,13 +423,39 @@ class Isolation:
         records = Path(tempfile.mkdtemp(prefix="regressbisect-imports-", dir=self.records_root))
         env[IMPORTS_DIR_ENV] = str(records)
         env[PROJECT_MODULES_ENV] = ",".join(project_modules(roots, worktree))
+        env[WRITES_ENV] = WRITES_ON if self.record_writes else ""
         return ProbeImports(worktree, env, records)
 
+    def verify_round(self, probes: Sequence[ProbeImports]) -> frozenset[str]:
+        """Verify each probe of a round (probes that ran side by side); warn, once a hunt, when
+        two of them wrote one file outside their worktrees; the files outside their worktrees
+        they imported."""
+        for probe in probes:
+            self.verify(probe)
+        writers: dict[str, int] = {}
+        for probe in probes:
+            for path in probe.outside.written:
+                writers[path] = writers.get(path, 0) + 1
+        shared = sorted(path for path, count in writers.items() if count > 1)
+        if shared and not self.shared_write_named:
+            self.shared_write_named = True
+            more = f" (and {len(shared) - 1} other file(s))" if len(shared) > 1 else ""
+            warn(f"probes running side by side both wrote {shared[0]}{more}, outside their worktrees: a probe "
+                 f"that reads back such a file may read another's, and the slots then measure each other; "
+                 f"give each probe its own path (relative to its worktree, or a tempfile), or measure one "
+                 f"probe at a time (--slots 1 --overlap 1)")
+        return frozenset().union(*(probe.outside.read for probe in probes))
+
     def verify(self, probe: ProbeImports) -> dict[str, str]:
-        """Read the probe's records; raise IsolationError naming the first module from elsewhere."""
+        """Read the probe's records; raise IsolationError naming the first module from elsewhere.
+        Sets `probe.outside`: what it read and wrote outside its worktree."""
         imported = probe.read()
         if probe.records_dir is None:
             return imported
+        probe.outside = OutsideFiles(
+            read=frozenset(self._outside(probe.files_read, probe.worktree)),
+            written=frozenset(f for f in self._outside(probe.files_written, probe.worktree)
+                              if not _shared_by_design(f)))
         self.probes_checked += 1
         self.most_processes = max(self.most_processes, probe.project_processes)
         project = {m: f for m, f in imported.items() if m != MAIN_MODULE}
@@ -408,6 +474,13 @@ class Isolation:
             self.imported_from.setdefault(module, os.path.relpath(os.path.realpath(file),
                                                                   os.path.realpath(probe.worktree)))
         return imported
+
+    def _outside(self, files: set[str], worktree: Path) -> list[str]:
+        """`files` that lie outside `worktree` and outside the pool's other worktrees (the tool's
+        folder among them: records, venvs, shared caches)."""
+        places = [os.path.realpath(str(p)) for p in (worktree, *self.other_worktrees)]
+        return [f for f in files
+                if not any(_relative_to(os.path.realpath(f), place) is not None for place in places)]
 
     def _script_of_candidate(self, file: str, where: str, worktree: Path) -> bool:
         """Whether a script run from elsewhere has its own version in the worktree (then the
@@ -503,8 +576,9 @@ def _is_inside(file: str, directory: Path | str) -> bool:
 
 
 def isolation_for_hunt(history, check: bool, env: Mapping[str, str],
-                       records_root: Path | None = None) -> Isolation:
-    """The Isolation of a hunt in `history` (run, hunks, nightly and doctor share it)."""
+                       records_root: Path | None = None, record_writes: bool = False) -> Isolation:
+    """The Isolation of a hunt in `history` (run, hunks, nightly and doctor share it);
+    `record_writes` where its probes run side by side on this machine."""
     from regressbisect.git.worktrees import _registered_worktrees, pool_root
 
     others = [pool_root(history)]
@@ -516,4 +590,5 @@ def isolation_for_hunt(history, check: bool, env: Mapping[str, str],
     inherited = env.get("PYTHONPATH", os.environ.get("PYTHONPATH"))
     return Isolation(user_root=Path(history.root), other_worktrees=others, check=check,
                      inherited_pythonpath=inherited,
-                     records_root=None if records_root is None else Path(records_root) / "imports")
+                     records_root=None if records_root is None else Path(records_root) / "imports",
+                     record_writes=record_writes)

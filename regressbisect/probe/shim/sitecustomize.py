@@ -3,7 +3,11 @@
 Two independent jobs, each switched on by the runner through the environment (the variables
 of the probe contract, probe/contract.py, loaded here by path):
 - the import recorder (REGRESSBISECT_IMPORTS_DIR set): at exit, writes where the project's
-  modules came from, for the isolation check (regressbisect/probe/isolation.py);
+  modules came from, for the isolation check (regressbisect/probe/isolation.py), the files of
+  the modules it imported by name that are not the interpreter's (what the sample key holds
+  where they lie outside the worktree) and, when probes run side by side
+  (REGRESSBISECT_RECORD_WRITES), the files it opened for writing (two probes writing one file
+  outside their worktrees share it);
 - the counters (REGRESSBISECT_INSTRUMENT=1), described below.
 
 Counters: cheap by design: it imports no torch. A meta-path finder waits for `torch` (and
@@ -19,6 +23,10 @@ import os
 import sys
 
 _SHIM_DIR = os.path.dirname(os.path.abspath(__file__))
+_TOOL_DIR = os.path.dirname(os.path.dirname(_SHIM_DIR))
+"""The regressbisect package: its files loaded in a probe are the tool's, not what is measured."""
+_MOST_WRITTEN = 10000
+"""Paths opened for writing recorded per process at most (a probe that writes a file per step)."""
 
 
 def _probe_module(name):
@@ -91,29 +99,84 @@ class _PostImportHooks:
         return spec
 
 
-def _record_imports(directory, names, watched=(), at_import=None) -> None:
+def _record_imports(directory, names, watched=(), at_import=None, written=None) -> None:
     """atexit: {module: file} of the project's modules (and the script run) in `directory`/<pid>.rec,
-    as a Python literal (repr): no json import in a probe that has none; and which of `watched`
-    (third-party stacks a preload server could import once, probe/preload.py) were imported."""
+    as a Python literal (repr): no json import in a probe that has none; which of `watched`
+    (third-party stacks a preload server could import once, probe/preload.py) were imported; the
+    files of the modules imported by name (and the script) that are not the interpreter's or the
+    tool's; and the paths opened for writing (`written`, when watched)."""
     prefixes = tuple(n + "." for n in names)
     wanted = set(names)
-    modules = {}
+    theirs = tuple(os.path.join(p, "") for p in {sys.prefix, sys.base_prefix, sys.exec_prefix,
+                                                   sys.base_exec_prefix, _TOOL_DIR} if p)
+    installed = (os.sep + "site-packages" + os.sep, os.sep + "dist-packages" + os.sep)
+    roots = {os.path.abspath(p or ".") for p in sys.path if isinstance(p, str)}
+    modules, read = {}, set()
     for name, module in list(sys.modules.items()):
+        file = getattr(module, "__file__", None)
+        if name == "__main__" and not file:  # CPython drops a script's __file__ once it has run
+            file = getattr(getattr(module, "__loader__", None), "path", None)
+        if not isinstance(file, str):
+            continue
+        file = os.path.abspath(file)
         if name == "__main__" or name in wanted or name.startswith(prefixes):
-            file = getattr(module, "__file__", None)
-            if name == "__main__" and not file:  # CPython drops a script's __file__ once it has run
-                file = getattr(getattr(module, "__loader__", None), "path", None)
-            if isinstance(file, str):
-                modules[name] = os.path.abspath(file)
+            modules[name] = file
+        if ((name == "__main__" or _on_path(name, file, roots)) and not file.startswith(theirs)
+                and not any(part in file for part in installed)):
+            read.add(file)
     try:
         path = os.path.join(directory, "%d%s" % (os.getpid(), _contract.IMPORT_RECORD_SUFFIX))
         with open(path + ".tmp", "w") as f:
             f.write(repr({"pid": os.getpid(), "rank": os.environ.get("RANK"), "modules": modules,
                           "watched": [n for n in watched if n in sys.modules],
-                          "env_before_import": at_import.changed if at_import is not None else {}}))
+                          "env_before_import": at_import.changed if at_import is not None else {},
+                          "read": sorted(read), "written": sorted(written or ())}))
         os.replace(path + ".tmp", path)  # the parent never reads half a record
     except OSError:  # the directory is gone (the probe outlived its parent): nothing to report to
         pass
+
+
+def _on_path(name, file, roots):
+    """Whether module `name` was found by its name in a directory of `roots` (sys.path): `file` is
+    <root>/a/b/c.py (or c/__init__.py, c.<abi>.so) for a.b.c. Code a library generates and loads
+    by its path (inductor's and triton's kernels in their caches) is not: its name is no path."""
+    parts = name.split(".")
+    head, tail = os.path.split(file)
+    if tail.split(".")[0] == "__init__":
+        head, tail = os.path.split(head)
+    if tail.split(".")[0] != parts[-1]:
+        return False
+    for part in reversed(parts[:-1]):
+        head, tail = os.path.split(head)
+        if tail != part:
+            return False
+    return head in roots
+
+
+def _watch_writes(directory):
+    """The set of absolute paths this process opens for writing from now on (an audit hook on
+    `open`: builtins.open, io, os.open), but the record's own `directory`, a file created under a
+    name no other process can have (O_EXCL: mkstemp, tempfile) and a directory (O_TMPFILE)."""
+    written = set()
+    own = os.path.join(os.path.abspath(directory), "")
+    own_file = os.O_EXCL | getattr(os, "O_DIRECTORY", 0)
+
+    def hook(event, args):
+        if event != "open" or len(written) >= _MOST_WRITTEN:
+            return
+        try:
+            path, _, flags = args
+            if isinstance(path, bytes):
+                path = os.fsdecode(path)
+            if isinstance(path, str) and flags & os.O_ACCMODE != os.O_RDONLY and not flags & own_file:
+                path = os.path.abspath(path)
+                if not path.startswith(own):
+                    written.add(path)
+        except Exception:  # never break the measured program
+            pass
+
+    sys.addaudithook(hook)
+    return written
 
 
 class _EnvAtImport:
@@ -153,7 +216,8 @@ def _install_recorder() -> None:
     if watched:
         at_import = _EnvAtImport(n for n in watched if n not in sys.modules)
         sys.meta_path.insert(0, at_import)
-    atexit.register(_record_imports, directory, names, watched, at_import)
+    written = _watch_writes(directory) if os.environ.get(_contract.WRITES_ENV) == _contract.WRITES_ON else None
+    atexit.register(_record_imports, directory, names, watched, at_import, written)
 
 
 def _install() -> None:
