@@ -1,6 +1,7 @@
 """`regressbisect report [HUNT]`: render a stored hunt (table, Markdown, HTML + PNG)."""
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -42,7 +43,11 @@ def report(
             return
         hunt_id = hunt if hunt is not None else s.last_hunt_id(finished=True)
         data = s.hunt_report(hunt_id) if hunt_id is not None else None
-        unfinished = s.last_hunt_id() if hunt_id is None else None
+        newest = s.last_hunt_id()
+        unfinished = newest if hunt_id is None else None
+        later = None    # a hunt newer than this report's with no report yet: it may be running now
+        if newest is not None and hunt_id is not None and newest > hunt_id and s.hunt_report(newest) is None:
+            later = newest
     if data is None and hunt_id is None:
         if unfinished is None:
             raise UserError(f"no hunt in {path} yet: run one first")
@@ -53,6 +58,11 @@ def report(
                         f"command again to resume it")
     if data is None:
         raise UserError(f"no finished hunt {hunt_id} in {path} (see `regressbisect report --list`)")
+    if later is not None and _hunt_running(path, repo):
+        # one line on stderr: the report itself (stdout, --json, --html) stays the stored one
+        shown = f"the previous one, hunt {hunt_id}" if hunt is None else f"hunt {hunt_id}"
+        print(f"note: another hunt is running in this store (hunt {later}, not finished); this report is of {shown}",
+              file=sys.stderr)
     print(render_markdown(data) if markdown else render_summary(data))
     if html is not None:
         print(f"wrote {written('--html', html, lambda: render_html(data, html))}")
