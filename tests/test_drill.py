@@ -17,6 +17,7 @@ from regressbisect.hunts.commits import CommitHunt
 from regressbisect.hunts.hunks import HunkHunt
 from regressbisect.render.markdown import render_markdown
 from regressbisect.render.text import render_summary
+from regressbisect.search.budget import drill_probe_cap
 from regressbisect.samples import ProbeOutcome, Sample
 from regressbisect.testing.gitrepo import (commit, git, make_dirty, make_repo, merge, snapshot_checkout,
                                            write_files)
@@ -209,3 +210,78 @@ def test_hunks_commit_whose_parent_lies_past_a_shallow_clones_boundary_says_so(f
     assert (f"the parent of commit {shas[3][:10]} ({shas[2][:10]}) lies past this shallow clone's boundary: "
             "git fetch --unshallow" in err[0])
     assert "unknown revision" not in err[0]
+
+
+SMALL_HUNKS = 10
+
+
+@pytest.fixture(scope="module")
+def small_hunks_repo(tmp_path_factory):
+    """c0, c1, c2 = ten hunks 1.5% slower each (the commit -14%, no hunk alone at --min-effect's
+    2%), c3, c4: the commits around it touch README only."""
+    path = tmp_path_factory.mktemp("small") / "repo"
+    make_dirty_repo(path, SMALL_HUNKS, {i: 0.015 for i in range(SMALL_HUNKS)}, dependent=False)
+    feature = {f"pkg/m{f}.py": (path / f"pkg/m{f}.py").read_text() for f in range(10)}
+    git(path, "checkout", "-q", "--", ".")
+    shas = [git(path, "rev-parse", "HEAD")]
+    shas.append(commit(path, {"README.md": "one\n"}, "docs"))
+    shas.append(commit(path, feature, "ten small changes"))
+    shas.append(commit(path, {"README.md": "two\n"}, "docs again"))
+    shas.append(commit(path, {"README.md": "three\n"}, "docs once more"))
+    return path, shas
+
+
+@pytest.mark.parametrize("seed", [2, 3])
+def test_a_drill_of_a_slowdown_spread_over_small_hunks_says_so_at_a_cost_in_proportion(small_hunks_repo, tmp_path,
+                                                                                       seed):
+    # These two seeds' drills went on to delta debugging after the prefix search refuted every
+    # single step, and named pairs of 1.5% hunks at -2.0% on stopped tests: 1,364 and 1,989
+    # probes against 29 and 18 for the commit search. The prefix search's answer is the drill's
+    repo, shas = small_hunks_repo
+    report, runs = drill(repo, shas, tmp_path, seed)
+    (culprit,) = report["culprits"]
+    assert culprit["commit"] == shas[2]
+    hunks = culprit["hunks"]
+    assert hunks["verdict"] == "not-localised" and hunks["culprits"] == [], hunks["reason"]
+    assert hunks["spread"]["text"] == "spread over 10 hunks, none alone >= 2%"
+    assert len(hunks["spread"]["hunks"]) == SMALL_HUNKS
+    search = report["probes"] - hunks["probes"]
+    # the drill's cap: ten times the commit search's measures, at least a control arm at its pair cap
+    assert drill_probe_cap(0, 96) == 192 <= hunks["max_probes"] <= drill_probe_cap(search, 96)
+    assert hunks["probes"] <= 4 * search, (hunks["probes"], search)
+    for text in (render_summary(report), render_markdown(report)):
+        assert "no hunk of its 10 named (drill): the slowdown is spread over 10 hunks, none alone >= 2%" in text
+
+
+def test_a_drill_prints_its_remainder_under_its_culprit_and_stops_at_its_cap(tmp_path):
+    # one hunk 12% slower and four of 1.5%: the drill names the large one; what it leaves (about a
+    # third of the commit's step) is printed under the culprit, not only in the JSON, and the
+    # search of the rest stops at the drill's cap (a seed that spent 1,830 probes there before)
+    repo = tmp_path / "repo"
+    make_dirty_repo(repo, 10, {3: 0.12, 5: 0.015, 7: 0.015, 8: 0.015, 9: 0.015}, dependent=False)
+    feature = {f"pkg/m{f}.py": (repo / f"pkg/m{f}.py").read_text() for f in range(10)}
+    git(repo, "checkout", "-q", "--", ".")
+    shas = [git(repo, "rev-parse", "HEAD"), commit(repo, {"README.md": "one\n"}, "docs"),
+            commit(repo, feature, "land the feature"), commit(repo, {"README.md": "two\n"}, "docs again")]
+    report, _ = drill(repo, shas, tmp_path, seed=1)
+    (culprit,) = report["culprits"]
+    hunks = culprit["hunks"]
+    assert hunks["verdict"] == "culprits" and hunk_sets(hunks["culprits"]) == [{hunk_line(3)}]
+    assert hunks["probes"] <= hunks["max_probes"] <= drill_probe_cap(report["probes"] - hunks["probes"], 96)
+    share = hunks["unexplained_share"]
+    lo, hi = hunks["unexplained_share_ci95"]
+    assert lo < share < hi and 0.1 < share < 0.5
+    (named,) = hunks["culprits"]
+    lo_step, hi_step = named["ci95_pct"]
+    assert lo_step <= -100 * (1 - 1 / 1.12) <= hi_step          # the hunk's own step, -10.7%
+    summary = render_summary(report)
+    lines = summary.splitlines()
+    at = lines.index(next(line for line in lines if line.startswith("culprit 1: ")))
+    under = lines[at + 1: at + 8]
+    assert any(line.startswith(f"  hunk pkg/m3.py:{hunk_line(3)[1]}") and "of the commit's step" in line
+               for line in under), under
+    remainder = f"  drill remainder: {share:.0%} of the commit's step not in its named hunks (95% CI {lo:.0%} .. {hi:.0%}"
+    assert any(line.startswith(remainder) for line in under), under
+    assert "cap of" in summary and "Unexplained remainder (commits; a drill's is under its culprit):" in summary
+    markdown = render_markdown(report)
+    assert f"drill remainder: {share:.0%} of the commit's step" in markdown

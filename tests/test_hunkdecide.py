@@ -6,9 +6,16 @@ import random
 
 import pytest
 
+from regressbisect.git.hunks import Hunk
+from regressbisect.render.report_hunks import HuntedHunks
 from regressbisect.search.bisect import SearchSettings
+from regressbisect.search.ddmin import DdminSettings
 from regressbisect.search.hunkdecide import decide_hunks
-from regressbisect.search.hunks.runnable import Purpose
+from regressbisect.search.hunks.alone import alone
+from regressbisect.search.hunks.context import HuntContext
+from regressbisect.search.hunks.runnable import Purpose, Runnable
+from regressbisect.search.levels import LevelRule
+from regressbisect.search.naming import AlphaSpender
 from regressbisect.testing.hunkdiff import SimulatedDiff, feature_chain
 
 Diff = SimulatedDiff   # n hunks in files of 5
@@ -231,3 +238,91 @@ def test_the_hunk_remainder_has_an_interval_that_covers_what_is_left_of_the_gap(
 def test_a_hunk_hunt_without_culprits_has_no_remainder_interval():
     decision, _ = hunt(Diff(10), seed=0)
     assert decision.verdict == "not-reproduced" and all(math.isnan(x) for x in decision.unexplained_ci95)
+
+
+# -- what a named hunk's step is, and a slowdown spread over many small hunks ----------------------
+
+def alone_test(seed: int, slower: float, cv: float = 0.02):
+    """The alone test (search/hunks/alone.py) of one group `slower` than BASE, beside a prefix that
+    is the group itself (it needs nothing), each run lognormal: (outcome, TestedSubset or None)."""
+    group = frozenset({"h0"})
+    ctx = HuntContext(settings=SearchSettings(), rule=LevelRule(), ddmin=DdminSettings(), runs=Runnable(),
+                      ids=["h0"], groups=None, order=[group], on_phase=lambda text: None,
+                      leave_out_alphas=AlphaSpender(SearchSettings().name_alpha / 2))
+    rng = random.Random(seed)
+    phase = alone(ctx, group, group, -1)
+    try:
+        batch = next(phase)
+        while True:
+            values = [1000.0 * (1 - slower if subset else 1) * math.exp(rng.gauss(0.0, cv))
+                      for subset, _ in batch.requests]
+            for (subset, _), value in zip(batch.requests, values):
+                ctx.record(subset, value)
+            batch = phase.send(values)
+    except StopIteration as done:
+        outcome, found, _ = done.value
+        return outcome, found
+
+
+def test_a_named_hunks_interval_covers_its_step_at_the_stop_of_the_test_that_named_it():
+    # A hunk 1.5% slower at 2% noise, min_effect 2%: its alone test stops once the estimate passes
+    # 2% with the e-value, so the hunks it names read -2.0% to -5.2% (-2.35% on average). The
+    # report's interval is read at that stop: the fixed-n t interval there covered -1.5% in 55 of
+    # these 62 (89%); the confidence sequence of the commit search's rule covers at any stopping
+    # time (61 of 62).
+    hunk = Hunk(id="h0", file="a.py", old_start=1, old_len=1, new_start=1, new_len=1, lines=(1, 1),
+                function=None, header="", text="", excerpt="", kind="modify")
+    hunted = HuntedHunks([hunk], "b" * 40, None)
+    named = covered = 0
+    for seed in range(200):
+        outcome, found = alone_test(seed, 0.015)
+        if outcome != "reproduced":
+            continue
+        named += 1
+        group = hunted.group(found)
+        lo, hi = group.ci95_pct
+        assert lo <= group.step_pct <= hi <= -0.0 and group.alone["ci95_pct"] == [lo, hi]
+        covered += lo <= -1.5 <= hi
+    assert named >= 40, named
+    assert covered >= 0.93 * named, (covered, named)        # 95% nominal
+
+
+@pytest.mark.parametrize("seed", [0, 3, 4])
+def test_a_slowdown_spread_over_many_hunks_below_min_effect_ends_in_the_prefix_search(seed):
+    # ten hunks 1.5% slower each, min_effect 2%: the prefix search reproduces the 14% and refutes
+    # every single step it proposes. Delta debugging then named pairs of small hunks (and a single
+    # one on a stopped test), at 1,500 to 2,000 probes; the hunt now says the slowdown is spread
+    diff = Diff(10, effects={f"h{i:03d}": 0.015 for i in range(10)}, per_file=1)
+    decision, probe = hunt(diff, seed)
+    assert decision.verdict == "not-localised", decision.reason
+    assert not decision.culprits and decision.spread_over == frozenset(diff.ids)
+    assert "spread over 10 hunks, none alone >= 2%" in decision.reason
+    assert decision.spread_note == "spread over 10 hunks, none alone >= 2%"
+    assert Purpose.DDMIN not in probe.purposes and len(probe.runs) <= 120, len(probe.runs)
+
+
+def test_a_hunt_stopped_at_its_probe_cap_reports_what_it_named_before_it():
+    # two slow hunks and a small one; uncapped the hunt names both at 80-102 probes. At a cap of
+    # 90 or 75 measures (SearchSettings.max_probes, over every phase) it stops where it is: never
+    # more probes than the cap, what it had named is named (the rest is its remainder), nothing else
+    diff = Diff(20, effects={"h003": 0.06, "h014": 0.05, "h017": 0.015})
+    stopped = partly = 0
+    for seed in range(3):
+        probe = Probe(diff, seed)
+        uncapped = decide_hunks(diff.ids, diff.groups(), probe, SearchSettings())
+        assert named(uncapped) == {frozenset({"h003"}), frozenset({"h014"})} and len(probe.runs) > 75
+        for cap in (90, 75):
+            probe = Probe(diff, seed)
+            capped = decide_hunks(diff.ids, diff.groups(), probe, SearchSettings(max_probes=cap))
+            assert len(probe.runs) <= cap
+            if capped.reason == "" and named(capped) == named(uncapped):
+                continue        # it ended before the cap
+            stopped += 1
+            assert f"cap of {cap} probes ran out" in capped.reason
+            assert named(capped) < named(uncapped)
+            if named(capped):
+                partly += 1
+                assert capped.verdict == "culprits" and all(math.isfinite(x) for x in capped.unexplained_ci95)
+            else:
+                assert capped.verdict == "undecided"
+    assert stopped >= 4 and partly >= 2, (stopped, partly)

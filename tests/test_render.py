@@ -393,3 +393,54 @@ def test_the_runs_read_as_interfered_are_named_in_every_report_and_the_figures_a
     for text in (render_summary(report), render_markdown(report)):
         assert expected in text and sha(1)[:10] in text and "702.2, 675.5" in text
     assert "interfered" not in render_summary(commits_report())
+
+
+def drilled_report() -> dict[str, Any]:
+    """A commits report whose culprit's drill named a hunk and a pair of hunks, suspected one more
+    and left 60% of the commit's step, the rest spread over four hunks."""
+    def hunk(path: str, line: int) -> dict[str, Any]:
+        return {"id": f"{path}{line}", "file": path, "lines": [line, line + 1], "function": "step",
+                "kind": "modify", "excerpt": f"-    x = {line}\n+    x = {line + 1}"}
+
+    def group(hunks, step, ci, share, verdict="reproduced"):
+        return {"commit": sha(5), "parent": sha(4), "subject": "x", "cluster": len(hunks) > 1, "hunks": hunks,
+                "step_pct": step, "ci95_pct": ci, "share_of_gap": share,
+                "alone": {"change_pct": step, "ci95_pct": ci, "pairs": 12, "verdict": verdict}}
+
+    report = commits_report()
+    report["culprits"][0]["hunks"] = {
+        "verdict": "culprits", "reason": "", "base": sha(4), "hunk_count": 10,
+        "culprits": [group([hunk("a.py", 3)], -2.2, [-3.9, -0.4], 0.15),
+                     group([hunk("b.py", 7), hunk("c.py", 9)], -3.0, [-5.1, -0.8], 0.25)],
+        "suspects": [group([hunk("d.py", 11)], -1.9, [-2.6, -1.2], 0.13, verdict="undecided")],
+        "unexplained_share": 0.6, "unexplained_share_ci95": [0.44, 0.69],
+        "spread": {"hunks": ["e", "f", "g", "h"], "text": "spread over 4 hunks, none alone >= 2%"},
+        "probes": 150, "cached_samples": 8, "max_probes": 192}
+    return report
+
+
+def test_a_drill_prints_each_named_groups_step_its_remainder_and_its_suspects_under_its_culprit(tmp_path):
+    report = drilled_report()
+    lines = render_summary(report).splitlines()
+    at = lines.index("culprit 1: 0505050505 build the block mask per layer")
+    assert lines[at + 2: at + 9] == [
+        "  3 of its 10 hunks named (drill)",
+        "  hunk a.py:3-4 in step: -2.2% tok/s (95% CI -3.9% .. -0.4%), 15% of the commit's step",
+        "  2 hunks together: -3.0% tok/s (95% CI -5.1% .. -0.8%), 25% of the commit's step",
+        "    hunk b.py:7-8 in step",
+        "    hunk c.py:9-10 in step",
+        "  drill remainder: 60% of the commit's step not in its named hunks (95% CI 44% .. 69%); the rest is "
+        "spread over 4 hunks, none alone >= 2%",
+        "  drill suspect: hunk d.py:11-12 in step: -1.9% tok/s (95% CI -2.6% .. -1.2%), 13% of the commit's step "
+        "(not named: its test ran out of pairs)"]
+    # the commits' own remainder at the end says whose it is
+    assert any(line.startswith("Unexplained remainder (commits; a drill's is under its culprit): 5% of the gap")
+               for line in lines)
+    md = render_markdown(report)
+    assert "   - `a.py:3-4 in step`: -2.2% tok/s (95% CI -3.9% .. -0.4%), 15% of the commit's step" in md
+    assert ("   - drill remainder: 60% of the commit's step not in its named hunks (95% CI 44% .. 69%); the rest is "
+            "spread over 4 hunks, none alone >= 2%") in md
+    assert "   - drill suspect: `d.py:11-12 in step`: -1.9% tok/s (95% CI -2.6% .. -1.2%)" in md
+    assert "+    x = 4" in md          # the named hunks' excerpts, as before
+    page = render_html(report, tmp_path).read_text()
+    assert "drill remainder: 60% of the commit&#x27;s step" in page or "drill remainder: 60% of the commit's step" in page

@@ -30,7 +30,7 @@ from regressbisect.render.report_hunks import DrillReport
 from regressbisect.samples import Arm, Candidate, ProbeOutcome, SampleKey
 from regressbisect.search import stats
 from regressbisect.search.bisect import CommitSearch, Measure, SearchSettings
-from regressbisect.search.budget import AUTO_PILOTS, BudgetChoice, Pilot, choose_budget
+from regressbisect.search.budget import AUTO_PILOTS, BudgetChoice, Pilot, choose_budget, drill_probe_cap
 from regressbisect.search.driver import drive
 from regressbisect.search.overhead import OverheadArm
 from regressbisect.search.verdicts import Verdict
@@ -261,7 +261,8 @@ class CommitHunt(Hunt):
                result) -> dict[str, DrillReport]:
         """--drill: the hunks of each culprit's diff against its first parent, hunted as `hunks
         --commit` hunts them (hunts/hunks.py) with this hunt's probe, budget, store, worktrees,
-        meter and pooled noise; the culprit and its parent are BASE + every hunk and BASE, so
+        meter and pooled noise, and a probe cap in proportion to the search that named the culprit
+        (`budget.drill_probe_cap`); the culprit and its parent are BASE + every hunk and BASE, so
         their samples from the search are the drill's first. commit sha -> its report entry."""
         from regressbisect.hunts.hunks import HunkHunt
 
@@ -271,7 +272,8 @@ class CommitHunt(Hunt):
             try:
                 drill = HunkHunt(self.history, self.config, commit=sha, store_path=self.store_path,
                                  progress=self.progress, executor=self.executor, noise_prior=self._search_noise,
-                                 instrumented=plan.main_instrumented)
+                                 instrumented=plan.main_instrumented,
+                                 max_probes=drill_probe_cap(result.probes, self.config.max_samples))
             except UserError as error:     # no hunks: e.g. an empty commit, a submodule added
                 drills[sha] = DrillReport(verdict="no-hunks", reason=error.message)
                 continue

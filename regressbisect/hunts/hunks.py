@@ -13,6 +13,7 @@ hunt's, from the store); the work tree is not read at all.
 """
 from __future__ import annotations
 
+import dataclasses
 import re
 from pathlib import Path
 from typing import Any, Callable, Sequence
@@ -147,11 +148,14 @@ class HunkHunt(Hunt):
                  probe_runner: Callable[..., ProbeOutcome] = run_probe,
                  rule: LevelRule = LevelRule(), executor: ProbeExecutor | None = None,
                  noise_prior: NoisePool | None = None, instrumented: bool = False,
-                 command_line: Sequence[str] | None = None):
+                 command_line: Sequence[str] | None = None, max_probes: int | None = None):
         """noise_prior: the noise a commit hunt pooled, carried over by `run --drill`;
         instrumented: take tok/s from shimmed runs (the commit hunt's, when its plan does);
         command_line: the user's command without --commit and --base (cli/options.without_revisions),
-        for the report's continue command of an undecided hunt, which adds `revisions`."""
+        for the report's continue command of an undecided hunt, which adds `revisions`;
+        max_probes: the hunt's probe cap (`SearchSettings.max_probes`, over every phase; a drill's
+        is `search.budget.drill_probe_cap`), None: the default."""
+        self.max_probes = max_probes
         self.command_line = command_line
         self._prefixes: list[frozenset] = []
         """The prefix search's candidates (BASE + the first k hunk groups), once `decide` ran."""
@@ -250,6 +254,8 @@ class HunkHunt(Hunt):
         lane (its own worktree and patch), as a commit hunt runs its candidates."""
         cfg = self.config
         settings = SearchSettings.of(cfg, "hunks")
+        if self.max_probes is not None:
+            settings = dataclasses.replace(settings, max_probes=self.max_probes)
         decider = HunkDecider([h.id for h in self.hunks], group_hunks(self.hunks), settings, self.rule,
                               on_phase=self.progress.phase, needs=self.needs, noise_prior=self.noise_prior)
         self._prefixes = prefixes(decider.ctx.order)
@@ -325,4 +331,5 @@ class HunkHunt(Hunt):
         diff is one hunk, which the commit names already (no hunt)."""
         if decision is None or source is None:
             return drill_report(self.hunted, None)
-        return drill_report(self.hunted, decision, probes=source.probes_run, cached=source.cached_used)
+        return drill_report(self.hunted, decision, probes=source.probes_run, cached=source.cached_used,
+                            max_probes=self.max_probes)

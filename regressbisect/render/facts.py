@@ -41,6 +41,48 @@ class CulpritFacts:
     """The small table of the work per step before and after, biggest changes first."""
     drill: str | None = None
     """`run --drill`: '1 of its 32 hunks named' (`hunks` then lists them), or why none was."""
+    drill_groups: tuple[DrillGroup, ...] = ()
+    """`run --drill`: each hunk group it named, with its own step."""
+    drill_remainder: str | None = None
+    """`run --drill` that named hunks: the share of the commit's step they leave, with its interval
+    (and the hunks the rest is spread over, when a prefix search found it spread)."""
+    drill_suspects: tuple[DrillGroup, ...] = ()
+    """`run --drill`: the groups it proposed and did not name, and why."""
+
+
+@dataclass(frozen=True)
+class DrillGroup:
+    """A hunk group of a drill, formatted."""
+
+    step: str
+    """'-2.0% tok/s (95% CI -3.9% .. -0.2%), 15% of the commit's step'."""
+    hunks: tuple[Mapping[str, Any], ...]
+    why: str | None = None
+    """A suspect: why it was not named."""
+
+    @property
+    def line(self) -> str:
+        """'hunk a.py:3-4 in f: -2.0% tok/s (...)' for one hunk, 'hunks together: ...' for more."""
+        head = f"hunk {hunk_location(self.hunks[0])}" if len(self.hunks) == 1 else f"{len(self.hunks)} hunks together"
+        return f"{head}: {self.step}" + (f" ({self.why})" if self.why else "")
+
+
+def drill_lines(c: CulpritFacts) -> list[str]:
+    """A drill under its commit culprit, as plain lines: what it named (each group's own step, and
+    each hunk of a group of several), the share of the commit's step the named hunks leave, and what
+    it suspected without naming."""
+    lines = [c.drill] if c.drill else []
+    for group in c.drill_groups:
+        lines.append(group.line)
+        if len(group.hunks) > 1:
+            lines += [f"  hunk {hunk_location(h)}" for h in group.hunks]
+    if c.drill_remainder:
+        lines.append(c.drill_remainder)
+    for group in c.drill_suspects:
+        lines.append(f"drill suspect: {group.line}")
+        if len(group.hunks) > 1:
+            lines += [f"  hunk {hunk_location(h)}" for h in group.hunks]
+    return lines
 
 
 def unit(report: Mapping[str, Any]) -> str:
@@ -107,13 +149,47 @@ def is_hunk_group(culprit: Mapping[str, Any]) -> bool:
 
 
 def drill_text(drill: Mapping[str, Any] | None) -> str | None:
-    """A commit culprit's --drill in a few words."""
+    """A commit culprit's --drill in a few words (with why it stopped, when a cap stopped it)."""
     if drill is None:
         return None
     named = sum(len(c.get("hunks") or ()) for c in drill.get("culprits") or ())
     if named:
-        return f"{named} of its {drill.get('hunk_count')} hunks named (drill)"
+        return f"{named} of its {drill.get('hunk_count')} hunks named (drill)" + (
+            f": {drill['reason']}" if drill.get("reason") else "")
     return f"no hunk of its {drill.get('hunk_count')} named (drill): {drill.get('reason') or drill.get('verdict')}"
+
+
+_SUSPECT_WHY = {"undecided": "not named: its test ran out of pairs",
+                "not-reproduced": "not named: it did not reproduce the slowdown on fresh pairs",
+                "reproduced": "not named: whether it needs each of its hunks stayed open, or the shares did not add up"}
+
+
+def drill_group(group: Mapping[str, Any], unit_text: str, suspect: bool = False) -> DrillGroup:
+    """A named (or suspected) hunk group of a drill: its own step, its share of the commit's step."""
+    share = group.get("share_of_gap")
+    step = step_text(group.get("step_pct"), group.get("ci95_pct"), unit_text)
+    if _finite(share):
+        step += f", {share:.0%} of the commit's step"
+    verdict = str((group.get("alone") or {}).get("verdict") or "")
+    why = _SUSPECT_WHY.get(verdict, f"not named: {verdict}" if verdict else "not named") if suspect else None
+    return DrillGroup(step=step, hunks=tuple(group.get("hunks") or ()) or ({},), why=why)
+
+
+def drill_remainder_text(drill: Mapping[str, Any]) -> str | None:
+    """'drill remainder: 60% of the commit's step (95% CI 44% .. 69%) not in its named hunks', and
+    what the rest is spread over; None where no hunk was named (the reason says why)."""
+    share = drill.get("unexplained_share")
+    if not drill.get("culprits") or not _finite(share):
+        return None
+    text = f"drill remainder: {share:.0%} of the commit's step not in its named hunks"
+    interval = drill.get("unexplained_share_ci95") or ()
+    if len(interval) == 2 and all(_finite(x) for x in interval):
+        text += f" (95% CI {interval[0]:.0%} .. {interval[1]:.0%}" + (
+            ", which includes none)" if interval[0] <= 0 <= interval[1] else ")")
+    spread = (drill.get("spread") or {}).get("text")
+    if spread:
+        text += f"; the rest is {spread}"
+    return text
 
 
 def culprit_facts(culprit: Mapping[str, Any], unit_text: str = DEFAULT_UNIT) -> CulpritFacts:
@@ -133,6 +209,9 @@ def culprit_facts(culprit: Mapping[str, Any], unit_text: str = DEFAULT_UNIT) -> 
         merge=merge_text(culprit.get("merge")),
         **work_facts(culprit.get("work")),
         drill=drill_text(drill),
+        drill_groups=tuple(drill_group(g, unit_text) for g in (drill or {}).get("culprits") or ()),
+        drill_remainder=drill_remainder_text(drill) if drill is not None else None,
+        drill_suspects=tuple(drill_group(g, unit_text, suspect=True) for g in (drill or {}).get("suspects") or ()),
     )
 
 
@@ -289,7 +368,10 @@ def remainder_line(report: Mapping[str, Any]) -> str | None:
         parts.append(f"95% CI {interval[0]:.0%} .. {interval[1]:.0%} of the gap"
                      + (", which includes none" if interval[0] <= 0 <= interval[1] else ""))
     amount_text = f" ({'; '.join(parts)})" if parts else ""
-    text = f"Unexplained remainder: {share:.0%} of the gap{amount_text}."
+    # with a drill under a culprit, say whose remainder this is: the drill's is printed under it
+    whose = (" (commits; a drill's is under its culprit)" if any(isinstance(c.get("hunks"), Mapping)
+                                                                for c in report.get("culprits") or ()) else "")
+    text = f"Unexplained remainder{whose}: {share:.0%} of the gap{amount_text}."
     cleared = [s for s in report.get("sides") or () if s.get("outcome") == "cleared" and _finite(s.get("ruled_out_pct"))]
     if cleared:
         # the sides of each culprit were checked down to a size, not to zero: say which size

@@ -105,6 +105,8 @@ def _culprit(culprit: Mapping[str, Any], number: int, counters_png: Path | None,
         parts.append(f"<div class=\"reading\"><b>Reading:</b> {_e(c.work_reading)}</div>")
     if c.work_rows:
         parts.append(_table(c.work_headers, c.work_rows, lambda row: False))
+    if c.drill:     # the drill's summary, named groups with their steps, remainder and suspects
+        parts.append("<ul class=\"notes\">" + "".join(f"<li>{_e(line)}</li>" for line in facts.drill_lines(c)) + "</ul>")
     for hunk in c.hunks:
         parts.append(f"<div class=\"meta\">{_e(facts.hunk_location(hunk))}</div>")
         if hunk.get("excerpt"):

@@ -42,10 +42,11 @@ def _hunt(report: Mapping[str, Any], level: int) -> list[str]:
                 table = tabulate([[_escape(cell) for cell in row] for row in c.work_rows], headers=c.work_headers,
                                  tablefmt="github", disable_numparse=True)
                 lines += [""] + [f"     {line}" for line in table.splitlines()] + [""]
-            for hunk in c.hunks:
-                lines.append(f"   - {_code(facts.hunk_location(hunk))}")
-                if hunk.get("excerpt"):
-                    lines += ["", "     ```diff"] + [f"     {line}" for line in str(hunk["excerpt"]).splitlines()] + ["     ```", ""]
+            if c.drill:
+                lines += _drill(c)
+            else:
+                for hunk in c.hunks:
+                    lines += _hunk(hunk)
         lines.append("")
     ambiguous = facts.ambiguous_lines(report)
     if ambiguous:
@@ -79,6 +80,32 @@ def _nightly(report: Mapping[str, Any]) -> list[str]:
                            tablefmt="github", disable_numparse=True), "", "</details>", ""]
     for hunt in report.get("hunts") or ():
         lines += _hunt(hunt, level=3) + [""]
+    return lines
+
+
+def _hunk(hunk: Mapping[str, Any], note: str = "") -> list[str]:
+    lines = [f"   - {_code(facts.hunk_location(hunk))}{note}"]
+    if hunk.get("excerpt"):
+        lines += ["", "     ```diff"] + [f"     {line}" for line in str(hunk["excerpt"]).splitlines()] + ["     ```", ""]
+    return lines
+
+
+def _drill(c: facts.CulpritFacts) -> list[str]:
+    """A commit culprit's drill: what it found, each named group's hunks with its own step, the
+    share of the commit's step they leave, what it suspected without naming."""
+    lines = [f"   - {_escape(c.drill)}"]
+    for group in c.drill_groups:
+        if len(group.hunks) == 1:
+            lines += _hunk(group.hunks[0], f": {_escape(group.step)}")
+        else:
+            lines.append(f"   - {len(group.hunks)} hunks together: {_escape(group.step)}")
+            for hunk in group.hunks:
+                lines += _hunk(hunk)
+    if c.drill_remainder:
+        lines.append(f"   - {_escape(c.drill_remainder)}")
+    for group in c.drill_suspects:
+        where = ", ".join(_code(facts.hunk_location(h)) for h in group.hunks)
+        lines.append(f"   - drill suspect: {where}: {_escape(group.step)} ({_escape(group.why or '')})")
     return lines
 
 

@@ -35,11 +35,13 @@ class HuntedHunks:
 
     def group(self, tested: TestedSubset) -> HunkGroup:
         """A named hunk group: its hunks (file, lines, function, excerpt), its step alone against
-        BASE with the 95% interval, its share of the gap."""
+        BASE with the 95% interval (valid at the stop of the test that named it:
+        `TestedSubset.reported_ci95`), its share of the gap."""
         by_id = self.by_id
         hunks = sorted((by_id[i] for i in tested.hunks), key=list(self.hunks).index)
+        lo, hi = tested.reported_ci95
         alone = {"change_pct": round(100 * tested.change, 3),
-                 "ci95_pct": [round(100 * tested.ci95[0], 3), round(100 * tested.ci95[1], 3)],
+                 "ci95_pct": [round(100 * lo, 3), round(100 * hi, 3)],
                  "pairs": tested.pairs, "verdict": tested.verdict}
         return HunkGroup(
             commit=self.commit or self.base, parent=self.base,
@@ -75,6 +77,17 @@ class HuntedHunks:
             text = (f"the slowdown is in {len(hunks)} hunks of {', '.join(files)} (prefix search{odds}); "
                     "not yet narrowed to hunks")
         return {"hunks": hunks, "files": files, "probability": round(lead.mass, 4) if odds else None, "text": text}
+
+
+    def spread(self, decision: HunkDecision) -> dict[str, Any] | None:
+        """`spread`: the hunks the slowdown, or what the culprits leave of it, is spread over (a
+        prefix search reproduced it and refuted every single step it proposed), in the diff's
+        order, and the note ('spread over 10 hunks, none alone >= 2%'); None otherwise."""
+        if not decision.spread_over:
+            return None
+        order = [h.id for h in self.hunks]
+        hunks = sorted(decision.spread_over, key=lambda i: order.index(i) if i in order else len(order))
+        return {"hunks": hunks, "text": decision.spread_note}
 
 
 def hunk_json(hunk: Hunk) -> dict[str, Any]:
@@ -134,6 +147,7 @@ class HunkReport(Report):
     hunks_in_fast_subsets: list[str]
     unexplained_share: float | None
     unexplained_share_ci95: list[float] | None
+    spread: dict[str, Any] | None
     interactions: list[list[str]]
     unresolved_subsets: int
     subsets_tested: int
@@ -192,6 +206,7 @@ def hunk_report(hunted: HuntedHunks, decision: HunkDecision, *, prefixes: Sequen
                                      | {i for s, v in (result.verdicts if result else ()) if v == "good" for i in s}),
         unexplained_share=round(1 - sum(shares), 4) if shares else None,
         unexplained_share_ci95=[round(x, 4) for x in decision.unexplained_ci95] if shares else None,
+        spread=hunted.spread(decision),
         interactions=[sorted(s) for s in (result.interactions if result else ())],
         unresolved_subsets=len(decision.did_not_run | set(result.unresolved if result else ())),
         subsets_tested=result.tests if result else 0,
@@ -224,26 +239,37 @@ class DrillReport:
     suspects: list[HunkGroup] | Absent = ABSENT
     hunks: list[dict[str, Any]] | Absent = ABSENT
     """'one-hunk' only: the one hunk."""
+    unexplained_share: float | None | Absent = ABSENT
+    """1 - the named groups' shares of the commit's step; None without culprits."""
     unexplained_share_ci95: list[float] | None | Absent = ABSENT
+    spread: dict[str, Any] | None | Absent = ABSENT
+    """`HuntedHunks.spread`."""
     probes: int | Absent = ABSENT
     cached_samples: int | Absent = ABSENT
+    max_probes: int | None | Absent = ABSENT
+    """The drill's probe cap (`search.budget.drill_probe_cap`)."""
 
     def to_json(self) -> dict[str, Any]:
         return fields_json(self)
 
 
 def drill_report(hunted: HuntedHunks, decision: HunkDecision | None, *, probes: int = 0,
-                 cached: int = 0) -> DrillReport:
+                 cached: int = 0, max_probes: int | None = None) -> DrillReport:
     """The drill of a culprit commit's hunks; `decision` None: its diff is one hunk, which the
-    commit names already (no hunt). A commit with no hunks at all is DrillReport('no-hunks', why)."""
+    commit names already (no hunt). A commit with no hunks at all is DrillReport('no-hunks', why).
+    max_probes: the drill's probe cap."""
     if decision is None:
         return DrillReport(verdict="one-hunk", reason="its diff is one hunk: the commit names it",
                            base=hunted.base, hunk_count=len(hunted.hunks), culprits=[], suspects=[],
                            hunks=[hunk_json(h) for h in hunted.hunks], probes=0, cached_samples=0)
+    culprits = [hunted.group(c) for c in decision.culprits]
+    shares = [c.share_of_gap for c in culprits if c.share_of_gap is not None]
     return DrillReport(verdict=decision.verdict, reason=decision.reason, base=hunted.base,
                        hunk_count=len(hunted.hunks),
-                       culprits=[hunted.group(c) for c in decision.culprits],
+                       culprits=culprits,
                        suspects=[hunted.group(c) for c in decision.suspects],
+                       unexplained_share=round(1 - sum(shares), 4) if shares else None,
                        unexplained_share_ci95=([round(x, 4) for x in decision.unexplained_ci95]
                                                if decision.culprits else None),
-                       probes=probes, cached_samples=cached)
+                       spread=hunted.spread(decision),
+                       probes=probes, cached_samples=cached, max_probes=max_probes)

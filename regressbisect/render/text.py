@@ -43,10 +43,10 @@ def _hunt_lines(report: Mapping[str, Any]) -> list[str]:
         if c.possible_commits:
             lines.append(f"  any of (skipped between): {', '.join(c.possible_commits)}")
         lines += [f"  {line}" for line in c.merge]
-        if c.drill:
-            lines.append(f"  {c.drill}")
-        for hunk in c.hunks:
-            lines.append(f"  hunk {facts.hunk_location(hunk)}")
+        if c.drill:     # its hunks by named group, with their own steps, the remainder, the suspects
+            lines += [f"  {line}" for line in facts.drill_lines(c)]
+        else:
+            lines += [f"  hunk {facts.hunk_location(hunk)}" for hunk in c.hunks]
         for counter in c.counters:
             lines.append(f"  {counter}")
         lines += _work_lines(c)

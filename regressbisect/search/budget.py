@@ -1,4 +1,5 @@
-"""The token budget of `--tokens auto`: from pilot probes of GOOD, how long each probe measures.
+"""A hunt's budgets: the token budget of `--tokens auto` (from pilot probes of GOOD, how long each
+probe measures) and the probe cap of a `run --drill` (`drill_probe_cap`).
 
 Pure (no probe, no store): the commit hunt runs the pilots and feeds them here (docs/cost.md,
 section 3).
@@ -12,7 +13,8 @@ from typing import Any, Mapping, Sequence
 
 from regressbisect.samples import Sample
 
-__all__ = ["AUTO_PILOTS", "MAX_AUTO_TOKENS", "FLOOR_FRACTION", "Pilot", "BudgetChoice", "choose_budget"]
+__all__ = ["AUTO_PILOTS", "MAX_AUTO_TOKENS", "FLOOR_FRACTION", "DRILL_PROBES_PER_SEARCH_PROBE", "Pilot",
+           "BudgetChoice", "choose_budget", "drill_probe_cap"]
 
 AUTO_PILOTS = 3
 """Pilot probes of GOOD at the initial budget from which the auto budget is chosen."""
@@ -20,6 +22,20 @@ MAX_AUTO_TOKENS = 1 << 26
 """Upper bound of an auto budget (whatever the probe's step)."""
 FLOOR_FRACTION = 8.0
 """Within-process noise of the window at most min_effect / 8: below it the search is at its floor."""
+DRILL_PROBES_PER_SEARCH_PROBE = 10
+"""A drill's probe cap, in the probes of the commit search that named its culprit: the drills of
+tests/test_drill.py (a 15% hunk in 32) cost 0.4 to 3.7 times their search (12-67 probes against
+17-34), and a drill of ten hunks of 1.5% spent 1,075 to 1,989 against 16-18 before a slowdown
+spread over many hunks ended its hunk search (docs/hunks.md, "Drill")."""
+
+
+def drill_probe_cap(search_probes: int, max_samples: int) -> int:
+    """The most measures a `run --drill` of one culprit may take (its `SearchSettings.max_probes`,
+    over every phase of its hunk hunt): DRILL_PROBES_PER_SEARCH_PROBE times the measures of the commit
+    search that named the culprit (stored samples included, so a resumed hunt gets the same cap), and
+    at least 2 * max_samples, a control arm of BASE and BASE + every hunk at its pair cap. Reached,
+    the drill reports what it named before it, the rest in its remainder."""
+    return max(DRILL_PROBES_PER_SEARCH_PROBE * search_probes, 2 * max_samples)
 
 
 @dataclass(frozen=True)

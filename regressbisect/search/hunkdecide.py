@@ -36,12 +36,18 @@ the hunks a hunk cannot run without, read from the diff. The simulation in scrip
    culprit): needed when the culprit is slower than the rest, dropped when the rest reproduces
    alone.
 4. Delta debugging (hunks/delta.py), only when 2 fails (the hunks interact in a way the two
-   prefix searches do not place) or the paired test refuted every step the prefix search proposed
-   ('not-localised') though the control arm reproduced: the earlier search, hierarchical ddmin
-   (search/ddmin.py) with every subset paired with BASE (search/levels.py), each culprit named
-   after a fresh test against BASE, or when the prefix search was left 'undecided' with prefixes
-   that do not run (a dependency nobody declared). Without such prefixes, 'undecided' ends the
-   hunt undecided.
+   prefix searches do not place): the earlier search, hierarchical ddmin (search/ddmin.py) with
+   every subset paired with BASE (search/levels.py), each culprit named after a fresh test
+   against BASE, or when the prefix search was left 'undecided' with prefixes that do not run (a
+   dependency nobody declared). Without such prefixes, 'undecided' ends the hunt undecided.
+   When the paired test refuted every step the prefix search proposed ('not-localised') though
+   the control arm reproduced, the slowdown is spread over many hunks, each below min_effect:
+   the hunt ends there and says so (`HunkDecision.spread_over`).
+
+A named group is sized on the runs of the test that named it, with a confidence sequence valid
+at that test's stop (`subsets.sized_at_stop`: the commit search's rule). `SearchSettings.max_probes`
+caps the measures of every phase together: at the cap the phases are stopped
+(`runnable.OutOfProbes`) and the hunt reports the culprits named before it.
 
 Subsets that break `needs`, and subsets seen not to run (skipped twice, no sample), are never
 measured again: they count as skipped without a probe (`hunks/runnable.py`). Culprits that surely own more than
@@ -61,10 +67,11 @@ from regressbisect.search.hunks.delta import by_delta_debugging
 from regressbisect.search.hunks.prefix import HUNK_SIDE_PAIRS, end_gap, prefix_groups, prefixes, search_prefixes
 from regressbisect.search.hunks.rest import peel_the_rest
 from regressbisect.search.driver import drive
-from regressbisect.search.hunks.runnable import Batch, Measure, Needs, Phase, Purpose, Runnable
+from regressbisect.search.hunks.runnable import Batch, Measure, Needs, OutOfProbes, Phase, Purpose, Runnable
 from regressbisect.search.hunks.steps import name_steps
-from regressbisect.search.hunks.subsets import Names, TestedSubset, test_subset
-from regressbisect.search.hunks.verdict import HunkDecision, verdict_of_named
+from regressbisect.search.hunks.subsets import (Names, TestedSubset, spread_note, spread_over, spread_reason,
+                                               test_subset)
+from regressbisect.search.hunks.verdict import HunkDecision, verdict_at_cap, verdict_of_named
 from regressbisect.search.levels import LevelRule
 from regressbisect.search.naming import AlphaSpender
 from regressbisect.search.stats import NoisePool
@@ -102,6 +109,8 @@ class HunkDecider:
         self._out: list[int] = []   # requests handed out, not recorded yet (positions in the batch)
         self._decision: HunkDecision | None = None
         self._started = False
+        self.asked = 0
+        """Measures handed out (each a probe or a stored sample; a subset known not to run is none)."""
 
     def subset(self, index: int) -> frozenset:
         """The subset of hunk ids a measure's index names (BASE + it is measured)."""
@@ -117,8 +126,11 @@ class HunkDecider:
             if self._batch is None or self._batch_done():
                 self._advance()
                 continue
+            if self._at_cap():
+                self._advance(OutOfProbes())
+                continue
             out: list[Ask] = []
-            while self._next < len(self._batch.requests) and len(out) < slots:
+            while self._next < len(self._batch.requests) and len(out) < slots and not self._at_cap(len(out)):
                 subset, purpose = self._batch.requests[self._next]
                 if self.runs.admit(subset):
                     self._out.append(self._next)
@@ -126,6 +138,7 @@ class HunkDecider:
                 self._next += 1
                 if self._stopped():
                     break
+            self.asked += len(out)
             if out:
                 return out
         return []
@@ -156,13 +169,21 @@ class HunkDecider:
         stop = self._batch.stop_after_skip
         return stop is not None and stop < self._next and stop not in self._out and self._values[stop] is None
 
+    def _at_cap(self, more: int = 0) -> bool:
+        """The hunt has asked for `SearchSettings.max_probes` measures (with `more` about to be
+        handed out), past its first prefix search (which stops at its own cap)."""
+        return self.ctx.capped and self.asked + more >= self.ctx.settings.max_probes
+
     def _batch_done(self) -> bool:
         return not self._out and (self._next == len(self._batch.requests) or self._stopped())
 
-    def _advance(self) -> None:
-        """Send the finished batch's values (the first batch: start) and take the next one."""
+    def _advance(self, stop: OutOfProbes | None = None) -> None:
+        """Send the finished batch's values (the first batch: start) and take the next one; `stop`:
+        throw it into the phases instead (the probe cap: they end with what they found)."""
         try:
-            if not self._started:
+            if stop is not None:
+                batch = self._phase.throw(stop)
+            elif not self._started:
                 self._started = True
                 batch = next(self._phase)
             else:
@@ -185,7 +206,16 @@ def decide_hunks(hunk_ids: Sequence[str], groups, measure: Measure, settings: Se
 
 
 def _decide(ctx: HuntContext) -> Phase:
-    """The phases in order (the module docstring), as one coroutine returning the HunkDecision."""
+    """The phases in order (the module docstring), as one coroutine returning the HunkDecision,
+    with a note of the hunks the slowdown, or what the culprits leave of it, is spread over."""
+    decision = yield from _phases(ctx)
+    if decision.spread_over:
+        decision = replace(decision, spread_note=spread_note(len(decision.spread_over), ctx.settings.min_effect))
+    return decision
+
+
+def _phases(ctx: HuntContext) -> Phase:
+    """`_decide`'s phases."""
     candidates = prefixes(ctx.order)
     ctx.on_phase(f"prefix search: BASE + the first k of {len(ctx.order)} hunk group(s) in file "
                  "order, bisected like commits")
@@ -197,15 +227,29 @@ def _decide(ctx: HuntContext) -> Phase:
     # what every verdict below reports beside its culprits
     facts = HunkDecision("", "", replace(prefix, verdict=Verdict.REPRODUCED), prefix=prefix, ruled_out=frozenset().union(
         *(candidates[c.index] for c in prefix.candidates if c.verdict == "good")))
+    ctx.capped = True      # from here on the probe cap stops the phases (the prefix search has its own)
     if prefix.verdict in (Verdict.CULPRITS, Verdict.AMBIGUOUS):
         steps = sorted(prefix.culprits + prefix.ambiguous, key=lambda c: c.first_bad)
         signed_gap, gap_se = end_gap(search, ctx.noise)
-        names, placed = yield from name_steps(ctx, steps, search, ctx.order, signed_gap, Names())
+        # shares are 'surely' too large only against the largest gap the ends allow
+        share_gap = abs(signed_gap) + 2 * gap_se
+        try:
+            names, placed = yield from name_steps(ctx, steps, search, ctx.order, signed_gap, Names())
+            if placed:
+                names = yield from peel_the_rest(ctx, signed_gap, gap_se, names)
+        except OutOfProbes as stop:     # what was named before the cap, the rest in the remainder
+            return verdict_at_cap(facts, stop.names, share_gap, signed_gap, gap_se, ctx.settings)
         if placed:
-            names = yield from peel_the_rest(ctx, signed_gap, gap_se, names)
-            # shares are 'surely' too large only against the largest gap the ends allow
-            return verdict_of_named(facts, names, abs(signed_gap) + 2 * gap_se, signed_gap, gap_se,
+            return verdict_of_named(facts, names, share_gap, signed_gap, gap_se,
                                     ctx.settings.direction, ctx.settings.share_limit)
+    elif prefix.verdict == Verdict.NOT_LOCALISED:
+        # every single step it proposed refuted: the slowdown is spread over hunks that each add
+        # less than min_effect. Delta debugging's 1-minimal slow subsets of such a diff are pairs
+        # of small hunks, each named on a test stopped once it read min_effect, at a thousand
+        # probes and more for ten hunks of 1.5% (docs/hunks.md, "Spread over many hunks")
+        spread = spread_over(prefix, candidates)
+        return replace(facts, verdict=Verdict.NOT_LOCALISED, spread_over=spread,
+                       reason=spread_reason(len(spread), len(prefix.refuted), ctx.settings.min_effect))
     elif prefix.verdict == Verdict.UNDECIDED and not any(c.verdict == "skip" for c in prefix.candidates):
         # out of samples or budget: delta debugging would need more of both, not less (with
         # prefixes that do not run, a dependency nobody declared, it is the search that fits)

@@ -16,7 +16,7 @@ import numpy as np
 
 from regressbisect.search.book import SampleBook
 from regressbisect.search.direction import toward
-from regressbisect.search.stats import EFFECT_PRIORS, pooled_t_log_bf
+from regressbisect.search.stats import EFFECT_PRIORS, mixture_half_width, pooled_t_log_bf
 
 __all__ = ["Target", "NamingGate", "OWN_DF_TO_NAME", "AlphaSpender", "alpha_share"]
 
@@ -132,6 +132,4 @@ class NamingGate:
         # cover too rarely (27 of 30 at 2% noise): Robbins' normal-mixture confidence sequence
         # (Howard et al. 2021, "Time-uniform, nonparametric, nonasymptotic confidence sequences",
         # two-sided), its prior scale the step expected at the pick, covers at any stopping time
-        n, s2 = len(diffs), 2 * sigma * sigma
-        r = s2 / (target.scale * target.scale)
-        return float(np.mean(diffs)), math.sqrt(s2 * (n + r) / (n * n) * (2 * math.log(1 / 0.05) + math.log((n + r) / r)))
+        return float(np.mean(diffs)), mixture_half_width(2 * sigma * sigma, len(diffs), target.scale)

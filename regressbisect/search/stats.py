@@ -32,7 +32,7 @@ from scipy.special import fdtri as _fdtri, gammaincinv as _gammaincinv, log_ndtr
 
 __all__ = [
     "Summary", "summarize", "Comparison", "compare", "pooled_log_sigma", "sprt",
-    "mixture_log_lr", "log_threshold", "t_confidence_sequence", "t_cs_multiplier",
+    "mixture_log_lr", "mixture_half_width", "log_threshold", "t_confidence_sequence", "t_cs_multiplier",
     "NoisePool", "pooled_t_log_bf", "EFFECT_PRIORS", "t_cdf", "t_sf", "t_ppf", "chi2_ppf", "f_ppf",
 ]
 
@@ -216,6 +216,18 @@ def sprt(diffs: Sequence[float], *, sigma: float, delta: float, alpha: float, be
     if llr <= math.log(beta / (1 - alpha)):
         return "H0"
     return "continue"
+
+
+def mixture_half_width(s2: float, n: float, scale: float, alpha: float = 0.05) -> float:
+    """Half width of Robbins' normal-mixture (1 - alpha) confidence sequence for the mean of n
+    values of variance s2, two-sided, its prior scale `scale` (Robbins 1970; Howard, Ramdas,
+    McAuliffe and Sekhon 2021, "Time-uniform, nonparametric, nonasymptotic confidence sequences",
+    Ann. Statist. 49). It covers at any stopping time, however the stop was chosen, as long as the
+    scale was fixed before the values: a culprit's size read off the pairs that named it (the
+    naming gate's, `NamingGate.own_size`; a hunk's alone test, search/hunks/subsets.py). n may be
+    an effective count (two arms of nb and na runs: 2 / (1/nb + 1/na) with s2 twice a run's)."""
+    r = s2 / (scale * scale)
+    return math.sqrt(s2 * (n + r) / (n * n) * (2 * math.log(1 / alpha) + math.log((n + r) / r)))
 
 
 def mixture_log_lr(estimate: float, se: float, scale: float) -> float:

@@ -8,7 +8,8 @@ from regressbisect.search.control import shows_step
 from regressbisect.search.hunks.context import HuntContext
 from regressbisect.search.hunks.prefix import search_prefixes
 from regressbisect.search.hunks.runnable import Phase, Purpose
-from regressbisect.search.hunks.subsets import TestedSubset, tested
+from regressbisect.search.hunks.subsets import TestedSubset, sized_at_stop, tested
+from regressbisect.search.stats import log_threshold
 from regressbisect.search.verdicts import Verdict
 
 __all__ = ["NEEDS_DEPTH", "alone_with_what_it_needs"]
@@ -22,7 +23,7 @@ Arms = tuple[list[float], list[float]]
 
 
 def alone_with_what_it_needs(ctx: HuntContext, proposed: frozenset, before: list[frozenset], sign: int,
-                             priors: tuple[float, ...] | None = None) -> Phase:
+                             priors: tuple[float, ...] | None = None, scale: float = math.nan) -> Phase:
     """A coroutine phase (runnable.Phase) returning a TestedSubset or None. `proposed` (the group a step adds) alone against BASE (`alone`, beside the slow prefix it
     ends), joined by what it needs until it reproduces the slowdown alone:
 
@@ -34,11 +35,12 @@ def alone_with_what_it_needs(ctx: HuntContext, proposed: frozenset, before: list
       first step adds the group it needs to be slow; up to NEEDS_DEPTH such searches.
 
     None past them, or when no such group is found; 'undecided' when the alone test runs out
-    of pairs. `priors`: the alone tests' effect prior, the step's (`HuntContext.effect_prior`)."""
+    of pairs. `priors`: the alone tests' effect prior, the step's (`HuntContext.effect_prior`);
+    `scale`: the prior scale of the size a reproduced test reports (`subsets.sized_at_stop`)."""
     searches = 0
     while True:
         ctx.on_phase(f"alone: {len(proposed)} hunk(s) against BASE, beside the prefix they end")
-        outcome, found, ends = yield from alone(ctx, proposed, proposed.union(*before), sign, priors)
+        outcome, found, ends = yield from alone(ctx, proposed, proposed.union(*before), sign, priors, scale)
         if outcome == "reproduced":
             return found
         if outcome == "open":
@@ -91,13 +93,15 @@ def first_group_it_runs_with(ctx: HuntContext, proposed: frozenset, before: list
 
 
 def alone(ctx: HuntContext, proposed: frozenset, prefix: frozenset, sign: int,
-          priors: tuple[float, ...] | None = None) -> Phase:
+          priors: tuple[float, ...] | None = None, scale: float = math.nan) -> Phase:
     """(A coroutine phase returning (outcome, TestedSubset | None, Arms).) 'reproduced' (BASE + proposed is slower than BASE by min_effect, e-value 1/reproduce_alpha:
     the control arm's rule), 'does not run', 'interacts' (the slow `prefix` it ends is slower
     than it by min_effect, e-value 1/alpha: it needs more than itself) or 'open' (out of
     pairs). Three arms in rotation, BASE, BASE + proposed, BASE + prefix; a wrong 'interacts'
     costs only a search, so it is held to alpha, not reproduce_alpha. Also returns the BASE and
-    prefix arms (the ends of the search for what it needs)."""
+    prefix arms (the ends of the search for what it needs). A reproduced subset is sized on the
+    runs that stopped the test, with a confidence sequence valid at that stop (`sized_at_stop`,
+    prior scale `scale`, min_effect's by default), as the commit search sizes a culprit."""
     sets = (frozenset(), proposed, prefix)
     arms: tuple[list[float], list[float], list[float]] = ([], [], [])
     s = ctx.settings
@@ -115,7 +119,9 @@ def alone(ctx: HuntContext, proposed: frozenset, prefix: frozenset, sign: int,
         least = ctx.least_runs()
         if shows_step(base, alone_arm, pool, sign=sign, alpha=s.reproduce_alpha, min_effect=s.min_effect, priors=priors,
                       least=least):
-            return "reproduced", tested(proposed, base, alone_arm, pool), (arms[0], arms[2])
+            size = sized_at_stop(proposed, base, alone_arm, pool,
+                                 scale if math.isfinite(scale) and scale > 0 else log_threshold(s.min_effect))
+            return "reproduced", size, (arms[0], arms[2])
         if shows_step(alone_arm, prefix_arm, pool, sign=sign, alpha=s.alpha, min_effect=s.min_effect, priors=priors,
                       least=least):
             return "interacts", None, (arms[0], arms[2])

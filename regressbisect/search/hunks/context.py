@@ -48,6 +48,9 @@ class HuntContext:
     remembered noise (`CommitSearch`'s noise_prior); None for a hunt of its own."""
     noise: NoisePool = field(default_factory=NoisePool)
     """The hunt's pooled noise: every arm's spread about its own typical runs so far (`learn`)."""
+    capped: bool = False
+    """Whether the hunt's probe cap (`SearchSettings.max_probes`, over every phase) may stop the
+    phases now: set once the first prefix search, which stops at its own cap, is done."""
     reading: HuntReading = field(default_factory=HuntReading)
     """Every run of each subset so far, whichever test took it (`record`): which runs were
     interfered is read on them (search/interference.py), for every test of the hunt."""

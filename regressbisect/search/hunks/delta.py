@@ -8,9 +8,9 @@ from typing import Sequence
 from regressbisect.search.ddmin import UNDECIDED, UNRESOLVED, HunkSearch
 from regressbisect.search.hunks.context import HuntContext
 from regressbisect.search.hunks.members import needed_members
-from regressbisect.search.hunks.runnable import Phase, Purpose
+from regressbisect.search.hunks.runnable import OutOfProbes, Phase, Purpose
 from regressbisect.search.hunks.subsets import Names, test_subset, with_share
-from regressbisect.search.hunks.verdict import HunkDecision, verdict_of_named
+from regressbisect.search.hunks.verdict import HunkDecision, out_of_probes, verdict_at_cap, verdict_of_named
 from regressbisect.search.levels import LevelRule, slowdowns, subset_verdict, undecided
 from regressbisect.search.stats import log_threshold
 from regressbisect.search.verdicts import Verdict
@@ -25,13 +25,30 @@ def by_delta_debugging(ctx: HuntContext, facts: HunkDecision, base_samples: Sequ
     after a fresh test against BASE (`subsets.test_subset`) and less the hunks it does not need.
     facts: the decision's fields known before it (the control arm, the prefix search)."""
     settings = ctx.settings
-    signed_gap, pair_sd, pairs = yield from gap_after_more_pairs(ctx, base_samples, full_samples)
+    try:
+        signed_gap, pair_sd, pairs = yield from gap_after_more_pairs(ctx, base_samples, full_samples)
+    except OutOfProbes:
+        return replace(facts, verdict=Verdict.UNDECIDED,
+                       reason=f"no hunk could be named: {out_of_probes(settings.max_probes)}")
     gap = abs(signed_gap)
     rule = replace(ctx.rule, max_pairs=min(ctx.rule.max_pairs, settings.max_samples))   # --max-samples caps all
     rule = rule.scaled_to(gap, log_threshold(settings.min_effect), pair_sd)
     direction = "faster" if signed_gap > 0 else "slower"   # the reproduced one ('both' hunts either)
     margin = log_threshold(settings.min_effect)
 
+    share_gap, gap_se = gap, pair_sd / math.sqrt(pairs) if pairs else math.inf
+    try:
+        return (yield from _search_and_name(ctx, facts, signed_gap, rule, direction, margin, share_gap, gap_se))
+    except OutOfProbes as stop:     # what was named before the cap, the rest in the remainder
+        return verdict_at_cap(facts, stop.names, share_gap, signed_gap, gap_se, settings)
+
+
+def _search_and_name(ctx: HuntContext, facts: HunkDecision, signed_gap: float, rule: LevelRule, direction: str,
+                     margin: float, share_gap: float, gap_se: float) -> Phase:
+    """`by_delta_debugging` once the gap is measured: the search, then each culprit named. An
+    `OutOfProbes` in the naming carries the names found before it."""
+    settings = ctx.settings
+    gap = abs(signed_gap)
     ctx.on_phase(f"delta debugging over {len(ctx.ids)} hunks, each subset paired with BASE")
     search = HunkSearch(ctx.ids, ctx.groups, ctx.ddmin)
     stuck = 0
@@ -51,10 +68,13 @@ def by_delta_debugging(ctx: HuntContext, facts: HunkDecision, base_samples: Sequ
     names = Names()
     for proposed in result.culprits:
         ctx.on_phase(f"naming: {len(proposed)} hunk(s) against BASE on fresh pairs")
-        tested = yield from test_subset(ctx, proposed, Purpose.NAME)
-        unsure = False
-        if tested.verdict == Verdict.REPRODUCED:
-            tested, unsure = yield from needed_members(ctx, tested, -1 if signed_gap < 0 else 1)
+        try:
+            tested = yield from test_subset(ctx, proposed, Purpose.NAME, scale=max(gap, margin))
+            unsure = False
+            if tested.verdict == Verdict.REPRODUCED:
+                tested, unsure = yield from needed_members(ctx, tested, -1 if signed_gap < 0 else 1)
+        except OutOfProbes:
+            raise OutOfProbes(names) from None
         named = tested.verdict == Verdict.REPRODUCED and not unsure
         names = names.plus(with_share(tested, signed_gap), named=named,
                            open_question=not named and (unsure or tested.verdict == Verdict.UNDECIDED))
@@ -68,8 +88,8 @@ def by_delta_debugging(ctx: HuntContext, facts: HunkDecision, base_samples: Sequ
                else "no subset of the hunks is slow on its own")
         return replace(facts, verdict=Verdict.NOT_LOCALISED, reason=f"the slowdown reproduced, but {why}", culprits=(),
                        suspects=names.suspects)
-    return verdict_of_named(facts, replace(names, open_question=False), gap, signed_gap,
-                            pair_sd / math.sqrt(pairs) if pairs else math.inf, settings.direction, settings.share_limit)
+    return verdict_of_named(facts, replace(names, open_question=False), share_gap, signed_gap, gap_se,
+                            settings.direction, settings.share_limit)
 
 
 def paired_verdict(ctx: HuntContext, subset: frozenset, gap: float, margin: float, rule: LevelRule,

@@ -6,7 +6,7 @@ from typing import Sequence
 from regressbisect.search.control import shows_step
 from regressbisect.search.hunks.context import HuntContext
 from regressbisect.search.hunks.runnable import Phase, Purpose
-from regressbisect.search.hunks.subsets import TestedSubset, tested as sized
+from regressbisect.search.hunks.subsets import TestedSubset, sized_at_stop, step_scale
 
 __all__ = ["needed_members"]
 
@@ -58,6 +58,7 @@ def leave_each_out(ctx: HuntContext, tested: TestedSubset, hunks: Sequence[str],
     culprit's): the e-values' effect prior is centred on it (`HuntContext.effect_prior`)."""
     members = tested.hunks
     priors = ctx.effect_prior(tested.change)
+    scale = step_scale(tested.change, ctx.settings.min_effect)     # the rest's size, at its test's stop
     min_effect = ctx.settings.min_effect
     ctx.on_phase(f"naming: which of {len(hunks)} hunk(s) of {len(members)} are needed? BASE, the culprit "
                  "without each, the culprit, in rotation")
@@ -97,5 +98,5 @@ def leave_each_out(ctx: HuntContext, tested: TestedSubset, hunks: Sequence[str],
                 outcomes[h] = ("needed", None)
             elif shows_step(base_arm, rest_arm, pool, sign=sign, alpha=alphas[h], min_effect=min_effect, priors=priors,
                             least=least):
-                outcomes[h] = ("not needed", sized(rests[h], base_arm, rest_arm, pool))
+                outcomes[h] = ("not needed", sized_at_stop(rests[h], base_arm, rest_arm, pool, scale))
     return {h: outcomes.get(h, ("open", None)) for h in hunks}

@@ -7,9 +7,9 @@ from dataclasses import replace
 from regressbisect.search.control import shows_step
 from regressbisect.search.hunks.context import HuntContext
 from regressbisect.search.hunks.prefix import prefixes, search_prefixes
-from regressbisect.search.hunks.runnable import Phase, Purpose
+from regressbisect.search.hunks.runnable import OutOfProbes, Phase, Purpose
 from regressbisect.search.hunks.steps import name_steps
-from regressbisect.search.hunks.subsets import Names, log_se
+from regressbisect.search.hunks.subsets import Names, log_se, spread_over
 from regressbisect.search.stats import log_threshold
 from regressbisect.search.verdicts import Verdict
 
@@ -23,11 +23,12 @@ def peel_the_rest(ctx: HuntContext, signed_gap: float, gap_se: float, names: Nam
     small enough in pairs to show within the cap (about 2 ln(1/reproduce_alpha) 2 sigma^2 /
     r^2 pairs, sigma the pooled noise: a search that cannot end is not started): a prefix search
     over the hunks not taken yet, in the same order (its control arm: BASE vs BASE + all of them),
-    its steps named as the first search's. A culprit after a large one in the list steps little in
+    its steps named as the first search's (one that reproduces but refutes every single step
+    finds the rest spread over its hunks: `Names.spread`). A culprit after a large one in the list steps little in
     the prefixes (costs in time add: a hunk -22% alone is -9% on top of one of -65%), below what
     the side checks look for (a fifth of the gap); against BASE it is its own size again. Returns
     `names` with what it found; a search whose steps could not all be placed adds its names, not
-    its open questions."""
+    its open questions. The probe cap (`runnable.OutOfProbes`) ends it with the names found before it."""
     sign = -1 if signed_gap < 0 else 1
     s = ctx.settings
     for _ in range(ctx.ddmin.max_culprits):
@@ -42,11 +43,17 @@ def peel_the_rest(ctx: HuntContext, signed_gap: float, gap_se: float, names: Nam
         if not (rest > 0 and pairs <= s.max_samples):
             break
         clear = rest >= se and rest >= log_threshold(s.min_effect)
-        if not (clear or (yield from shows_on_top(ctx, taken, rest + 2 * se, sign))):
-            break
-        ctx.on_phase(f"the rest: BASE + the first k of the {len(order)} group(s) not named, bisected")
-        search = yield from search_prefixes(ctx, prefixes(order), first=Purpose.REMAINDER, rest=Purpose.PREFIX)
+        try:
+            if not (clear or (yield from shows_on_top(ctx, taken, rest + 2 * se, sign))):
+                break
+            ctx.on_phase(f"the rest: BASE + the first k of the {len(order)} group(s) not named, bisected")
+            search = yield from search_prefixes(ctx, prefixes(order), first=Purpose.REMAINDER, rest=Purpose.PREFIX)
+        except OutOfProbes:     # the probe cap: what was named before it (name_steps' own carry theirs)
+            raise OutOfProbes(names) from None
         found = search.result()
+        if found.verdict == Verdict.NOT_LOCALISED:
+            # what the culprits leave is spread over hunks that each add less than min_effect
+            names = replace(names, spread=names.spread | spread_over(found, prefixes(order)))
         if found.verdict not in (Verdict.CULPRITS, Verdict.AMBIGUOUS):
             break
         steps = sorted(found.culprits + found.ambiguous, key=lambda c: c.first_bad)

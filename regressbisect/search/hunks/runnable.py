@@ -7,7 +7,7 @@ from typing import Callable, Generator, Iterable, Mapping, Sequence
 
 from regressbisect.search.book import unmeasurable_by_skips
 
-__all__ = ["Batch", "Measure", "Needs", "Phase", "Purpose", "Runnable"]
+__all__ = ["Batch", "Measure", "Needs", "OutOfProbes", "Phase", "Purpose", "Runnable"]
 
 
 class Purpose(str, Enum):
@@ -54,6 +54,16 @@ class Batch:
 Phase = Generator[Batch, Sequence["float | None"], object]
 """A phase as a coroutine: yields a `Batch`, is sent its values (one per request, in order),
 returns what it found. `hunkdecide.HunkDecider` runs it, a few slots at a time."""
+
+
+class OutOfProbes(Exception):
+    """Thrown into a hunt's phases once it has asked for `SearchSettings.max_probes` measures
+    (`hunkdecide.HunkDecider`): the phase that holds names re-raises it with them (`names`), and
+    the hunt reports what it named before the cap, the rest in its remainder."""
+
+    def __init__(self, names: object = None):
+        super().__init__("the hunt's probe cap ran out")
+        self.names = names
 
 
 class Runnable:

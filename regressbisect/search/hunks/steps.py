@@ -7,8 +7,8 @@ from regressbisect.search.bisect import CommitSearch, Culprit
 from regressbisect.search.hunks.alone import alone_with_what_it_needs
 from regressbisect.search.hunks.context import HuntContext
 from regressbisect.search.hunks.members import needed_members
-from regressbisect.search.hunks.runnable import Phase
-from regressbisect.search.hunks.subsets import Names, TestedSubset, with_share
+from regressbisect.search.hunks.runnable import OutOfProbes, Phase
+from regressbisect.search.hunks.subsets import Names, TestedSubset, step_scale, with_share
 from regressbisect.search.verdicts import Verdict
 
 __all__ = ["name_steps"]
@@ -21,7 +21,8 @@ def name_steps(ctx: HuntContext, steps: Sequence[Culprit], search: CommitSearch,
     needs from the groups before it (`alone.alone_with_what_it_needs`) and less the hunks it does
     not need (`members.needed_members`). Returns `names` with what it found, and whether every
     step's group was placed (False: one could not be, delta debugging's case; what was named before
-    it is in the names all the same)."""
+    it is in the names all the same). The probe cap (`runnable.OutOfProbes`) ends it with the names
+    found before it."""
     sign = -1 if signed_gap < 0 else 1
     for step in steps:
         taken = names.taken
@@ -35,13 +36,20 @@ def name_steps(ctx: HuntContext, steps: Sequence[Culprit], search: CommitSearch,
         else:
             # the groups before it, less the culprits of earlier steps (their slowdown is theirs)
             before = [g - taken for g in order[:step.first_bad - 1] if g - taken]
-            found = yield from alone_with_what_it_needs(ctx, last, before, sign, ctx.effect_prior(step.step))
+            try:
+                found = yield from alone_with_what_it_needs(ctx, last, before, sign, ctx.effect_prior(step.step),
+                                                            step_scale(step.step, ctx.settings.min_effect))
+            except OutOfProbes:     # the probe cap: what was named before this step
+                raise OutOfProbes(names) from None
             if found is None:
                 return names, False
             tested = found
             if tested.verdict == Verdict.UNDECIDED:     # out of pairs: more would not come cheaper elsewhere
                 names = names.plus(with_share(tested, signed_gap), named=False, open_question=True)
                 continue
-        tested, unsure = yield from needed_members(ctx, tested, sign)
+        try:
+            tested, unsure = yield from needed_members(ctx, tested, sign)
+        except OutOfProbes:     # reproduced alone, whether it needs each of its hunks left open: a suspect
+            raise OutOfProbes(names.plus(with_share(tested, signed_gap), named=False, open_question=True)) from None
         names = names.plus(with_share(tested, signed_gap), named=not unsure, open_question=unsure)
     return names, True
