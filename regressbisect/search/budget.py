@@ -25,8 +25,8 @@ FLOOR_FRACTION = 8.0
 DRILL_PROBES_PER_SEARCH_PROBE = 10
 """A drill's probe cap, in the probes of the commit search that named its culprit: the drills of
 tests/test_drill.py (a 15% hunk in 32) cost 0.4 to 3.7 times their search (12-67 probes against
-17-34), and a drill of ten hunks of 1.5% spent 1,075 to 1,989 against 16-18 before a slowdown
-spread over many hunks ended its hunk search (docs/hunks.md, "Drill")."""
+17-34); a drill of ten hunks of 1.5% spent 1,364 to 1,989 against 18-34 in delta debugging before
+a slowdown spread over many hunks ended its hunk search (docs/hunks.md, "Drill")."""
 
 
 def drill_probe_cap(search_probes: int, max_samples: int) -> int:
