@@ -73,10 +73,13 @@ class Cell:
     key: bool = False           # a cell a stated goal rests on: it gets the full trial count
     slots: tuple[int, ...] = (1,)
     interference: tuple[Interference, ...] = ()
+    stall: Interference | None = None   # the first step's commit also sends runs to this kind (a step of 0: a pure change of shape)
 
     @property
     def name(self) -> str:
         kind = "A/A" if not self.steps else "+".join(f"{-s:.0%}" for s in self.steps)
+        if self.stall is not None:
+            kind = f"stall {self.stall.name}" + (f" with {kind}" if any(self.steps) else "")
         drift = f" drift {self.drift:+.2%}/round" if self.drift else ""
         runs_off = "".join(f" + {k.name}" for k in self.interference)
         return f"n={self.n} {kind} cv={self.cv * 100:g}%{runs_off}{drift}"
@@ -106,6 +109,32 @@ neighbour, a straggler, a pulsing pipeline; slow, fast, and both), with A/A rang
 noise: `--interference`. The last two: the shape measured on the bimodal bench's runs
 (`bench_bimodal_hunt.py`: a quarter of the runs at 0.42-0.55x, about one in seven anywhere in
 0.6-0.97x, the rest at 1.5%)."""
+
+
+def _modes(fraction: float, factor: float) -> tuple[Interference, ...]:
+    return (Interference(fraction, factor),)
+
+
+SHAPE_CELLS = (Cell(32, (-0.15,), 0.03, key=True, interference=_modes(0.30, 1.4)),
+               Cell(32, (-0.15,), 0.02, key=True, interference=_modes(0.30, 1.3)),
+               Cell(32, (-0.12,), 0.03, key=True, interference=_modes(0.40, 1.4)),
+               Cell(32, (-0.10,), 0.02, key=True, interference=_modes(0.50, 0.7)),
+               Cell(32, (-0.10,), 0.02, key=True, interference=_modes(0.30, 0.6)),
+               Cell(32, (-0.10,), 0.01, key=True, interference=_modes(0.10, 0.5)),
+               Cell(32, (-0.10,), 0.05, key=True, interference=_modes(0.20, 1.6)),
+               Cell(32, (), 0.03, key=True, interference=_modes(0.30, 1.4)),
+               Cell(32, (), 0.02, key=True, interference=_modes(0.50, 0.7)),
+               Cell(32, (), 0.01, key=True, interference=_modes(0.10, 0.5)),
+               Cell(32, (), 0.05, key=True, interference=_modes(0.20, 1.6)),
+               Cell(16, (0.0,), 0.02, key=True, stall=Interference(0.40, 0.7)),
+               Cell(16, (0.0,), 0.02, key=True, stall=Interference(0.40, 0.7), interference=_modes(0.10, 0.6)),
+               Cell(32, (0.0,), 0.01, key=True, stall=Interference(0.30, 0.5)),
+               Cell(32, (-0.05,), 0.02, key=True, stall=Interference(0.30, 0.7)))
+"""Run times with a second mode (`--shapes`): the machine's, at the same share at every commit
+(a share of 0.1-0.5 at 0.5-1.6x on 1-5% lognormal noise, faster and slower, with A/A ranges of
+each), and a culprit's own (a stall: the first step's commit sends a share of runs slow, with and
+without a level step and a machine's tail). A training run's time follows the mean time per token,
+so a stall of 40% of runs at 0.7x is a slowdown of 15%: the culprit to name."""
 
 
 def grid(quick: bool) -> list[Cell]:
@@ -300,7 +329,9 @@ def _history(cell: Cell, trial: int, base_seed: int) -> tuple[FakeHistory, set[i
                                  int(abs(cell.steps[0]) * 1e4) if cell.steps else 0, int(cell.drift * 1e6) % 1000, trial])
     firsts = sorted(int(x) for x in rng.choice(np.arange(1, cell.n), size=len(cell.steps), replace=False))
     levels = step_levels(cell.n, dict(zip(firsts, cell.steps)))
-    return FakeHistory(levels, cell.cv, cell.drift, interference=cell.interference), set(firsts), int(rng.integers(2 ** 31))
+    stalls = ((firsts[0], cell.stall),) if cell.stall is not None else ()
+    return (FakeHistory(levels, cell.cv, cell.drift, interference=cell.interference, stalls=stalls), set(firsts),
+            int(rng.integers(2 ** 31)))
 
 
 def run_trial(task: tuple[Cell, str, int, int]) -> dict:
@@ -498,6 +529,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--interference", action="store_true",
                    help="the cells whose runs are now and then far off their level (INTERFERENCE_CELLS), "
                         "beside the baselines")
+    p.add_argument("--shapes", action="store_true",
+                   help="the cells whose run times have a second mode, the machine's or a culprit's (SHAPE_CELLS)")
     p.add_argument("--read-interference", action=argparse.BooleanOptionalAction,
                    default=SearchSettings().read_interference,
                    help="our search reads runs far off their level as interfered (SearchSettings.read_interference; "
@@ -511,7 +544,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.high_noise or args.floor:
         args.ours_only = True
     chosen = (list(FLOOR_CELLS) if args.floor else high_noise_grid() if args.high_noise
-              else list(INTERFERENCE_CELLS) if args.interference else grid(args.quick))
+              else list(INTERFERENCE_CELLS) if args.interference else list(SHAPE_CELLS) if args.shapes
+              else grid(args.quick))
     cells = [c for c in chosen
              if args.only in c.name and (c.key or not args.key_only)]
     kept: dict = _common.read_results(Path(args.resume))["cells"] if args.resume else {}

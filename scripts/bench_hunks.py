@@ -20,6 +20,8 @@ The diff: N hunks in files of 5 hunks, functions of 2 (group_hunks' three levels
                    rest (the object and the value crash without the field, the call without the
                    object)
   no culprit       an A/A diff: every hunk harmless; right = 'not reproduced'
+  one stall        one hunk sends 40% of the runs to 0.7x (a stall every few steps: the mean 14%
+                   slower), the others harmless
 Positions are random per trial, drawn from a generator of (seed, row, trial), so two versions of
 the code see the same diffs; the probe's noise has its own generator.
 
@@ -67,6 +69,7 @@ CASES: list[tuple[int, str, float | None]] = [
     (5, "one culprit 15%", 0.14),
     (10, "no culprit", None),
     (10, "no culprit", 0.14),
+    (10, "one stall", None),
 ]
 """(hunks, scenario, CV or None for --cv): the rows of the table."""
 
@@ -92,6 +95,8 @@ def make_diff(n: int, scenario: str, rng: np.random.Generator) -> tuple[Simulate
                              base_tok_s=BASE_TOK_S)
     if scenario == "no culprit":
         return Diff(n), True
+    if scenario == "one stall":
+        return Diff(n, stalls={picks[0]: (0.40, 0.7)}), True
     raise ValueError(scenario)
 
 
@@ -114,6 +119,8 @@ def run_trial(n: int, scenario: str, seed: int, row: int, trial: int, cv: float,
         if not diff.runs(subset):
             return None            # the probe crashes at import: a skip
         value = diff.tok_s(subset) * math.exp(noise.normal(0.0, cv))
+        if diff.stalls:      # drawn only for diffs that have them: the other rows keep their random stream
+            value *= diff.stall_factor(subset, noise.random)
         hits = [factor for fraction, factor in interference if noise.random() < fraction]
         return value * hits[0] if hits else value
 

@@ -68,6 +68,10 @@ class FakeHistory:
     interference: tuple[Interference, ...] = ()
     """Runs far off their level (each kind drawn independently per run, the first that hits
     applies): the noise of a shared machine, which lognormal noise alone does not have."""
+    stalls: tuple[tuple[int, Interference], ...] = ()
+    """A commit's own change of shape: from each index on, its kind hits runs too (a stall every
+    few steps: a recompile, a GC pause, a data loader waiting), drawn before the machine's kinds.
+    Unlike `interference` it is the code's, and a hunt must find the commit that brought it."""
 
 
 class FakeExecutor:
@@ -86,9 +90,14 @@ class FakeExecutor:
             return None
         drift = (1.0 + self.history.drift_per_round) ** round_no      # compounding: never reaches 0
         value = self.history.levels[index] * drift * float(np.exp(self.rng.normal(0.0, self.sigma)))
-        if self.history.interference:
-            # drawn only for histories that have it: the i.i.d. cells keep their random stream
-            hits = [kind for kind in self.history.interference if self.rng.random() < kind.fraction]
+        if self.history.stalls or self.history.interference:
+            # drawn only for histories that have it: the i.i.d. cells keep their random stream.
+            # Every kind is drawn at every commit (a stall before its commit too), so that the
+            # machine's kinds see the same random stream on both sides of a stall
+            stalls = [self.rng.random() < kind.fraction and index >= first for first, kind in self.history.stalls]
+            machine = [self.rng.random() < kind.fraction for kind in self.history.interference]
+            kinds = [kind for _, kind in self.history.stalls] + list(self.history.interference)
+            hits = [kind for kind, hit in zip(kinds, stalls + machine) if hit]
             value *= hits[0].draw(self.rng) if hits else 1.0
         return value
 

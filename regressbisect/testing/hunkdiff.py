@@ -20,6 +20,9 @@ class SimulatedDiff:
     """Slowdown only when every hunk of the set is applied."""
     needs: dict[str, frozenset[str]] = field(default_factory=dict)
     """A hunk that does not run without these."""
+    stalls: dict[str, tuple[float, float]] = field(default_factory=dict)
+    """A hunk that sends a share of the runs to a factor of their speed (a stall every few
+    steps): (share, factor). Its slowdown is that of the mean, not of every run."""
     per_file: int = 5
     per_function: int | None = None
     """Hunks per function (a level of `groups` between files and hunks); None: no such level."""
@@ -48,8 +51,17 @@ class SimulatedDiff:
         return self.base_tok_s * factor * math.prod(1 - e for members, e in self.joint if members <= subset)
 
     def culprits(self) -> set[frozenset[str]]:
-        """What a right answer names: each slow hunk, each jointly slow set."""
-        return {frozenset({h}) for h in self.effects} | {m for m, _ in self.joint}
+        """What a right answer names: each slow hunk, each jointly slow set, each stall."""
+        return {frozenset({h}) for h in (*self.effects, *self.stalls)} | {m for m, _ in self.joint}
+
+    def stall_factor(self, subset: frozenset[str], draws) -> float:
+        """The factor of one run of BASE + subset from its stalls, `draws` giving a uniform draw
+        for each stall hunk of the diff in order (each drawn whether in the subset or not)."""
+        factor = 1.0
+        for hunk, (share, slow) in sorted(self.stalls.items()):
+            if draws() < share and hunk in subset:
+                factor = slow
+        return factor
 
 
 def feature_chain(n: int, positions, step: float = 0.10, **diff_args) -> tuple[SimulatedDiff, dict[str, frozenset[str]]]:
