@@ -34,7 +34,8 @@ class Probe:
         self.purposes.append(purpose)
         if not self.diff.runs(subset):
             return None
-        return self.diff.tok_s(subset) * math.exp(self.rng.gauss(0.0, self.cv))
+        value = self.diff.tok_s(subset) * math.exp(self.rng.gauss(0.0, self.cv))
+        return value * self.diff.stall_factor(subset, self.rng.random) if self.diff.stalls else value
 
 
 def hunt(diff: Diff, seed: int, cv: float = 0.02, tell_needs: bool | dict = True):
@@ -326,3 +327,14 @@ def test_a_hunt_stopped_at_its_probe_cap_reports_what_it_named_before_it():
             else:
                 assert capped.verdict == "undecided"
     assert stopped >= 4 and partly >= 2, (stopped, partly)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_a_hunk_that_makes_a_share_of_the_runs_slow_is_named(seed):
+    # 40% of the runs at 0.7x with the hunk (a stall every few steps: the mean 14% slower): read as
+    # interference, BASE + every hunk had its typical runs at BASE's level and the hunt said 'not
+    # reproduced'. The change of shape is the hunk's, and every later test reads every run
+    diff = Diff(10, stalls={"h006": (0.40, 0.7)})
+    decision, _ = hunt(diff, seed)
+    assert named(decision) == {frozenset({"h006"})}
+    assert decision.prefix.shape is not None and decision.prefix.shape.bad_share > 0.2

@@ -577,6 +577,21 @@ def measurement_lines(report: Mapping[str, Any]) -> list[str]:
     return lines
 
 
+def shape_line(report: Mapping[str, Any]) -> str | None:
+    """GOOD and BAD differed in shape, not only in level (docs/search.md, "A change of shape"):
+    the share of each end's runs far off its level, their factor, and the mean of every run,
+    which the hunt then read."""
+    shape = report.get("shape_change")
+    if not shape:
+        return None
+    where = "slow" if shape.get("side") == "below" else "fast"
+    factor = f" at {shape['factor']:.2f}x" if _finite(shape.get("factor")) else ""
+    return (f"Run times changed shape: {pct(shape.get('bad_share', 0.0) * 100, signed=False)} of BAD's runs "
+            f"{where}{factor} (GOOD: {pct(shape.get('good_share', 0.0) * 100, signed=False)}); the mean of every "
+            f"run {pct(shape.get('mean_change_pct'))}, which a long run's time follows: every run was read "
+            "from then on, none set apart as interference.")
+
+
 def interference_line(report: Mapping[str, Any]) -> str | None:
     """The runs read as interfered (far off their candidate's level, left out of every test:
     docs/search.md, "Runs far off their level"), by candidate; every figure of the report is

@@ -197,6 +197,7 @@ class CommitReport(Report):
     endpoint_work: dict[str, Any]
     candidates: list[dict[str, Any]]
     interfered_runs: int
+    shape_change: dict[str, Any] | None
     probes: int
     cached_samples: int
     instrumentation: dict[str, Any]
@@ -212,6 +213,17 @@ class CommitReport(Report):
     continue_command: str | None
     cost: dict[str, Any]
     from_store_only: bool
+
+
+def shape_json(shape) -> dict[str, Any] | None:
+    """GOOD and BAD differed in shape (`search.control.ShapeChange`): on which side of their level
+    the runs whose share changed lie, each end's share of them, their factor and the change of the
+    mean of every run, in percent."""
+    if shape is None:
+        return None
+    return {"side": "below" if shape.side < 0 else "above", "good_share": round(shape.good_share, 4),
+            "bad_share": round(shape.bad_share, 4), "factor": round(shape.factor, 4) if math.isfinite(shape.factor) else None,
+            "mean_change_pct": _pct(shape.change)}
 
 
 def commit_report(*, commits: Sequence, result, counters: Mapping[int, Mapping[str, float]], plan,
@@ -287,6 +299,7 @@ def commit_report(*, commits: Sequence, result, counters: Mapping[int, Mapping[s
         endpoint_work={"good": side_json(counters.get(0)), "bad": side_json(counters.get(len(commits) - 1))},
         candidates=candidates,
         interfered_runs=sum(len(v.interfered) for v in result.candidates),
+        shape_change=shape_json(getattr(result, "shape", None)),
         probes=probes,
         cached_samples=cached,
         instrumentation={"mode": config.instrument, "tok_s_from_shimmed_runs": plan.main_instrumented,

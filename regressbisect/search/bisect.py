@@ -46,7 +46,7 @@ import numpy as np
 
 from regressbisect.config import DIRECTION, DIRECTIONS, MAX_SAMPLES, MIN_EFFECT, HuntConfig
 from regressbisect.search.book import SampleBook
-from regressbisect.search.control import ControlArm
+from regressbisect.search.control import ControlArm, ShapeChange
 from regressbisect.search.confirm import Action, StepConfirmation
 from regressbisect.search.culprits import Culprit, CulpritRule
 from regressbisect.search.direction import hunted_sign, toward
@@ -310,6 +310,9 @@ class SearchResult:
     """'undecided', or 'not-reproduced' by a control arm that stopped at the pair cap without
     ruling out a regression of min_effect (`ControlArm.more_pairs_would_tell`): a larger
     --max-samples would tell (the report's `continue_command`)."""
+    shape: ShapeChange | None = None
+    """Where GOOD and BAD differed in shape, not only in level (`ControlArm.shape`): the hunt read
+    every run from then on, and this says how (None where they did not)."""
 
 
 @dataclass
@@ -454,6 +457,11 @@ class CommitSearch:
                       "the samples do not fit one step per culprit")
             suspects, culprits = tuple(sorted(culprits + suspects, key=lambda c: c.first_bad)), ()
         steps = tuple(self.rule.own_step(c) for c in culprits)   # every step that passed the rule, its own size
+        if steps and self.rule.overshoots(steps):
+            shares = ", ".join(f"{c.share_of_gap:.0%}" for c in steps)
+            reason = (f"the confirmed steps own {shares} of the gap, and the remainder they leave is surely of "
+                      "the other sign: the steps' own runs and the ends' disagree, and neither is named")
+            suspects, culprits, steps = tuple(sorted(culprits + suspects, key=lambda c: c.first_bad)), (), ()
         whole = len(steps) == 1 and steps[0].first_bad - steps[0].last_good == self.n - 1 and self.n > 2
         ambiguous = () if whole else tuple(c for c in steps if c.first_bad - c.last_good > 1)
         culprits = tuple(c for c in steps if c not in ambiguous)
@@ -494,6 +502,7 @@ class CommitSearch:
                             reproduced=self._reproduced and verdict not in (Verdict.NOT_REPRODUCED, Verdict.ALL_SKIPPED),
                             control=self.control.comparison, ambiguous=ambiguous,
                             established=self._established(suspects) if verdict == Verdict.UNDECIDED else None,
+                            shape=self.control.shape,
                             more_samples_would_tell=verdict == Verdict.UNDECIDED or (
                                 verdict == Verdict.NOT_REPRODUCED and self._end_verdict is not None
                                 and self.control.more_pairs_would_tell()))

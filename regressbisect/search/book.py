@@ -133,6 +133,13 @@ class SampleBook:
         self._typical = (len(self._all_order), view)
         return view
 
+    def read_every_run(self) -> None:
+        """From now on every test reads every run, none set apart: the runs far off their level
+        were found to be a commit's (a change of shape, `ControlArm.decide`), not the machine's
+        alone, which reading them apart assumes."""
+        self.read_interference = False
+        self._typical = self._pairs = self._outliers = self._kinds = None
+
     def _logs(self) -> dict[int, list[float]]:
         """Log tok/s of every run of each measurable candidate, interfered ones included: what
         the interference is read on."""

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Callable, Protocol, Sequence
 
 import numpy as np
+from scipy.stats import fisher_exact
 
 from regressbisect.search.book import SampleBook
 from regressbisect.search.direction import hunted_sign, toward
@@ -19,7 +20,7 @@ from regressbisect.search.interference import level_in_doubt
 from regressbisect.search.stats import EFFECT_PRIORS, Comparison, NoisePool, compare, log_threshold, pooled_t_log_bf
 from regressbisect.search.verdicts import Verdict
 
-__all__ = ["ControlArm", "ControlOutcome", "run_control_arm", "shows_step"]
+__all__ = ["ControlArm", "ControlOutcome", "ShapeChange", "run_control_arm", "shows_step"]
 
 
 def shows_step(before: Sequence[float], after: Sequence[float], noise: NoisePool, *, sign: int, alpha: float,
@@ -44,6 +45,12 @@ real step reads as a speed-up, an A/A range as a step. Of three, two alike besid
 are told apart (search/interference.py), and three off at once is rarer than the arm's levels."""
 
 
+SHAPE_LEVEL = 0.01
+"""Level at which the ends' shares of runs off their levels differ (`ControlArm._shapes_differ`):
+past it the hunt reads every run. A false reading costs executions (every run's spread is
+wider), not a verdict."""
+
+
 PAIRS_FOR_THE_OTHER_WAY = 12
 """Pairs before the arm ends a hunt on a clear change against the hunted direction where runs are
 read as interfered. An end most of whose runs were slowed reads at the interfered level, and a real
@@ -53,6 +60,30 @@ runs off at a quarter is one in 2,500, and by then the hunt's kinds of interfere
 waits longer while an end's runs read off could be its level (`_an_end_in_doubt`): GOOD read 12 of
 its 17 runs at 0.7x, and at 12 pairs a real 10% step ended 'not reproduced' (trial 93 of
 bench_accuracy --interference, 32 commits)."""
+
+
+@dataclass(frozen=True)
+class ShapeChange:
+    """The ends' runs differ in shape, not only in level: BAD sends a share of its runs far off
+    (a stall every few steps: a recompile, a GC pause, a data loader waiting) where GOOD does
+    not, or the other way round. Interference is the machine's, the same at every commit; a change
+    of shape is the commit's, and it is judged on every run (`ControlArm.decide`)."""
+
+    side: int
+    """Where the runs whose share changed lie: -1 below their end's level (slow), +1 above."""
+    good_share: float
+    """Share of GOOD's runs read far off its level on `side`, as the reading stood when the
+    change was seen."""
+    bad_share: float
+    """The same of BAD's runs."""
+    factor: float
+    """The median of those runs at the end with the larger share, over that end's level (0.70:
+    they are 30% slow)."""
+    change: float
+    """Relative change of the mean of every run (geometric, GOOD -> BAD): what a long run gets."""
+    moved: float
+    """How much more the runs read off move BAD's mean log tok/s than GOOD's (their offsets over
+    each end's runs): negative where BAD's stalls slow it."""
 
 
 class ControlSettings(Protocol):
@@ -76,6 +107,9 @@ class ControlArm:
         """Pairing tag of the arm's samples: other samples of GOOD and BAD are not its pairs."""
         self.comparison: Comparison | None = None
         """The last look (paired t on log tok/s), for the report and the reasons."""
+        self.shape: ShapeChange | None = None
+        """Set where the ends differed in shape (their every run showed the change, their typical
+        runs did not): from then on the book reads every run."""
 
     def pairs(self) -> int:
         return min(len(self.book.values(self.good, self.tag)), len(self.book.values(self.bad, self.tag)))
@@ -89,12 +123,43 @@ class ControlArm:
         pairs = min(len(a), len(b))
         s = self.settings
         if pairs < self._pairs_to_decide(a, b) or len(a) != len(b):
-            return None
+            if not self.at_cap():
+                return None
+            # an end whose runs are all read as interfered lags without end: at the cap its
+            # level cannot be read, and the arm's last look is on every run
+            self.book.read_every_run()
+            a, b = self.book.values(self.good, self.tag), self.book.values(self.bad, self.tag)
+            pairs = min(len(a), len(b))
+            if pairs == 0:
+                return Verdict.UNDECIDED
         cmp = compare(a[:pairs], b[:pairs], min_effect=s.min_effect, alpha=s.alpha, paired=True)
         self.comparison = cmp
         outcome = self._look(a[:pairs], b[:pairs])
+        every = self._every_run()
         if outcome == "go":
-            return Verdict.REPRODUCED
+            if every is None or not self._shapes_differ():
+                return Verdict.REPRODUCED
+            # the ends' typical runs differ, but so do their shares of runs off their levels:
+            # BAD's level was read at its stalled runs (3 of its first 5 at 0.7x), its other runs
+            # then off above it, which none of GOOD's are. The typical runs are not one shape
+            # shifted; the hunt reads every run from now on
+            self.shape = self._shape(*every)
+            self.book.read_every_run()
+            return self.decide()
+        if every is not None:
+            # A change of shape is a change: read apart as interference, BAD's stalls (a third of
+            # its runs slow) left its typical runs at GOOD's level, and the arm ruled the slowdown
+            # out. Interference is the machine's, the same at both ends; where every run shows
+            # the change and the typical runs do not, the ends differ in shape, and the mean of
+            # every run (what a long run's time follows) is what the hunt reads from now on
+            shape = self._shape(*every)
+            if shape is not None and self._moves_our_way(shape) and self._look(*every, read=True) == "go":
+                self.shape = shape
+                self.book.read_every_run()
+                self.comparison = compare(*every, min_effect=s.min_effect, alpha=s.alpha, paired=True)
+                return Verdict.REPRODUCED
+            if outcome == "stop" and self._differs_our_way(*every):
+                outcome = "more"    # ruled out on the typical runs, not on every run
         if outcome == "stop":
             if not (self.book.read_interference and self._the_other_way(cmp)
                     and (pairs < PAIRS_FOR_THE_OTHER_WAY or self._an_end_in_doubt())):
@@ -118,8 +183,12 @@ class ControlArm:
 
     def at_cap(self) -> bool:
         """An end has taken max_samples runs of the arm (runs read as interfered count: the cap
-        bounds the cost), though fewer of its pairs may be typical."""
-        return min(self.book.run_count(self.good, self.tag), self.book.run_count(self.bad, self.tag)) >= self.settings.max_samples
+        bounds the cost), though fewer of its pairs may be typical: both ends, or the one the arm
+        would take next (the end with fewer typical runs: one whose every run is read as
+        interfered lags for ever, and was sampled past the cap without end)."""
+        runs = {end: self.book.run_count(end, self.tag) for end in (self.good, self.bad)}
+        (lagging,) = self.next_samples(1)
+        return min(runs.values()) >= self.settings.max_samples or runs[lagging] >= self.settings.max_samples
 
     def _pairs_to_decide(self, a: Sequence[float], b: Sequence[float]) -> int:
         """PAIRS_TO_DECIDE where runs are read as interfered, or two with a remembered noise scale
@@ -140,7 +209,69 @@ class ControlArm:
             order = [self.good, self.bad] if na % 2 == 0 else [self.bad, self.good]
         return order[: max(1, min(2, slots))]
 
-    def _look(self, a: Sequence[float], b: Sequence[float]) -> str:
+    def _every_run(self) -> tuple[list[float], list[float]] | None:
+        """Every run of the arm's pairs (interfered ones included), where some were read as
+        interfered; None where the typical runs are every run."""
+        if not self.book.read_interference or not self.book.interfered():
+            return None
+        a = [v for v, _, t in self.book.runs.get(self.good, []) if t == self.tag]
+        b = [v for v, _, t in self.book.runs.get(self.bad, []) if t == self.tag]
+        pairs = min(len(a), len(b))
+        return a[:pairs], b[:pairs]
+
+    def _differs_our_way(self, a: Sequence[float], b: Sequence[float]) -> bool:
+        """The mean of every run differs by min_effect or more in the hunted direction: a change
+        that is not ruled out while the shares of runs off their level are part of it."""
+        est = float(np.mean(np.log(b)) - np.mean(np.log(a)))
+        sign = hunted_sign(self.settings.direction)
+        ours = toward(est, sign) > 0 if sign else True
+        return ours and abs(est) >= log_threshold(self.settings.min_effect)
+
+    def _offsets(self, end: int) -> np.ndarray:
+        """Log offsets from its level of an end's runs read as interfered."""
+        typical = self.book.values(end)
+        level = float(np.median(np.log(typical))) if typical else math.nan
+        return np.log(np.asarray(self.book.interfered().get(end, []), dtype=float)) - level
+
+    def _shapes_differ(self) -> bool:
+        """The ends' shares of runs read off their levels differ on either side beyond chance
+        (Fisher's exact test on each side's counts at SHAPE_LEVEL / 2). Interference is the
+        machine's, at one share at every commit; a share that changed is the commit's."""
+        runs = {end: self.book.run_count(end) for end in (self.good, self.bad)}
+        off = {end: self._offsets(end) for end in (self.good, self.bad)}
+        for side in (-1, 1):
+            k = {end: int(np.sum(off[end] * side > 0)) for end in off}
+            table = [[k[self.good], runs[self.good] - k[self.good]], [k[self.bad], runs[self.bad] - k[self.bad]]]
+            if (k[self.good] or k[self.bad]) and fisher_exact(table)[1] < SHAPE_LEVEL / 2:
+                return True
+        return False
+
+    def _moves_our_way(self, shape: ShapeChange) -> bool:
+        """The runs off the ends' levels move BAD's mean our way more than GOOD's (more runs off,
+        or farther): what a stall does to a slowdown's mean."""
+        sign = hunted_sign(self.settings.direction)
+        return toward(shape.moved, sign) > 0 if sign else shape.moved != 0
+
+    def _shape(self, a: Sequence[float], b: Sequence[float]) -> ShapeChange | None:
+        """How the ends' shapes differ (`ShapeChange`), read before the book reads every run;
+        None where neither end has a run read off its level."""
+        runs = {end: max(self.book.run_count(end), 1) for end in (self.good, self.bad)}
+        good, bad = self._offsets(self.good), self._offsets(self.bad)
+        if not (good.size or bad.size):
+            return None
+        moved = float(np.sum(bad)) / runs[self.bad] - float(np.sum(good)) / runs[self.good]
+
+        def share(end: int, d: np.ndarray, side: int) -> float:
+            return float(np.sum(d * side > 0)) / runs[end]
+
+        # the side whose shares differ most: a stall sends BAD's runs below, fewer stalls GOOD's
+        side = max((-1, 1), key=lambda k: abs(share(self.bad, bad, k) - share(self.good, good, k)))
+        more = bad if share(self.bad, bad, side) >= share(self.good, good, side) else good
+        return ShapeChange(side=side, good_share=share(self.good, good, side), bad_share=share(self.bad, bad, side),
+                           factor=math.exp(float(np.median(more[more * side > 0]))) if np.any(more * side > 0) else math.nan,
+                           change=math.expm1(float(np.mean(np.log(b)) - np.mean(np.log(a)))), moved=moved)
+
+    def _look(self, a: Sequence[float], b: Sequence[float], *, read: bool = False) -> str:
         """'go' (regression in the hunted direction), 'stop' (none of min_effect), or 'more'.
 
         Looked at after every pair, so both answers come from e-values (`stats.pooled_t_log_bf`):
@@ -157,7 +288,9 @@ class ControlArm:
         x, y = np.log(np.asarray(a)), np.log(np.asarray(b))
         est = float(y.mean() - x.mean())
         c = 1 / len(x) + 1 / len(y)
-        noise = self.book.with_prior(NoisePool.of([a, b]))
+        # every run (`read`): their own spread, the runs far off included; a remembered noise
+        # scale prices typical runs
+        noise = NoisePool.of([a, b]) if read else self.book.with_prior(NoisePool.of([a, b]))
         sign = hunted_sign(s.direction)
         margin = log_threshold(s.min_effect)
         if shows_step(a, b, noise, sign=sign, alpha=s.reproduce_alpha, min_effect=s.min_effect):

@@ -228,6 +228,11 @@ def _phases(ctx: HuntContext) -> Phase:
     facts = HunkDecision("", "", replace(prefix, verdict=Verdict.REPRODUCED), prefix=prefix, ruled_out=frozenset().union(
         *(candidates[c.index] for c in prefix.candidates if c.verdict == "good")))
     ctx.capped = True      # from here on the probe cap stops the phases (the prefix search has its own)
+    if prefix.shape is not None:
+        # BASE + every hunk changed the shape of the run times (a stall), not only their level:
+        # every later test reads every run, as the prefix search did from its control arm on
+        # (docs/search.md, "A change of shape is a change")
+        ctx.settings = replace(ctx.settings, read_interference=False)
     if prefix.verdict in (Verdict.CULPRITS, Verdict.AMBIGUOUS):
         steps = sorted(prefix.culprits + prefix.ambiguous, key=lambda c: c.first_bad)
         signed_gap, gap_se = end_gap(search, ctx.noise)

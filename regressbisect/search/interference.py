@@ -100,39 +100,6 @@ def own_scale(x: Sequence[float]) -> float:
     return 2.2219 * small * float(d[h * (h - 1) // 2 - 1])
 
 
-def interference_kinds(logs: Mapping[int, Sequence[float]], sigma: float, *,
-                       provisional: bool = False) -> list[tuple[float, float]]:
-    """The hunt's kinds of interference, (log offset from the level, share of runs), one per
-    direction seen at least twice: the runs off the level of each candidate whose level is clear
-    before any kind is known (`_level` with the default components), summarised by their median
-    offset and their share of the runs of such candidates. A machine property, shared by every
-    candidate. provisional: a direction seen once gives a kind too, at UNKNOWN_SHARE's share (the
-    prior before any kind is known)."""
-    offsets: list[float] = []
-    counted = 0
-    for values in logs.values():
-        x = np.asarray(values, dtype=float)
-        if x.size < 2:
-            continue
-        level = _level(x, sigma, ()) if np.ptp(x) > REJECT * sigma else float(np.median(x))
-        if level is not None:
-            d = x - level
-            offsets.extend(d[np.abs(d) > REJECT * sigma])
-            counted += x.size
-    kinds = []
-    for side, prior in zip((-1, 1), UNKNOWN_SHARE):
-        mine = [o for o in offsets if o * side > 0]
-        if len(mine) >= 2:
-            kinds.append((float(np.median(mine)), min(max(len(mine) / counted, 0.02), 0.45)))
-        elif mine and provisional:
-            kinds.append((float(mine[0]), prior))
-    return kinds
-
-
-BROAD_SHARE = 0.01
-"""Weight of the broad component (any other run far off, uniform over a unit of log tok/s) once
-the hunt's kinds of interference are known."""
-
 UNKNOWN_SHARE = (0.25, 0.02)
 """Weights of the broad components below and above the level before any kind is known: a
 quarter of the runs may be slow (interference slows a run: a busy neighbour, a straggler), a
@@ -145,10 +112,80 @@ told, and none of the candidate's runs is read until more come. Before any kind 
 level below a cluster of runs needs three of its runs for each run above it."""
 
 
-def _mixture_scores(x: np.ndarray, sigma: float, kinds: Sequence[tuple[float, float]]) -> tuple[np.ndarray, np.ndarray]:
+def interference_kinds(logs: Mapping[int, Sequence[float]], sigma: float, *, provisional: bool = False,
+                       prior: tuple[float, float] = UNKNOWN_SHARE) -> list[tuple[float, float]]:
+    """The hunt's kinds of interference, (log offset from the level, share of runs), one per
+    direction seen at least twice: the runs off the level of each candidate whose level is clear
+    before any kind is known (`_level` with the default components), summarised by their median
+    offset and their share of the runs of such candidates. A machine property, shared by every
+    candidate. provisional: a direction seen once gives a kind too, at UNKNOWN_SHARE's share (the
+    prior before any kind is known)."""
+    offsets: list[float] = []
+    counted = 0
+    for values in logs.values():
+        x = np.asarray(values, dtype=float)
+        if x.size < 2:
+            continue
+        level = _level(x, sigma, (), prior) if np.ptp(x) > REJECT * sigma else float(np.median(x))
+        if level is None:
+            continue
+        d = x - level
+        far = np.abs(d) > REJECT * sigma
+        if 2 * np.sum(far) > x.size:
+            # the shape is read where the level holds most of the runs: interference is the
+            # minority of a machine's runs, and a commit read at its minority's level (9 runs in
+            # a fast mode taken for the level, 8 at it for a 'slow kind') made the next commit
+            # read the same way
+            continue
+        offsets.extend(d[far])
+        counted += x.size
+    kinds = []
+    for side, prior in zip((-1, 1), UNKNOWN_SHARE):
+        mine = [o for o in offsets if o * side > 0]
+        if len(mine) >= 2:
+            kinds.append((float(np.median(mine)), min(max(len(mine) / counted, 0.02), 0.45)))
+        elif mine and provisional:
+            kinds.append((float(mine[0]), prior))
+    return kinds
+
+
+def unknown_shares(logs: Mapping[int, Sequence[float]], sigma: float) -> tuple[float, float]:
+    """The weights of runs far below and far above a level before any kind is known:
+    UNKNOWN_SHARE (a quarter slow, few fast), turned round where the hunt's runs say its second
+    mode is the faster one. Each candidate whose runs lie in two clusters (split at their widest
+    gap, more than REJECT sigma) counts its runs in each, and where the lower clusters hold
+    enough more runs than the upper ones, the level is
+    the lower cluster, everywhere alike: a third of the runs 1.4x fast read as the level (the
+    quarter of slow runs likelier than a few fast ones) made GOOD's level its minority's. Turned
+    round where that reading is AMBIGUOUS[1] (1,000 to 1) likelier than the prior's, the lower
+    clusters read as levels with the upper ones at the prior's quarter: seven more runs below
+    than above. One commit's runs do not turn it (BAD six of nine runs at 0.7x, one in a hundred
+    where a quarter of the runs are: read at the slow mode, an A/A range named BAD)."""
+    lower = upper = 0
+    for values in logs.values():
+        x = np.sort(np.asarray(values, dtype=float))
+        if x.size < 2 or not sigma > 0:
+            continue
+        gaps = np.diff(x)
+        cut = int(np.argmax(gaps))
+        if gaps[cut] > REJECT * sigma:
+            lower += cut + 1
+            upper += x.size - cut - 1
+    slow, fast = UNKNOWN_SHARE
+    if (lower - upper) * math.log((1.0 - slow - fast) / slow) >= AMBIGUOUS[1]:
+        return fast, slow
+    return UNKNOWN_SHARE
+
+
+BROAD_SHARE = 0.01
+"""Weight of the broad component (any other run far off, uniform over a unit of log tok/s) once
+the hunt's kinds of interference are known."""
+
+def _mixture_scores(x: np.ndarray, sigma: float, kinds: Sequence[tuple[float, float]],
+                    prior: tuple[float, float] = UNKNOWN_SHARE) -> tuple[np.ndarray, np.ndarray]:
     """The levels a candidate's runs propose (its runs, and its runs less each kind's offset) and
     the log likelihood of its runs at each under the hunt's mixture (`_level`)."""
-    below, above = (BROAD_SHARE, BROAD_SHARE) if kinds else UNKNOWN_SHARE
+    below, above = (BROAD_SHARE, BROAD_SHARE) if kinds else prior
     typical = max(1.0 - sum(w for _, w in kinds) - max(below, above), 0.05)
     levels = np.concatenate([x] + [x - off for off, _ in kinds])
     norm = sigma * math.sqrt(2 * math.pi)
@@ -177,13 +214,14 @@ def _interference_fits_better(x: np.ndarray, sigma: float, mine: float, kinds: S
     return float(np.max(scores)) > own
 
 
-def _level(x: np.ndarray, sigma: float, kinds: Sequence[tuple[float, float]]) -> float | None:
+def _level(x: np.ndarray, sigma: float, kinds: Sequence[tuple[float, float]],
+           prior: tuple[float, float] = UNKNOWN_SHARE) -> float | None:
     """The level of one candidate's runs under the hunt's interference: the value among its runs
     (and its runs less each kind's offset) of the largest mixture likelihood, typical runs
     N(level, sigma^2), interfered ones N(level + offset, sigma^2) at the kind's share, and broad
     components for runs off by other amounts (`UNKNOWN_SHARE` before any kind is known); None
     when a level of another cluster comes within AMBIGUOUS of it."""
-    levels, scores = _mixture_scores(x, sigma, kinds)
+    levels, scores = _mixture_scores(x, sigma, kinds, prior)
     best = int(np.argmax(scores))
     rivals = np.abs(levels - levels[best]) > REJECT * sigma
     if np.any(rivals) and scores[best] - float(np.max(scores[rivals])) < AMBIGUOUS[0 if kinds else 1]:
@@ -216,8 +254,43 @@ def interfered_runs(logs: Mapping[int, Sequence[float]], scale: float | None = N
     run is read against the other subsets' levels (subsets are sums of any of the hunt's culprits,
     and their scale, over a few runs each, reads low by chance early: a "kind" read from it set a
     whole subset's runs apart)."""
-    sigma = robust_scale(list(logs.values())) if scale is None else scale
-    kinds = interference_kinds(logs, sigma) if sigma > 0 else []
+    if scale is not None:
+        return _read_runs(logs, scale, subsets)
+    first = robust_scale(list(logs.values()))
+    typical = typical_scale(logs, _read_runs(logs, first * REWEIGHT / REJECT, subsets))
+    return _read_runs(logs, min(first, typical) if typical > 0 else first, subsets)
+
+
+REWEIGHT = 2.5
+"""Robust sigmas (of the first scale) within which a run counts towards the typical runs' scale
+(`typical_scale`): the reweighting cut-off of Rousseeuw and Leroy's reweighted estimators. Beyond
+2.5 sigma a lognormal run lies with probability 1.2%, which the scale loses little to; a second
+mode 4.5 of those sigmas away (the first scale reads high where a third of the runs are in it) is
+within REJECT of them and would count."""
+
+
+def typical_scale(logs: Mapping[int, Sequence[float]], flags: Mapping[int, Sequence[bool]]) -> float:
+    """Sigma of one run's log tok/s from the runs read as typical alone: each candidate's spread
+    about its own mean, pooled, at its 90% upper confidence bound (as `robust_scale`); nan below
+    MIN_DIFFERENCES degrees of freedom. One reweighting step of the robust scale (Rousseeuw and
+    Leroy 1987, the reweighted estimators): Q_n stays finite while a quarter of the runs are far
+    off, but reads high there (a third of the runs in a second mode 1.4x away put it at 1.8 times
+    the typical spread, and a commit whose few runs all fell in that mode then lay within 4.5 of
+    those sigmas of the other mode's level: its level was read there, and the next commit's made a
+    phantom step)."""
+    groups = [[v for v, far in zip(values, flags.get(i, ())) if not far] for i, values in logs.items()]
+    groups = [g for g in groups if len(g) >= 2]
+    df = sum(len(g) - 1 for g in groups)
+    if df < MIN_DIFFERENCES:
+        return math.nan
+    ss = sum(float(np.sum((np.asarray(g) - np.mean(g)) ** 2)) for g in groups)
+    return math.sqrt(ss / df) * math.sqrt(df / chi2_ppf(0.10, df))
+
+
+def _read_runs(logs: Mapping[int, Sequence[float]], sigma: float, subsets: bool) -> dict[int, list[bool]]:
+    """`interfered_runs` at the scale `sigma`."""
+    prior = unknown_shares(logs, sigma)
+    kinds = interference_kinds(logs, sigma, prior=prior) if sigma > 0 else []
     out: dict[int, list[bool]] = {}
     levels: dict[int, float] = {}     # the levels of candidates of three runs or more, where clear
     together: list[int] = []          # candidates whose runs sit together (no run off their level)
@@ -235,7 +308,7 @@ def interfered_runs(logs: Mapping[int, Sequence[float]], scale: float | None = N
                 if x.size >= 3:
                     levels[i] = float(np.median(x))
             continue
-        level = _level(x, own, kinds)
+        level = _level(x, own, kinds, prior)
         out[i] = [True] * x.size if level is None else [bool(v) for v in np.abs(x - level) > REJECT * own]
         if level is not None and x.size >= 3:
             levels[i] = level
@@ -277,11 +350,19 @@ def _off_every_level(x: np.ndarray, levels: Sequence[float], sigma: float,
     if not (sigma > 0 and levels and kinds):
         return False
     known = np.asarray(levels)
-    if np.any(np.abs(x[:, None] - known[None, :]) <= REJECT * sigma):
-        return False
+    typical = 1.0 - sum(w for _, w in kinds) - BROAD_SHARE
+
+    def best_at(offset: float, share: float) -> float:
+        # log likelihood of the runs all at one known level moved by `offset`, at that share
+        z = (x[:, None] - offset - known[None, :]) / sigma
+        return float(np.max(-0.5 * np.sum(z * z, axis=0))) + x.size * math.log(share)
+
+    at_a_level = best_at(0.0, typical)
     for off, share in kinds:
         if np.any(np.all(np.abs(x[:, None] - off - known[None, :]) <= REJECT * sigma, axis=0)):
-            if x.size * math.log((1 - share) / share) < AMBIGUOUS[1]:
+            # likelier a known level moved by the kind than a known level itself: runs 5.7 sigmas
+            # above GOOD's level and at BAD's moved by a fast kind lie within REJECT of the former
+            if best_at(off, share) > at_a_level and x.size * math.log((1 - share) / share) < AMBIGUOUS[1]:
                 return True
     return False
 
