@@ -11,7 +11,6 @@ import pytest
 from regressbisect.search.bisect import SearchSettings
 from regressbisect.search.book import SampleBook
 from regressbisect.search.control import ControlArm
-from regressbisect.search.culprits import steps_overshoot
 from regressbisect.search.interference import interfered_runs
 from regressbisect.search.simulate import FakeHistory, Interference, simulate, step_levels
 from regressbisect.search.verdicts import Verdict
@@ -126,15 +125,6 @@ def test_a_commit_that_stalls_is_named_and_the_change_of_shape_reported():
     assert [c.first_bad for c in run.result.culprits] == [6]
     shape = run.result.shape
     assert shape is not None and shape.good_share == 0 and shape.bad_share > 0.2
-
-
-def test_steps_that_overshoot_the_whole_change_are_surely_too_large():
-    gap, se = math.log(0.85), 0.02
-    phantom = (-0.268, (-0.33, -0.20))            # 222% of the gap: a remainder surely above zero
-    assert steps_overshoot(gap, se, [phantom], direction="slower")
-    assert not steps_overshoot(gap, se, [(-0.15, (-0.20, -0.10))], direction="slower")
-    assert not steps_overshoot(gap, se, [(-0.20, (-0.40, 0.05))], direction="slower")   # too wide to tell
-    assert not steps_overshoot(gap, se, [phantom], direction="both")
 
 
 def test_the_report_names_the_change_of_shape():

@@ -457,11 +457,6 @@ class CommitSearch:
                       "the samples do not fit one step per culprit")
             suspects, culprits = tuple(sorted(culprits + suspects, key=lambda c: c.first_bad)), ()
         steps = tuple(self.rule.own_step(c) for c in culprits)   # every step that passed the rule, its own size
-        if steps and self.rule.overshoots(steps):
-            shares = ", ".join(f"{c.share_of_gap:.0%}" for c in steps)
-            reason = (f"the confirmed steps own {shares} of the gap, and the remainder they leave is surely of "
-                      "the other sign: the steps' own runs and the ends' disagree, and neither is named")
-            suspects, culprits, steps = tuple(sorted(culprits + suspects, key=lambda c: c.first_bad)), (), ()
         whole = len(steps) == 1 and steps[0].first_bad - steps[0].last_good == self.n - 1 and self.n > 2
         ambiguous = () if whole else tuple(c for c in steps if c.first_bad - c.last_good > 1)
         culprits = tuple(c for c in steps if c not in ambiguous)

@@ -18,7 +18,7 @@ from regressbisect.search.book import SampleBook
 from regressbisect.search.naming import NamingGate
 from regressbisect.search.stats import log_threshold, t_ppf
 
-__all__ = ["Culprit", "CulpritRule", "remainder_of_gap", "share_interval", "shares_do_not_add_up", "steps_overshoot"]
+__all__ = ["Culprit", "CulpritRule", "remainder_of_gap", "share_interval", "shares_do_not_add_up"]
 
 
 @dataclass(frozen=True)
@@ -67,12 +67,6 @@ class CulpritRule:
         both read it, so the hunt never searches for a remainder whose printed interval includes
         none."""
         return remainder_of_gap(gap, gap_se, [(c.step, c.step_ci95) for c in steps])
-
-    def overshoots(self, steps: Sequence[Culprit]) -> bool:
-        """`steps_overshoot` for these steps (each sized by its own pairs, `own_step`) and the
-        whole range's change (`end_difference`)."""
-        gap, gap_se = self.end_difference()
-        return steps_overshoot(gap, gap_se, [(c.step, c.step_ci95) for c in steps], direction=self.settings.direction)
 
     def unexplained_interval(self, steps: Sequence[Culprit], unexplained: float, gap: float,
                              gap_se: float) -> tuple[float, float]:
@@ -273,19 +267,6 @@ def shares_do_not_add_up(intervals: Sequence[tuple[float, float]], gap: float, s
         ends = [abs(math.log1p(x)) for x in interval if x > -1 and math.isfinite(x)]
         least.append(min(ends) / abs(gap) if ends else 0.0)
     return max(least) > share_limit or sum(least) > 2.0
-
-
-def steps_overshoot(gap: float, gap_se: float, steps: Sequence[tuple[float, tuple[float, float]]], *,
-                    direction: str) -> bool:
-    """The steps leave a remainder of the gap (`remainder_of_gap`) whose 95% interval lies wholly
-    on the other side of zero: together they are surely larger than the whole range's change, and
-    a report naming them contradicts itself (a -26.8% step, 222% of a -15% gap, beside a remainder
-    of -122%, 95% CI -184% .. -61%: a commit whose three runs all fell in a second mode was read
-    at a level of its own there). Not with direction 'both', whose steps may cancel."""
-    remainder, half = remainder_of_gap(gap, gap_se, steps)
-    if direction == "both" or not math.isfinite(half):
-        return False
-    return remainder * gap < 0 and abs(remainder) > half
 
 
 def remainder_of_gap(gap: float, gap_se: float,
