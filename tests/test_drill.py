@@ -27,15 +27,16 @@ FEATURE_HUNKS = 32
 SLOW = 17
 
 
-def make_feature_history(path) -> list[str]:
-    """c0 (modules of zeros), c1, c2 = a feature of FEATURE_HUNKS hunks with one 15% slow hunk
-    inside (edit SLOW), c3, c4: the commits around it touch README only. Returns the shas."""
-    make_dirty_repo(path, FEATURE_HUNKS, {SLOW: 0.15}, dependent=False)
+def make_feature_history(path, hunks: int = FEATURE_HUNKS, effects: dict[int, float] | None = None,
+                         subject: str = "land the feature") -> list[str]:
+    """c0 (modules of zeros), c1, c2 = a feature of `hunks` hunks with `effects` (default: one 15%
+    slow hunk, edit SLOW), c3, c4: the commits around it touch README only. Returns the shas."""
+    make_dirty_repo(path, hunks, {SLOW: 0.15} if effects is None else effects, dependent=False)
     feature = {f"pkg/m{f}.py": (path / f"pkg/m{f}.py").read_text() for f in range(10)}
     git(path, "checkout", "-q", "--", ".")
     shas = [git(path, "rev-parse", "HEAD")]
     shas.append(commit(path, {"README.md": "one\n"}, "docs"))
-    shas.append(commit(path, feature, "land the feature"))
+    shas.append(commit(path, feature, subject))
     shas.append(commit(path, {"README.md": "two\n"}, "docs again"))
     shas.append(commit(path, {"README.md": "three\n"}, "docs once more"))
     return shas
@@ -220,15 +221,7 @@ def small_hunks_repo(tmp_path_factory):
     """c0, c1, c2 = ten hunks 1.5% slower each (the commit -14%, no hunk alone at --min-effect's
     2%), c3, c4: the commits around it touch README only."""
     path = tmp_path_factory.mktemp("small") / "repo"
-    make_dirty_repo(path, SMALL_HUNKS, {i: 0.015 for i in range(SMALL_HUNKS)}, dependent=False)
-    feature = {f"pkg/m{f}.py": (path / f"pkg/m{f}.py").read_text() for f in range(10)}
-    git(path, "checkout", "-q", "--", ".")
-    shas = [git(path, "rev-parse", "HEAD")]
-    shas.append(commit(path, {"README.md": "one\n"}, "docs"))
-    shas.append(commit(path, feature, "ten small changes"))
-    shas.append(commit(path, {"README.md": "two\n"}, "docs again"))
-    shas.append(commit(path, {"README.md": "three\n"}, "docs once more"))
-    return path, shas
+    return path, make_feature_history(path, SMALL_HUNKS, {i: 0.015 for i in range(SMALL_HUNKS)}, "ten small changes")
 
 
 @pytest.mark.parametrize("seed", [2, 3])
