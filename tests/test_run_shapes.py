@@ -137,3 +137,16 @@ def test_the_report_names_the_change_of_shape():
     line = facts.shape_line({"shape_change": shape})
     assert "38.0% of BAD's runs slow at 0.70x (GOOD: 0.0%)" in line and "-13.9%" in line
     assert facts.shape_line({"shape_change": None}) is None
+
+
+def test_a_hunk_hunts_gap_is_read_on_every_run_of_an_end_read_as_interfered_throughout():
+    from regressbisect.search.hunks.prefix import end_gap
+    from regressbisect.search.bisect import CommitSearch
+    from regressbisect.search.stats import NoisePool
+
+    search = CommitSearch(3, SearchSettings())
+    search.book.reader = lambda logs: {i: [i == 0] * len(v) for i, v in logs.items()}
+    for when, (index, value) in enumerate([(0, 1000.0), (2, 900.0), (0, 1010.0), (2, 905.0)]):
+        search.book.add(index, value, tag=None, when=when)
+    gap, se = end_gap(search, NoisePool.of([[1000.0, 1010.0], [900.0, 905.0]]))
+    assert math.isclose(gap, math.log(902.5 / 1005.0), abs_tol=0.005) and se > 0
