@@ -152,15 +152,14 @@ def interference_kinds(logs: Mapping[int, Sequence[float]], sigma: float, *, pro
 def unknown_shares(logs: Mapping[int, Sequence[float]], sigma: float) -> tuple[float, float]:
     """The weights of runs far below and far above a level before any kind is known:
     UNKNOWN_SHARE (a quarter slow, few fast), turned round where the hunt's runs say its second
-    mode is the faster one. Each candidate whose runs lie in two clusters (split at their widest
-    gap, more than REJECT sigma) counts its runs in each, and where the lower clusters hold
-    enough more runs than the upper ones, the level is
-    the lower cluster, everywhere alike: a third of the runs 1.4x fast read as the level (the
-    quarter of slow runs likelier than a few fast ones) made GOOD's level its minority's. Turned
-    round where that reading is AMBIGUOUS[1] (1,000 to 1) likelier than the prior's, the lower
-    clusters read as levels with the upper ones at the prior's quarter: seven more runs below
-    than above. One commit's runs do not turn it (BAD six of nine runs at 0.7x, one in a hundred
-    where a quarter of the runs are: read at the slow mode, an A/A range named BAD)."""
+    mode is the faster one: a third of the runs 1.4x fast were read as GOOD's level (a quarter of
+    slow runs likelier than a few fast ones), its other runs as slowed. Each candidate whose runs
+    lie in two clusters (split at their widest gap, more than REJECT sigma) counts its runs in
+    each, and the prior turns round where the lower clusters read as levels (the upper ones at
+    the prior's quarter) are AMBIGUOUS[1] (1,000 to 1) likelier than the prior's reading: seven
+    more runs below than above. One commit's runs do not turn it (BAD's six of nine runs at 0.7x,
+    one in a hundred where a quarter of the runs are: read at the slow mode, an A/A range named
+    BAD)."""
     lower = upper = 0
     for values in logs.values():
         x = np.sort(np.asarray(values, dtype=float))
@@ -229,12 +228,21 @@ def _level(x: np.ndarray, sigma: float, kinds: Sequence[tuple[float, float]],
     return float(np.median(x[np.abs(x - levels[best]) <= REJECT * sigma]))
 
 
+REWEIGHT = 2.5
+"""Robust sigmas (of the first scale) within which a run counts towards the typical runs' scale
+(`typical_scale`): the reweighting cut-off of Rousseeuw and Leroy's reweighted estimators. Beyond
+2.5 sigma a lognormal run lies with probability 1.2%, which the scale loses little to; a second
+mode 4.5 of those sigmas away (the first scale reads high where a third of the runs are in it) is
+within REJECT of them and would count."""
+
+
 def interfered_runs(logs: Mapping[int, Sequence[float]], scale: float | None = None, *,
                     subsets: bool = False) -> dict[int, list[bool]]:
     """Per candidate, for each of its runs (log tok/s, in order), whether it is read as interfered.
 
-    `scale`: the robust sigma (default: `robust_scale` of these groups; a candidate's own, from
-    three runs on, where that is OWN_SCALE times larger). A run is interfered when it lies more than REJECT * scale
+    `scale`: the robust sigma (default: `robust_scale` of these groups, reweighted once on the
+    runs it reads as typical where their spread is smaller, `typical_scale`; a candidate's own,
+    from three runs on, where that is OWN_SCALE times larger). A run is interfered when it lies more than REJECT * scale
     from its candidate's level (`_level`: the hunt's kinds of
     interference, `interference_kinds`, tell a level from the runs off it, so that a candidate
     whose runs were half interfered keeps its level). Where the level cannot be told (two runs far
@@ -259,14 +267,6 @@ def interfered_runs(logs: Mapping[int, Sequence[float]], scale: float | None = N
     first = robust_scale(list(logs.values()))
     typical = typical_scale(logs, _read_runs(logs, first * REWEIGHT / REJECT, subsets))
     return _read_runs(logs, min(first, typical) if typical > 0 else first, subsets)
-
-
-REWEIGHT = 2.5
-"""Robust sigmas (of the first scale) within which a run counts towards the typical runs' scale
-(`typical_scale`): the reweighting cut-off of Rousseeuw and Leroy's reweighted estimators. Beyond
-2.5 sigma a lognormal run lies with probability 1.2%, which the scale loses little to; a second
-mode 4.5 of those sigmas away (the first scale reads high where a third of the runs are in it) is
-within REJECT of them and would count."""
 
 
 def typical_scale(logs: Mapping[int, Sequence[float]], flags: Mapping[int, Sequence[bool]]) -> float:
