@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Optional
 
 import typer
 
@@ -15,6 +15,10 @@ from regressbisect.cli import options as o
 def run(
     good: Annotated[str, typer.Argument(help="A commit known to be fast (e.g. HEAD~20).")],
     bad: Annotated[str, typer.Argument(help="A later commit known to be slow (e.g. HEAD).")],
+    paths: Annotated[Optional[list[str]], typer.Argument(
+        help="After --: only commits touching these paths (git pathspecs, from the repository's top) "
+             "are candidates, as in `git bisect start BAD GOOD -- PATHS`.", metavar="PATHS",
+        show_default=False)] = None,
     json_out: o.JsonOut = None, store: o.StorePath = None, repo: o.Repo = Path("."),
     quiet: o.Quiet = False,
     flags: dict | None = None,
@@ -22,7 +26,8 @@ def run(
     """Bisect GOOD..BAD (first-parent) on tok/s with repeated, interleaved measurements.
 
     A commit is named only when its step is at least --min-effect with an interval excluding
-    zero; "reproduced" (GOOD vs BAD) is held to the same rule.
+    zero; "reproduced" (GOOD vs BAD) is held to the same rule. `run GOOD BAD -- PATHS`: only the
+    commits touching PATHS are measured, the others are reported as not measured.
 
     Exit codes: 0 culprits named; 1 user error; 2 not reproduced (GOOD->BAD is not a slowdown of
     --min-effect); 4 every candidate skipped; 5 reproduced, but no single commit explains it (the
@@ -44,7 +49,7 @@ def run(
     check_file(json_out, "--json")
     with HuntProgress(quiet=quiet, unit=config.unit) as progress:
         hunt = CommitHunt(history, good, bad, config, store_path=store, progress=progress,
-                          command_line=o.without_revisions(COMMAND_LINE))
+                          command_line=o.without_revisions(COMMAND_LINE), paths=paths or ())
         warn_unusable_slots(config, len(hunt.candidates), count_gpus())
         outcome = hunt.run()
     o.finish(outcome, json_out, history, store)

@@ -16,7 +16,7 @@ import threading
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Sequence
 
 from regressbisect.errors import UserError, warn
 from regressbisect.tomlread import tomllib
@@ -265,6 +265,17 @@ class History:
             warn(f"GOOD {good_sha[:10]} is not on BAD's first-parent chain; the range goes "
                  f"on at merge {newer[0].sha[:10]}, which brought GOOD in, tested as one step")
         return [self.commit_info(good_sha), *newer]
+
+    def touching(self, good: str, bad: str, paths: Sequence[str]) -> set[str]:
+        """The shas of GOOD..BAD's first-parent chain whose change touches `paths` (git pathspecs,
+        from the top of the work tree): `git log --first-parent --format=%H GOOD..BAD -- PATHS`,
+        where a merge touches them when its diff against its first parent does."""
+        proc = self._git("log", "--first-parent", "--format=%H", f"{self.resolve(good)}..{self.resolve(bad)}",
+                         "--", *paths, check=False)
+        if proc.returncode != 0:
+            raise UserError(f"git log cannot read the paths {' '.join(paths)}: "
+                            f"{proc.stderr.decode(errors='replace').strip()}")
+        return set(proc.stdout.decode().split())
 
     def lineage(self, tip: str, limit: int) -> list[CommitInfo]:
         """The last `limit` commits of `tip`'s first-parent chain, oldest first (nightly series)."""

@@ -47,6 +47,16 @@ def stored_settings(config: HuntConfig) -> dict[str, Any]:
             "instrument": config.instrument, "tokens_auto": config.tokens_auto, "noise_prior": config.noise_prior}
 
 
+def touching_paths(commits: Sequence[CommitInfo], touching: set[str], paths: Sequence[str]) -> list[CommitInfo]:
+    """The candidates of a hunt limited to `paths`: GOOD (commits[0]), the commits of the range
+    whose shas are in `touching`, and BAD (commits[-1]), in range order. UserError when no commit
+    after GOOD touches them: there is nothing to hunt."""
+    if not any(c.sha in touching for c in commits[1:]):
+        raise UserError(f"no commit between GOOD and BAD touches PATHS ({' '.join(paths)}): "
+                        "check the paths (git pathspecs, from the top of the repository) or the range")
+    return [commits[0], *(c for c in commits[1:-1] if c.sha in touching), commits[-1]]
+
+
 @dataclass(frozen=True)
 class InstrumentationPlan:
     """Whether tok/s may come from shimmed runs, decided by measuring the shim on GOOD."""
@@ -73,13 +83,23 @@ class CommitHunt(Hunt):
     def __init__(self, history: History, good_ref: str, bad_ref: str, config: HuntConfig, *,
                  store_path: Path | None = None, progress: HuntProgress | None = None,
                  probe_runner: Callable[..., ProbeOutcome] = run_probe,
-                 executor: ProbeExecutor | None = None, command_line: Sequence[str] | None = None):
+                 executor: ProbeExecutor | None = None, command_line: Sequence[str] | None = None,
+                 paths: Sequence[str] = ()):
         """command_line: the user's command without GOOD and BAD (cli/options.without_revisions), for
-        the report's continue command of an undecided hunt, which adds the commits they resolved to."""
+        the report's continue command of an undecided hunt, which adds the commits they resolved to.
+        paths: `run GOOD BAD -- PATHS`: only the commits between GOOD and BAD that touch them are
+        candidates (GOOD and BAD stay the ends); the others are not measured (`not_measured`)."""
         self.command_line = command_line
+        self.paths = tuple(paths)
         self.good = history.resolve(good_ref)
         self.bad = history.resolve(bad_ref)
-        self.commits: list[CommitInfo] = history.first_parent_range(self.good, self.bad)
+        self.range_commits: list[CommitInfo] = history.first_parent_range(self.good, self.bad)
+        """Every commit of the first-parent range, GOOD and BAD included (the report's)."""
+        self.commits: list[CommitInfo] = self.range_commits
+        """The candidates the search sees: the range, or with PATHS its ends and the commits touching them."""
+        if self.paths:
+            self.commits = touching_paths(self.range_commits, history.touching(self.good, self.bad, self.paths),
+                                          self.paths)
         self.candidates = [Candidate(c.sha) for c in self.commits]
         super().__init__(history, config, store_path=store_path, progress=progress, probe_runner=probe_runner,
                          executor=executor)
@@ -107,7 +127,7 @@ class CommitHunt(Hunt):
             return store.start_hunt(kind="commits", good=self.good, bad=self.bad,
                                     config_hash=self.config_hash,
                                     env_fingerprint=self.env_fingerprint,
-                                    settings=stored_settings(cfg))
+                                    settings={**stored_settings(cfg), **({"paths": list(self.paths)} if self.paths else {})})
 
         with self.rig(start=start) as rig:
             store, hunt_id, cost = rig.store, rig.hunt_id, rig.cost
@@ -137,13 +157,14 @@ class CommitHunt(Hunt):
             drills = self._drill(rig, source, plan, result) if cfg.drill else {}
             totals = self.meter.totals
             report = report_json.commit_report(
-                commits=self.commits, result=result, counters=counters, plan=plan,
+                commits=self.commits, range_commits=self.range_commits, paths=self.paths, result=result, counters=counters, plan=plan,
                 probes=totals.probes, builds=totals.builds, cached=cached_before + source.cached_used,
                 config=self.config, env_facts=self.env_facts, store_path=self.store_path,
                 hunt_id=hunt_id, cached_by_index=self._cached_by_index, isolation=source.isolation,
                 exit_code=int(VERDICT_EXIT[result.verdict]), measurement=source.measurement_json(),
                 noise_prior=self._noise_prior_facts,
-                continue_command=(continue_command(self.command_line, cfg.max_samples, [self.good, self.bad])
+                continue_command=(continue_command(self.command_line, cfg.max_samples, [self.good, self.bad],
+                                                               paths=self.paths)
                                   if result.more_samples_would_tell else None),
                 cost={**cost.report(store, hunt_id, tokens=self.config.probe.tokens, budget=budget),
                       "counting_arm": counting_arm},

@@ -139,17 +139,19 @@ def check_built(worktree: Path) -> None:
                         f"measure the sources as they are")
 
 
-def continue_command(command_line: Sequence[str] | None, max_samples: int, revisions: Sequence[str]) -> str | None:
+def continue_command(command_line: Sequence[str] | None, max_samples: int, revisions: Sequence[str],
+                     paths: Sequence[str] = ()) -> str | None:
     """The command that lets an undecided hunt go further: the user's own command line with
     --max-samples doubled (any --max-samples of it replaced) and the hunt's `revisions` (run's GOOD
     BAD, hunks' --commit or --base) as the commits they resolved to: the CLI gives the command line
     without the user's (cli/options.without_revisions), which name other commits once one lands.
     The sample key holds no cap (`key_for`), so it reuses every stored sample, and the search, fed
-    them in the order it asks, goes on where this one stopped. None without the command line."""
+    them in the order it asks, goes on where this one stopped; `paths` (run's `-- PATHS`) end it
+    after `--`. None without the command line."""
     if not command_line:
         return None
     return shlex.join([*without_option(command_line, "--max-samples"), "--max-samples", str(2 * max_samples),
-                       *revisions])
+                       *revisions, *(["--", *paths] if paths else [])])
 
 
 def without_option(words: Sequence[str], option: str) -> list[str]:

@@ -355,6 +355,18 @@ def ambiguous_lines(report: Mapping[str, Any]) -> list[str]:
     return lines
 
 
+def not_measured_line(report: Mapping[str, Any]) -> str | None:
+    """The commits of a hunt limited to PATHS (`run GOOD BAD -- PATHS`) that touch none of them:
+    not measured, each with the verdict of the candidate before it, never blamed."""
+    skipped = report.get("not_measured") or ()
+    if not skipped:
+        return None
+    paths = " ".join(report.get("paths") or ())
+    shown = ", ".join(short(c.get("commit")) for c in skipped[:6]) + (" ..." if len(skipped) > 6 else "")
+    return (f"{len(skipped)} commit{'s' if len(skipped) != 1 else ''} not measured: "
+            f"{'they touch' if len(skipped) != 1 else 'it touches'} none of PATHS ({paths}): {shown}")
+
+
 def remainder_line(report: Mapping[str, Any]) -> str | None:
     """How much of the gap the culprits leave unexplained (several small steps compound)."""
     share = report.get("unexplained_share")

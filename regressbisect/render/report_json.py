@@ -196,6 +196,8 @@ class CommitReport(Report):
     endpoint_counters: dict[str, Any]
     endpoint_work: dict[str, Any]
     candidates: list[dict[str, Any]]
+    paths: list[str]
+    not_measured: list[dict[str, Any]]
     interfered_runs: int
     shape_change: dict[str, Any] | None
     probes: int
@@ -231,9 +233,13 @@ def commit_report(*, commits: Sequence, result, counters: Mapping[int, Mapping[s
                   store_path: Path, hunt_id: int, exit_code: int, measurement: dict[str, Any],
                   noise_prior: dict[str, Any], continue_command: str | None, cost: dict[str, Any],
                   cached_by_index: Mapping[int, int] | None = None, isolation=None,
-                  drills: Mapping[str, Any] | None = None) -> CommitReport:
+                  drills: Mapping[str, Any] | None = None, range_commits: Sequence | None = None,
+                  paths: Sequence[str] = ()) -> CommitReport:
     """The report of a commit hunt from the search result, the counters and what the hunt paid
-    (`cost`, `measurement`); `drills`: each culprit's hunks by its sha (--drill)."""
+    (`cost`, `measurement`); `drills`: each culprit's hunks by its sha (--drill). `commits` are
+    the candidates the search saw; `range_commits` the whole first-parent range (default: the
+    same), whose others touch none of `paths` (`run GOOD BAD -- PATHS`) and were not measured."""
+    range_commits = list(range_commits if range_commits is not None else commits)
     cached_by_index = cached_by_index or {}
     drills = drills or {}
     culprits = []
@@ -266,6 +272,7 @@ def commit_report(*, commits: Sequence, result, counters: Mapping[int, Mapping[s
                  "ci95": list(v.summary.ci95) if v.summary else None,
                  "interfered_tok_s": list(v.interfered)}
         candidates.append(entry)
+    not_measured = _not_measured(range_commits, commits, {v.index: v.verdict for v in result.candidates})
     overhead = None
     if plan.overhead is not None:
         o = plan.overhead
@@ -276,7 +283,7 @@ def commit_report(*, commits: Sequence, result, counters: Mapping[int, Mapping[s
         unit=config.unit,
         good=commits[0].sha,
         bad=commits[-1].sha,
-        range_length=len(commits),
+        range_length=len(range_commits),
         verdict=result.verdict,
         verdict_reason=result.reason,
         reproduced=result.reproduced,
@@ -298,6 +305,8 @@ def commit_report(*, commits: Sequence, result, counters: Mapping[int, Mapping[s
                            "bad": split_counts(counters.get(len(commits) - 1))[0]},
         endpoint_work={"good": side_json(counters.get(0)), "bad": side_json(counters.get(len(commits) - 1))},
         candidates=candidates,
+        paths=list(paths),
+        not_measured=not_measured,
         interfered_runs=sum(len(v.interfered) for v in result.candidates),
         shape_change=shape_json(getattr(result, "shape", None)),
         probes=probes,
@@ -318,6 +327,25 @@ def commit_report(*, commits: Sequence, result, counters: Mapping[int, Mapping[s
         continue_command=continue_command,
         cost=cost,
         from_store_only=every_sample_stored(probes=probes, builds=builds, cached=cached))
+
+
+NOT_MEASURED_REASON = "not measured: touches none of PATHS"
+
+
+def _not_measured(range_commits: Sequence, candidates: Sequence, verdicts: Mapping[int, str]) -> list[dict[str, Any]]:
+    """The commits of the range that were no candidate (they touch none of PATHS): each shares the
+    verdict of the candidate before it, whose code under PATHS it keeps; none is ever blamed."""
+    index_of = {c.sha: i for i, c in enumerate(candidates)}
+    out: list[dict[str, Any]] = []
+    before = 0
+    for position, commit in enumerate(range_commits):
+        if commit.sha in index_of:
+            before = index_of[commit.sha]
+            continue
+        out.append({"commit": commit.sha, "subject": commit.subject, "position": position,
+                    "reason": NOT_MEASURED_REASON, "same_as": candidates[before].sha,
+                    "verdict": verdicts.get(before)})
+    return out
 
 
 @dataclass(frozen=True)
