@@ -48,7 +48,7 @@ are told apart (search/interference.py), and three off at once is rarer than the
 SHAPE_LEVEL = 0.01
 """Level at which the ends' shares of runs off their levels differ (`ControlArm._shapes_differ`):
 past it the hunt reads every run. A false reading costs executions (every run's spread is
-wider), not a verdict."""
+wider), as `--no-interference` does."""
 
 
 PAIRS_FOR_THE_OTHER_WAY = 12
