@@ -223,9 +223,7 @@ class ControlArm:
         """The mean of every run differs by min_effect or more in the hunted direction: a change
         that is not ruled out while the shares of runs off their level are part of it."""
         est = float(np.mean(np.log(b)) - np.mean(np.log(a)))
-        sign = hunted_sign(self.settings.direction)
-        ours = toward(est, sign) > 0 if sign else True
-        return ours and abs(est) >= log_threshold(self.settings.min_effect)
+        return toward(est, hunted_sign(self.settings.direction)) >= log_threshold(self.settings.min_effect)
 
     def _offsets(self, end: int) -> np.ndarray:
         """Log offsets from its level of an end's runs read as interfered."""
@@ -249,8 +247,7 @@ class ControlArm:
     def _moves_our_way(self, shape: ShapeChange) -> bool:
         """The runs off the ends' levels move BAD's mean our way more than GOOD's (more runs off,
         or farther): what a stall does to a slowdown's mean."""
-        sign = hunted_sign(self.settings.direction)
-        return toward(shape.moved, sign) > 0 if sign else shape.moved != 0
+        return toward(shape.moved, hunted_sign(self.settings.direction)) > 0
 
     def _shape(self, a: Sequence[float], b: Sequence[float]) -> ShapeChange | None:
         """How the ends' shapes differ (`ShapeChange`), read before the book reads every run;
