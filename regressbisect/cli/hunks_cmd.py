@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Optional
 
 import typer
 
@@ -13,6 +13,10 @@ from regressbisect.cli import options as o
 @app.command("hunks")
 @o.hunt_options("hunks")
 def hunks(
+    paths: Annotated[Optional[list[str]], typer.Argument(
+        help="After --: only the hunks in files under these paths (git pathspecs, from the repository's "
+             "top) are searched; the others stay applied in every candidate, as in `git bisect ... -- PATHS`.",
+        metavar="PATHS", show_default=False)] = None,
     base: Annotated[str, typer.Option("--base", help="Commit the work tree's changes are compared against.")] = "HEAD",
     commit: Annotated[str | None, typer.Option("--commit", help="Hunt the hunks of this commit's diff against its first parent (a merge: the branch it was merged into) instead of the work tree's; your checkout is not read.")] = None,
     tracked_only: Annotated[bool, typer.Option("--tracked-only", help="Leave untracked files out (by default they are bisected as whole-file hunks: the change is what is on disk).")] = False,
@@ -26,6 +30,9 @@ def hunks(
 
     With --commit REV the hunks are REV's diff against its first parent, which is BASE, and BASE +
     every hunk is REV itself (`run --drill` does this for every culprit it names).
+
+    `hunks -- PATHS`: only the hunks in files under PATHS are searched; the others are not measured,
+    applied in every candidate (BASE's side included), so BASE + every hunk stays your tree.
 
     Untracked files are included (--tracked-only leaves them out). Your work tree, index and
     untracked files are only read; candidates are built in pooled worktrees. A hunk (with the
@@ -53,6 +60,7 @@ def hunks(
     check_file(json_out, "--json")
     with HuntProgress(quiet=quiet, unit=config.unit) as progress:
         hunt = HunkHunt(history, config, base=base, commit=commit, include_untracked=not tracked_only,
-                        store_path=store, progress=progress, command_line=o.without_revisions(COMMAND_LINE))
+                        store_path=store, progress=progress, command_line=o.without_revisions(COMMAND_LINE),
+                        paths=paths or ())
         outcome = hunt.run()
     o.finish(outcome, json_out, history, store)

@@ -14,6 +14,10 @@ from regressbisect.cli import options as o
 @app.command("nightly")
 @o.hunt_options("nightly")
 def nightly(
+    paths: Annotated[Optional[list[str]], typer.Argument(
+        help="After --: each change point's hunt has only the commits touching these paths as candidates "
+             "(git pathspecs, from the repository's top), as `run GOOD BAD -- PATHS`.", metavar="PATHS",
+        show_default=False)] = None,
     branch: Annotated[str, typer.Option("--branch", help="Branch whose tip is measured.")] = defaults.NIGHTLY_BRANCH,
     report_dir: Annotated[Path, typer.Option("--report-dir", help="Where the night's HTML, Markdown, PNG and JSON go.")] = Path("reports"),
     samples: Annotated[int, typer.Option("--samples", help="Samples per measured commit.")] = defaults.NIGHTLY_SAMPLES_PER_COMMIT,
@@ -31,6 +35,9 @@ def nightly(
     culprit, or found an ambiguous step: commits it could be that could not be measured), 7 when a probe
     imported the project from elsewhere than its worktree, 8 when the machine never got quiet
     within --max-wait, 0 otherwise.
+
+    `nightly -- PATHS`: the series is measured as without them; each change point's hunt is
+    limited to the commits touching PATHS, and one in whose range none does is not hunted.
 
     --json writes the last night's report (with --replay: the last replayed night), the same
     document as nightly-<tip>.json in --report-dir.
@@ -50,7 +57,7 @@ def nightly(
     check_folder(report_dir, "--report-dir")
     settings = NightlySettings(branch=branch, samples_per_commit=samples, max_new=max_new, lookback=lookback,
                                changepoints=ChangePointSettings(min_magnitude=min_magnitude, alpha=alpha),
-                               hunt=not no_hunt)
+                               hunt=not no_hunt, paths=tuple(paths or ()))
     with HuntProgress(quiet=quiet, unit=config.unit) as progress:
         runner = Nightly(history, config, settings, store_path=store, report_dir=report_dir, progress=progress)
         outcomes = runner.replay(replay) if replay else [runner.run()]

@@ -146,6 +146,27 @@ def collect_hunks(repo_root: Path, base: str = "HEAD", *,
     return sorted(_with_stable_ids(hunks), key=_file_order)
 
 
+def files_under(repo_root: Path, base: str, paths: Sequence[str], *, include_untracked: bool = False,
+                target: str | None = None) -> set[str]:
+    """The files of `collect_hunks`' diff (same `base`, `target`, `include_untracked`) that git's
+    pathspecs `paths` match, from the top of the work tree, as `Hunk.file` names them: git's own
+    matching (`git diff --name-only BASE [TARGET] -- PATHS`, untracked files by `git ls-files
+    --others -- PATHS`), so a directory, a file, a glob or `:(exclude)` magic mean what they mean
+    to git. UserError when git refuses a pathspec (outside the repository, bad magic)."""
+    def names(*args: str) -> set[str]:
+        proc = run_git(repo_root, *args, "--", *paths, check=False)
+        if proc.returncode != 0:
+            raise UserError(f"git cannot read the paths {' '.join(paths)}: "
+                            f"{proc.stderr.decode(errors='replace').strip()}")
+        return {p.decode("utf-8", errors=TEXT_ERRORS) for p in proc.stdout.split(b"\0") if p}
+
+    found = names("diff", "--name-only", "-z", "--no-renames", "--ignore-submodules=none", base,
+                  *([target] if target is not None else []))
+    if include_untracked and target is None:
+        found |= names("ls-files", "--others", "--exclude-standard", "-z")
+    return found
+
+
 def _file_order(hunk: Hunk) -> tuple[str, int, int]:
     return (hunk.file, _KIND_ORDER[hunk.kind], hunk.old_start)
 

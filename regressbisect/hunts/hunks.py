@@ -10,6 +10,11 @@ with the subset's patch applied: the user's work tree, index and untracked files
 With `commit` (`hunks --commit REV`, `run --drill`) the hunks are REV's diff against its first
 parent, BASE is that parent and BASE + every hunk is REV itself (its samples are the commit
 hunt's, from the store); the work tree is not read at all.
+
+With `paths` (`hunks -- PATHS`, git pathspecs) only the hunks in files under PATHS are searched;
+the others are not measured and stay applied in every candidate, BASE's side of the control arm
+included: BASE + every hunk is still the user's tree (or REV), and what is searched is the change
+PATHS make to it (docs/search.md, "Hunks").
 """
 from __future__ import annotations
 
@@ -21,7 +26,7 @@ from typing import Any, Callable, Sequence
 from regressbisect.config import HuntConfig
 from regressbisect.errors import UserError
 from regressbisect.git.history import History, run_git
-from regressbisect.git.hunks import Hunk, build_patch, collect_hunks, group_hunks, untracked_files
+from regressbisect.git.hunks import Hunk, build_patch, collect_hunks, files_under, group_hunks, untracked_files
 from regressbisect.hunts.common import (VERDICT_EXIT, HuntOutcome, continue_command, hunting,
                                         key_for)
 from regressbisect.hunts.sampling import Request, SampleSource, median_counters
@@ -138,6 +143,17 @@ def stored_settings(config: HuntConfig) -> dict[str, Any]:
     return {**config.search_key("hunks"), "slots": config.slots, "overlap": config.overlap}
 
 
+def under_paths(hunks: Sequence[Hunk], files: set[str], paths: Sequence[str], whose: str) -> tuple[list[Hunk], list[Hunk]]:
+    """The hunks of a hunt limited to `paths`: (those in `files`, the files git matched to PATHS;
+    the others), each in the diff's order. UserError when none is under PATHS: nothing to hunt."""
+    inside = [h for h in hunks if h.file in files]
+    if not inside:
+        raise UserError(f"no {whose} hunk touches PATHS ({' '.join(paths)}): check the paths (git pathspecs, "
+                        f"from the top of the repository); {len(hunks)} hunk(s) in {len({h.file for h in hunks})} "
+                        "other file(s)")
+    return inside, [h for h in hunks if h.file not in files]
+
+
 class HunkHunt(Hunt):
     """One `regressbisect hunks`: BASE vs BASE + the work tree's changes (with `commit`: the
     commit's first parent vs the commit, its diff's hunks)."""
@@ -148,14 +164,18 @@ class HunkHunt(Hunt):
                  probe_runner: Callable[..., ProbeOutcome] = run_probe,
                  rule: LevelRule = LevelRule(), executor: ProbeExecutor | None = None,
                  noise_prior: NoisePool | None = None, instrumented: bool = False,
-                 command_line: Sequence[str] | None = None, max_probes: int | None = None):
+                 command_line: Sequence[str] | None = None, max_probes: int | None = None,
+                 paths: Sequence[str] = ()):
         """noise_prior: the noise a commit hunt pooled, carried over by `run --drill`;
         instrumented: take tok/s from shimmed runs (the commit hunt's, when its plan does);
         command_line: the user's command without --commit and --base (cli/options.without_revisions),
         for the report's continue command of an undecided hunt, which adds `revisions`;
         max_probes: the hunt's probe cap (`SearchSettings.max_probes`, over every phase; a drill's
-        is `search.budget.drill_probe_cap`), None: the default."""
+        is `search.budget.drill_probe_cap`), None: the default;
+        paths: `hunks -- PATHS`: only the hunks in files under them (git pathspecs, from the top of
+        the repository) are searched; the others (`not_measured`) are in every candidate."""
         self.max_probes = max_probes
+        self.paths = tuple(paths)
         self.command_line = command_line
         self._prefixes: list[frozenset] = []
         """The prefix search's candidates (BASE + the first k hunk groups), once `decide` ran."""
@@ -172,10 +192,21 @@ class HunkHunt(Hunt):
         self.include_untracked = include_untracked
         self.noise_prior = noise_prior
         self.instrumented = instrumented
-        self.hunks: list[Hunk] = collect_hunks(history.root, self.base, include_untracked=include_untracked,
-                                               target=self.commit)
-        self.needs = hunk_needs(self.hunks, self._base_text)
+        every = collect_hunks(history.root, self.base, include_untracked=include_untracked, target=self.commit)
+        self.hunks: list[Hunk] = every
+        """The hunks searched: every hunk of the diff, or with `paths` those under them."""
+        self.not_measured: list[Hunk] = []
+        """With `paths`, the hunks touching none of them: applied in every candidate, never searched."""
+        if self.paths:
+            files = files_under(history.root, self.base, self.paths, include_untracked=include_untracked,
+                                target=self.commit)
+            self.hunks, self.not_measured = under_paths(every, files, self.paths, self.hunted.whose)
+        self._applied = frozenset(h.id for h in self.not_measured)
+        # a need met by a hunk outside PATHS is met in every candidate
+        self.needs = {i: need - self._applied for i, need in hunk_needs(every, self._base_text).items()
+                      if i not in self._applied and need - self._applied}
         self.by_id = {h.id: h for h in self.hunks}
+        self._every_by_id = {h.id: h for h in every}
         self.rule = rule
         super().__init__(history, config, store_path=store_path, progress=progress, probe_runner=probe_runner,
                          executor=executor)
@@ -188,10 +219,15 @@ class HunkHunt(Hunt):
         revisions resolved to: the same hunt once another commit lands."""
         return ["--commit", self.commit] if self.commit is not None else ["--base", self.base]
 
+    def continue_line(self) -> str | None:
+        """The command that goes on where an undecided hunt stopped (hunts/common.continue_command):
+        `revisions` as full shas, then `-- PATHS` where the hunt had them."""
+        return continue_command(self.command_line, self.config.max_samples, self.revisions, paths=self.paths)
+
     @property
     def hunted(self) -> HuntedHunks:
         """The hunks and what they are compared against, as the reports name them."""
-        return HuntedHunks(self.hunks, self.base, self.commit)
+        return HuntedHunks(self.hunks, self.base, self.commit, paths=self.paths, not_measured=self.not_measured)
 
     def _base_text(self, path: str) -> str:
         """The file at BASE ('' when it is not there)."""
@@ -199,9 +235,11 @@ class HunkHunt(Hunt):
         return proc.stdout.decode("utf-8", errors="replace") if proc.returncode == 0 else ""
 
     def candidate(self, ids) -> Candidate:
-        """BASE + these hunks; with `commit`, BASE + every hunk is the commit itself (no patch: the
-        same tree, and the store's samples of it are a commit hunt's too)."""
-        if self.commit is not None and set(ids) == set(self.by_id):
+        """BASE + these hunks (+ the hunks outside PATHS, in every candidate); with `commit`, BASE +
+        every hunk is the commit itself (no patch: the same tree, and the store's samples of it are a
+        commit hunt's too)."""
+        ids = set(ids) | self._applied
+        if self.commit is not None and ids == set(self._every_by_id):
             return Candidate(self.commit)
         return Candidate(self.base, tuple(sorted(ids)))
 
@@ -212,7 +250,7 @@ class HunkHunt(Hunt):
     def patch_for(self, candidate: Candidate) -> str | None:
         if not candidate.patch:
             return None
-        return build_patch([self.by_id[i] for i in candidate.patch])
+        return build_patch([self._every_by_id[i] for i in candidate.patch])
 
     def run(self) -> HuntOutcome:
         with hunting(self.executor):
@@ -225,7 +263,8 @@ class HunkHunt(Hunt):
         def start(store: Store) -> int:
             return store.start_hunt(kind="hunks", good=self.base, bad=self.commit or everything.patch_hash or "",
                                     config_hash=self.config_hash, env_fingerprint=self.env_fingerprint,
-                                    settings=stored_settings(cfg))
+                                    settings={**stored_settings(cfg),
+                                              **({"paths": list(self.paths)} if self.paths else {})})
 
         with self.rig(start=start) as rig:
             store, hunt_id = rig.store, rig.hunt_id
@@ -239,7 +278,7 @@ class HunkHunt(Hunt):
                 probes=source.probes_run, cached=source.cached_used, isolation=source.isolation,
                 hunt_id=hunt_id, env_facts=self.env_facts, measurement=source.measurement_json(),
                 cost=rig.cost.report(store, hunt_id, tokens=cfg.probe.tokens),
-                continue_command=(continue_command(self.command_line, cfg.max_samples, self.revisions)
+                continue_command=(self.continue_line()
                                   if decision.verdict == Verdict.UNDECIDED or decision.control.more_samples_would_tell else None)).to_json()
             store.finish_hunt(hunt_id, report)
         return HuntOutcome(report=report, exit_code=VERDICT_EXIT[decision.verdict], hunt_id=hunt_id)
@@ -274,6 +313,9 @@ class HunkHunt(Hunt):
         for subset, m, draw in zip(subsets, batch, draws):
             if draw.sample is None and m.reason == Purpose.CONTROL:
                 which = "BASE" if not subset else "BASE + all hunks"
+                if not subset and self.not_measured:
+                    which = (f"BASE + the {len(self.not_measured)} hunk(s) outside PATHS (in every candidate; "
+                             "one may need a hunk under PATHS: add its file to PATHS)")
                 raise UserError(f"the probe cannot be measured at {which}: {draw.skip_reason}"
                                 f"{self._missing_module_hint(draw.skip_reason or '') if subset else ''} "
                                 "(check --cmd, or run it by hand)")
@@ -307,7 +349,8 @@ class HunkHunt(Hunt):
                                   for c in candidates])
         meter = self.meter
         for candidate, draw, note in zip(candidates, draws, notes):
-            label = "base" if not candidate.patch else f"base+{len(candidate.patch)}h"
+            searched = len(set(candidate.patch) - self._applied)
+            label = "base" if not searched else f"base+{searched}h"
             self.progress.cost(meter.totals.line())
             self.progress.sample(label, draw.value, draw.skip_reason, draw.cached, probes=source.probes_run,
                                  cached_total=source.cached_used, note=note)

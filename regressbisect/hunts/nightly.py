@@ -8,7 +8,8 @@ One night:
   3. the series (median tok/s per first-parent commit, main arm only) -> change points with a
      maintained library (changepoints.py);
   4. each NEW change point in the hunted direction is bisected by a CommitHunt between the last
-     commit before it and the first after it;
+     commit before it and the first after it (with `paths`, `nightly -- PATHS`, a hunt of the
+     commits touching them; a point whose range has none is not hunted, and says so);
   5. the report: JSON, Markdown, HTML and PNG plots in --report-dir.
 """
 from __future__ import annotations
@@ -55,7 +56,13 @@ class NightlySettings:
     """Minimum magnitude and significance of a change point."""
     hunt: bool = True
     """Bisect each new change point automatically."""
+    paths: tuple[str, ...] = ()
+    """`nightly -- PATHS`: each hunt's candidates are the commits touching these (git pathspecs,
+    from the top of the repository), as `run GOOD BAD -- PATHS`; () for every commit."""
 
+
+NOT_HUNTED = "no commit of its range touches PATHS"
+"""Why a change point of a night limited to PATHS was not hunted (its `not_hunted`)."""
 
 NIGHT_KEPT = "the night's samples are stored, and the exit code is the night's"
 """What a report file that could not be written at the end of a night leaves standing."""
@@ -94,6 +101,8 @@ class Nightly(Hunt):
 
     def _night(self, tip_ref: str | None) -> NightOutcome:
         tip = self.history.resolve(tip_ref or self.settings.branch)
+        if self.settings.paths:   # a pathspec git refuses stops the night before it measures
+            self.history.touching(tip, tip, self.settings.paths)
         commits = self._lineage(tip)
         health = self._check_machine()
         flagged = health["status"] in ("slow", "busy")
@@ -206,7 +215,7 @@ class Nightly(Hunt):
             out.append({"index": index, "commit": series[index]["commit"],
                         "before_commit": series[before]["commit"],
                         "before": p.before, "after": p.after, "change": p.change,
-                        "change_pct": round(100 * p.change, 3), "p_value": p.p_value})
+                        "change_pct": round(100 * p.change, 3), "p_value": p.p_value, "not_hunted": None})
         return out
 
     def _hunt(self, points: Sequence[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
@@ -221,11 +230,18 @@ class Nightly(Hunt):
             if not self.settings.hunt:
                 new_alarms.append(point)
                 continue
+            paths = self.settings.paths
+            if paths and not self.history.touching(point["before_commit"], point["commit"], paths):
+                # by the user's word no commit of the range can have made the step: nothing to hunt
+                point["not_hunted"] = NOT_HUNTED
+                self.progress.phase(f"nightly: change point {point['change_pct']:+.1f}% at {point['commit'][:10]}: "
+                                    f"not hunted, {NOT_HUNTED} ({' '.join(paths)})")
+                continue
             self.progress.phase(f"nightly: change point {point['change_pct']:+.1f}% at "
                                 f"{point['commit'][:10]}: hunting {point['before_commit'][:10]}..{point['commit'][:10]}")
             hunt = CommitHunt(self.history, point["before_commit"], point["commit"], self.config,
                               store_path=self.store_path, progress=self.progress,
-                              executor=self.executor)
+                              executor=self.executor, paths=self.settings.paths)
             outcome = hunt.run()
             hunts.append({**outcome.report, "first_reported": True})
             # an ambiguous step is a regression too: only which of its commits is unknown
@@ -241,9 +257,12 @@ class Nightly(Hunt):
             done = table[(table["kind"] == "commits") & (table["good"] == good) & (table["bad"] == bad)
                          & (table["config_hash"] == self.config.probe.config_hash())   # a hunt's, with its slots
                          & table["finished_at"].notna()]
-            if done.empty:
-                return None
-            return store.hunt_report(int(done.iloc[-1]["id"]))
+            # the last such hunt over the same PATHS (`run GOOD BAD -- PATHS` is another hunt)
+            for hunt_id in reversed(done["id"].tolist()):
+                report = store.hunt_report(int(hunt_id))
+                if report is not None and list(report.get("paths") or ()) == list(self.settings.paths):
+                    return report
+            return None
 
     def _settings_json(self) -> dict[str, Any]:
         """The report's `settings`: how the night was spent."""
@@ -251,7 +270,8 @@ class Nightly(Hunt):
                 "max_new": self.settings.max_new,
                 "min_magnitude": self.settings.changepoints.min_magnitude,
                 "alpha": self.settings.changepoints.alpha,
-                "min_segment": self.settings.changepoints.min_segment}
+                "min_segment": self.settings.changepoints.min_segment,
+                "paths": list(self.settings.paths)}
 
     def _write_report(self, report: dict[str, Any], tip: str) -> tuple[Path, ...]:
         """The night's JSON, Markdown and HTML in --report-dir; () when there is none or it

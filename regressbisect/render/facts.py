@@ -357,11 +357,16 @@ def ambiguous_lines(report: Mapping[str, Any]) -> list[str]:
 
 def not_measured_line(report: Mapping[str, Any]) -> str | None:
     """The commits of a hunt limited to PATHS (`run GOOD BAD -- PATHS`) that touch none of them:
-    not measured, each with the verdict of the candidate before it, never blamed."""
+    not measured, each with the verdict of the candidate before it, never blamed; of a hunk hunt
+    (`hunks -- PATHS`), the hunks outside PATHS, in every candidate and never searched."""
     skipped = report.get("not_measured") or ()
     if not skipped:
         return None
     paths = " ".join(report.get("paths") or ())
+    if report.get("kind") == "hunks":    # `hunks -- PATHS`: in every candidate, never searched
+        shown = "; ".join(hunk_location(h) for h in skipped[:6]) + (" ..." if len(skipped) > 6 else "")
+        return (f"{len(skipped)} hunk{'s' if len(skipped) != 1 else ''} not measured (in every candidate): "
+                f"{'they touch' if len(skipped) != 1 else 'it touches'} none of PATHS ({paths}): {shown}")
     shown = ", ".join(short(c.get("commit")) for c in skipped[:6]) + (" ..." if len(skipped) > 6 else "")
     return (f"{len(skipped)} commit{'s' if len(skipped) != 1 else ''} not measured: "
             f"{'they touch' if len(skipped) != 1 else 'it touches'} none of PATHS ({paths}): {shown}")
@@ -680,7 +685,8 @@ def change_point_lines(report: Mapping[str, Any]) -> list[str]:
         p_value = p.get("p_value")
         p_text = f", p={p_value:.3g}" if _finite(p_value) else ""
         lines.append(f"{pct(_change_pct(p))} at {short(p.get('commit'))} {subject}".rstrip()
-                     + f" (night #{index}{p_text})")
+                     + f" (night #{index}{p_text})"
+                     + (f": not hunted, {p['not_hunted']}" if p.get("not_hunted") else ""))
     return lines
 
 

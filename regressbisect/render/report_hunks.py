@@ -8,7 +8,8 @@ from dataclasses import dataclass
 from typing import Any, ClassVar, Mapping, Sequence
 
 from regressbisect.git.hunks import Hunk
-from regressbisect.render.report_json import ABSENT, Absent, Report, every_sample_stored, fields_json, isolation_json
+from regressbisect.render.report_json import (ABSENT, NOT_MEASURED_REASON, Absent, Report, every_sample_stored,
+                                              fields_json, isolation_json)
 from regressbisect.render.work import culprit_work, split_counts
 from regressbisect.search.hunkdecide import HunkDecision, TestedSubset
 from regressbisect.search.verdicts import Verdict
@@ -24,6 +25,10 @@ class HuntedHunks:
     base: str
     commit: str | None
     """`hunks --commit REV` and a drill: REV (BASE is its first parent); None for the work tree."""
+    paths: Sequence[str] = ()
+    """`hunks -- PATHS`: the pathspecs the searched hunks are under; () without them."""
+    not_measured: Sequence[Hunk] = ()
+    """With PATHS, the hunks touching none of them: in every candidate, never searched."""
 
     @property
     def by_id(self) -> dict[str, Hunk]:
@@ -95,6 +100,12 @@ def hunk_json(hunk: Hunk) -> dict[str, Any]:
             "kind": hunk.kind, "excerpt": hunk.excerpt}
 
 
+def not_measured_json(hunted: HuntedHunks) -> list[dict[str, Any]]:
+    """A hunk report's `not_measured`: the hunks outside PATHS, each with the reason (the commit
+    report's); each was in every candidate, BASE's side included."""
+    return [{**hunk_json(h), "reason": NOT_MEASURED_REASON} for h in hunted.not_measured]
+
+
 @dataclass(frozen=True)
 class HunkGroup:
     """A named (or suspected) hunk group, as a drill lists it."""
@@ -153,6 +164,8 @@ class HunkReport(Report):
     subsets_tested: int
     search_complete: bool
     candidates: list
+    paths: list[str]
+    not_measured: list[dict[str, Any]]
     probes: int
     cached_samples: int
     from_store_only: bool
@@ -212,6 +225,8 @@ def hunk_report(hunted: HuntedHunks, decision: HunkDecision, *, prefixes: Sequen
         subsets_tested=result.tests if result else 0,
         search_complete=result.complete if result else True,
         candidates=[],
+        paths=list(hunted.paths),
+        not_measured=not_measured_json(hunted),
         probes=probes,
         cached_samples=cached,
         from_store_only=every_sample_stored(probes=probes, builds=None, cached=cached),
