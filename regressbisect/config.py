@@ -447,6 +447,15 @@ class HuntConfig:
               "Default off."))
     """`run --drill`: each named culprit's diff hunted hunk by hunk (hunts/hunks.py with
     `commit`, docs/hunks.md "Drill"), in the same report."""
+    footprint: bool = knob(
+        True, panel=COST, commands=("run",),
+        help=("Measure only the commits that touch what the probe reads: the files its Python processes "
+              "import or open and the directories they list, recorded at GOOD, BAD and each commit "
+              "measured; the others share their neighbours' verdict. Not with --setup (every file is "
+              "the build's input) or PATHS; a probe that is not Python measures every commit. Default on."))
+    """`run`: the probe's footprint (probe/footprint.py, hunts/footprints.py): the commits touching
+    none of what GOOD, BAD and every candidate measured read are set aside as `run GOOD BAD --
+    PATHS` sets aside those touching none of PATHS (docs/design.md, "The probe's footprint")."""
     slots: int = knob(
         1, minimum=1, panel=COST, commands=("run", "hunks"),
         help=("Candidates measured at once, each in its own worktree and GPUs; their probes must not "

@@ -29,7 +29,7 @@ SCHEMA_VERSION = 2
 """The store's schema version, kept in its meta table. A change bumps it and adds the SQL that
 moves a store from the previous version to `_MIGRATIONS`; older stores are migrated when opened,
 newer ones are refused with one line. A table that adds to what an older version reads, and that
-it may ignore (`outside_imports`), is made by `_SCHEMA` when a store is opened for writing, with
+it may ignore (`outside_imports`, `footprints`), is made by `_SCHEMA` when a store is opened for writing, with
 no new version: an older regressbisect still opens the store."""
 _MIGRATIONS: dict[int, tuple[str, ...]] = {
     # 2: when each probe started (unix seconds), so a hunt's GPU time counts overlapped probes once
@@ -136,6 +136,14 @@ CREATE TABLE IF NOT EXISTS outside_imports (  -- files outside the worktree the 
     config_hash TEXT NOT NULL,       -- ProbeConfig.imports_key(): the probe config's, without them
     path TEXT NOT NULL,
     PRIMARY KEY (config_hash, path)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS footprints (  -- what a probe read of a commit's tree (probe/footprint.py)
+    tree TEXT NOT NULL,
+    config_hash TEXT NOT NULL,       -- ProbeConfig.imports_key(): the probe config, at any budget
+    env_fingerprint TEXT NOT NULL,
+    footprint TEXT NOT NULL,         -- JSON: {"files", "probed", "dirs"} or {"unreadable": why}
+    created_at REAL NOT NULL,
+    PRIMARY KEY (tree, config_hash, env_fingerprint)
 ) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS machine_checks (
     id INTEGER PRIMARY KEY,
@@ -627,6 +635,32 @@ class Store:
         with self._transaction() as conn:
             conn.executemany("INSERT OR IGNORE INTO outside_imports(config_hash, path) VALUES (?, ?)",
                              [(imports_key, path) for path in sorted(paths)])
+
+    # -- what probes read of their worktree ----------------------------------------------------
+
+    def footprints(self, config_key: str, env_fingerprint: str, trees: Iterable[str]) -> dict[str, dict]:
+        """{tree: footprint JSON} of the probe config (`ProbeConfig.imports_key`) on this machine,
+        for those of `trees` that have one."""
+        wanted = sorted(set(trees))
+        found: dict[str, dict] = {}
+        with self._lock:
+            try:
+                for chunk in _chunks(wanted, 500):
+                    rows = self._conn.execute(
+                        "SELECT tree, footprint FROM footprints WHERE config_hash = ? AND env_fingerprint = ?"
+                        f" AND tree IN ({','.join('?' * len(chunk))})", (config_key, env_fingerprint, *chunk)).fetchall()
+                    found.update((tree, json.loads(text)) for tree, text in rows)
+            except sqlite3.OperationalError:   # no such table: a store not yet opened by this version to write
+                return {}
+        return found
+
+    def add_footprint(self, tree: str, config_key: str, env_fingerprint: str, footprint: dict) -> None:
+        """Keep what a probe read at `tree` (a later record of the same tree replaces it)."""
+        with self._transaction() as conn:
+            conn.execute("INSERT OR REPLACE INTO footprints(tree, config_hash, env_fingerprint, footprint, created_at)"
+                         " VALUES (?, ?, ?, ?, ?)", (tree, config_key, env_fingerprint,
+                                                     json.dumps(footprint, sort_keys=True, separators=(",", ":")),
+                                                     time.time()))
 
     # -- nightly series and machine checks ---------------------------------------------------
 

@@ -75,6 +75,21 @@ class GitFailed(RuntimeError):
 
 
 @dataclass(frozen=True)
+class Change:
+    """One entry a commit changes against the commit before it (`History.changes`)."""
+
+    status: str
+    """'A' added, 'D' deleted, 'M' modified, 'T' its type changed (git's letters)."""
+    path: str
+    """From the top of the work tree, '/'-separated."""
+    kind: str
+    """'blob' (a file or a symlink), 'tree' (a directory) or 'gitlink' (a submodule)."""
+
+
+_KINDS = {"040000": "tree", "160000": "gitlink"}
+
+
+@dataclass(frozen=True)
 class CommitInfo:
     """One commit as reports show it."""
 
@@ -276,6 +291,30 @@ class History:
             raise UserError(f"git log cannot read the paths {' '.join(paths)}: "
                             f"{proc.stderr.decode(errors='replace').strip()}")
         return set(proc.stdout.decode().split())
+
+    def changes(self, commits: Sequence[CommitInfo]) -> dict[str, tuple[Change, ...]]:
+        """What each commit of `commits` after the first changes against the one before it in
+        `commits` (a first-parent range, oldest first: a merge against its first parent, the merge
+        that brought GOOD in against GOOD), directories and submodules included, renames as a
+        deletion and an addition: sha -> its changes (none for a commit that changes nothing).
+        One `git diff-tree --stdin` for the whole range."""
+        pairs = "".join(f"{new.sha} {old.sha}\n" for old, new in zip(commits, commits[1:]))
+        if not pairs:
+            return {}
+        proc = self._git("diff-tree", "--stdin", "-r", "-t", "--no-renames", "--raw", "-z", "--no-ext-diff",
+                         "--ignore-submodules=none", input=pairs.encode())
+        found: dict[str, list[Change]] = {}
+        current: list[Change] = []
+        words = iter(proc.stdout.split(b"\0"))
+        for word in words:
+            if word.startswith(b":"):   # ':old-mode new-mode old-sha new-sha status', then the path
+                old_mode, new_mode, *_, status = word[1:].decode().split()
+                path = next(words, b"").decode("utf-8", errors="surrogateescape")
+                mode = new_mode if status != "D" else old_mode
+                current.append(Change(status[0], path, _KINDS.get(mode, "blob")))
+            elif word.strip():
+                current = found.setdefault(word.decode().strip(), [])
+        return {sha: tuple(changes) for sha, changes in found.items()}
 
     def lineage(self, tip: str, limit: int) -> list[CommitInfo]:
         """The last `limit` commits of `tip`'s first-parent chain, oldest first (nightly series)."""

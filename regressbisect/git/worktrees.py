@@ -496,6 +496,20 @@ def _resolve_url(url: str, base: str) -> str:
     return f"{base}/{url}"
 
 
+def checked_out(worktree: Path) -> str | None:
+    """The commit a worktree of the pool holds (its detached HEAD), read from its files without
+    a git process; None where it is not such a worktree or HEAD names a branch."""
+    try:
+        dotgit = (Path(worktree) / ".git").read_text(encoding="utf-8").strip()
+        if not dotgit.startswith("gitdir:"):
+            return None
+        admin = Path(worktree) / dotgit[len("gitdir:"):].strip()
+        head = (admin / "HEAD").read_text(encoding="utf-8").strip()
+    except (OSError, UnicodeDecodeError):
+        return None
+    return head if _FULL_SHA.fullmatch(head) else None
+
+
 def _registered_worktrees(history: History) -> list[Path]:
     out = history.repo.git.worktree("list", "--porcelain", "-z")
     return [Path(field[len("worktree "):]) for field in out.split("\0")

@@ -1,6 +1,7 @@
 """Orchestration of a commit hunt: control arm, instrumentation check, search, explanation.
 
-    history -> pool + store -> overhead arm on GOOD -> CommitSearch (control arm first) ->
+    history -> pool + store -> overhead arm on GOOD -> footprints of GOOD and BAD -> CommitSearch
+    (control arm first) over the commits touching them (again while the footprint grows) ->
     counters at each culprit -> (--drill: each culprit's hunks, hunts/hunks.py) -> JSON report
 
 Everything measured is stored the moment it exists, so a killed hunt resumes by re-running the
@@ -19,6 +20,7 @@ from regressbisect.config import HuntConfig
 from regressbisect.errors import UserError
 from regressbisect.git.history import CommitInfo, History
 from regressbisect.hunts.common import VERDICT_EXIT, HuntOutcome, continue_command, hunting, key_for
+from regressbisect.hunts.footprints import SET_ASIDE_REASON, HuntFootprints
 from regressbisect.hunts.sampling import Request, SampleSource, median_counters
 from regressbisect.hunts.skeleton import Hunt, Rig
 from regressbisect.probe.contract import COUNTER_NAMES
@@ -104,7 +106,11 @@ class CommitHunt(Hunt):
         super().__init__(history, config, store_path=store_path, progress=progress, probe_runner=probe_runner,
                          executor=executor)
         self.progress.set_labels([c.sha[:10] for c in self.commits])
-        self._trees = {c.sha: c.tree for c in self.commits}
+        self._trees = {c.sha: c.tree for c in self.range_commits}
+        self.footprints = HuntFootprints(history, self.range_commits, self.config, self.env_fingerprint, self.paths)
+        """What the probe reads at each candidate: the commits touching none of it are set aside."""
+        self._measured: set[str] = set()
+        """Commits a search of this hunt measured (a sample, stored or fresh)."""
         self._noise_prior_facts: dict[str, Any] = {}
         """The remembered noise scale the search got and whether it used it (report: noise_prior)."""
         self._cached_by_index: dict[int, int] = {}
@@ -127,14 +133,20 @@ class CommitHunt(Hunt):
             return store.start_hunt(kind="commits", good=self.good, bad=self.bad,
                                     config_hash=self.config_hash,
                                     env_fingerprint=self.env_fingerprint,
-                                    settings={**stored_settings(cfg), **({"paths": list(self.paths)} if self.paths else {})})
+                                    settings={**stored_settings(cfg), **({"paths": list(self.paths)} if self.paths else {}),
+                                              **({} if cfg.footprint else {"footprint": False})})
 
         with self.rig(start=start) as rig:
             store, hunt_id, cost = rig.store, rig.hunt_id, rig.cost
 
             def sample_source() -> SampleSource:  # at the current budget (key_for reads it)
-                return rig.source(self, self.key_for)
+                source = rig.source(self, self.key_for)
+                if source.isolation is not None:   # the first probe of each candidate records its footprint
+                    source.isolation.footprint_for = self.footprints.wanted
+                    source.isolation.on_footprint = self.footprints.recorded
+                return source
 
+            self.footprints.recall(store)
             cached_before = 0
             try:
                 budget = None
@@ -147,7 +159,7 @@ class CommitHunt(Hunt):
                     # else the pilots stay in this source: the search reuses them as this hunt's
                     # own samples (not as samples cached from before the hunt)
                 plan = self._plan_instrumentation(source)
-                result = self._search(source, plan)
+                result = self._search_footprint(source, plan)
             except UserError as error:
                 # An endpoint that cannot be measured ends this hunt; the next run starts a new
                 # one, which retries (the user may have fixed the environment meanwhile).
@@ -158,6 +170,8 @@ class CommitHunt(Hunt):
             totals = self.meter.totals
             report = report_json.commit_report(
                 commits=self.commits, range_commits=self.range_commits, paths=self.paths, result=result, counters=counters, plan=plan,
+                footprint=self.footprints.report(),
+                not_measured_reason=SET_ASIDE_REASON if self.footprints.active else None,
                 probes=totals.probes, builds=totals.builds, cached=cached_before + source.cached_used,
                 config=self.config, env_facts=self.env_facts, store_path=self.store_path,
                 hunt_id=hunt_id, cached_by_index=self._cached_by_index, isolation=source.isolation,
@@ -206,6 +220,7 @@ class CommitHunt(Hunt):
         labels = [r.candidate.short for r in requests]
         self.progress.measuring(", ".join(f"{l} ({n})" for l, n in zip(labels, notes)))
         draws = source.draw_many(requests)
+        self.footprints.settle(source.store, draws)
         for request, draw in zip(requests, draws):
             if draw.sample is None and request.candidate.commit in (self.good, self.bad):
                 which = "GOOD" if request.candidate.commit == self.good else "BAD"
@@ -255,7 +270,58 @@ class CommitHunt(Hunt):
                 f"from separate shimmed runs")
         return InstrumentationPlan(False, comparison, note, overhead_pairs=arm.pairs)
 
-    def _search(self, source: SampleSource, plan: InstrumentationPlan):
+    # -- the probe's footprint: which commits are candidates (hunts/footprints.py) -------------------
+
+    def _search_footprint(self, source: SampleSource, plan: InstrumentationPlan):
+        """The search over the commits touching what GOOD and BAD read; again, over those touching
+        what the measured candidates read too, while that reaches commits set aside (each search
+        reuses every sample stored before it: docs/design.md, "The probe's footprint")."""
+        footprints = self.footprints
+        if not footprints.active:
+            return self._search(source, plan)
+        self.progress.phase("the probe's footprint at GOOD and BAD: the files it reads")
+        for end in (self.range_commits[0], self.range_commits[-1]):
+            self._record_footprint(source, plan, end)
+        added: list[CommitInfo] = []
+        while True:
+            self._use_candidates(footprints.candidates())
+            footprints.start_pass(added)
+            result = self._search(source, plan, namespace="search" if footprints.passes == 1
+                                  else f"search-{footprints.passes}")
+            for commit in self.range_commits:   # measured from the store alone: no footprint recorded yet
+                if commit.sha in self._measured and footprints.active:
+                    self._record_footprint(source, plan, commit)
+            added = footprints.grown() if footprints.active else list(footprints.set_aside)
+            if not added:
+                break
+            self.progress.message(f"the probe read more at the commits measured: {len(added)} commit(s) set aside "
+                                  f"touch it, and the search runs again with them")
+        footprints.stop_recording()
+        return result
+
+    def _use_candidates(self, commits: Sequence[CommitInfo]) -> None:
+        self.commits = list(commits)
+        self.candidates = [Candidate(c.sha) for c in self.commits]
+        self.progress.set_labels([c.sha[:10] for c in self.commits])
+
+    def _record_footprint(self, source: SampleSource, plan: InstrumentationPlan, commit: CommitInfo) -> None:
+        """Make the footprint of `commit` known: a probe of it in the main arm, after those it has
+        stored (which a search reads first, so this probe is the search's too), where none recorded
+        it; an end's failure ends the hunt, another's ends the footprint."""
+        footprints = self.footprints
+        candidate = Candidate(commit.sha)
+        for _ in range(len(source.stored(candidate, plan.main_instrumented)) + 1):
+            if not footprints.active or footprints.known_at(commit):
+                return
+            probes = source.probes_run
+            self._draw_checked(source, [Request(candidate, instrumented=plan.main_instrumented,
+                                                namespace="footprint")], ["footprint"])
+            if source.probes_run > probes and not footprints.known_at(commit):
+                break
+        if footprints.active and not footprints.known_at(commit):
+            footprints.give_up(f"the footprint of {commit.sha[:10]} could not be recorded: its probe failed")
+
+    def _search(self, source: SampleSource, plan: InstrumentationPlan, namespace: str = "search"):
         cfg = self.config
         settings = SearchSettings.of(cfg, "run")
         prior, self._noise_prior_facts = self._noise_prior(source, plan)
@@ -264,8 +330,11 @@ class CommitHunt(Hunt):
         self.progress.phase("control arm: GOOD and BAD interleaved, then the search")
 
         def measure(batch: Sequence[Measure]):
-            requests = [Request(self.candidates[m.index], instrumented=plan.main_instrumented) for m in batch]
-            return self._draw_checked(source, requests, [m.reason for m in batch])
+            requests = [Request(self.candidates[m.index], instrumented=plan.main_instrumented, namespace=namespace)
+                        for m in batch]
+            draws = self._draw_checked(source, requests, [m.reason for m in batch])
+            self._measured.update(d.candidate.commit for d in draws if d.sample is not None)
+            return draws
 
         def recorded(m: Measure, draw) -> None:
             if draw.cached:

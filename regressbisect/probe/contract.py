@@ -71,8 +71,15 @@ record also lists the files each process opened for writing (an audit hook on `o
 part of the recorder that runs while the probe measures). Removed otherwise."""
 WRITES_ON = "1"
 
+FOOTPRINT_ENV = "REGRESSBISECT_FOOTPRINT"
+"""Set, with IMPORTS_DIR_ENV, in the first probe of each candidate of a commit hunt (its footprint
+is not known yet): the candidate's worktree (its path, and its real path where they differ,
+joined by os.pathsep). The import record then also holds what the process read of that worktree
+(FOOTPRINT_KEY), from an audit hook on `open`, `import`, `os.listdir` and `os.scandir` (and the
+programs it starts). Empty or unset otherwise: every other probe runs without that hook."""
+
 PROBE_ENV = (MARKER_ENV, TOKENS_ENV, WINDOW_ENV, INSTRUMENT_ENV, LMHEAD_ENV, WORK_ENV, IMPORTS_DIR_ENV,
-             PROJECT_MODULES_ENV, WATCH_ENV, WRITES_ENV)
+             PROJECT_MODULES_ENV, WATCH_ENV, WRITES_ENV, FOOTPRINT_ENV)
 """Every variable of the contract. Besides them the runner sets PYTHONUNBUFFERED=1 (a line must
 not sit in a buffer when a probe is killed), puts the shim's directory first on PYTHONPATH when
 the shim has a job, and a slot's CUDA_VISIBLE_DEVICES (and its venv's PATH and VIRTUAL_ENV)."""
@@ -125,4 +132,10 @@ file} of the project's modules and `__main__`, "watched": [WATCH_ENV's modules i
 [absolute files of the modules imported by name from a sys.path directory, and of `__main__`,
 but the interpreter's own (under its prefixes, site-packages, dist-packages) and the tool's],
 "written": [absolute paths opened for writing, with WRITES_ENV; else empty]}. The parent keeps
-what lies outside the worktree."""
+what lies outside the worktree. With FOOTPRINT_ENV, also FOOTPRINT_KEY: {"opened": [files of the
+worktree opened for reading, or tried], "listed": [its directories listed by the program, not by
+the import system], "probed": [where a module the process imported, or tried to, would be found
+in the worktree's import directories: `m.py`, `m/__init__.py`, `m`], "modules": [files of the
+worktree's modules loaded], "spawned": [[cwd, program, arg...] of every program started],
+"overflow": true when it opened more of the worktree's files than it keeps}, absolute paths."""
+FOOTPRINT_KEY = "footprint"

@@ -21,6 +21,8 @@ Two halves (docs/isolation.md states the rule in full):
 The same records say which files outside the worktree a probe read and wrote (`OutsideFiles`):
 the modules it imported from there go into the sample key (hunts/skeleton.py, `Hunt.learn_imports`),
 and one file written by two probes that ran side by side is named in a warning (`verify_round`).
+Where the hunt asks for it (`Isolation.footprint_for`), they also say what the probe read of its
+worktree: its footprint (probe/footprint.py), handed to `Isolation.on_footprint`.
 
 Pure parent-side code: nothing here imports the probe's project.
 """
@@ -35,11 +37,12 @@ import sys
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 from regressbisect.errors import ExitCode, UserError, warn
-from regressbisect.probe.contract import (IMPORT_RECORD_SUFFIX, IMPORTS_DIR_ENV, PROJECT_MODULES_ENV, WRITES_ENV,
-                                          WRITES_ON)
+from regressbisect.probe.contract import (FOOTPRINT_ENV, FOOTPRINT_KEY, IMPORT_RECORD_SUFFIX, IMPORTS_DIR_ENV,
+                                          PROJECT_MODULES_ENV, WRITES_ENV, WRITES_ON)
+from regressbisect.probe.footprint import Footprint, read_footprint, scope
 
 from regressbisect.tomlread import tomllib
 
@@ -349,6 +352,10 @@ class ProbeImports:
     """Over every process: the paths opened for writing the records name (`written`)."""
     outside: OutsideFiles = OutsideFiles()
     """What of those lies outside the worktree (set by Isolation.verify)."""
+    footprint_key: str | None = None
+    """Whose footprint the probe records (Isolation.footprint_for), None: it records none."""
+    footprints: list[Mapping[str, Any] | None] = field(default_factory=list)
+    """One per process that wrote a record: its footprint entry (None where it holds none)."""
 
     def discard(self) -> None:
         """Remove the records of a probe that did not finish (interrupted)."""
@@ -369,6 +376,8 @@ class ProbeImports:
                 if not isinstance(record, dict):
                     continue
                 modules = record.get("modules") or {}
+                footprint = record.get(FOOTPRINT_KEY)
+                self.footprints.append(footprint if isinstance(footprint, Mapping) else None)
                 self.project_processes += any(m != MAIN_MODULE for m in modules)
                 for key, files in (("read", self.files_read), ("written", self.files_written)):
                     files.update(f for f in record.get(key) or () if isinstance(f, str))
@@ -409,6 +418,14 @@ class Isolation:
     """Probes run side by side on this machine: record the files they open for writing."""
     shared_write_named: bool = False
     """Whether the warning about a file two probes of one round wrote was given (once a hunt)."""
+    footprint_for: Callable[[Path], str | None] | None = None
+    """Whether a probe in this worktree records the probe's footprint: the key it is handed back
+    under (`on_footprint`), or None. Asked when the worktree holds the candidate (a commit hunt:
+    hunts/footprints.py)."""
+    on_footprint: Callable[[str, Footprint], None] | None = None
+    """Told each recorded footprint after the probe, by `verify`, in the caller's thread."""
+    path_env: str | None = None
+    """The PATH of the probes, where the programs they start are looked up."""
 
     def prepare(self, worktree: Path) -> ProbeImports:
         """The environment of one probe in `worktree`: its PYTHONPATH, and the recorder's inputs."""
@@ -417,6 +434,7 @@ class Isolation:
         env = {"PYTHONPATH": probe_pythonpath(roots, self.inherited_pythonpath, self.user_root, worktree)}
         if not self.check:
             env[IMPORTS_DIR_ENV] = ""  # nothing recorded, even where the parent's environment has it
+            env[FOOTPRINT_ENV] = ""
             return ProbeImports(worktree, env, None)
         if self.records_root is not None:
             Path(self.records_root).mkdir(parents=True, exist_ok=True)
@@ -424,7 +442,9 @@ class Isolation:
         env[IMPORTS_DIR_ENV] = str(records)
         env[PROJECT_MODULES_ENV] = ",".join(project_modules(roots, worktree))
         env[WRITES_ENV] = WRITES_ON if self.record_writes else ""
-        return ProbeImports(worktree, env, records)
+        key = self.footprint_for(worktree) if self.footprint_for is not None else None
+        env[FOOTPRINT_ENV] = scope(worktree) if key is not None else ""
+        return ProbeImports(worktree, env, records, footprint_key=key)
 
     def verify_round(self, probes: Sequence[ProbeImports]) -> frozenset[str]:
         """Verify each probe of a round (probes that ran side by side); warn, once a hunt, when
@@ -456,6 +476,8 @@ class Isolation:
             read=frozenset(self._outside(probe.files_read, probe.worktree)),
             written=frozenset(f for f in self._outside(probe.files_written, probe.worktree)
                               if not _shared_by_design(f)))
+        if probe.footprint_key is not None and self.on_footprint is not None:
+            self.on_footprint(probe.footprint_key, read_footprint(probe.footprints, probe.worktree, self.path_env))
         self.probes_checked += 1
         self.most_processes = max(self.most_processes, probe.project_processes)
         project = {m: f for m, f in imported.items() if m != MAIN_MODULE}
@@ -589,6 +611,6 @@ def isolation_for_hunt(history, check: bool, env: Mapping[str, str],
         pass
     inherited = env.get("PYTHONPATH", os.environ.get("PYTHONPATH"))
     return Isolation(user_root=Path(history.root), other_worktrees=others, check=check,
-                     inherited_pythonpath=inherited,
+                     inherited_pythonpath=inherited, path_env=env.get("PATH", os.environ.get("PATH")),
                      records_root=None if records_root is None else Path(records_root) / "imports",
                      record_writes=record_writes)

@@ -37,8 +37,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
-from regressbisect.probe.contract import (IMPORTS_DIR_ENV, INSTRUMENT_ENV, PROJECT_MODULES_ENV, TOKENS_ENV,
-                                          WATCH_ENV, WORK_ENV)
+from regressbisect.probe.contract import (FOOTPRINT_ENV, IMPORTS_DIR_ENV, INSTRUMENT_ENV, PROJECT_MODULES_ENV,
+                                          TOKENS_ENV, WATCH_ENV, WORK_ENV)
 from regressbisect.probe.isolation import import_roots, project_modules, watched_imports
 from regressbisect.probe.runner import (SHIM_DIR, ProbeSpec, ReportedProcess, probe_environment,
                                         run_probe_all)
@@ -52,7 +52,7 @@ torch._inductor: importing it initialises CUDA, and a forked child could not use
 PRELOAD_OFF = "off"
 PRELOAD_AUTO = "auto"
 PER_PROBE_ENV = frozenset({TOKENS_ENV, INSTRUMENT_ENV, WORK_ENV, IMPORTS_DIR_ENV,
-                           PROJECT_MODULES_ENV, WATCH_ENV, "PYTHONPATH"})
+                           PROJECT_MODULES_ENV, WATCH_ENV, FOOTPRINT_ENV, "PYTHONPATH"})
 """Variables that may differ from probe to probe of one server; every other variable of the
 probe's environment is the server's own (a different value means another server)."""
 SERVER_START_TIMEOUT_S = 300.0

@@ -360,7 +360,7 @@ def not_measured_line(report: Mapping[str, Any]) -> str | None:
     not measured, each with the verdict of the candidate before it, never blamed; of a hunk hunt
     (`hunks -- PATHS`), the hunks outside PATHS, in every candidate and never searched."""
     skipped = report.get("not_measured") or ()
-    if not skipped:
+    if not skipped or (report.get("footprint") or {}).get("used"):   # set aside by the footprint: footprint_line
         return None
     paths = " ".join(report.get("paths") or ())
     if report.get("kind") == "hunks":    # `hunks -- PATHS`: in every candidate, never searched
@@ -370,6 +370,27 @@ def not_measured_line(report: Mapping[str, Any]) -> str | None:
     shown = ", ".join(short(c.get("commit")) for c in skipped[:6]) + (" ..." if len(skipped) > 6 else "")
     return (f"{len(skipped)} commit{'s' if len(skipped) != 1 else ''} not measured: "
             f"{'they touch' if len(skipped) != 1 else 'it touches'} none of PATHS ({paths}): {shown}")
+
+
+def footprint_line(report: Mapping[str, Any]) -> str | None:
+    """The commits a hunt set aside because they touch none of what the probe reads (its
+    footprint, recorded by the shim), or, where the footprint could not be read (a probe that is
+    not Python), that every commit was a candidate and why."""
+    footprint = report.get("footprint") or {}
+    skipped = report.get("not_measured") or ()
+    if footprint.get("used") and skipped:
+        shown = ", ".join(short(c.get("commit")) for c in skipped[:6]) + (" ..." if len(skipped) > 6 else "")
+        return (f"{len(skipped)} commit{'s' if len(skipped) != 1 else ''} not measured: "
+                f"{'they touch' if len(skipped) != 1 else 'it touches'} none of the files the probe reads "
+                f"({_plural(footprint.get('files'), 'file')}, {_plural(footprint.get('dirs'), 'directory', 'directories')} "
+                f"listed, recorded at {_plural(footprint.get('recorded'), 'commit')}): {shown}")
+    if footprint.get("fallback"):
+        return f"The probe's footprint was {footprint.get('note')}"
+    return None
+
+
+def _plural(n: Any, one: str, many: str | None = None) -> str:
+    return f"{n} {one if n == 1 else many or one + 's'}"
 
 
 def remainder_line(report: Mapping[str, Any]) -> str | None:

@@ -72,7 +72,7 @@ def _hunt(report: Mapping[str, Any], images: Mapping[str, Path], prefix: str, le
     ambiguous = facts.ambiguous_lines(report)
     if ambiguous:
         parts.append(f"<{h2}>Ambiguous steps</{h2}><pre>{_e(chr(10).join(ambiguous))}</pre>")
-    notes = [n for n in (facts.not_measured_line(report), facts.shape_line(report), facts.remainder_line(report), facts.overhead_line(report),
+    notes = [n for n in (facts.not_measured_line(report), facts.footprint_line(report), facts.shape_line(report), facts.remainder_line(report), facts.overhead_line(report),
                          facts.isolation_line(report), facts.cost_line(report)) if n]
     notes += [n.strip() for n in facts.measurement_lines(report) if not n.startswith("    | ")]
     if notes:

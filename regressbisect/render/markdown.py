@@ -56,7 +56,7 @@ def _hunt(report: Mapping[str, Any], level: int) -> list[str]:
         lines += [f"{h}# Candidates", "",
                   tabulate([[_escape(cell) for cell in row] for row in rows], headers=facts.candidate_headers(report),
                            tablefmt="github", disable_numparse=True), ""]
-    for extra in (facts.not_measured_line(report), facts.shape_line(report), facts.remainder_line(report), facts.overhead_line(report), facts.isolation_line(report),
+    for extra in (facts.not_measured_line(report), facts.footprint_line(report), facts.shape_line(report), facts.remainder_line(report), facts.overhead_line(report), facts.isolation_line(report),
                   facts.cost_line(report)):
         if extra:
             lines.append(f"- {extra}")

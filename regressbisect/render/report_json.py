@@ -198,6 +198,7 @@ class CommitReport(Report):
     candidates: list[dict[str, Any]]
     paths: list[str]
     not_measured: list[dict[str, Any]]
+    footprint: dict[str, Any] | None
     interfered_runs: int
     shape_change: dict[str, Any] | None
     probes: int
@@ -234,11 +235,14 @@ def commit_report(*, commits: Sequence, result, counters: Mapping[int, Mapping[s
                   noise_prior: dict[str, Any], continue_command: str | None, cost: dict[str, Any],
                   cached_by_index: Mapping[int, int] | None = None, isolation=None,
                   drills: Mapping[str, Any] | None = None, range_commits: Sequence | None = None,
-                  paths: Sequence[str] = ()) -> CommitReport:
+                  paths: Sequence[str] = (), footprint: Mapping[str, Any] | None = None,
+                  not_measured_reason: str | None = None) -> CommitReport:
     """The report of a commit hunt from the search result, the counters and what the hunt paid
     (`cost`, `measurement`); `drills`: each culprit's hunks by its sha (--drill). `commits` are
     the candidates the search saw; `range_commits` the whole first-parent range (default: the
-    same), whose others touch none of `paths` (`run GOOD BAD -- PATHS`) and were not measured."""
+    same), whose others touch none of `paths` (`run GOOD BAD -- PATHS`), or none of what the probe
+    reads (`footprint`, hunts/footprints.py: then `not_measured_reason` is its reason), and were
+    not measured."""
     range_commits = list(range_commits if range_commits is not None else commits)
     cached_by_index = cached_by_index or {}
     drills = drills or {}
@@ -272,7 +276,8 @@ def commit_report(*, commits: Sequence, result, counters: Mapping[int, Mapping[s
                  "ci95": list(v.summary.ci95) if v.summary else None,
                  "interfered_tok_s": list(v.interfered)}
         candidates.append(entry)
-    not_measured = _not_measured(range_commits, commits, {v.index: v.verdict for v in result.candidates})
+    not_measured = _not_measured(range_commits, commits, {v.index: v.verdict for v in result.candidates},
+                                 reason=not_measured_reason or NOT_MEASURED_REASON)
     overhead = None
     if plan.overhead is not None:
         o = plan.overhead
@@ -307,6 +312,7 @@ def commit_report(*, commits: Sequence, result, counters: Mapping[int, Mapping[s
         candidates=candidates,
         paths=list(paths),
         not_measured=not_measured,
+        footprint=dict(footprint) if footprint is not None else None,
         interfered_runs=sum(len(v.interfered) for v in result.candidates),
         shape_change=shape_json(getattr(result, "shape", None)),
         probes=probes,
@@ -332,9 +338,11 @@ def commit_report(*, commits: Sequence, result, counters: Mapping[int, Mapping[s
 NOT_MEASURED_REASON = "not measured: touches none of PATHS"
 
 
-def _not_measured(range_commits: Sequence, candidates: Sequence, verdicts: Mapping[int, str]) -> list[dict[str, Any]]:
-    """The commits of the range that were no candidate (they touch none of PATHS): each shares the
-    verdict of the candidate before it, whose code under PATHS it keeps; none is ever blamed."""
+def _not_measured(range_commits: Sequence, candidates: Sequence, verdicts: Mapping[int, str],
+                  reason: str = NOT_MEASURED_REASON) -> list[dict[str, Any]]:
+    """The commits of the range that were no candidate (they touch none of PATHS, or of what the
+    probe reads): each shares the verdict of the candidate before it, whose code there it keeps;
+    none is ever blamed."""
     index_of = {c.sha: i for i, c in enumerate(candidates)}
     out: list[dict[str, Any]] = []
     before = 0
@@ -343,7 +351,7 @@ def _not_measured(range_commits: Sequence, candidates: Sequence, verdicts: Mappi
             before = index_of[commit.sha]
             continue
         out.append({"commit": commit.sha, "subject": commit.subject, "position": position,
-                    "reason": NOT_MEASURED_REASON, "same_as": candidates[before].sha,
+                    "reason": reason, "same_as": candidates[before].sha,
                     "verdict": verdicts.get(before)})
     return out
 

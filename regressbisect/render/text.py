@@ -53,7 +53,7 @@ def _hunt_lines(report: Mapping[str, Any]) -> list[str]:
     lines += facts.ambiguous_lines(report)
     if report.get("candidates"):
         lines += ["", render_table(report), ""]
-    for extra in (facts.not_measured_line(report), facts.shape_line(report), facts.remainder_line(report), facts.overhead_line(report), facts.isolation_line(report),
+    for extra in (facts.not_measured_line(report), facts.footprint_line(report), facts.shape_line(report), facts.remainder_line(report), facts.overhead_line(report), facts.isolation_line(report),
                   facts.cost_line(report)):
         if extra:
             lines.append(extra)

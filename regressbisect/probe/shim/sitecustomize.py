@@ -7,7 +7,8 @@ of the probe contract, probe/contract.py, loaded here by path):
   the modules it imported by name that are not the interpreter's (what the sample key holds
   where they lie outside the worktree) and, when probes run side by side
   (REGRESSBISECT_RECORD_WRITES), the files it opened for writing (two probes writing one file
-  outside their worktrees share it);
+  outside their worktrees share it) and, in the first probe of a candidate of a commit hunt
+  (REGRESSBISECT_FOOTPRINT), what the process read of its worktree: the probe's footprint;
 - the counters (REGRESSBISECT_INSTRUMENT=1), described below.
 
 Counters: cheap by design: it imports no torch. A meta-path finder waits for `torch` (and
@@ -27,6 +28,14 @@ _TOOL_DIR = os.path.dirname(os.path.dirname(_SHIM_DIR))
 """The regressbisect package: its files loaded in a probe are the tool's, not what is measured."""
 _MOST_WRITTEN = 10000
 """Paths opened for writing recorded per process at most (a probe that writes a file per step)."""
+_MOST_READ = 50000
+"""Files of the worktree opened recorded per process at most; past it the footprint says
+`overflow` and the parent reads it as unknown (it would stand for every file)."""
+_FOOTPRINT_EVENTS = frozenset({"open", "import", "os.listdir", "os.scandir", "subprocess.Popen", "os.system",
+                               "os.exec", "os.posix_spawn", "os.spawn"})
+_IMPORT_SYSTEM = ("<frozen importlib", os.sep + "importlib" + os.sep + "metadata", "importlib_metadata")
+"""Callers whose directory listings are the import system's own (a path entry's cache, the
+search for distributions' metadata): which modules a process imports is recorded by name."""
 
 
 def _probe_module(name):
@@ -99,12 +108,13 @@ class _PostImportHooks:
         return spec
 
 
-def _record_imports(directory, names, watched=(), at_import=None, written=None) -> None:
+def _record_imports(directory, names, watched=(), at_import=None, written=None, footprint=None) -> None:
     """atexit: {module: file} of the project's modules (and the script run) in `directory`/<pid>.rec,
     as a Python literal (repr): no json import in a probe that has none; which of `watched`
     (third-party stacks a preload server could import once, probe/preload.py) were imported; the
     files of the modules imported by name (and the script) that are not the interpreter's or the
-    tool's; and the paths opened for writing (`written`, when watched)."""
+    tool's; the paths opened for writing (`written`, when watched); and what it read of its
+    worktree (`footprint`, a _Footprint, when watched)."""
     prefixes = tuple(n + "." for n in names)
     wanted = set(names)
     theirs = tuple(os.path.join(p, "") for p in {sys.prefix, sys.base_prefix, sys.exec_prefix,
@@ -124,13 +134,16 @@ def _record_imports(directory, names, watched=(), at_import=None, written=None) 
         if ((name == "__main__" or _on_path(name, file, roots)) and not file.startswith(theirs)
                 and not any(part in file for part in installed)):
             read.add(file)
+    record = {"pid": os.getpid(), "rank": os.environ.get("RANK"), "modules": modules,
+              "watched": [n for n in watched if n in sys.modules],
+              "env_before_import": at_import.changed if at_import is not None else {},
+              "read": sorted(read), "written": sorted(written or ())}
+    if footprint is not None:
+        record[_contract.FOOTPRINT_KEY] = footprint.record()
     try:
         path = os.path.join(directory, "%d%s" % (os.getpid(), _contract.IMPORT_RECORD_SUFFIX))
         with open(path + ".tmp", "w") as f:
-            f.write(repr({"pid": os.getpid(), "rank": os.environ.get("RANK"), "modules": modules,
-                          "watched": [n for n in watched if n in sys.modules],
-                          "env_before_import": at_import.changed if at_import is not None else {},
-                          "read": sorted(read), "written": sorted(written or ())}))
+            f.write(repr(record))
         os.replace(path + ".tmp", path)  # the parent never reads half a record
     except OSError:  # the directory is gone (the probe outlived its parent): nothing to report to
         pass
@@ -179,6 +192,140 @@ def _watch_writes(directory):
     return written
 
 
+class _Footprint:
+    """What this process reads of its worktree (`scope`: the worktree's paths): the files it
+    opens for reading (or tries to), the directories it lists, the modules it imports (or tries
+    to) by name, and the programs it starts, from an audit hook. Installed only in the first
+    probe of a candidate (FOOTPRINT_ENV); the hook returns at once on every other event."""
+
+    def __init__(self, scope) -> None:
+        self.roots = tuple(p.rstrip(os.sep) or os.sep for p in scope.split(os.pathsep) if p)
+        self.prefixes = tuple(os.path.join(p, "") for p in self.roots)
+        self.opened, self.listed, self.imported, self.spawned = set(), set(), set(), []
+        self.overflow = False
+
+    def _inside(self, path):
+        if isinstance(path, os.PathLike):
+            path = os.fspath(path)
+        if isinstance(path, bytes):
+            path = os.fsdecode(path)
+        if not isinstance(path, str):
+            return None   # a file descriptor (os.fwalk, dir_fd): no path to name
+        path = os.path.abspath(path)
+        return path if path.startswith(self.prefixes) or path in self.roots else None
+
+    def watch(self, event, args):
+        """One of _FOOTPRINT_EVENTS (the hook, `_watch_footprint`, lets every other event go)."""
+        try:
+            if event == "open":
+                path, _, flags = args
+                if isinstance(flags, int) and flags & os.O_ACCMODE == os.O_WRONLY:
+                    return   # written, not read
+                path = self._inside(path)
+                if path is not None:
+                    if len(self.opened) >= _MOST_READ:
+                        self.overflow = True
+                    else:
+                        self.opened.add(path)
+            elif event == "import":
+                if isinstance(args[0], str):
+                    self.imported.add(args[0])
+            elif event in ("os.listdir", "os.scandir"):
+                caller = sys._getframe(2).f_code.co_filename   # 0: this, 1: the hook, 2: who listed
+                if caller.startswith(_IMPORT_SYSTEM[0]) or any(part in caller for part in _IMPORT_SYSTEM[1:]):
+                    return
+                path = self._inside("." if args[0] is None else args[0])
+                if path is not None:
+                    self.listed.add(path)
+            else:
+                self.spawned.append(self._program(event, args))
+        except Exception:  # never break the measured program
+            pass
+
+    @staticmethod
+    def _program(event, args):
+        """{cwd, argv, recorded} of a program started (os.system: through /bin/sh); `recorded`:
+        its environment keeps this recorder (a Python program then records itself)."""
+        cwd, env = os.getcwd(), None
+        if event == "os.system":
+            words = ["/bin/sh", "-c", args[0]]
+        elif event == "subprocess.Popen":
+            executable, argv, popen_cwd, env = args[0], args[1], args[2], args[3]
+            words = [argv] if isinstance(argv, (str, bytes)) else list(argv)
+            if popen_cwd is not None:
+                cwd = os.path.join(cwd, os.fsdecode(popen_cwd))
+            if executable is not None:
+                words = [executable] + words[1:]
+        elif event == "os.spawn":
+            words, env = [args[1]] + list(args[2])[1:], args[3]
+        else:   # os.exec, os.posix_spawn: (path, argv, env)
+            words, env = [args[0]] + list(args[1])[1:], args[2]
+        env = os.environ if env is None else env
+        try:
+            recorded = (env.get(_contract.FOOTPRINT_ENV) == os.environ.get(_contract.FOOTPRINT_ENV)
+                        and bool(env.get(_contract.IMPORTS_DIR_ENV)) and _SHIM_DIR in (env.get("PYTHONPATH") or ""))
+        except Exception:  # an environment of bytes keys
+            recorded = False
+        return {"cwd": cwd, "recorded": recorded,
+                "argv": [os.fsdecode(w) if isinstance(w, (str, bytes, os.PathLike)) else str(w) for w in words]}
+
+    def record(self):
+        """The record's FOOTPRINT_KEY entry: what was watched, and where each module imported by
+        name would be found in the worktree's import directories (a module added there later is
+        a change to what this process imports)."""
+        dirs = [p for p in (os.path.abspath(e) for e in sys.path if isinstance(e, str))
+                if (p.startswith(self.prefixes) or p in self.roots) and os.path.isdir(p)]
+        probed, modules = set(), set()
+        for name in set(self.imported) | {"sitecustomize", "usercustomize"}:
+            parent, _, leaf = name.rpartition(".")
+            if parent:
+                where = getattr(sys.modules.get(parent), "__path__", None) or ()
+                places = [p for p in (os.path.abspath(e) for e in where if isinstance(e, str))
+                          if (p.startswith(self.prefixes) or p in self.roots) and os.path.isdir(p)]
+            else:
+                places = dirs
+            for place in places:
+                stem = os.path.join(place, leaf)
+                probed.update((stem, stem + ".py", os.path.join(stem, "__init__.py")))
+        for module in list(sys.modules.values()):
+            file = getattr(module, "__file__", None)
+            if isinstance(file, str):
+                file = os.path.abspath(file)
+                if file.startswith(self.prefixes):
+                    modules.add(file)
+        return {"opened": sorted(self.opened), "listed": sorted(self.listed), "probed": sorted(probed),
+                "modules": sorted(modules), "spawned": self.spawned, "overflow": self.overflow}
+
+
+def _watch_footprint(scope, write_record):
+    """Install the footprint's audit hook; a process forked from this one (multiprocessing's
+    workers, a DataLoader's) writes its record when it leaves through os._exit, which skips atexit."""
+    footprint = _Footprint(scope)
+
+    def hook(event, args, events=_FOOTPRINT_EVENTS, watch=footprint.watch):
+        if event in events:   # a plain function, its names local: an ignored event costs least so
+            watch(event, args)
+
+    sys.addaudithook(hook)
+
+    def after_fork_in_child():
+        real_exit = os._exit
+        if getattr(real_exit, "_regressbisect", False):
+            return
+
+        def _exit(status):
+            try:
+                write_record()
+            finally:
+                real_exit(status)
+
+        _exit._regressbisect = True
+        os._exit = _exit
+
+    os.register_at_fork(after_in_child=after_fork_in_child)
+    return footprint
+
+
 class _EnvAtImport:
     """A sys.meta_path finder that finds nothing: when a watched module is first imported, it
     notes the environment variables the program changed since start-up. A preload server imports
@@ -217,7 +364,12 @@ def _install_recorder() -> None:
         at_import = _EnvAtImport(n for n in watched if n not in sys.modules)
         sys.meta_path.insert(0, at_import)
     written = _watch_writes(directory) if os.environ.get(_contract.WRITES_ENV) == _contract.WRITES_ON else None
-    atexit.register(_record_imports, directory, names, watched, at_import, written)
+    scope = os.environ.get(_contract.FOOTPRINT_ENV)
+    footprint = None
+    if scope:
+        footprint = _watch_footprint(scope, lambda: _record_imports(directory, names, watched, at_import, written,
+                                                                    footprint))
+    atexit.register(_record_imports, directory, names, watched, at_import, written, footprint)
 
 
 def _install() -> None:
