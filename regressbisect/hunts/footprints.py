@@ -195,8 +195,7 @@ class HuntFootprints:
                     f"{_count(len(union.dirs), 'directory', 'directories')} it lists (recorded at "
                     f"{_count(len(self.known), 'commit')})")
         else:
-            note = (f"not used ({self.reason}): every commit is a candidate" if self.reason != PATHS_GIVEN
-                    else f"not used ({self.reason})")
+            note = f"not used: {self.reason}" + ("; every commit is a candidate" if self.reason != PATHS_GIVEN else "")
         return {"used": used, "fallback": self.fallback, "note": note, "recorded": len(self.known),
                 "files": len(union.files) if used else None, "dirs": len(union.dirs) if used else None,
                 "passes": self.passes, "added_back": list(self.added_back)}

@@ -136,6 +136,7 @@ what lies outside the worktree. With FOOTPRINT_ENV, also FOOTPRINT_KEY: {"opened
 worktree opened for reading, or tried], "listed": [its directories listed by the program, not by
 the import system], "probed": [where a module the process imported, or tried to, would be found
 in the worktree's import directories: `m.py`, `m/__init__.py`, `m`], "modules": [files of the
-worktree's modules loaded], "spawned": [[cwd, program, arg...] of every program started],
-"overflow": true when it opened more of the worktree's files than it keeps}, absolute paths."""
+worktree's modules loaded], "spawned": [{"cwd", "argv": [program, arg...], "recorded": whether its
+environment keeps the recorder} of each program started], "overflow": true when it opened more of
+the worktree's files, or started more programs, than it keeps}, absolute paths."""
 FOOTPRINT_KEY = "footprint"

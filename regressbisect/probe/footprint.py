@@ -183,7 +183,8 @@ def read_footprint(records: Sequence[Mapping[str, Any] | None], worktree: Path,
     dirs: set[str] = set()
     for record in records:
         if record.get("overflow"):
-            return Footprint.unknown("a process of the probe opened more files of its worktree than are recorded")
+            return Footprint.unknown("a process of the probe opened more files of its worktree, or started more "
+                                     "programs, than are recorded")
         for spawned in record.get("spawned") or ():
             why = _unrecorded_program(spawned, reader, path_env)
             if why is not None:

@@ -33,7 +33,8 @@ _MOST_READ = 50000
 `overflow` and the parent reads it as unknown (it would stand for every file)."""
 _FOOTPRINT_EVENTS = frozenset({"open", "import", "os.listdir", "os.scandir", "subprocess.Popen", "os.system",
                                "os.exec", "os.posix_spawn", "os.spawn"})
-_IMPORT_SYSTEM = ("<frozen importlib", os.sep + "importlib" + os.sep + "metadata", "importlib_metadata")
+_IMPORT_SYSTEM = ("<frozen importlib", os.sep + "importlib" + os.sep + "metadata", "importlib_metadata",
+                  os.sep + "pkg_resources" + os.sep)
 """Callers whose directory listings are the import system's own (a path entry's cache, the
 search for distributions' metadata): which modules a process imports is recorded by name."""
 
@@ -201,7 +202,7 @@ class _Footprint:
     def __init__(self, scope) -> None:
         self.roots = tuple(p.rstrip(os.sep) or os.sep for p in scope.split(os.pathsep) if p)
         self.prefixes = tuple(os.path.join(p, "") for p in self.roots)
-        self.opened, self.listed, self.imported, self.spawned = set(), set(), set(), []
+        self.opened, self.listed, self.imported, self.spawned = set(), set(), set(), {}
         self.overflow = False
 
     def _inside(self, path):
@@ -238,7 +239,13 @@ class _Footprint:
                 if path is not None:
                     self.listed.add(path)
             else:
-                self.spawned.append(self._program(event, args))
+                program = self._program(event, args)
+                key = (program["cwd"], program["recorded"], tuple(program["argv"]))
+                if key not in self.spawned:
+                    if len(self.spawned) >= _MOST_WRITTEN:
+                        self.overflow = True
+                    else:
+                        self.spawned[key] = program
         except Exception:  # never break the measured program
             pass
 
@@ -294,7 +301,7 @@ class _Footprint:
                 if file.startswith(self.prefixes):
                     modules.add(file)
         return {"opened": sorted(self.opened), "listed": sorted(self.listed), "probed": sorted(probed),
-                "modules": sorted(modules), "spawned": self.spawned, "overflow": self.overflow}
+                "modules": sorted(modules), "spawned": list(self.spawned.values()), "overflow": self.overflow}
 
 
 def _watch_footprint(scope, write_record):
