@@ -28,6 +28,7 @@ DIRECTIONS = ("slower", "faster", "both")
 DIRECTION = "slower"
 MIN_EFFECT = 0.02
 MAX_SAMPLES = 96
+STALL_SHARE = 0.3
 NIGHTLY_BRANCH = "main"
 NIGHTLY_SAMPLES_PER_COMMIT = 5
 NIGHTLY_MAX_NEW = 5
@@ -425,6 +426,11 @@ class HuntConfig:
               "Default on."))
     """Set runs far off their candidate's level apart from every test (SearchSettings.read_interference,
     search/interference.py): a quarter of the runs 30% slow otherwise inflate every test's noise."""
+    stall_share: float = knob(
+        STALL_SHARE, minimum=0, panel=DECIDE, commands=("run", "hunks"), search="stall_share",
+        help=("'No regression' only after enough runs of each end that a stall in this share of "
+              "runs would have shown (0.3: 13 runs). 0: rule out on the runs seen. Default {default}."))
+    """SearchSettings.stall_share: a change of shape can hide in the runs not yet taken (search/control.py)."""
     side_resolution: float | None = knob(
         None, panel=DECIDE, commands=("run",), kind=float, search="side_resolution",
         help=("Smallest further step a side check beside a culprit must rule out (0.02 = 2%), however "

@@ -150,3 +150,110 @@ def test_a_hunk_hunts_gap_is_read_on_every_run_of_an_end_read_as_interfered_thro
         search.book.add(index, value, tag=None, when=when)
     gap, se = end_gap(search, NoisePool.of([[1000.0, 1010.0], [900.0, 905.0]]))
     assert math.isclose(gap, math.log(902.5 / 1005.0), abs_tol=0.005) and se > 0
+
+
+STALL = Interference(0.40, 0.7)
+"""A culprit's stall: 40% of its runs (and every later commit's) at 0.7x, a mean 14% slower."""
+
+
+def test_a_stall_whose_first_runs_all_stalled_is_named_not_called_a_fluke():
+    # BAD's first three runs all stalled: the arm said 'go' at -30% on typical runs, BAD's later
+    # runs at GOOD's level were read apart, and the hunt ended "the control arm's start was a
+    # fluke" (not reproduced); read over the whole hunt the ends' shapes differ, and the search
+    # goes on over every run
+    history = FakeHistory(step_levels(16, {}), 0.02, stalls=((4, STALL),))
+    run = simulate(history, SearchSettings(), seed=885026303)
+    assert [c.first_bad for c in run.result.culprits] == [4]
+    assert run.result.shape is not None and run.result.shape.bad_share > 0.2
+
+
+@pytest.mark.parametrize("stall_share, pairs", [(0.3, 13), (0.0, 3)])
+def test_no_regression_waits_for_runs_enough_to_have_seen_a_stall(stall_share, pairs):
+    # three quick pairs at 0.5% noise rule a 2% slowdown out on the runs seen; a stall of 40% of
+    # BAD's runs shows in none of them one time in 5 (four at 1% noise: 24 hunts in 100 of a stall
+    # of 30%): 'no regression' waits for 13 pairs, what a stall of 30% of the runs needs to show
+    # at 1%
+    settings = SearchSettings(stall_share=stall_share)
+    book = SampleBook(settings.pair_window, read_interference=True)
+    arm = ControlArm(book, settings, 0, 1)
+    rng = np.random.default_rng(0)
+    k = 0
+    while (verdict := arm.decide()) is None:
+        for end in arm.next_samples(2):
+            book.add(end, 1000.0 * math.exp(rng.normal(0.0, 0.005)), tag=arm.tag, when=k)
+        k += 1
+    assert verdict == Verdict.NOT_REPRODUCED and arm.pairs() == pairs
+    assert arm.runs_to_rule_out_a_stall() == (13 if stall_share else 0)
+    # a subset's arm inside a hunk hunt steers, and does not wait
+    assert ControlArm(book, settings, 0, 1, ends_a_hunt=False).runs_to_rule_out_a_stall() == 0
+
+
+def test_a_stall_whose_typical_runs_read_alike_at_the_cap_is_reproduced_on_every_run():
+    # 40% of BAD's runs at 0.7x beside the machine's own 10% at 0.6x at both ends: the arm's
+    # e-value on every run did not come by the cap, and its last look read the typical runs,
+    # alike: "not a slowdown" after 158 runs. At the cap every run of the arm is read
+    history = FakeHistory(step_levels(16, {}), 0.02, interference=(Interference(0.10, 0.6),),
+                          stalls=((10, STALL),))
+    run = simulate(history, SearchSettings(), seed=1943446346)
+    assert run.result.reproduced and run.result.shape is not None
+    assert run.result.verdict != Verdict.NOT_REPRODUCED
+
+
+def test_a_commit_whose_runs_split_between_two_levels_is_not_named_on_its_typical_runs():
+    # after a stall at 13, commit 14's six runs all missed it and 15's caught it eight times in
+    # ten: read at the level most of its runs hold, 15's two runs at 14's level were set apart,
+    # and the fresh typical pairs named 14->15 a -28% step. A run read off at the other
+    # commit's level makes the gate ask the signs of every fresh pair too
+    history = FakeHistory(step_levels(16, {}), 0.02, stalls=((13, STALL),))
+    run = simulate(history, SearchSettings(), seed=49577017)
+    assert [c.first_bad for c in run.result.culprits] in ([13], [])
+
+
+def test_a_mode_of_half_the_runs_makes_no_culprit_of_an_a_a_range():
+    # half the runs at 0.7x at every commit: commit 9's runs six of eight at the slow mode beside
+    # 8's two at the fast one, 9's two fast ones set apart, and one fresh typical pair named 8->9
+    # a -31% step of an A/A range
+    history = FakeHistory(step_levels(32, {}), 0.02, interference=(Interference(0.50, 0.7),))
+    run = simulate(history, SearchSettings(), seed=1907361422)
+    assert run.result.culprits == ()
+
+
+def test_the_sign_e_value_is_a_fair_coins_martingale():
+    from regressbisect.search.stats import sign_log_e
+
+    rng = np.random.default_rng(0)
+    # under 'one distribution' the signs are fair coins: ever past 1/alpha at most alpha (Ville)
+    crossed = 0
+    for _ in range(2000):
+        signs = rng.choice([-1.0, 1.0], size=60)
+        crossed += any(sign_log_e(signs[:k], -1) >= math.log(100) for k in range(1, 61))
+    assert crossed / 2000 <= 0.01
+    assert sign_log_e([-0.3] * 14, -1) >= math.log(2000) > sign_log_e([-0.3] * 13, -1)
+    assert sign_log_e([0.3] * 12, -1) < 0
+
+
+@pytest.mark.parametrize("levels, cv, modes, seed, right", [
+    # a 40% mode at 1.4x: GOOD read at its fast mode by the end (+13% after the arm's -12%), and a
+    # -27% step at 16->17 named with an interval across zero; read again on every run: 27
+    (step_levels(32, {27: -0.12}), 0.03, (Interference(0.40, 1.4),), 863386289, [27]),
+    # half the runs at 0.7x: an end with every run read off left no gap, and 5->6 was named -30%
+    # beside the real 17->18
+    (step_levels(32, {18: -0.10}), 0.02, (Interference(0.50, 0.7),), 496887119, [18]),
+])
+def test_culprits_named_against_the_gap_they_explain_are_read_again_on_every_run(levels, cv, modes, seed, right):
+    run = simulate(FakeHistory(levels, cv, interference=modes), SearchSettings(), seed=seed)
+    assert [c.first_bad for c in run.result.culprits] in (right, [])
+
+
+def test_a_clean_looking_step_between_two_commits_of_one_stalled_shape_needs_five_fresh_pairs():
+    from regressbisect.search.naming import alpha_share, fresh_pairs_to_tell_a_mode
+
+    # the stall at 7 sends 40% of the runs to 0.7x beside the machine's 10% at 0.6x; BAD's first
+    # runs all stalled, commit 10's all quick and 11's all stalled: no run off any level in the
+    # whole hunt (17 runs), and the gate named 10->11 a -30% step on three fresh pairs
+    history = FakeHistory(step_levels(16, {}), 0.02, interference=(Interference(0.10, 0.6),),
+                          stalls=((7, STALL),))
+    run = simulate(history, SearchSettings(), seed=1558693503)
+    assert [c.first_bad for c in run.result.culprits] in ([7], [])
+    assert [fresh_pairs_to_tell_a_mode(alpha_share(0.001, k), 0.3) for k in (1, 2, 3)] == [5, 6, 7]
+    assert fresh_pairs_to_tell_a_mode(0.0005, 0.0) == 0

@@ -44,7 +44,7 @@ from typing import Sequence
 
 import numpy as np
 
-from regressbisect.config import DIRECTION, DIRECTIONS, MAX_SAMPLES, MIN_EFFECT, HuntConfig
+from regressbisect.config import DIRECTION, DIRECTIONS, MAX_SAMPLES, MIN_EFFECT, STALL_SHARE, HuntConfig
 from regressbisect.search.book import SampleBook
 from regressbisect.search.control import ControlArm, ShapeChange
 from regressbisect.search.confirm import Action, StepConfirmation
@@ -145,6 +145,16 @@ class SearchSettings:
     (search/interference.py; a control arm then answers from three pairs on). Runs on a shared
     machine are not lognormal: a quarter of them 30% slow made the Gaussian tests miss a 10% step
     or pay 10x (scripts/bench_accuracy.py --interference)."""
+    stall_share: float = STALL_SHARE
+    """The share of runs a mode may hold at any commit before the hunt has seen it (a commit that
+    stalls a third of its runs: a recompile, a GC pause, a data loader waiting, a slowdown of the
+    mean whose first runs may all be quick or all slow). 'Not reproduced' waits until each end has
+    runs enough that such a mode would have shown at the stop's level: ln(alpha / 5) / ln(1 -
+    stall_share) pairs, 13 at 0.3 (`ControlArm.runs_to_rule_out_a_stall`; on 4-6 quick pairs at
+    1-2% noise the arm ruled a 15% slowdown out in 5-24 hunts of 100). A step is named on at least
+    ln(alpha_k) / ln(stall_share (1 - stall_share)) fresh pairs, 5 for the first
+    (`naming.fresh_pairs_to_tell_a_mode`; two commits of one stalled shape, one's runs all quick
+    and the next's all stalled, were named a -30% step on three). 0: neither."""
     share_limit: float = 1.25
     """A culprit that surely owns more than this share of the GOOD->BAD gap (the end of its interval
     nearest zero does), or culprits that surely leave a remainder below -100% of it, mean the step
@@ -169,6 +179,8 @@ class SearchSettings:
             raise ValueError("max_probes must be >= 2")
         if not 0 <= self.side_share < 1 or not 0 < self.side_drop < 0.5 or (self.side_pairs or 1) < 1:
             raise ValueError("need 0 <= side_share < 1, 0 < side_drop < 0.5 and side_pairs >= 1 or None")
+        if not 0 <= self.stall_share < 1:
+            raise ValueError("stall_share must be in [0, 1)")
         if self.side_resolution is not None and not 0 < self.side_resolution < 1:
             raise ValueError("side_resolution must be in (0, 1) or None")
 
@@ -369,7 +381,7 @@ class CommitSearch:
         self._live = (0, n - 1)
         self.control = ControlArm(self.book, settings, 0, n - 1)   # GOOD and BAD in pairs, first
         self._reproduced = False                         # the control arm said 'go'
-        self.gate = NamingGate(self.book, settings.name_alpha)   # steps that reached confirmation
+        self.gate = NamingGate(self.book, settings.name_alpha, settings.stall_share)   # steps that reached confirmation
         self.picker = Picker(self.book, self._capped)            # what the localisation measures next
         self.pairing = Pairing(self.book, settings.pair_window, self._room)   # which of two commits a pair takes next
         self.confirmation = StepConfirmation(self.book, settings, self.gate, self.picker, self.pairing,
@@ -379,6 +391,7 @@ class CommitSearch:
                               side_share=settings.side_share, side_drop=settings.side_drop,
                               side_pairs=settings.side_pairs, side_resolution=settings.side_resolution)
         self._remainder_searched = False                 # a cleared side was searched for the remainder
+        self._shape_reviewed = False                     # the ends' shapes were read over the whole hunt
         self._priced: dict[tuple[int, int], float] = {}   # sides cleared at their price: the step ruled out
 
     # ------------------------------------------------------------------ public API
@@ -625,7 +638,7 @@ class CommitSearch:
     # localisation and confirmation ----------------------------------------------------
 
     def _plan_search(self, slots: int) -> list[tuple[Measure, str | None]] | None:
-        if not self._queue and not self._search_remainder():
+        if not self._queue and not self._search_remainder() and not self._search_the_changed_shape():
             self._phase = "done"
             return None
         iv = self._queue[0]
@@ -714,6 +727,48 @@ class CommitSearch:
         self._queue.append(_Interval(side.lo, side.hi, checked=True, is_side=True, probes_at_start=self._probes,
                                      opened=self._round))
         return True
+
+    def _search_the_changed_shape(self) -> bool:
+        """Once, as the hunt would end on runs read apart: where GOOD's and BAD's shares of runs
+        off their levels differ over every run the hunt took of them (`ControlArm.
+        shape_over_the_hunt`), the runs read apart were a commit's, not the machine's; where the
+        culprits named on the typical runs contradict the gap (`_contradicts_itself`), a level
+        was read on a mode. Either way the book reads every run from then on and the search
+        starts again over GOOD..BAD on them; True when it did."""
+        if self._shape_reviewed:
+            return False
+        self._shape_reviewed = True
+        shape = self.control.shape_over_the_hunt(typical_alike=not self._reproduced_overall())
+        if shape is None and not self._contradicts_itself():
+            return False
+        self.control.shape = shape
+        self.book.read_every_run()
+        self._culprits, self._sides, self._refuted, self._unresolved, self._given_up = [], [], [], [], []
+        self._priced, self._remainder_searched = {}, False
+        gap, _ = self.rule.end_difference()
+        self._start_search(math.expm1(gap))
+        return True
+
+    def _contradicts_itself(self) -> bool:
+        """Where runs were read apart and culprits are named, the ends' typical runs no longer
+        read a gap our way (GOOD read at its fast mode: +13% after the arm's -12%; or an end
+        with every run read off: no gap), or a culprit owns more than share_limit of the gap
+        beside a remainder whose 95% interval lies wholly against the hunted direction: "-26.8%,
+        222% of the gap" beside "-122% unexplained (95% CI -184%..-61%)", a commit after the step
+        read on three runs that all fell in a fast mode. A real improvement inside a slowdown
+        reads so too, and reading every run confirms it."""
+        if not self.book.interfered() or self._sign == 0:
+            return False
+        named, _ = self.rule.named_culprits(self._culprits)
+        steps = [self.rule.own_step(c) for c in named]
+        if not steps:
+            return False
+        gap, gap_se = self.rule.end_difference()
+        if not math.isfinite(gap) or self._toward(gap) <= 0:
+            return True     # the ends' typical runs no longer read the gap the arm saw: no share is read
+        remainder, half = self.rule.remainder(steps, gap, gap_se)
+        return (math.isfinite(remainder) and math.isfinite(half) and self._toward(remainder) + half < 0
+                and max(c.share_of_gap for c in steps) > self.settings.share_limit)
 
     def _plan_side_check(self, iv: _Interval, slots: int) -> list[tuple[Measure, str | None]] | None:
         """Does a side of a culprit hold another step? `SideRule.decide` (search/sides.py) says;

@@ -14,7 +14,7 @@ from typing import Sequence
 
 import numpy as np
 
-from regressbisect.search.interference import Reader, interfered_runs, provisional_kinds, runs_to_tell_from_a_kind
+from regressbisect.search.interference import REJECT, Reader, interfered_runs, provisional_kinds, runs_to_tell_from_a_kind
 from regressbisect.search.stats import NoisePool, chi2_ppf, f_ppf
 
 __all__ = ["NOISE_PRIOR_DF", "NOISIER_LEVEL", "RECENT_DF", "SampleBook", "SideBySide", "unmeasurable_by_skips"]
@@ -196,14 +196,18 @@ class SampleBook:
     def retry_wanted(self, i: int) -> bool:
         return 0 < self.skips.get(i, 0) and not self.unmeasurable(i)
 
-    def paired_diffs(self, a: int, b: int, since: int = -1) -> list[float]:
+    def paired_diffs(self, a: int, b: int, since: int = -1, *, every_run: bool = False) -> list[float]:
         """log(b) - log(a) of the samples of a and b taken at most pair_window rounds apart (and
-        after round `since`).
+        after round `since`); every_run: of every run, those read as interfered included.
 
         Two pointers over both time-ordered sample lists; each sample is used in one pair at most.
         """
-        ta, tb = self.time.get(a, []), self.time.get(b, [])
-        ya, yb = self.raw.get(a, []), self.raw.get(b, [])
+        if every_run:
+            ta, tb = ([w for _, w, _ in self.runs.get(i, [])] for i in (a, b))
+            ya, yb = ([v for v, _, _ in self.runs.get(i, [])] for i in (a, b))
+        else:
+            ta, tb = self.time.get(a, []), self.time.get(b, [])
+            ya, yb = self.raw.get(a, []), self.raw.get(b, [])
         if since >= 0:
             ka, kb = int(np.searchsorted(ta, since, side="right")), int(np.searchsorted(tb, since, side="right"))
             ta, ya, tb, yb = ta[ka:], ya[ka:], tb[kb:], yb[kb:]
@@ -220,6 +224,30 @@ class SampleBook:
             else:
                 j += 1
         return out
+
+    def runs_at_the_other_level(self, a: int, b: int, sigma: float) -> bool:
+        """A run of `a` or `b` read off its level sits at the other's level (within REJECT
+        `sigma` of it): the two may then be one shape whose runs split between two levels, each
+        read at the level most of its runs hold, and their typical runs show a step that is not
+        one (the naming gate and the control arm then ask the signs of every pair too), unless
+        another commit has a run as far off its own level: a kind the machine's, at every commit
+        (a third of the runs at 1.3x beside a 15% step sit at the other level too). Every run
+        counts, those before a step's pick too: they show the commit's shape as well as fresh
+        ones. After a stall at 13, commit 15's runs 8 of 10 at 0.7x beside commit 14's 6 of 6 at
+        1.0x: 15's two at 1.0x were read off, and the fresh typical pairs named 14->15 a -28% step."""
+        off = self.interfered()
+        levels = {i: float(np.median(np.log(runs))) for i, runs in self.raw.items() if runs}
+        if a not in levels or b not in levels or not sigma > 0:
+            return False
+
+        def elsewhere(i: int, offset: float) -> bool:
+            # a run this far off its level at another commit too: the machine's kind, which
+            # `runs_to_tell_from_interference` weighs
+            return any(abs(math.log(u) - levels[j] - offset) <= REJECT * sigma
+                       for j, runs in off.items() if j != i and j in levels for u in runs)
+
+        return any(abs(math.log(v) - levels[other]) <= REJECT * sigma and not elsewhere(i, math.log(v) - levels[i])
+                   for i, other in ((a, b), (b, a)) for v in off.get(i, []))
 
     # -- the noise ------------------------------------------------------------------------------
 

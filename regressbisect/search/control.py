@@ -17,7 +17,7 @@ from scipy.stats import fisher_exact
 from regressbisect.search.book import SampleBook
 from regressbisect.search.direction import hunted_sign, toward
 from regressbisect.search.interference import level_in_doubt
-from regressbisect.search.stats import EFFECT_PRIORS, Comparison, NoisePool, compare, log_threshold, pooled_t_log_bf
+from regressbisect.search.stats import EFFECT_PRIORS, Comparison, NoisePool, compare, log_threshold, pooled_t_log_bf, sign_log_e
 from regressbisect.search.verdicts import Verdict
 
 __all__ = ["ControlArm", "ControlOutcome", "ShapeChange", "run_control_arm", "shows_step"]
@@ -94,14 +94,19 @@ class ControlSettings(Protocol):
     max_samples: int
     pair_window: int
     read_interference: bool
+    stall_share: float
 
 
 class ControlArm:
     """The pairs of `good` and `bad` (tagged `tag` in the book) and the verdict they reach."""
 
-    def __init__(self, book: SampleBook, settings: ControlSettings, good: int, bad: int):
+    def __init__(self, book: SampleBook, settings: ControlSettings, good: int, bad: int, *, ends_a_hunt: bool = True):
+        """ends_a_hunt: its 'not reproduced' is a hunt's "no regression" (the commit search's arm, a
+        hunk hunt's BASE against every hunk), which waits for `runs_to_rule_out_a_stall`; a subset's
+        arm inside a hunk hunt steers and does not."""
         self.book = book
         self.settings = settings
+        self.ends_a_hunt = ends_a_hunt
         self.good, self.bad = good, bad
         self.tag = f"pair {good} {bad}"
         """Pairing tag of the arm's samples: other samples of GOOD and BAD are not its pairs."""
@@ -135,6 +140,8 @@ class ControlArm:
         cmp = compare(a[:pairs], b[:pairs], min_effect=s.min_effect, alpha=s.alpha, paired=True)
         self.comparison = cmp
         outcome = self._look(a[:pairs], b[:pairs])
+        if outcome == "go" and not self._signs_agree(a[:pairs], b[:pairs]):
+            outcome = "more"
         every = self._every_run()
         if outcome == "go":
             if every is None or not self._shapes_differ():
@@ -160,12 +167,25 @@ class ControlArm:
                 return Verdict.REPRODUCED
             if outcome == "stop" and self._differs_our_way(*every):
                 outcome = "more"    # ruled out on the typical runs, not on every run
+        if outcome == "stop" and pairs < self.runs_to_rule_out_a_stall() and not self.at_cap() and not self._the_other_way(cmp):
+            outcome = "more"    # a stall in a share of the runs may not have shown yet
         if outcome == "stop":
             if not (self.book.read_interference and self._the_other_way(cmp)
                     and (pairs < PAIRS_FOR_THE_OTHER_WAY or self._an_end_in_doubt())):
                 return Verdict.NOT_REPRODUCED
             if not self.at_cap():
                 return None
+        if self.at_cap() and every is not None and self._every_run_differs(*self._arm_runs()):
+            # out of pairs with the typical runs alike and every run not: a change of shape whose
+            # e-value did not come (a stall of 40% of the runs beside the machine's own 10% at 0.6x
+            # read 'not a slowdown' at the cap in 9 hunts of 100). Every run of the arm, the pairs'
+            # and the lagging end's beyond them (BAD's 96 runs beside GOOD's 62)
+            shape = self._shape(*every)
+            if shape is not None and self._moves_our_way(shape):
+                self.shape = shape
+                self.book.read_every_run()
+                self.comparison = compare(*every, min_effect=s.min_effect, alpha=s.alpha, paired=True)
+                return Verdict.REPRODUCED
         if self.at_cap():
             # out of pairs (runs read as interfered count: the cap bounds the cost): one fixed-sample look, the t test at reproduce_alpha (the e-value
             # pays for looking at every pair; a last look at a known size does not, and with
@@ -180,6 +200,33 @@ class ControlArm:
                 return Verdict.REPRODUCED
             return Verdict.UNDECIDED if self._reproduces(cmp, s.alpha) else Verdict.NOT_REPRODUCED
         return None
+
+    def runs_to_rule_out_a_stall(self) -> int:
+        """Runs of each end before 'not reproduced': a slow mode holding `stall_share` of an end's
+        runs shows in none of n with probability (1 - stall_share)^n, at most the stop's level
+        alpha / 5 from ln(alpha / 5) / ln(1 - stall_share) runs on (13 at 0.3 and 1%). No test of
+        the runs seen rules out what the runs not taken may hold: four quick runs of BAD at 1% noise
+        ruled out a 15% slowdown whose stalls came at one run in three. 0 where it ends no hunt."""
+        share = self.settings.stall_share
+        if not self.ends_a_hunt or share <= 0:
+            return 0
+        return math.ceil(math.log(self.settings.alpha / 5) / math.log1p(-share))
+
+    def _signs_agree(self, a: Sequence[float], b: Sequence[float]) -> bool:
+        """Where a run of either end read off its level sits at the other end's level
+        (`SampleBook.runs_at_the_other_level`), the ends may be one shape whose runs split between
+        the two levels; 'go' then needs the signs of every pair of the arm too (`stats.sign_log_e`,
+        a fair coin's martingale whatever the shape) at reproduce_alpha. Half the runs at 0.7x at
+        both ends: BAD's three typical runs at the slow mode beside GOOD's at the fast one said
+        'go' at -30%, and a hunk alone against BASE was named so."""
+        sigma = NoisePool.of([a, b]).sigma
+        if not self.book.runs_at_the_other_level(self.good, self.bad, sigma):
+            return True
+        x, y = self._arm_runs()
+        pairs = min(len(x), len(y))
+        diffs = np.log(np.asarray(y[:pairs])) - np.log(np.asarray(x[:pairs]))
+        sign = hunted_sign(self.settings.direction) or (1 if float(np.mean(diffs)) > 0 else -1)
+        return sign_log_e(diffs, sign) >= math.log(1 / self.settings.reproduce_alpha)
 
     def at_cap(self) -> bool:
         """An end has taken max_samples runs of the arm (runs read as interfered count: the cap
@@ -214,10 +261,40 @@ class ControlArm:
         interfered; None where the typical runs are every run."""
         if not self.book.read_interference or not self.book.interfered():
             return None
-        a = [v for v, _, t in self.book.runs.get(self.good, []) if t == self.tag]
-        b = [v for v, _, t in self.book.runs.get(self.bad, []) if t == self.tag]
+        a, b = self._arm_runs()
         pairs = min(len(a), len(b))
         return a[:pairs], b[:pairs]
+
+    def _arm_runs(self) -> tuple[list[float], list[float]]:
+        """Every run the arm took of each end, interfered ones included."""
+        return tuple([v for v, _, t in self.book.runs.get(end, []) if t == self.tag]   # type: ignore[return-value]
+                     for end in (self.good, self.bad))
+
+    def shape_over_the_hunt(self, *, typical_alike: bool) -> ShapeChange | None:
+        """How the ends' shapes differ over every run the hunt took of them (the arm's and the
+        search's), where the runs read off move BAD's mean our way and either their shares of
+        runs off their levels differ beyond chance (`_shapes_differ`) or, where the ends' typical
+        runs read alike (`typical_alike`: the arm's 'go' now looks a fluke), the mean of every
+        run still differs (`_every_run_differs`); None otherwise, or where no run is read apart.
+        Asked once, as a hunt would end: BAD's first runs all stalled made the arm's 'go' at the
+        stall's depth, its later runs at GOOD's level were read apart, and the hunt ended 'the
+        control arm's start was a fluke' (a stall of 40% of the runs: 11 hunts in 100)."""
+        if not self.book.read_interference or not self.book.interfered():
+            return None
+        every = [[v for v, _, _ in self.book.runs.get(end, [])] for end in (self.good, self.bad)]
+        if not (self._shapes_differ() or typical_alike and self._every_run_differs(*every)):
+            return None
+        shape = self._shape(*every)
+        return shape if shape is not None and self._moves_our_way(shape) else None
+
+    def _every_run_differs(self, a: Sequence[float], b: Sequence[float], *, paired: bool = False) -> bool:
+        """The mean log tok/s of every run of the ends (`a`, `b`: interfered ones included)
+        differs our way by min_effect with p below reproduce_alpha (Welch's t, or the paired t on
+        the arm's pairs): a fixed-sample look, taken once."""
+        s = self.settings
+        if min(len(a), len(b)) < 2:
+            return False
+        return self._reproduces(compare(a, b, min_effect=s.min_effect, alpha=s.alpha, paired=paired), s.reproduce_alpha)
 
     def _differs_our_way(self, a: Sequence[float], b: Sequence[float]) -> bool:
         """The mean of every run differs by min_effect or more in the hunted direction: a change

@@ -100,7 +100,7 @@ def test_subset(ctx: HuntContext, hunks: frozenset, purpose: Purpose, scale: flo
     settings = ctx.settings
     book = SampleBook(settings.pair_window, ctx.noise, read_interference=settings.read_interference,
                       reader=ctx.reader(sides))
-    arm = ControlArm(book, settings, 0, 1)
+    arm = ControlArm(book, settings, 0, 1, ends_a_hunt=purpose is Purpose.CONTROL)
     taken = 0
     while (verdict := arm.decide()) is None:
         indices = arm.next_samples(ctx.slots)
