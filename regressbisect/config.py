@@ -39,6 +39,8 @@ INSTRUMENT_MODES = ("auto", "off", "separate")
 PRELOAD = "auto"
 OVERLAP = 1
 EXECUTORS = ("local", "slurm")
+MAX_WAIT_SHARE = 0.10
+"""Share of a hunt's wall time it may spend waiting for a quiet machine (machine/contention.py)."""
 
 
 # -- one definition per setting: the config field's `knob(...)` holds its default, its pyproject
@@ -521,6 +523,13 @@ class HuntConfig:
               "Default {default}."))
     """Seconds to wait for a quiet machine before re-taking a contended sample; past it the
     hunt stops with exit 8 (MACHINE_BUSY)."""
+    max_wait_share: float = knob(
+        MAX_WAIT_SHARE, minimum=0, must="be >= 0 (a share of the hunt's wall time)", panel=BUSY,
+        help=("Share of the hunt's wall time it may spend waiting for a quiet machine; past it, samples "
+              "are taken under the load as it is, each pair under one load. Default {default}."))
+    """Share of the hunt's wall time (so far) that waits for a quiet machine may add up to: a sample
+    taken on cores oversubscribed by a steady load is used as it is once the wait would pass it
+    (0: never wait; docs/contention.md)."""
     unit: str | None = knob(
         None, panel=MEASURE, kind=str,
         help=("Unit of the metric in reports. Default: tok/s, or for --metric-regex the unit written "

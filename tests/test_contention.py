@@ -8,6 +8,7 @@ end to end.
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import signal
@@ -83,13 +84,20 @@ def test_gpu_readings_split_utilisation_by_memory_and_skip_without_nvidia_smi():
 
 def test_rule_on_a_two_core_machine():
     assert RULE.reason(load(0.3, 2)) is None
-    assert "0.6 CPUs > 0.5" in RULE.reason(load(0.6, 2))
+    assert RULE.reason(load(0.8, 2)) is None                # steady load, a core left idle: measured through
+    assert "oversubscribed" in RULE.reason(load(1.2, 2))    # the cores were full
+    assert RULE.reason(load(0.3, 2, hunt=1.8)) is None      # full, but of the probe's own making
+    moved = dataclasses.replace(load(0.8, 2), reference_cpus=0.4)
+    assert "other load changed: 0.8 CPUs during the sample, 0.4 before" in RULE.reason(moved)
+    assert RULE.reason(dataclasses.replace(load(0.8, 2), reference_cpus=0.6)) is None   # within a quarter CPU
 
 
 def test_rule_on_a_128_core_node_depends_on_what_the_hunt_uses():
     assert RULE.reason(load(2.0, 128, hunt=8.0)) is None            # free cores for everyone
     assert "oversubscribed" in RULE.reason(load(2.0, 128, hunt=127.0))  # probe uses every core
-    assert "> 12.8" in RULE.reason(load(13.0, 128, hunt=1.0))        # a tenth of the node
+    assert RULE.reason(load(13.0, 128, hunt=1.0)) is None           # a tenth of the node, steady
+    assert RULE.reason(dataclasses.replace(load(13.0, 128, hunt=1.0), reference_cpus=7.0)) is None
+    assert "changed" in RULE.reason(dataclasses.replace(load(13.0, 128, hunt=1.0), reference_cpus=6.0))
 
 
 def test_the_hunts_own_other_probes_are_load_where_they_oversubscribe_the_cores():
@@ -98,9 +106,12 @@ def test_the_hunts_own_other_probes_are_load_where_they_oversubscribe_the_cores(
     assert RULE.by_the_hunt(nine_on_two)                       # no wait for quiet would end it
     # 8 GPU slots on a 128-core node: the other slots' CPU is company, not contention
     assert RULE.reason(load(0.2, 128, hunt=16.0, siblings=14.0)) is None
-    # another job's load is the machine's: waited out, as before, whatever the siblings did
-    foreign = load(1.0, 2, hunt=1.0, siblings=0.5)
+    # another job's load is the machine's: waited for, as before, whatever the siblings did
+    foreign = load(1.5, 2, hunt=1.0, siblings=0.3)
     assert RULE.reason(foreign).startswith("other load") and not RULE.by_the_hunt(foreign)
+    # a steady job beside which only the hunt's own probes fill the cores: fewer probes, no wait
+    tipped = load(1.0, 2, hunt=1.0, siblings=0.5)
+    assert RULE.by_the_hunt(tipped)
 
 
 def test_rule_on_gpu():
@@ -206,32 +217,59 @@ def test_wait_quiet_reports_progress_and_returns_when_the_load_stops():
         if len(messages) == 3:
             machine.other = 0.1  # the other job ends
 
-    waited = machine.guard(max_wait_s=600, on_wait=on_wait).wait_quiet()
+    guard = machine.guard(max_wait_s=600, on_wait=on_wait)
+    machine.advance(100.0)   # the hunt has run 100 s: up to 10 s of waiting
+    waited = guard.wait_quiet(need=1.0)
     assert waited == pytest.approx(8.0)  # four 2 s windows, the last one quiet
-    assert messages[0] == "machine busy: other processes use 1.8 of 2 CPUs; waiting (2 s of --max-wait 600)"
+    assert messages[0] == ("machine busy: other processes use 1.8 of 2 CPUs; waiting (2 s, at most 10% of the "
+                           "hunt's wall time)")
 
 
-def test_wait_quiet_gives_up_with_exit_8_after_max_wait():
+def test_the_wait_for_quiet_stops_at_its_share_of_the_wall_and_the_load_is_measured_through():
     machine = FakeMachine(other=1.8)
+    messages: list[str] = []
+    guard = machine.guard(max_wait_s=600, on_wait=messages.append)
+    machine.advance(60.0)   # 10% of the wall: three 2 s windows (6 s of 66 s), not a fourth
+    assert guard.wait_quiet(what="before re-taking abc", need=1.0, level=1.8) == pytest.approx(6.0)
+    assert guard.waited_s <= 0.1 * guard.wall_s()
+    assert "samples are taken under this load as it is" in messages[-1] and "--max-wait-share" in messages[-1]
+    # from now on a sample on cores this load oversubscribes is used as it is, without a wait
+    taken = guard.judge(Load(seconds=1.0, other_cpus=1.8, hunt_cpus=1.0, ncpus=2))
+    assert RULE.reason(taken) is not None and guard.measured_through(taken)
+    # but a change of the load never is
+    moved = dataclasses.replace(taken, reference_cpus=0.9)
+    assert not guard.measured_through(moved)
+
+
+def test_a_load_that_keeps_changing_exits_8_after_max_wait():
+    machine = FakeMachine(other=0.0)
+    guard = machine.guard(max_wait_s=6)
+    since = None
     with pytest.raises(MachineBusy) as raised:
-        machine.guard(max_wait_s=6).wait_quiet(what="before re-taking abc")
+        for other in [0.6, 1.0] * 10:
+            sample = guard.judge(Load(seconds=1.0, other_cpus=other, hunt_cpus=0.5, ncpus=2))
+            machine.advance(1.0)
+            if guard.rule.reason(sample) is not None:
+                since = guard.before_retake(sample, what="before re-taking abc", since=since)
     assert raised.value.exit_code == ExitCode.MACHINE_BUSY == 8
     assert "\n" not in raised.value.message
-    assert "1.8 of 2 CPUs for 6 s before re-taking abc" in raised.value.message
+    assert "other load kept changing for 6 s before re-taking abc" in raised.value.message
     assert "--max-wait" in raised.value.message
+    assert guard.waited_s == 0.0   # a change is re-taken at once: nothing to wait for
 
 
 def test_a_cancelled_wait_ends_at_once_instead_of_after_max_wait():
     # a slot thread waiting for quiet while the hunt stops (Ctrl-C, another slot failed) must not
-    # hold the hunt up for --max-wait; the next round waits again
+    # hold it up for --max-wait; the next round waits again
     machine = FakeMachine(other=1.8)
     guard = machine.guard(max_wait_s=600, on_wait=lambda message: guard.cancel())
+    machine.advance(1000.0)
     with pytest.raises(WaitCancelled, match="before re-taking abc"):
-        guard.wait_quiet(what="before re-taking abc")
-    assert machine.now == pytest.approx(2.0)   # one window, not 600 s
+        guard.wait_quiet(what="before re-taking abc", need=1.0)
+    assert machine.now == pytest.approx(1002.0)   # one window, not 100 s
     guard.resume()
     guard.on_wait = lambda message: setattr(machine, "other", 0.1)
-    assert guard.wait_quiet() == pytest.approx(4.0)
+    assert guard.wait_quiet(need=1.0) == pytest.approx(4.0)
 
 
 def test_the_wait_names_the_processes_that_keep_the_machine_busy():
@@ -254,12 +292,12 @@ def test_the_wait_names_the_processes_that_keep_the_machine_busy():
     guard = ContentionGuard(RULE, max_wait_s=4, proc_stat=lambda: (machine.busy, machine.ncpus), hunt_cpu=hunt,
                             gpu_reader=lambda: None, clock=lambda: machine.now, sleep=advance,
                             on_wait=messages.append)
-    with pytest.raises(MachineBusy) as raised:
-        guard.wait_quiet()
-    for line in (messages[0], raised.value.message):
-        assert "python train.py --big (pid 901, 1.5 CPUs)" in line, line
-        assert "make -j1 (pid 902, 0.3 CPUs)" in line and "sshd" not in line
-        assert line.index("pid 901") < line.index("pid 902")
+    advance(100.0)
+    guard.wait_quiet(need=1.0)
+    line = messages[0]
+    assert "python train.py --big (pid 901, 1.5 CPUs)" in line, line
+    assert "make -j1 (pid 902, 0.3 CPUs)" in line and "sshd" not in line
+    assert line.index("pid 901") < line.index("pid 902")
 
 
 def test_a_real_busy_process_is_named_by_its_command_line():
@@ -324,69 +362,83 @@ def _bench(tmp_path):
 
 
 @pytest.mark.slow
-def test_busy_loop_marks_the_sample_and_max_wait_exits_8(tmp_path, scoped_machine, capsys):
+def test_a_load_that_keeps_changing_marks_the_samples_and_exits_8_after_max_wait(tmp_path, monkeypatch, capsys):
     from tests.cli import run_cli
 
-    loops, _ = scoped_machine
-    loops.append(_busy_loop())
+    # The guard's machine: the hunt, plus a load that moves with every probe's window and never
+    # settles (0 CPUs in the first, then 0.6 and 1.2 by turns: each reading off the level and off
+    # the one before). Real probes, real hunt CPU; the load is made up, since a real one that
+    # never settles does not keep to the windows of a probe.
+    ours = HuntCpu()
+    calls = {"n": 0, "at": time.monotonic(), "burnt": 0.0, "rate": 0.0}
+
+    def machine() -> tuple[float, int]:
+        now = time.monotonic()
+        calls["burnt"] += calls["rate"] * (now - calls["at"])
+        calls["at"] = now
+        calls["n"] += 1   # 1: the guard's start; then a probe window's start (even), its end (odd)
+        window = calls["n"] // 2
+        calls["rate"] = 0.0 if calls["n"] % 2 or window < 2 else (0.6 if window % 2 else 1.2)
+        return calls["burnt"] + ours.total(), 2
+
+    monkeypatch.setattr(ct, "read_proc_stat", machine)
     shas, args = _bench(tmp_path)
     code = run_cli(args + ["--max-wait", "3"])
     err = capsys.readouterr().err
-    assert code == ExitCode.MACHINE_BUSY
-    assert "machine busy: other processes use" in err and "waiting (" in err  # progress message
+    assert code == ExitCode.MACHINE_BUSY, err
+    assert "sample taken under contention (other load changed" in err  # progress message
     last = err.strip().splitlines()[-1]
-    assert last.startswith("regressbisect: error: machine busy: other processes use"), last
+    assert last.startswith("regressbisect: error: machine busy: other load kept changing for"), last
     assert "--max-wait" in last
     store = tmp_path / "repo" / ".git" / "regressbisect" / "store.sqlite"
     with sqlite3.connect(store) as conn:
-        arms = conn.execute("SELECT arm FROM samples").fetchall()
-        contended = conn.execute("SELECT contended, other_cpus FROM sample_loads").fetchall()
-    assert arms == [("flagged",)]  # the contended sample is kept, apart, and nothing else
-    assert contended[0][0].startswith("other load") and contended[0][1] > 0.2
+        arms = [arm for (arm,) in conn.execute("SELECT arm FROM samples ORDER BY id")]
+        contended = conn.execute("SELECT contended FROM sample_loads WHERE contended IS NOT NULL").fetchall()
+    assert arms[0] == "main" and set(arms[1:]) == {"flagged"} and len(arms) >= 3, arms
+    assert all(reason.startswith("other load changed") for (reason,) in contended)
 
 
 @pytest.mark.slow
-def test_load_that_stops_during_the_wait_gives_a_re_taken_sample_and_the_answer(tmp_path, scoped_machine,
-                                                                                capsys):
+def test_a_load_that_starts_mid_hunt_is_re_taken_and_the_answer_stands(tmp_path, scoped_machine, capsys):
     from tests.cli import run_cli
 
-    loops, stop_loops = scoped_machine
-    loops.append(_busy_loop())
+    loops, _ = scoped_machine
     shas, args = _bench(tmp_path)
-    # The load stops during the first wait: once the first contended sample is stored, plus more
-    # than one quiet-check window (so the wait sees the load at least once), whatever the speed
-    # of the machine the test runs on.
+    # A busy loop starts once the hunt has stored three samples: the sample it starts in, or the
+    # next, reads a change of the load and is re-taken; the level then moves and the hunt goes
+    # on under the loop, whatever the speed of the machine the test runs on.
     store = tmp_path / "repo" / ".git" / "regressbisect" / "store.sqlite"
     done = threading.Event()
 
-    def stop_during_the_first_wait() -> None:
-        while not done.wait(0.2):
+    def start_after_three_samples() -> None:
+        while not done.wait(0.1):
             try:
                 with sqlite3.connect(store, timeout=1) as conn:
-                    flagged = conn.execute("SELECT COUNT(*) FROM samples WHERE arm = 'flagged'").fetchone()[0]
+                    stored = conn.execute("SELECT COUNT(*) FROM samples").fetchone()[0]
             except sqlite3.Error:
                 continue
-            if flagged:
-                done.wait(5.0)  # > 2 of the guard's quiet-check windows (2 s each)
-                stop_loops()
+            if stored >= 3:
+                loops.append(_busy_loop())
                 return
 
-    watcher = threading.Thread(target=stop_during_the_first_wait, daemon=True)
+    watcher = threading.Thread(target=start_after_three_samples, daemon=True)
     watcher.start()
     try:
-        code = run_cli(args + ["--max-wait", "120"])
+        code = run_cli(args + ["--busy-cpus", "0.5", "--max-wait", "120"])
     finally:
         done.set()
         watcher.join(timeout=5)
     err = capsys.readouterr().err
     assert code == 0, err
+    assert loops, "the load never started"
     report = json.loads((tmp_path / "r.json").read_text())
     assert [c["commit"] for c in report["culprits"]] == [shas[2]]
-    retakes = report["measurement"]["contention"]["retakes"]
-    assert report["measurement"]["contention"]["retaken"] == len(retakes) >= 1
-    assert all(r["reason"].startswith("other load") for r in retakes)
-    assert "machine busy: other processes use" in err
-    store = tmp_path / "repo" / ".git" / "regressbisect" / "store.sqlite"
+    contention = report["measurement"]["contention"]
+    retakes = contention["retakes"]
+    assert contention["retaken"] == len(retakes) >= 1
+    assert any(r["reason"].startswith("other load changed") for r in retakes), retakes
+    assert contention["level_changes"] >= 1
+    assert "sample taken under contention" in err
     with sqlite3.connect(store) as conn:
         flagged = conn.execute("SELECT COUNT(*) FROM samples WHERE arm = 'flagged'").fetchone()[0]
         main = conn.execute("SELECT COUNT(*) FROM samples s JOIN sample_loads l ON l.sample_id = s.id"

@@ -118,7 +118,8 @@ def measurement_parts(config: HuntConfig, history: History, store: Store, hunt_i
     if config.busy_check and config.executor == "local":
         guard = ContentionGuard(BusyRule(cpus=config.busy_cpus, share=config.busy_share,
                                          gpu=config.busy_gpu),
-                                max_wait_s=config.max_wait_s, on_wait=progress.message,
+                                max_wait_s=config.max_wait_s, wait_share=config.max_wait_share,
+                                on_wait=progress.message,
                                 probe_groups=INTERRUPTS.running_groups)
     # Without a setup step a compiled module is never built in a slot: the probe would measure
     # a fallback. Checked on each checkout, before the candidate's first probe.

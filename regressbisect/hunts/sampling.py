@@ -10,6 +10,7 @@ from __future__ import annotations
 import concurrent.futures
 import dataclasses
 import os
+import statistics
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -136,6 +137,11 @@ class SampleSource:
         self._counts_lock = threading.Lock()
         self.retakes: list[dict[str, Any]] = []
         """Samples taken under contention (stored in the 'flagged' arm) and re-taken."""
+        self.under_load = 0
+        """Samples used although the cores were oversubscribed: a steady load the wait for quiet
+        did not see end (docs/contention.md)."""
+        self._other_loads: list[float] = []
+        """Other load (CPUs) of each fresh sample used, for the report's steady level."""
         self.leftovers = {"probes": 0, "killed": 0, "first": []}
         """Probes that left processes running when they ended, how many were killed, the first few."""
 
@@ -372,9 +378,12 @@ class SampleSource:
 
     def _measure(self, request: Request, spec: ProbeSpec, worktree: Path,
                  extra_env: Mapping[str, str]) -> tuple[ExecutedProbe, dict | None]:
-        """One probe run by the executor; under contention the sample is stored flagged, and
-        re-taken once the machine is quiet (docs/contention.md). Returns it and its load figures."""
-        waited = 0.0
+        """One probe run by the executor; its load is judged against the level of the samples
+        before it (a steady load is measured through); a contended sample is stored flagged and
+        re-taken: at once after a change of the load, after a wait for quiet within the wait
+        budget on oversubscribed cores, past which such a sample is used as it is
+        (docs/contention.md). Returns it and its load figures."""
+        since = None
         while True:
             window = self._guard.start() if self._guard is not None else None
             executed = self._executor.run(spec, worktree, extra_env, label=request.candidate.short)
@@ -383,9 +392,16 @@ class SampleSource:
                 self._count_leftovers(request.candidate, outcome.leftovers)
             if window is None:
                 return executed, None
-            load = self._guard.finish(window)
+            load = self._guard.judge(self._guard.finish(window))
             reason = self._guard.rule.reason(load) if outcome.sample is not None else None
+            if reason is not None and self._guard.measured_through(load):
+                with self._counts_lock:
+                    self.under_load += 1   # oversubscribed by a steady load the wait did not see end
+                reason = None
             if reason is None:
+                if outcome.sample is not None:
+                    with self._counts_lock:
+                        self._other_loads.append(load.other_cpus)
                 return executed, load.to_json()
             candidate = request.candidate
             self._store.add_outcome(self._key_for(candidate), candidate, outcome, hunt_id=self._hunt_id,
@@ -398,9 +414,8 @@ class SampleSource:
                 self.probe_seconds += outcome.wall_seconds
             if self._guard.on_wait is not None:
                 self._guard.on_wait(f"{candidate.short}: sample taken under contention ({reason}); "
-                                    f"stored apart, re-taken when the machine is quiet")
-            waited = self._guard.wait_quiet(what=f"before re-taking {candidate.short}",
-                                            waited_before=waited)
+                                    f"stored apart, re-taken")
+            since = self._guard.before_retake(load, what=f"before re-taking {candidate.short}", since=since)
 
     def _count_leftovers(self, candidate: Candidate, leftovers: Sequence[str]) -> None:
         """Processes a probe left were killed when it ended (probe/reaper.py), so no later sample
@@ -430,10 +445,19 @@ class SampleSource:
                             "paths": [str(self._venvs.path(t)) for t in trees]}
         if self._guard is not None:
             rule = self._guard.rule
+            guard = self._guard
+            loads = sorted(self._other_loads)
+            ncpus = guard.ncpus or os.cpu_count() or 1
             out["contention"] = {"retaken": len(self.retakes), "retakes": list(self.retakes),
-                                 "waited_s": round(self._guard.waited_s, 1),
+                                 "waited_s": round(guard.waited_s, 1),
+                                 "wall_s": round(guard.wall_s(), 1),
+                                 "steady_other_cpus": round(statistics.median(loads), 2) if loads else None,
+                                 "other_cpus_range": [round(loads[0], 2), round(loads[-1], 2)] if loads else None,
+                                 "level_changes": guard.level_changes, "under_load": self.under_load,
                                  "rule": {"busy_cpus": rule.cpus, "busy_share": rule.share,
-                                          "busy_gpu": rule.gpu, "max_wait_s": self._guard.max_wait_s}}
+                                          "busy_gpu": rule.gpu, "max_wait_s": guard.max_wait_s,
+                                          "max_wait_share": guard.wait_share,
+                                          "change_cpus": round(rule.floor(ncpus) / 2, 3)}}
         return out
 
 

@@ -10,8 +10,12 @@ share of the machine. Of the hunt's own CPU, what its other probes (other slots,
 while a probe ran is that probe's "sibling load": it counts where the cores were oversubscribed,
 and since waiting cannot end it, a sample taken so stops the hunt (HuntOversubscribed). On GPU, nvidia-smi's per-GPU utilisation is split between our compute
 processes and foreign ones by their memory. The rule that turns a load into "contended" is
-BusyRule (docs/contention.md); SampleSource stores contended samples in the 'flagged' arm, waits
-for quiet (ContentionGuard.wait_quiet) and re-takes them.
+BusyRule (docs/contention.md): a steady load is measured through, each sample compared with the
+level of the samples before it (ContentionGuard.judge); a change of that level within a pair, or
+cores oversubscribed, is contention. SampleSource stores contended samples in the 'flagged' arm
+and re-takes them: at once after a change (exit 8 when the load keeps changing), after a wait for
+quiet bounded by a share of the hunt's wall time (ContentionGuard.wait_quiet) on oversubscribed
+cores, past which such samples are used as they are.
 """
 from __future__ import annotations
 
@@ -23,6 +27,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable, Iterable, Mapping
 
+from regressbisect.config import MAX_WAIT_SHARE
 from regressbisect.errors import ExitCode, UserError
 from regressbisect.machine.fingerprint import nvidia_smi
 
@@ -38,10 +43,21 @@ killed right after the probe ends, so at most this much of an orphan's CPU goes 
 GPU_EVERY_SCANS = 3
 """nvidia-smi is read on the first scan and then every GPU_EVERY_SCANS scans (it costs tens of
 milliseconds of CPU per call, which would otherwise disturb the probe it watches)."""
+RESOLUTION_TICKS = 4
+"""Clock ticks a reading of other load may be off by: /proc/stat and the processes' times count
+whole ticks (1/CLK_TCK s), read at both ends of a window, for the machine and for the hunt. Over a
+window of s seconds that is 4 / (CLK_TCK * s) CPUs: 0.07 over 0.6 s, 0.4 over 0.1 s."""
+FULL_IDLE_SHARE = 0.05
+"""The cores were full over a window when other and hunt load left less than this share of them
+idle (and less than the reading's resolution): threads then waited for a core, and the probe's may
+have been among them (docs/contention.md)."""
+FIRST_GAP_S = 0.5
+"""The load between the guard's start and the first probe is the first level samples are
+compared with, when that gap is at least this long (shorter: too coarse a reading)."""
 
 
 class MachineBusy(UserError):
-    """The machine never got quiet within --max-wait."""
+    """The load never settled within --max-wait."""
 
     def __init__(self, message: str):
         super().__init__(message, ExitCode.MACHINE_BUSY)
@@ -331,6 +347,10 @@ class Load:
     this probe ran; 0 for a quiet check, which runs no probe of its own."""
     busiest: tuple[tuple[int, str, float], ...] = ()
     """(pid, command, CPUs) of the foreign processes that used the most CPU, busiest first."""
+    reference_cpus: float | None = None
+    """The other load this sample is compared with (ContentionGuard.judge): the level of the
+    samples before it, so its pair partner's or the one its partner will be compared with; None
+    for a hunt's first reading and for a quiet check."""
 
     @property
     def machine_share(self) -> float:
@@ -345,7 +365,8 @@ class Load:
                 "hunt_cpus": round(self.hunt_cpus, 3), "sibling_cpus": round(self.sibling_cpus, 3),
                 "ncpus": self.ncpus,
                 "other_gpu": None if self.other_gpu is None else round(self.other_gpu, 3),
-                "seconds": round(self.seconds, 3)}
+                "seconds": round(self.seconds, 3),
+                "reference_cpus": None if self.reference_cpus is None else round(self.reference_cpus, 3)}
 
     def describe(self) -> str:
         text = f"other processes use {self.other_cpus:.1f} of {self.ncpus} CPUs"
@@ -359,24 +380,48 @@ class Load:
 
 @dataclass(frozen=True)
 class BusyRule:
-    """When a sample counts as taken under contention (defaults in config.HuntConfig)."""
+    """When a sample counts as taken under contention (defaults in config.HuntConfig;
+    docs/contention.md). A steady load is not contention: both samples of a pair run under it, and
+    the pair cancels it."""
 
     cpus: float
     share: float
     gpu: float
 
+    def floor(self, ncpus: int) -> float:
+        """Other load a quiet machine may have: busy_cpus, or busy_share of a large machine's cores."""
+        return max(self.cpus, self.share * ncpus)
+
+    def change_cpus(self, load: Load) -> float:
+        """How far other load may move from the level it is compared with before the sample is
+        contended: half the quiet floor (0.25 CPU on 2 cores, 6.4 on 128), at least the reading's
+        resolution over the sample's window."""
+        return max(self.floor(load.ncpus) / 2, _resolution(load))
+
+    @staticmethod
+    def full(load: Load) -> bool:
+        """The cores were full: other and hunt load left less than FULL_IDLE_SHARE of them idle
+        (0.1 CPU of 2), or less than the reading's resolution."""
+        idle = load.ncpus - load.other_cpus - load.hunt_cpus
+        return idle < max(FULL_IDLE_SHARE * load.ncpus, _resolution(load))
+
+    def changed(self, load: Load) -> bool:
+        """The other load moved from its level during this sample (load.reference_cpus)."""
+        return (load.reference_cpus is not None
+                and abs(load.other_cpus - load.reference_cpus) > self.change_cpus(load))
+
     def reason(self, load: Load) -> str | None:
         """Why `load` is contention, or None. See docs/contention.md."""
-        floor = max(self.cpus, self.share * load.ncpus)
-        if load.other_cpus > floor:
-            return f"other load {load.other_cpus:.1f} CPUs > {floor:.1f}"
-        oversubscribed = load.other_cpus + load.hunt_cpus > load.ncpus - self.cpus
+        if self.changed(load):
+            return (f"other load changed: {load.other_cpus:.1f} CPUs during the sample, {load.reference_cpus:.1f} "
+                    f"before (by more than {self.change_cpus(load):.2g})")
+        oversubscribed = self.full(load)
         if oversubscribed and load.other_cpus > self.cpus:
             return (f"other load {load.other_cpus:.1f} CPUs while the hunt used {load.hunt_cpus:.1f} "
                     f"of {load.ncpus}: cores oversubscribed")
         # The hunt's other probes are load like any other job's where they left this one short of
         # CPU time; below that they are the company every sample of the hunt has (the concurrency
-        # is in the sample key), so they do not count against the share floor above.
+        # is in the sample key), so they do not count.
         if oversubscribed and load.other_cpus + load.sibling_cpus > self.cpus:
             return (f"the hunt's other probes used {load.sibling_cpus:.1f} CPUs beside this one (other load "
                     f"{load.other_cpus:.1f}, the hunt {load.hunt_cpus:.1f} of {load.ncpus}): cores oversubscribed")
@@ -387,6 +432,11 @@ class BusyRule:
     def by_the_hunt(self, load: Load) -> bool:
         """Contended only because of the hunt's own other probes: no wait for quiet would help."""
         return self.reason(load) is not None and self.reason(load.without_siblings()) is None
+
+
+def _resolution(load: Load) -> float:
+    """CPUs a reading of other load over `load`'s window may be off by (RESOLUTION_TICKS)."""
+    return RESOLUTION_TICKS / (CLK_TCK * max(load.seconds, 1e-3))
 
 
 # -- the guard --------------------------------------------------------------------------------
@@ -417,9 +467,11 @@ class WaitCancelled(Exception):
 
 
 class ContentionGuard:
-    """Measures other load over windows, waits for quiet, and gives up after max_wait_s."""
+    """Measures other load over windows, follows its level, waits for quiet within a share of the
+    hunt's wall time, and gives up on a load that keeps changing after max_wait_s."""
 
     def __init__(self, rule: BusyRule, *, max_wait_s: float, quiet_window_s: float = 2.0,
+                 wait_share: float = MAX_WAIT_SHARE,
                  proc_stat: Callable[[], tuple[float, int]] | None = None,
                  hunt_cpu: HuntCpu | None = None,
                  gpu_reader: Callable[[], object] | None = None,
@@ -430,6 +482,8 @@ class ContentionGuard:
         self.rule = rule
         self.max_wait_s = max_wait_s
         self.quiet_window_s = quiet_window_s
+        self.wait_share = wait_share
+        """Waits for quiet add up to at most this share of the wall time since the guard started."""
         self._proc_stat = proc_stat or (lambda: read_proc_stat())  # looked up per call: tests scope it
         self._hunt_cpu = hunt_cpu or HuntCpu()
         if gpu_reader is None and shutil.which("nvidia-smi") is not None:
@@ -447,6 +501,21 @@ class ContentionGuard:
         self._stop = threading.Event()
         self._cancelled = threading.Event()
         self.waited_s = 0.0
+        self.started = clock()
+        """When the guard started (the hunt's start): the wait budget is a share of the time since."""
+        self._level: float | None = None
+        """The level of other load samples are compared with: the last reading that was not off it."""
+        self._off: float | None = None
+        """The last reading off that level, while the load has not settled again."""
+        self._measured_through: float | None = None
+        """The level at which a wait for quiet ran out: while the load stays there, samples on
+        oversubscribed cores are used as they are."""
+        self.level_changes = 0
+        """How often the load moved to another level and stayed there (docs/contention.md)."""
+        self.ncpus: int | None = None
+        busy, ncpus = self._proc_stat()
+        self._first_gap: tuple[float, float, float, int] | None = (busy, self._hunt_cpu.total(), self.started, ncpus)
+        """(busy, hunt, clock, CPUs) at the start: the load before the first probe is the first level."""
 
     def cancel(self) -> None:
         """End every wait_quiet in progress (with WaitCancelled): the hunt is stopping, and a
@@ -459,11 +528,17 @@ class ContentionGuard:
 
     def start(self, *, probe: bool = True) -> Window:
         """Open a window over a probe run by the calling thread (`probe=False`: a quiet check)."""
-        busy, _ = self._proc_stat()
+        busy, ncpus = self._proc_stat()
         window = Window(started=self._clock(), busy=busy, hunt=self._hunt_cpu.total(),
                         thread=threading.get_ident() if probe else None,
                         foreign=self._hunt_cpu.foreign())
         with self._lock:
+            gap, self._first_gap = (self._first_gap, None) if probe else (None, self._first_gap)
+            if gap is not None and self._level is None and window.started - gap[2] >= FIRST_GAP_S:
+                seconds = window.started - gap[2]
+                other = max(busy - gap[0] - (window.hunt - gap[1]), 0.0) / seconds
+                first = Load(seconds=seconds, other_cpus=min(other, float(ncpus)), hunt_cpus=0.0, ncpus=ncpus)
+                self._read_level(first.other_cpus, self.rule.change_cpus(first))
             self._note_siblings([window], first=True)
             self._open.append(window)
             if self._sampler is None:
@@ -520,27 +595,122 @@ class ContentionGuard:
         self._sleep(seconds)
         return self.finish(window)
 
-    def wait_quiet(self, *, what: str = "", waited_before: float = 0.0) -> float:
-        """Block until a quiet window; returns the seconds waited. Raises MachineBusy past
-        max_wait_s (counted from `waited_before`, the wait this sample already had)."""
-        waited = waited_before
+    # -- the level of the load, and what follows a contended sample ------------------------------
+
+    def judge(self, load: Load) -> Load:
+        """`load` (a probe's window) with the other load it is compared with (`reference_cpus`),
+        and the level moved on. The level is the last reading that was on it: a sample within
+        BusyRule.change_cpus of it is steady and becomes the level (so a sample is compared with
+        the one before it, its pair partner or its partner's neighbour); one further off is a
+        change, and when the next reading agrees with that one the load has moved and stayed for
+        as long as a pair takes: that is the level now, compared with the reading that confirmed it."""
+        with self._lock:
+            self.ncpus = load.ncpus
+            reference = self._read_level(load.other_cpus, self.rule.change_cpus(load))
+        return dataclasses.replace(load, reference_cpus=reference)
+
+    def _read_level(self, other: float, tolerance: float) -> float | None:
+        """One reading of other load against the level (under self._lock); the reference it is
+        compared with (None: the first reading, which sets the level)."""
+        level, off = self._level, self._off
+        if level is None:
+            self._level = other
+            return None
+        if abs(other - level) <= tolerance:
+            self._level, self._off = other, None
+            return level
+        if off is not None and abs(other - off) <= tolerance:
+            self._level, self._off = other, None
+            self.level_changes += 1
+            return off
+        self._off = other
+        return level
+
+    def wall_s(self) -> float:
+        """Seconds since the guard started: the hunt's wall time the wait budget is a share of."""
+        return self._clock() - self.started
+
+    def wait_room(self) -> bool:
+        """Whether one more quiet-check window fits in the wait budget: waits add up to at most
+        wait_share of the wall time since the guard started."""
+        with self._lock:
+            waited = self.waited_s
+        return waited + self.quiet_window_s <= self.wait_share * self.wall_s()
+
+    def measured_through(self, load: Load) -> bool:
+        """Whether a contended sample is used as it is: its load is steady (no change, none of the
+        hunt's own making) and the wait for quiet has no room left in the budget, or ran out
+        already at this level of load (docs/contention.md)."""
+        if self.rule.changed(load) or self.rule.by_the_hunt(load):
+            return False
+        tolerance = self.rule.change_cpus(load)
+        with self._lock:
+            if self._measured_through is not None and abs(load.other_cpus - self._measured_through) <= tolerance:
+                return True
+        if self.wait_room():
+            return False
+        with self._lock:
+            self._measured_through = load.other_cpus
+        return True
+
+    def before_retake(self, load: Load, *, what: str = "", since: float | None = None) -> float:
+        """After a contended sample (`load`, judged), before it is taken again; returns when this
+        sample's contention began (`since`, pass it back on its next re-take).
+
+        A change of the load is not waited for: the re-take is the next reading, and two readings
+        that agree settle the level. Once the load has kept changing for max_wait_s since `since`,
+        MachineBusy (exit 8). Oversubscribed cores (or a shared GPU): wait_quiet."""
+        if self._cancelled.is_set():
+            raise WaitCancelled(f"stopped waiting for a quiet machine{' ' + what if what else ''}")
+        now = self._clock()
+        since = now if since is None else since
+        if self.rule.changed(load):
+            if now - since >= self.max_wait_s:
+                raise MachineBusy(f"machine busy: other load kept changing for {now - since:.0f} s"
+                                  f"{' ' + what if what else ''} (last {load.other_cpus:.1f} CPUs, "
+                                  f"{load.reference_cpus:.1f} before; {load.describe()}); samples taken while it "
+                                  f"changes are kept apart, never used (free the machine, or raise --max-wait / "
+                                  f"--busy-cpus)")
+            return since
+        self.wait_quiet(what=what, need=load.hunt_cpus, level=load.other_cpus)
+        return since
+
+    def wait_quiet(self, *, what: str = "", need: float = 0.0, level: float | None = None) -> float:
+        """Block until a quiet-check window leaves a probe using `need` CPUs its cores (the rule
+        finds nothing, the window read as if the probe ran) and, given the `level` of other load
+        that filled them, that load has gone down by more than BusyRule.change_cpus; returns the
+        seconds waited. The wait stops, without quiet, when the next window would pass the wait
+        budget (wait_room) or max_wait_s: the load at `level` is then measured through
+        (measured_through)."""
+        waited = 0.0
         while True:
             if self._cancelled.is_set():
                 raise WaitCancelled(f"stopped waiting for a quiet machine{' ' + what if what else ''}")
+            if not self.wait_room() or waited + self.quiet_window_s > self.max_wait_s:
+                with self._lock:
+                    self._measured_through = self._level if level is None else level
+                    total = self.waited_s
+                if self.on_wait is not None:
+                    self.on_wait(f"machine busy: waited {total:.0f} s for quiet (at most {self.wait_share:.0%} of "
+                                 f"the hunt's wall time, --max-wait-share); samples are taken under this load "
+                                 f"as it is, each pair under one load")
+                return waited
             started = self._clock()
             load = self.measure(self.quiet_window_s)
-            waited += self._clock() - started
-            if self.rule.reason(load) is None:
-                self.waited_s += waited - waited_before
+            spent = self._clock() - started
+            waited += spent
+            with self._lock:
+                self.waited_s += spent
+                total = self.waited_s
+            # quiet: the window leaves the probe its cores, and the load that filled them has gone
+            # down (at the level it was, a re-take would only find the cores full again)
+            as_if_probed = dataclasses.replace(load, hunt_cpus=max(load.hunt_cpus, need))
+            lighter = level is None or load.other_cpus < level - self.rule.change_cpus(load)
+            if lighter and self.rule.reason(as_if_probed) is None:
                 return waited
-            if waited >= self.max_wait_s:
-                self.waited_s += waited - waited_before
-                raise MachineBusy(f"machine busy: {load.describe()} for {waited:.0f} s"
-                                  f"{' ' + what if what else ''}; samples taken under contention are kept "
-                                  f"apart, never used (free the machine, or raise --max-wait / --busy-cpus)")
             if self.on_wait is not None:
-                self.on_wait(f"machine busy: {load.describe()}; waiting "
-                             f"({waited:.0f} s of --max-wait {self.max_wait_s:g})")
+                self.on_wait(f"machine busy: {load.describe()}; waiting ({total:.0f} s, at most "
+                             f"{self.wait_share:.0%} of the hunt's wall time)")
 
     def _sample_loop(self) -> None:
         ticks_per_scan = max(1, round(SAMPLER_INTERVAL_S / ORPHAN_INTERVAL_S))

@@ -57,8 +57,21 @@ def _hunt_lines(report: Mapping[str, Any]) -> list[str]:
                   facts.cost_line(report)):
         if extra:
             lines.append(extra)
-    lines += facts.measurement_lines(report)
+    lines += facts.measurement_lines(report) + [line for line in [_steady_load_line(report)] if line]
     return lines
+
+
+def _steady_load_line(report: Mapping[str, Any]) -> str | None:
+    """The other load the samples were measured under (docs/contention.md), when there was some."""
+    contention = (report.get("measurement") or {}).get("contention") or {}
+    cpus, moved = contention.get("steady_other_cpus"), contention.get("level_changes") or 0
+    if cpus is None or cpus < 0.1:
+        return None
+    under = contention.get("under_load") or 0
+    return (f"Measured under {'a steady ' if not moved else ''}{cpus:.1f} CPUs of other load (median of the "
+            f"samples used{f'; it moved {moved} time(s)' if moved else ''}; each pair under one load), waited "
+            f"{contention.get('waited_s', 0):.0f} s for quiet (at most {contention['rule'].get('max_wait_share', 0):.0%} "
+            f"of the wall)" + (f"; {under} sample(s) on cores it oversubscribed" if under else "") + ".")
 
 
 def _work_lines(c: facts.CulpritFacts) -> list[str]:
