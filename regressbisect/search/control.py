@@ -198,6 +198,10 @@ class ControlArm:
             # min_effect as not
             if self._reproduces(cmp, s.reproduce_alpha):
                 return Verdict.REPRODUCED
+            if every is not None and self._every_run_differs(*self._arm_runs(), level=s.alpha):
+                # every run differs our way, close: not "ruled out", and the reason reads every run
+                self.comparison = compare(*self._arm_runs(), min_effect=s.min_effect, alpha=s.alpha)
+                return Verdict.UNDECIDED
             return Verdict.UNDECIDED if self._reproduces(cmp, s.alpha) else Verdict.NOT_REPRODUCED
         return None
 
@@ -275,26 +279,28 @@ class ControlArm:
         search's), where the runs read off move BAD's mean our way and either their shares of
         runs off their levels differ beyond chance (`_shapes_differ`) or, where the ends' typical
         runs read alike (`typical_alike`: the arm's 'go' now looks a fluke), the mean of every
-        run still differs (`_every_run_differs`); None otherwise, or where no run is read apart.
+        run still differs by min_effect our way (`_differs_our_way`: the search on every run then
+        decides, its tests at their own levels); None otherwise, or where no run is read apart.
         Asked once, as a hunt would end: BAD's first runs all stalled made the arm's 'go' at the
         stall's depth, its later runs at GOOD's level were read apart, and the hunt ended 'the
         control arm's start was a fluke' (a stall of 40% of the runs: 11 hunts in 100)."""
         if not self.book.read_interference or not self.book.interfered():
             return None
         every = [[v for v, _, _ in self.book.runs.get(end, [])] for end in (self.good, self.bad)]
-        if not (self._shapes_differ() or typical_alike and self._every_run_differs(*every)):
+        if not (self._shapes_differ() or typical_alike and self._differs_our_way(*every)):
             return None
         shape = self._shape(*every)
         return shape if shape is not None and self._moves_our_way(shape) else None
 
-    def _every_run_differs(self, a: Sequence[float], b: Sequence[float], *, paired: bool = False) -> bool:
+    def _every_run_differs(self, a: Sequence[float], b: Sequence[float], *, level: float | None = None) -> bool:
         """The mean log tok/s of every run of the ends (`a`, `b`: interfered ones included)
-        differs our way by min_effect with p below reproduce_alpha (Welch's t, or the paired t on
-        the arm's pairs): a fixed-sample look, taken once."""
+        differs our way by min_effect with p below `level` (Welch's t; reproduce_alpha by
+        default): a fixed-sample look, taken once, at the arm's cap."""
         s = self.settings
         if min(len(a), len(b)) < 2:
             return False
-        return self._reproduces(compare(a, b, min_effect=s.min_effect, alpha=s.alpha, paired=paired), s.reproduce_alpha)
+        cmp = compare(a, b, min_effect=s.min_effect, alpha=s.alpha, paired=False)
+        return self._reproduces(cmp, s.reproduce_alpha if level is None else level)
 
     def _differs_our_way(self, a: Sequence[float], b: Sequence[float]) -> bool:
         """The mean of every run differs by min_effect or more in the hunted direction: a change
