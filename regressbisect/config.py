@@ -504,8 +504,8 @@ class HuntConfig:
     sample taken under contention is stored apart and re-taken when the machine is quiet."""
     busy_cpus: float = knob(
         0.5, panel=BUSY,
-        help=("Other load in CPUs that a sample tolerates (also at least --busy-share of the cores). "
-              "Default {default}. See docs/contention.md."))
+        help=("The quiet floor in CPUs (also at least --busy-share of the cores): a steady load changing "
+              "by more than half of it within a pair is contention. Default {default}. See docs/contention.md."))
     """Other load (in CPUs) below which a sample is never contended: kernel threads, shells and
     monitoring agents use a few tenths of a core on any machine."""
     busy_share: float = knob(
@@ -519,10 +519,10 @@ class HuntConfig:
     """Share of our GPUs' utilisation by foreign processes above which a sample is contended."""
     max_wait_s: float = knob(
         600.0, minimum=0, must="be >= 0 seconds", panel=BUSY, key="max_wait",
-        help=("Seconds to wait for a quiet machine before re-taking a contended sample; then exit 8. "
-              "Default {default}."))
-    """Seconds to wait for a quiet machine before re-taking a contended sample; past it the
-    hunt stops with exit 8 (MACHINE_BUSY)."""
+        help=("Seconds one wait for quiet may last, and a changing load may keep changing before "
+              "exit 8. Default {default}."))
+    """Seconds one wait for a quiet machine may last (all waits together: --max-wait-share of the
+    wall), and a load may keep changing within pairs before the hunt stops with exit 8."""
     max_wait_share: float = knob(
         MAX_WAIT_SHARE, minimum=0, must="be >= 0 (a share of the hunt's wall time)", panel=BUSY,
         help=("Share of the hunt's wall time it may spend waiting for a quiet machine; past it, samples "
