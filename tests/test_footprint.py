@@ -193,6 +193,90 @@ def test_no_footprint_and_a_setup_step_measure_every_commit(tmp_path, flags, why
     assert "The probe's footprint" not in render_summary(report)
 
 
+def _stored_footprints(tmp_path: Path) -> dict[str, dict]:
+    """tree -> footprint JSON of every footprint the store keeps."""
+    with Store(tmp_path / "store.sqlite", read_only=True) as store:
+        return {tree: json.loads(data) for tree, data in store._conn.execute("SELECT tree, footprint FROM footprints")}
+
+
+def test_a_hunt_rerun_over_a_footprint_that_could_not_be_read_probes_nothing(tmp_path):
+    """GOOD's footprint could not be read, so the first hunt recorded no other (BAD's neither) and
+    measured every commit; the same hunt again knows that from the store: it probes no commit to
+    learn a footprint, and measures nothing."""
+    repo = tmp_path / "repo"
+    runner = "import subprocess, sys\nsys.exit(subprocess.run(['sh', 'bench.sh']).returncode)\n"
+    shas = make_repo(repo, [
+        {"run.py": runner, "bench.sh": SHELL_BENCH, "speed.txt": "1000\n", "docs/guide.md": "how to\n"},
+        {"docs/guide.md": "how to, again\n"},
+        {"speed.txt": "700\n"},
+    ])
+    first = _hunt(repo, tmp_path, shas, cmd=f"{sys.executable} run.py")[1]
+    assert first["footprint"]["fallback"] and first["probes"] > 0
+    history = History.open(repo)
+    assert set(_stored_footprints(tmp_path)) == {history.tree_of(shas[0])}    # GOOD's: unreadable
+    hunt, again = _hunt(repo, tmp_path, shas, cmd=f"{sys.executable} run.py")
+    assert again["probes"] == 0 and again["from_store_only"]
+    assert again["footprint"]["note"] == first["footprint"]["note"] and again["footprint"]["fallback"]
+    assert [c.sha for c in hunt.commits] == shas and [c["commit"] for c in again["culprits"]] == [shas[2]]
+
+
+def test_samples_stored_without_a_footprint_are_not_probed_again_to_learn_it(tmp_path):
+    """A hunt that records no footprint (--no-footprint) stored every sample; the same hunt with the
+    footprint finds GOOD's samples stored and its footprint not: one more probe of GOOD would
+    learn it, a probe no search asks for, so every commit is a candidate and nothing is measured."""
+    repo = tmp_path / "repo"
+    shas = make_repo(repo, [FIRST, {"docs/guide.md": "how to, again\n"}, {"conf/bench.cfg": "factor = 0.8\n"},
+                            {"README.md": "bench, described\n"}])
+    first = _hunt(repo, tmp_path, shas, footprint=False)[1]
+    assert first["probes"] > 0 and _stored_footprints(tmp_path) == {}
+    hunt, again = _hunt(repo, tmp_path, shas)
+    assert again["probes"] == 0 and again["from_store_only"]
+    assert again["footprint"]["fallback"] and not again["footprint"]["used"]
+    assert f"the samples stored of {shas[0][:10]} were taken without recording" in again["footprint"]["note"]
+    assert [c.sha for c in hunt.commits] == shas and again["not_measured"] == []
+    assert [c["commit"] for c in again["culprits"]] == [shas[2]]
+
+
+def test_a_round_a_stop_ends_keeps_the_footprints_of_the_samples_it_stored(tmp_path):
+    """A stop (Ctrl-C) during a round stores the samples that came back before it: the footprints
+    their probes recorded are kept with them, so the hunt resumed knows them rather than finding
+    samples without a footprint; a probe that was stopped keeps none."""
+    from regressbisect.hunts.sampling import Request
+    from regressbisect.samples import Arm, Candidate, ProbeOutcome, Sample
+
+    repo = tmp_path / "repo"
+    shas = make_repo(repo, [FIRST, {"conf/bench.cfg": "factor = 0.8\n"}])
+    config = build_config({}, {"cmd": f"{sys.executable} bench.py", "tokens": 1000, "instrument": "off"})
+    hunt = CommitHunt(History.open(repo), shas[0], shas[-1], config, store_path=tmp_path / "store.sqlite")
+    footprints = hunt.footprints
+    read = Footprint(files=frozenset({"bench.py"}))
+
+    class Stopped:
+        """A source whose round stores GOOD's sample, and is stopped while BAD's probe runs."""
+
+        def __init__(self, store):
+            self.store = store
+
+        def key(self, candidate):
+            return hunt.key_for(candidate)
+
+        def draw_many(self, requests):
+            for request in requests:
+                footprints.recorded(footprints.trees[request.candidate.commit], read)
+            good = requests[0].candidate
+            self.store.add_outcome(self.key(good), good, ProbeOutcome(Sample(tok_s=1000.0), None, 0, 1.0),
+                                   hunt_id=None, arm=Arm.MAIN)
+            raise KeyboardInterrupt
+
+    with Store(tmp_path / "store.sqlite") as store:
+        with pytest.raises(KeyboardInterrupt):
+            hunt._draw_checked(Stopped(store), [Request(Candidate(shas[0])), Request(Candidate(shas[1]))],
+                               ["control arm", "control arm"])
+        stored = store.footprints(footprints.config_key, footprints.env_fingerprint, footprints.trees.values())
+    history = History.open(repo)
+    assert stored == {history.tree_of(shas[0]): read.to_json()}
+
+
 # -- the parts ---------------------------------------------------------------------------------
 
 def _touches(footprint: Footprint, *changes: tuple[str, str, str]) -> bool:

@@ -219,7 +219,21 @@ class CommitHunt(Hunt):
         """Draw samples; an endpoint that cannot be measured ends the hunt with its reason."""
         labels = [r.candidate.short for r in requests]
         self.progress.measuring(", ".join(f"{l} ({n})" for l, n in zip(labels, notes)))
-        draws = source.draw_many(requests)
+        recording = self.footprints.unknown(r.candidate.commit for r in requests)
+
+        def stored(request: Request, key: SampleKey) -> int:
+            return len(source.store.sample_ids(key, instrumented=request.instrumented, arm=request.arm))
+
+        before = [(r, key, stored(r, key)) for r in requests if r.candidate.commit in recording
+                  for key in [source.key(r.candidate)]]
+        try:
+            draws = source.draw_many(requests)
+        except BaseException:
+            # What came back before the failure (or a stop) is stored: its footprint is kept with
+            # it, so the hunt resumed knows it (it probes no commit to learn a footprint).
+            measured = {r.candidate.commit for r, key, n in before if stored(r, key) > n}
+            self.footprints.settle_measured(source.store, [r.candidate.commit for r, _, _ in before], measured)
+            raise
         self.footprints.settle(source.store, draws)
         for request, draw in zip(requests, draws):
             if draw.sample is None and request.candidate.commit in (self.good, self.bad):
@@ -288,7 +302,7 @@ class CommitHunt(Hunt):
             footprints.start_pass(added)
             result = self._search(source, plan, namespace="search" if footprints.passes == 1
                                   else f"search-{footprints.passes}")
-            for commit in self.range_commits:   # measured from the store alone: no footprint recorded yet
+            for commit in self.range_commits:   # measured from the store alone, by a hunt that recorded none
                 if commit.sha in self._measured and footprints.active:
                     self._record_footprint(source, plan, commit)
             added = footprints.grown() if footprints.active else list(footprints.set_aside)
@@ -305,19 +319,21 @@ class CommitHunt(Hunt):
         self.progress.set_labels([c.sha[:10] for c in self.commits])
 
     def _record_footprint(self, source: SampleSource, plan: InstrumentationPlan, commit: CommitInfo) -> None:
-        """Make the footprint of `commit` known: a probe of it in the main arm, after those it has
-        stored (which a search reads first, so this probe is the search's too), where none recorded
-        it; an end's failure ends the hunt, another's ends the footprint."""
+        """Make the footprint of `commit` known, never at the cost of a probe the hunt would not
+        run otherwise: the first probe of an end in the arm the search reads (its control arm's
+        first sample of it, which the search reads back from the store). A commit with samples
+        stored and no footprint (taken by a hunt that recorded none) is not probed again to learn
+        it: every commit is a candidate, as where it cannot be read. An end's failure ends the
+        hunt, another's ends the footprint."""
         footprints = self.footprints
+        if not footprints.active or footprints.known_at(commit):
+            return
         candidate = Candidate(commit.sha)
-        for _ in range(len(source.stored(candidate, plan.main_instrumented)) + 1):
-            if not footprints.active or footprints.known_at(commit):
-                return
-            probes = source.probes_run
-            self._draw_checked(source, [Request(candidate, instrumented=plan.main_instrumented,
-                                                namespace="footprint")], ["footprint"])
-            if source.probes_run > probes and not footprints.known_at(commit):
-                break
+        if source.stored(candidate, plan.main_instrumented):
+            footprints.give_up(f"the samples stored of {commit.sha[:10]} were taken without recording what the probe reads")
+            return
+        self._draw_checked(source, [Request(candidate, instrumented=plan.main_instrumented,
+                                            namespace="footprint")], ["footprint"])
         if footprints.active and not footprints.known_at(commit):
             footprints.give_up(f"the footprint of {commit.sha[:10]} could not be recorded: its probe failed")
 

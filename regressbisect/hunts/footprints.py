@@ -107,11 +107,19 @@ class HuntFootprints:
     def settle(self, store: Store, draws: Iterable[Any]) -> None:
         """After a round: the footprints of its probes that measured are known and stored (a
         failed run's, read up to its failure, is not kept); an unreadable one ends the footprint."""
-        for draw in draws:
-            tree = self.trees.get(draw.candidate.commit)
+        self.settle_measured(store, [draw.candidate.commit for draw in draws],
+                             {draw.candidate.commit for draw in draws if draw.sample is not None})
+
+    def settle_measured(self, store: Store, commits: Iterable[str], measured: set[str]) -> None:
+        """`settle` by commit: the footprints recorded at `commits` are dropped, those of the
+        commits in `measured` (a sample of them stored) kept. A round a failure or a stop ended
+        stored what came back before it: their footprints are kept with their samples, so that
+        the hunt resumed knows them."""
+        for commit in commits:
+            tree = self.trees.get(commit)
             with self._lock:
                 footprint = self._pending.pop(tree, None) if tree is not None else None
-                if footprint is None or draw.sample is None:
+                if footprint is None or commit not in measured:
                     continue
                 self.known[tree] = footprint
             store.add_footprint(tree, self.config_key, self.env_fingerprint, footprint.to_json())
@@ -119,17 +127,29 @@ class HuntFootprints:
                 self.give_up(footprint.unreadable)
 
     def recall(self, store: Store) -> None:
-        """The footprints earlier hunts recorded of this range's trees (same probe config, machine)."""
+        """The footprints earlier hunts recorded of this range's trees (same probe config, machine).
+        One that could not be read ends the footprint at once, as it did in the hunt that recorded
+        it: that hunt recorded no other (`settle`), and no probe is run to learn them."""
         if not self.active:
             return
         stored = store.footprints(self.config_key, self.env_fingerprint, self.trees.values())
         with self._lock:
             for tree, data in stored.items():
                 self.known.setdefault(tree, Footprint.from_json(data))
+        union = self.union()
+        if union.unreadable is not None:
+            self.give_up(union.unreadable)
 
     def known_at(self, commit: CommitInfo) -> bool:
         with self._lock:
             return commit.tree in self.known
+
+    def unknown(self, commits: Iterable[str]) -> set[str]:
+        """The commits among `commits` whose footprint a probe of them would record now."""
+        if not self.recording:
+            return set()
+        with self._lock:
+            return {c for c in commits if c in self.trees and self.trees[c] not in self.known}
 
     # -- the candidates ------------------------------------------------------------------------
 
