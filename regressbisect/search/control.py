@@ -271,8 +271,8 @@ class ControlArm:
 
     def _arm_runs(self) -> tuple[list[float], list[float]]:
         """Every run the arm took of each end, interfered ones included."""
-        return tuple([v for v, _, t in self.book.runs.get(end, []) if t == self.tag]   # type: ignore[return-value]
-                     for end in (self.good, self.bad))
+        good, bad = ([v for v, _, t in self.book.runs.get(end, []) if t == self.tag] for end in (self.good, self.bad))
+        return good, bad
 
     def shape_over_the_hunt(self, *, typical_alike: bool) -> ShapeChange | None:
         """How the ends' shapes differ over every run the hunt took of them (the arm's and the
