@@ -70,6 +70,9 @@ class Knob:
     """The `SearchSettings` field (search/bisect.py) this setting is: the hunt of each command in
     `commands` hands it to its search (`SearchSettings.of`) and resumes a stored hunt only if it
     had the same value (`HuntConfig.search_key`)."""
+    keyed_when_set: bool = False
+    """A search setting added after hunts were stored: in their resume key only where it is not at
+    its default, so that a hunt stored before it existed resumes (`HuntConfig.search_key`)."""
     shown_default: str | None = None
     """The default as the key table (docs/configuration.md) writes it, when the field's default is not it."""
     # -- validation of the value alone (rules between settings stay in the dataclass) --
@@ -429,7 +432,7 @@ class HuntConfig:
     """Set runs far off their candidate's level apart from every test (SearchSettings.read_interference,
     search/interference.py): a quarter of the runs 30% slow otherwise inflate every test's noise."""
     stall_share: float = knob(
-        STALL_SHARE, minimum=0, panel=DECIDE, commands=("run", "hunks"), search="stall_share",
+        STALL_SHARE, minimum=0, panel=DECIDE, commands=("run", "hunks"), search="stall_share", keyed_when_set=True,
         help=("'No regression' only after enough runs of each end that a stall in this share of "
               "runs would have shown (0.3: 13 runs). 0: rule out on the runs seen. Default {default}."))
     """SearchSettings.stall_share: a change of shape can hide in the runs not yet taken (search/control.py)."""
@@ -627,7 +630,8 @@ class HuntConfig:
     def search_key(self, command: str) -> dict[str, Any]:
         """The same values by their config names: the part of a hunt's stored settings (its resume
         key) and of its report that the search decides by."""
-        return {s.field: getattr(self, s.field) for s in search_knobs(command)}
+        return {s.field: getattr(self, s.field) for s in search_knobs(command)
+                if not (s.knob.keyed_when_set and getattr(self, s.field) == s.default)}
 
     def to_json(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

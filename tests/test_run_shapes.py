@@ -278,3 +278,14 @@ def test_a_stall_read_as_a_fluke_on_typical_runs_is_searched_on_every_run():
     history = FakeHistory(step_levels(32, {}), 0.01, stalls=((11, Interference(0.30, 0.5)),))
     run = simulate(history, SearchSettings(), seed=1381529315)
     assert [c.first_bad for c in run.result.culprits] == [11]
+
+
+def test_a_stall_beside_the_machines_tail_is_not_ruled_out_when_their_counts_swap():
+    # the stall at 4 (40% at 0.7x) beside the machine's 10% at 0.6x at both ends: at 14 pairs GOOD
+    # had 5 of 19 runs at 0.6x and BAD 5 of 20 at 0.7x, every run's mean alike, and the typical
+    # runs ruled 2% out. BAD's runs at 0.7x are a kind GOOD has none of: the arm takes more pairs
+    history = FakeHistory(step_levels(16, {}), 0.02, interference=(Interference(0.10, 0.6),),
+                          stalls=((4, STALL),))
+    result = simulate(history, SearchSettings(), seed=433411592).result
+    assert result.verdict != Verdict.NOT_REPRODUCED
+    assert [c.first_bad for c in result.culprits] in ([4], [])

@@ -71,7 +71,11 @@ class PrefixSearch(CommitSearch):
 
     def __init__(self, n: int, settings: SearchSettings, *, one_step: bool = False,
                  noise_prior: NoisePool | None = None, reader: Reader | None = None):
-        super().__init__(n, replace(settings, side_pairs=HUNK_SIDE_PAIRS), noise_prior=noise_prior, reader=reader)
+        # stall_share 0: its ends' 'not reproduced' and its steps steer the hunk hunt, whose own
+        # arm (BASE against every hunk) says "no regression" and whose alone tests name hunks on
+        # their own fresh pairs; the waits for a stall that may not have shown are theirs
+        super().__init__(n, replace(settings, side_pairs=HUNK_SIDE_PAIRS, stall_share=0.0), noise_prior=noise_prior,
+                         reader=reader)
         self.one_step = one_step
 
     def carry_control_pairs(self, good: Sequence[float], bad: Sequence[float]) -> None:
