@@ -153,6 +153,17 @@ def test_slots_beyond_the_candidates_are_named_in_a_warning(repo, capsys):
     assert "warning: --slots 50 exceeds the 6 candidates of the range" in err and "(use --slots" in err
 
 
+def test_a_sample_cap_below_the_naming_floor_is_named_in_a_warning(repo, capsys):
+    path, shas = repo
+    code = run_cli(["run", "-C", str(path), "--cmd", "exit 3", "--max-samples", "6", shas[0], shas[-1]])
+    err = capsys.readouterr().err
+    assert code == 1   # the probe fails at GOOD, after the warning
+    assert "warning: --max-samples 6 is below the 7 samples" in err and "(use --max-samples 7 or --stall-share 0" in err
+    for enough in (["--max-samples", "7"], ["--max-samples", "6", "--stall-share", "0"]):
+        run_cli(["run", "-C", str(path), "--cmd", "exit 3", *enough, shas[0], shas[-1]])
+        assert "--max-samples" not in capsys.readouterr().err
+
+
 def test_slots_beyond_the_cores_of_a_machine_without_gpus_are_named_in_a_warning(capsys):
     from regressbisect.config import build_config
     from regressbisect.hunts.common import warn_unusable_slots

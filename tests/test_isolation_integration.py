@@ -26,7 +26,7 @@ CULPRIT = 3
 
 
 def hunt(repo: Path, cmd: str, out: Path, shas: list[str], *extra: str) -> int:
-    return run_cli(["run", "-C", str(repo), "--cmd", cmd, "--instrument", "off", "--max-samples", "6",
+    return run_cli(["run", "-C", str(repo), "--cmd", cmd, "--instrument", "off", "--max-samples", "8",
                     "--min-effect", "0.1", "--quiet", "--json", str(out), *extra, shas[0], shas[-1]])
 
 
@@ -145,7 +145,7 @@ def test_hunks_measure_the_worktree_not_the_installed_dirty_checkout(tmp_path, r
     pip_install(python, path, editable=True)
     write_files(path, {"src/mypkg/core.py": "SPEED = 250.0  # uncommitted\n", "notes.txt": "unrelated\n"})
     code = run_cli(["hunks", "-C", str(path), "--cmd", f"{python} bench.py", "--instrument", "off",
-                    "--max-samples", "6", "--min-effect", "0.1", "--quiet", "--include-untracked",
+                    "--max-samples", "8", "--min-effect", "0.1", "--quiet", "--include-untracked",
                     "--json", str(tmp_path / "h.json")])
     report = json.loads((tmp_path / "h.json").read_text())
     assert code == ExitCode.OK, report["verdict"]

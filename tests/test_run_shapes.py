@@ -259,6 +259,19 @@ def test_a_clean_looking_step_between_two_commits_of_one_stalled_shape_needs_fiv
     assert fresh_pairs_to_tell_a_mode(0.0005, 0.0) == 0
 
 
+def test_a_cap_below_the_naming_floor_ends_undecided_and_says_which_floor():
+    # a clean 50% step at 1% noise capped at 6 samples a commit: its step stops short of the five
+    # fresh pairs that tell it from one stalled shape; the reason names the floor and its knob
+    # (it said only "the sample cap or the budget ran out"), and the cap it asks for names the step
+    history = FakeHistory(step_levels(6, {3: -0.5}), 0.01)
+    short = simulate(history, SearchSettings(max_samples=6), seed=3)
+    assert short.result.verdict == Verdict.UNDECIDED and not short.result.culprits
+    assert "named on 5" in short.result.reason and "--stall-share" in short.result.reason
+    assert SearchSettings().pairs_to_name_a_step() == 7 and SearchSettings(stall_share=0).pairs_to_name_a_step() == 0
+    for settings in (SearchSettings(max_samples=7), SearchSettings(max_samples=6, stall_share=0)):
+        assert [c.first_bad for c in simulate(history, settings, seed=3).result.culprits] == [3]
+
+
 def test_at_the_cap_every_run_close_to_a_slowdown_is_undecided_not_ruled_out():
     # the stall at 1 beside the machine's 10% at 0.6x: at the cap the typical runs read alike
     # (-0.5%) and every run of the arm -7.9% at p=0.0053, just short of 'reproduced': it was "a

@@ -39,7 +39,8 @@ def run(
     from regressbisect.config import build_config
     from regressbisect.git.history import History
     from regressbisect.hunts.commits import CommitHunt
-    from regressbisect.hunts.common import warn_unusable_slots
+    from regressbisect.hunts.common import warn_short_cap, warn_unusable_slots
+    from regressbisect.search.bisect import SearchSettings
     from regressbisect.machine.fingerprint import count_gpus
     from regressbisect.render.progress import HuntProgress
     from regressbisect.render.outputs import check_file
@@ -51,5 +52,6 @@ def run(
         hunt = CommitHunt(history, good, bad, config, store_path=store, progress=progress,
                           command_line=o.without_revisions(COMMAND_LINE), paths=paths or ())
         warn_unusable_slots(config, len(hunt.candidates), count_gpus())
+        warn_short_cap(SearchSettings.of(config, "run"))
         outcome = hunt.run()
     o.finish(outcome, json_out, history, store)

@@ -17,6 +17,7 @@ from regressbisect.hunts.sampling import MeasurementParts
 from regressbisect.probe.interrupts import INTERRUPTS
 from regressbisect.render.progress import HuntProgress
 from regressbisect.samples import Candidate, SampleKey
+from regressbisect.search.bisect import SearchSettings
 from regressbisect.search.verdicts import Verdict
 from regressbisect.store import Store
 
@@ -86,6 +87,16 @@ def warn_unusable_slots(config: HuntConfig, candidates: int, gpu_count: int, cor
                      "share of a core, slower and noisier, so the hunt needs more probes")
         warn(f"--slots {config.slots} runs up to {config.slots} CPU probes at once on {cores} cores: they "
              f"take CPU time from each other; {fate}", "--slots")
+
+
+def warn_short_cap(settings: SearchSettings) -> None:
+    """Say so when --max-samples leaves a step too few fresh pairs to be named where a stall could
+    hide (`SearchSettings.pairs_to_name_a_step`): such a hunt ends 'could not decide'."""
+    need = settings.pairs_to_name_a_step()
+    if settings.max_samples < need:
+        warn(f"--max-samples {settings.max_samples} is below the {need} samples a commit needs before a step "
+             f"is named where a stall in {settings.stall_share:.0%} of runs could hide: the hunt may end "
+             f"'could not decide'", f"--max-samples {need} or --stall-share 0")
 
 
 def lane_environments(config: HuntConfig, slot_envs: list[dict[str, str]]) -> list[dict[str, str]]:

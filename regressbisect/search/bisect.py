@@ -52,7 +52,7 @@ from regressbisect.search.culprits import Culprit, CulpritRule
 from regressbisect.search.direction import hunted_sign, toward
 from regressbisect.search.interference import Reader
 from regressbisect.search.localise import Posterior, step_posterior
-from regressbisect.search.naming import NamingGate
+from regressbisect.search.naming import NamingGate, alpha_share, fresh_pairs_to_tell_a_mode
 from regressbisect.search.pairing import Pairing
 from regressbisect.search.picker import Picker
 from regressbisect.search.sides import SideRule
@@ -183,6 +183,13 @@ class SearchSettings:
             raise ValueError("stall_share must be in [0, 1)")
         if self.side_resolution is not None and not 0 < self.side_resolution < 1:
             raise ValueError("side_resolution must be in (0, 1) or None")
+
+    def pairs_to_name_a_step(self) -> int:
+        """Samples a candidate typically needs before the first step can be named: the fresh pairs
+        of `naming.fresh_pairs_to_tell_a_mode` plus the two runs each of its commits had when the
+        step reached confirmation (a clean 50% step capped at 6 samples stopped one pair short)."""
+        floor = fresh_pairs_to_tell_a_mode(alpha_share(self.name_alpha, 1), self.stall_share)
+        return floor + 2 if floor else 0
 
     @classmethod
     def of(cls, config: HuntConfig, command: str) -> SearchSettings:
@@ -490,6 +497,12 @@ class CommitSearch:
                       f"{self.settings.min_effect:.1%}: the control arm's start was a fluke")
         elif self._given_up or suspects or self._phase != "done":
             verdict = Verdict.UNDECIDED
+            short = self.gate.short_of_the_floor()
+            if not reason and short is not None and not suspects:
+                reason = (f"the sample cap (--max-samples) or the budget ran out with {short[0]} fresh pair(s) "
+                          f"at the leading step, which is named on {short[1]}: a stall in "
+                          f"{self.settings.stall_share:.0%} of runs (--stall-share) could split one shape "
+                          "between fewer")
             if not reason:
                 reason = ("steps could not be confirmed at a size of at least "
                           f"{self.settings.min_effect:.1%} with an interval excluding zero"

@@ -104,6 +104,22 @@ class NamingGate:
         target = self.targets.get((a, b))
         return self.book.paired_diffs(a, b, since=target.since) if target else []
 
+    def fresh_pairs_needed(self, a: int, b: int) -> int:
+        """The floor of fresh pairs step (a, b) is named on where a mode of `stall_share` could
+        hide (`fresh_pairs_to_tell_a_mode` at the step's share of name_alpha); 0 for a step never
+        picked."""
+        target = self.targets.get((a, b))
+        return fresh_pairs_to_tell_a_mode(alpha_share(self.name_alpha, target.order), self.stall_share) if target else 0
+
+    def short_of_the_floor(self) -> tuple[int, int] | None:
+        """(fresh pairs, floor) of the first picked step still below its floor of fresh pairs, or
+        None: the reason a hunt out of samples names the floor (--stall-share) it stopped at."""
+        for (a, b) in self.targets:
+            have, need = len(self.fresh_pairs(a, b)), self.fresh_pairs_needed(a, b)
+            if have < need:
+                return have, need
+        return None
+
     def named(self, a: int, b: int, sign: int) -> bool:
         """The fresh pairs show a step in the hunted direction (`sign`; 0: either) by an e-value at
         this step's share of name_alpha.
@@ -130,8 +146,7 @@ class NamingGate:
         if toward(est, sign) <= 0:
             return False
         alpha_k = alpha_share(self.name_alpha, target.order)
-        if len(diffs) < max(self.book.runs_to_tell_from_interference(est, alpha_k),
-                            fresh_pairs_to_tell_a_mode(alpha_k, self.stall_share)):
+        if len(diffs) < max(self.book.runs_to_tell_from_interference(est, alpha_k), self.fresh_pairs_needed(a, b)):
             return False
         priors = (target.effect ** 2,) if math.isfinite(target.effect) and target.effect > 0 else EFFECT_PRIORS
         split = {a: target.since, b: target.since}
