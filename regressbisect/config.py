@@ -433,8 +433,8 @@ class HuntConfig:
     search/interference.py): a quarter of the runs 30% slow otherwise inflate every test's noise."""
     stall_share: float = knob(
         STALL_SHARE, minimum=0, panel=DECIDE, commands=("run", "hunks"), search="stall_share", keyed_when_set=True,
-        help=("'No regression' only after enough runs of each end that a stall in this share of "
-              "runs would have shown (0.3: 13 runs). 0: rule out on the runs seen. Default {default}."))
+        help=("'No regression' only once the pairs rule out a stall in this share of BAD's runs "
+              "(0.3: 15 pairs at the least). 0: rule out on the runs seen. Default {default}."))
     """SearchSettings.stall_share: a change of shape can hide in the runs not yet taken (search/control.py)."""
     side_resolution: float | None = knob(
         None, panel=DECIDE, commands=("run",), kind=float, search="side_resolution",

@@ -23,12 +23,12 @@ import pytest
 
 from regressbisect.errors import ExitCode
 from regressbisect.machine import contention as ct
-from regressbisect.machine.contention import (BusyRule, ContentionGuard, HuntCpu, Load, MachineBusy, WaitCancelled,
+from regressbisect.machine.contention import (ContentionGuard, HuntCpu, Load, MachineBusy, WaitCancelled,
                                             _Proc, foreign_gpu_load, read_gpu_apps, read_proc_stat)
+from tests.fakemachine import RULE, FakeMachine
 
 pytestmark = pytest.mark.contention
 
-RULE = BusyRule(cpus=0.5, share=0.10, gpu=0.10)
 
 
 def load(other: float, ncpus: int, hunt: float = 1.0, gpu: float | None = None, siblings: float = 0.0) -> Load:
@@ -121,23 +121,6 @@ def test_rule_on_gpu():
 
 # -- the guard --------------------------------------------------------------------------------
 
-class FakeMachine:
-    """A /proc/stat and hunt-CPU pair driven by the test: `other` CPUs of other load."""
-
-    def __init__(self, other: float, ncpus: int = 2):
-        self.other, self.ncpus, self.now, self.busy, self.hunt = other, ncpus, 0.0, 0.0, 0.0
-
-    def advance(self, seconds: float, hunt_cpus: float = 0.0) -> None:
-        self.now += seconds
-        self.busy += (self.other + hunt_cpus) * seconds
-        self.hunt += hunt_cpus * seconds
-
-    def guard(self, **kw) -> ContentionGuard:
-        hunt = HuntCpu(scan=lambda: [])
-        hunt.total = lambda: self.hunt  # type: ignore[method-assign]
-        return ContentionGuard(RULE, proc_stat=lambda: (self.busy, self.ncpus), hunt_cpu=hunt,
-                               gpu_reader=lambda: None, clock=lambda: self.now,
-                               sleep=lambda s: self.advance(s), **kw)
 
 
 def test_window_load_is_machine_busy_time_minus_the_hunts_own():

@@ -26,36 +26,19 @@ import pytest
 from regressbisect.errors import ExitCode
 from regressbisect.hunts.sampling import MeasurementParts, Request, SampleSource
 from regressbisect.machine import contention as ct
-from regressbisect.machine.contention import BusyRule, ContentionGuard, HuntCpu, MachineBusy
+from regressbisect.machine.contention import ContentionGuard, HuntCpu, MachineBusy
 from regressbisect.probe.executors.base import ExecutedProbe, ProbeExecutor
 from regressbisect.probe.runner import ProbeSpec
 from regressbisect.samples import Candidate, ProbeOutcome, Sample, SampleKey
 from regressbisect.store import Store
+from tests.fakemachine import FakeMachine
 
 pytestmark = pytest.mark.contention
 
-RULE = BusyRule(cpus=0.5, share=0.10, gpu=0.10)
 SPEC = ProbeSpec(command="true", tokens=10, timeout_s=60)
 A, B = Candidate("a" * 40), Candidate("b" * 40)
 
 
-class FakeMachine:
-    """2 CPUs whose other load is `other` (CPUs); time passes only when a probe or a wait runs."""
-
-    def __init__(self, other: float, ncpus: int = 2):
-        self.other, self.ncpus, self.now, self.busy, self.hunt = other, ncpus, 0.0, 0.0, 0.0
-
-    def advance(self, seconds: float, hunt_cpus: float = 0.0) -> None:
-        self.now += seconds
-        self.busy += (self.other + hunt_cpus) * seconds
-        self.hunt += hunt_cpus * seconds
-
-    def guard(self, **kw) -> ContentionGuard:
-        hunt = HuntCpu(scan=lambda: [])
-        hunt.total = lambda: self.hunt  # type: ignore[method-assign]
-        return ContentionGuard(RULE, proc_stat=lambda: (self.busy, self.ncpus), hunt_cpu=hunt,
-                               gpu_reader=lambda: None, clock=lambda: self.now,
-                               sleep=lambda s: self.advance(s), **kw)
 
 
 class MachineProbes(ProbeExecutor):

@@ -148,10 +148,11 @@ class SearchSettings:
     stall_share: float = STALL_SHARE
     """The share of runs a mode may hold at any commit before the hunt has seen it (a commit that
     stalls a third of its runs: a recompile, a GC pause, a data loader waiting, a slowdown of the
-    mean whose first runs may all be quick or all slow). 'Not reproduced' waits until each end has
-    runs enough that such a mode would have shown at the stop's level: ln(alpha / 5) / ln(1 -
-    stall_share) pairs, 13 at 0.3 (`ControlArm.runs_to_rule_out_a_stall`; on 4-6 quick pairs at
-    1-2% noise the arm ruled a 15% slowdown out in 5-24 hunts of 100). A step is named on at least
+    mean whose first runs may all be quick or all slow). 'Not reproduced', at the arm's stop or its
+    cap, waits until the arm's pairs rule out a slow mode in that share of BAD's runs beyond
+    GOOD's at the stop's level (`ControlArm._no_stall_left`, `stats.stall_log_e`: 15 pairs with no
+    run off at 0.3; on 4-6 quick pairs at 1-2% noise the arm ruled a 15% slowdown out in 5-24
+    hunts of 100). A step is named on at least
     ln(alpha_k) / ln(stall_share (1 - stall_share)) fresh pairs, 5 for the first
     (`naming.fresh_pairs_to_tell_a_mode`; two commits of one stalled shape, one's runs all quick
     and the next's all stalled, were named a -30% step on three). 0: neither."""
