@@ -393,7 +393,7 @@ def test_a_control_arm_at_its_cap_with_runs_read_as_interfered_does_not_say_it_r
     ruled out (anytime-valid test)', with no command to go on."""
     rng = np.random.default_rng(1)
     book = SampleBook(pair_window=2, read_interference=True)
-    arm = ControlArm(book, SearchSettings(max_samples=16), 0, 7)
+    arm = ControlArm(book, SearchSettings(max_samples=16, stall_share=0), 0, 7)   # the stall test: below
     for k in range(16):                                    # three runs of each end doubled their work
         book.add(0, float(1000 * (0.5 if k in (3, 9, 13) else 1.0) * math.exp(rng.normal(0, 0.05))), tag=arm.tag, when=2 * k + 1)
         book.add(7, float(965 * (0.5 if k in (1, 6, 11) else 1.0) * math.exp(rng.normal(0, 0.05))), tag=arm.tag, when=2 * k + 2)
@@ -401,6 +401,10 @@ def test_a_control_arm_at_its_cap_with_runs_read_as_interfered_does_not_say_it_r
     reason = arm.not_reproduced_reason("not-reproduced", out_of_probes=False)
     assert "ruled out (anytime-valid" not in reason and "more --max-samples would tell" in reason
     assert arm.more_pairs_would_tell()
+    # at --stall-share 0.3 sixteen pairs with three runs of each end off do not rule a stall out
+    stalls = ControlArm(book, SearchSettings(max_samples=16), 0, 7)
+    assert stalls.decide() == "undecided"
+    assert "(--stall-share) is not ruled out" in stalls.not_reproduced_reason("undecided", out_of_probes=False)
 
 
 def test_a_control_arm_at_its_cap_whose_interval_shows_a_slowdown_is_undecided_not_not_reproduced():

@@ -131,17 +131,23 @@ def test_an_undecided_hunk_hunt_names_where_the_slowdown_is_and_continues(tmp_pa
 def test_a_hunt_not_reproduced_at_the_pair_cap_that_did_not_rule_a_regression_out_gives_the_command(
         tmp_path, capsys, fake_probes):
     # an A/A range at 15% noise and a cap of 4 pairs: the control arm's interval still reaches a
-    # regression of --min-effect, so 'not reproduced' (exit 2) says more --max-samples would tell,
-    # and the report gives the command that goes on from the stored samples
+    # regression of --min-effect, so 'not reproduced' (exit 2, --stall-share 0: four pairs cannot
+    # rule a stall out) says more --max-samples would tell, and the report gives the command that
+    # goes on from the stored samples
     repo, state = tmp_path / "repo", tmp_path / "state"
     shas = make_bench_repo(repo, [1000.0] * 8)
     first = tmp_path / "first.json"
-    assert run_cli(hunt_args(repo, state, "--max-samples", "4", "--json", str(first), shas[0], shas[-1])) \
-        == ExitCode.NOT_REPRODUCED
+    assert run_cli(hunt_args(repo, state, "--max-samples", "4", "--stall-share", "0", "--json", str(first),
+                             shas[0], shas[-1])) == ExitCode.NOT_REPRODUCED
     report = json.loads(first.read_text())
     assert "more --max-samples would tell" in report["verdict_reason"]
     command = report["continue_command"]
     assert command and shlex.split(command)[-4:] == ["--max-samples", "8", shas[0], shas[-1]]
+    # at the default --stall-share the cap leaves a stall of 30% of the runs not ruled out: undecided
+    capped = tmp_path / "capped.json"
+    assert run_cli(hunt_args(repo, tmp_path / "state3", "--max-samples", "4", "--json", str(capped),
+                             shas[0], shas[-1])) == ExitCode.UNDECIDED
+    assert "(--stall-share) is not ruled out" in json.loads(capped.read_text())["verdict_reason"]
     assert f"To go further (the stored samples are reused): {command}" in capsys.readouterr().out
     second = tmp_path / "second.json"
     run_cli([w if w != str(first) else str(second) for w in shlex.split(command)[1:]])
