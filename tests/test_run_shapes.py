@@ -216,7 +216,7 @@ def test_a_stall_not_ruled_out_at_the_cap_is_undecided_not_no_regression():
                           stalls=((7, STALL),))
     run = simulate(history, SearchSettings(), seed=924748605)
     assert run.result.verdict == Verdict.UNDECIDED
-    assert "stall in 30% of BAD's runs (--stall-share) is not ruled out" in run.result.reason
+    assert "stall in 30% of the runs (--stall-share) is not ruled out" in run.result.reason
 
 
 def test_a_stall_whose_typical_runs_read_alike_at_the_cap_is_reproduced_on_every_run():

@@ -528,7 +528,7 @@ class ControlArm:
         larger = self._larger_not_ruled_out(cmp)
         if verdict == Verdict.UNDECIDED and not self._no_stall_left() and not self._reproduces(cmp, s.alpha):
             return (f"{text}: at the pair cap (--max-samples {s.max_samples}) a stall in {s.stall_share:.0%} of "
-                    f"{names[1]}'s runs (--stall-share) is not ruled out by its pairs; more --max-samples would tell")
+                    f"the runs (--stall-share) is not ruled out by its pairs; more --max-samples would tell")
         if verdict == Verdict.UNDECIDED:
             return (f"{text}: at the pair cap (--max-samples {s.max_samples}) 'reproduced' needs p below "
                     f"{s.reproduce_alpha:g} and this came close ({p_text}); more --max-samples would tell")
