@@ -124,6 +124,9 @@ class ControlArm:
         self.shape: ShapeChange | None = None
         """Set where the ends differed in shape (their every run showed the change, their typical
         runs did not): from then on the book reads every run."""
+        self.stall_left_at_cap = False
+        """Set where the arm ended undecided at its cap only because its pairs had not ruled a
+        stall out (`_no_stall_left`): the reason says so."""
 
     def pairs(self) -> int:
         return min(len(self.book.values(self.good, self.tag)), len(self.book.values(self.bad, self.tag)))
@@ -131,6 +134,7 @@ class ControlArm:
     def decide(self) -> Verdict | None:
         """'reproduced', 'not-reproduced', 'undecided' (out of pairs, close), 'all-skipped' (an end
         cannot be measured), or None: take another pair (`next_samples`)."""
+        self.stall_left_at_cap = False
         if self.book.unmeasurable(self.good) or self.book.unmeasurable(self.bad):
             return Verdict.ALL_SKIPPED
         a, b = self.book.values(self.good, self.tag), self.book.values(self.bad, self.tag)
@@ -216,7 +220,8 @@ class ControlArm:
             # a stall the pairs have not ruled out is not 'no regression' at the cap either: 40% of
             # BAD's runs at 0.7x beside 16 of GOOD's 73 at the machine's 0.6x (twice its share, by
             # chance) read every run's mean -3.8% for a true -12%, and the t test ruled it out
-            return Verdict.NOT_REPRODUCED if self._no_stall_left() else Verdict.UNDECIDED
+            self.stall_left_at_cap = not self._no_stall_left()
+            return Verdict.UNDECIDED if self.stall_left_at_cap else Verdict.NOT_REPRODUCED
         return None
 
     def _no_stall_left(self) -> bool:
@@ -246,11 +251,18 @@ class ControlArm:
         sigma = NoisePool.of([self.book.values(self.good), self.book.values(self.bad)]).sigma
         cut = log_threshold(self.settings.min_effect) + (3 * sigma if sigma > 0 else 0.0)
         x, y = np.log(np.asarray(a[:pairs])) - level, np.log(np.asarray(b[:pairs])) - level
-        sign = hunted_sign(self.settings.direction)
-        sides = [sign] if sign else [-1, 1]
-        need = math.log(5 * len(sides) / self.settings.alpha)
-        return all(stall_log_e((y * side > cut).astype(float) - (x * side > cut).astype(float), share) >= need
+        sides = self._stall_sides()
+        return all(stall_log_e((y * side > cut).astype(float) - (x * side > cut).astype(float), share) >= self._stall_level()
                    for side in sides)
+
+    def _stall_sides(self) -> list[int]:
+        """The sides a stall is looked for on: the hunted one, or both for 'both'."""
+        sign = hunted_sign(self.settings.direction)
+        return [sign] if sign else [-1, 1]
+
+    def _stall_level(self) -> float:
+        """Log of the e-value `_no_stall_left` needs: the stop's 5 / alpha, split between the sides."""
+        return math.log(5 * len(self._stall_sides()) / self.settings.alpha)
 
     def quiet_pairs_to_rule_out_a_stall(self) -> int:
         """Pairs with no run off before 'not reproduced' (`_no_stall_left`): 15 at 0.3 and 5%; 0
@@ -258,8 +270,7 @@ class ControlArm:
         share = self.settings.stall_share
         if not self.ends_a_hunt or share <= 0:
             return 0
-        sides = 1 if hunted_sign(self.settings.direction) else 2
-        return next(n for n in range(1, 10_000) if stall_log_e([0.0] * n, share) >= math.log(5 * sides / self.settings.alpha))
+        return next(n for n in range(1, 10_000) if stall_log_e([0.0] * n, share) >= self._stall_level())
 
     def _signs_agree(self, a: Sequence[float], b: Sequence[float]) -> bool:
         """Where a run of either end read off its level sits at the other end's level
@@ -526,7 +537,7 @@ class ControlArm:
         p_text = f"p={cmp.p_value:.2g}" if math.isfinite(cmp.p_value) else "no p value"
         ours = toward(cmp.change, sign) > 0
         larger = self._larger_not_ruled_out(cmp)
-        if verdict == Verdict.UNDECIDED and not self._no_stall_left() and not self._reproduces(cmp, s.alpha):
+        if verdict == Verdict.UNDECIDED and self.stall_left_at_cap:
             return (f"{text}: at the pair cap (--max-samples {s.max_samples}) a stall in {s.stall_share:.0%} of "
                     f"the runs (--stall-share) is not ruled out by its pairs; more --max-samples would tell")
         if verdict == Verdict.UNDECIDED:
