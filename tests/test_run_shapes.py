@@ -333,3 +333,25 @@ def test_a_stall_beside_the_machines_tail_is_not_ruled_out_when_their_counts_swa
     result = simulate(history, SearchSettings(), seed=433411592).result
     assert result.verdict != Verdict.NOT_REPRODUCED
     assert [c.first_bad for c in result.culprits] in ([4], [])
+
+
+@pytest.mark.parametrize("first, seed", [(26, 1699380241), (7, 1887821540), (27, 1372484445), (18, 1313470930)])
+def test_a_bracket_where_half_the_runs_are_read_apart_is_budgeted_in_typical_pairs(first, seed):
+    # half the runs at 0.7x: a pair is typical at a quarter, and a budget priced in runs gave the
+    # 10% step's bracket up ("the budget ran out with 0-1 fresh pairs") after 115-140 runs
+    history = FakeHistory(step_levels(32, {first: -0.10}), 0.02, interference=(Interference(0.50, 0.7),))
+    run = simulate(history, SearchSettings(), seed=seed)
+    assert [c.first_bad for c in run.result.culprits] == [first]
+
+
+def test_runs_per_typical_run_counts_the_runs_read_apart():
+    book = SampleBook(pair_window=2, read_interference=True)
+    assert book.runs_per_typical_run() == 1.0
+    rng = np.random.default_rng(5)
+    for when in range(40):
+        for i in (0, 1):
+            slow = rng.random() < 0.25
+            book.add(i, 1000.0 * (0.5 if slow else 1.0) * math.exp(rng.normal(0, 0.01)), tag=None, when=when)
+    read_apart = sum(len(v) for v in book.interfered().values())
+    assert read_apart > 0
+    assert book.runs_per_typical_run() == pytest.approx(80 / (80 - read_apart))

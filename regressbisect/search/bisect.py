@@ -893,9 +893,12 @@ class CommitSearch:
         last BUDGET_WINDOW rounds: a machine that got busy mid-hunt pays for the noise it has now,
         not the average with its quiet start, whose many degrees of freedom held the pooled sigma
         down while every fresh pair was read at the new noise (docs/search.md, "Budgets"). Never
-        below the pooled price, so a machine that grew quiet keeps the budget it had."""
+        below the pooled price, so a machine that grew quiet keeps the budget it had. Priced in
+        typical runs: where a share of the runs is read as interfered (the machine's second mode),
+        every typical run costs `runs_per_typical_run` runs, and the budget pays them."""
         per = self._samples_per_decision(recent=True)
-        budget = 3 * max(per, 4) * (math.log2(iv.hi - iv.lo + 1) + 4) * self._budget_scale()
+        budget = (3 * max(per, 4) * (math.log2(iv.hi - iv.lo + 1) + 4) * self._budget_scale()
+                  * self.book.runs_per_typical_run() ** 2)
         return self._probes - iv.probes_at_start > budget
 
     def _budget_scale(self) -> float:

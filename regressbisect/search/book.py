@@ -118,6 +118,13 @@ class SampleBook:
         runs = self.runs.get(i, [])
         return len(runs) if tag is None else sum(1 for _, _, t in runs if t == tag)
 
+    def runs_per_typical_run(self) -> float:
+        """Runs over typical runs, over every candidate (1.0 when none is read as interfered):
+        what a run that informs a test costs in runs."""
+        typical = sum(len(v) for v in self.raw.values())
+        every = typical + sum(len(v) for v in self.interfered().values())
+        return every / typical if typical else 1.0
+
     def _view(self) -> "_Typical":
         """The typical runs: all but those read as interfered, unless the machine changed during
         the hunt (`drifting`, on every run): then a candidate's runs sit at the levels of the
