@@ -1,22 +1,25 @@
 #!/usr/bin/env python
-"""A real-process hunt whose runs are bimodal, beside a careful `git bisect run` (median of 5).
+"""A real-process hunt whose runs are bimodal, beside careful `git bisect run`s (median of k).
 
 Each trial builds a repository of --commits commits whose bench.py runs a busy loop; from a random
 commit on the loop does --step more work (a real slowdown). In one run of four, drawn per run,
 the bench also doubles its work (`--shape double`: the run reads at half its level) or sleeps as
 long as its work took (`--shape sleep`): runs far off their level, as a busy neighbour or a
-pulsing pipeline makes them. Then, on the same repository:
+pulsing pipeline makes them. Then, on the same repository, in an order that rotates per trial
+(the machine's drift falls on each method alike):
 
 * regressbisect  `regressbisect run FIRST HEAD --cmd "python bench.py"` (its own store);
-* careful        `git bisect run` with a script that runs the bench 5 times and calls a commit
-                 bad when the median is below the midpoint of GOOD's and BAD's medians of 5
-                 (measured first: 10 runs), the way a careful user scripts it.
+* careful k      for each k of --careful-k: `git bisect run` with a script that runs the bench k
+                 times and calls a commit bad when the median is below the midpoint of GOOD's
+                 and BAD's medians of k (measured first: 2k runs), the way a careful user
+                 scripts it.
 
-Prints, per trial and in sum: the culprit each named, whether it is the planted one, the bench
-runs each took, and the ratio.
+Prints, per trial and in sum: whether each method named the planted commit, the bench runs each
+took; then the yardstick at equal accuracy: the cheapest careful k right at least as often as
+regressbisect, our mean runs over its mean, and our p90 over our median.
 
-    python scripts/bench_bimodal_hunt.py --trials 3
-    python scripts/bench_bimodal_hunt.py --trials 3 --shape sleep --no-interference
+    python scripts/bench_bimodal_hunt.py --trials 8 --commits 16 --work 1500000
+    python scripts/bench_bimodal_hunt.py --trials 3 --shape sleep --careful-k 5
 """
 from __future__ import annotations
 
@@ -75,14 +78,14 @@ if __name__ == "__main__":
 
 CAREFUL = '''\
 #!/bin/sh
-# git bisect run: the median of 5 runs below the midpoint is bad (exit 1), else good (exit 0)
+# git bisect run: the median of {k} runs below the midpoint is bad (exit 1), else good (exit 0)
 python3 - "$@" <<'EOF'
 import json, statistics, subprocess, sys
 def tok_s():
     out = subprocess.run([sys.executable, "bench.py"], capture_output=True, text=True, check=True).stdout
     line = [l for l in out.splitlines() if l.startswith("@regressbisect ")][-1]
     return json.loads(line.split(" ", 1)[1])["tok_s"]
-median = statistics.median(tok_s() for _ in range(5))
+median = statistics.median(tok_s() for _ in range({k}))
 sys.exit(1 if median < {threshold} else 0)
 EOF
 '''
@@ -106,24 +109,24 @@ def runs(counter: Path) -> int:
     return len(counter.read_text().splitlines()) if counter.exists() else 0
 
 
-def median_of_5(repo: Path, sha: str, env: dict) -> float:
+def median_of(k: int, repo: Path, sha: str, env: dict) -> float:
     subprocess.run(["git", "checkout", "-q", sha], cwd=repo, check=True)
     values = []
-    for _ in range(5):
+    for _ in range(k):
         out = subprocess.run([sys.executable, "bench.py"], cwd=repo, env=env, capture_output=True, text=True,
                              check=True).stdout
         values.append(json.loads(out.splitlines()[-1].split(" ", 1)[1])["tok_s"])
     return statistics.median(values)
 
 
-def careful_bisect(repo: Path, shas: list[str], counter: Path) -> tuple[str | None, int, float]:
+def careful_bisect(k: int, repo: Path, shas: list[str], counter: Path) -> tuple[str | None, int, float]:
     env = {**os.environ, "BENCH_RUNS": str(counter)}
     start = time.time()
-    good, bad = median_of_5(repo, shas[0], env), median_of_5(repo, shas[-1], env)
+    good, bad = median_of(k, repo, shas[0], env), median_of(k, repo, shas[-1], env)
     if not bad < good:
         return None, runs(counter), time.time() - start
-    script = repo.parent / "careful.sh"
-    script.write_text(CAREFUL.replace("{threshold}", repr((good + bad) / 2)))
+    script = repo.parent / f"careful{k}.sh"
+    script.write_text(CAREFUL.replace("{threshold}", repr((good + bad) / 2)).replace("{k}", str(k)))
     script.chmod(0o755)
     subprocess.run(["git", "bisect", "start", shas[-1], shas[0]], cwd=repo, check=True, capture_output=True)
     out = subprocess.run(["git", "bisect", "run", str(script)], cwd=repo, env=env, capture_output=True, text=True)
@@ -147,6 +150,10 @@ def ours(repo: Path, shas: list[str], counter: Path, extra: list[str]) -> tuple[
     return ([c["commit"] for c in data["culprits"]], runs(counter), seconds, data.get("interfered_runs", 0))
 
 
+def p90(values: list[int]) -> float:
+    return statistics.quantiles(values, n=10, method="inclusive")[-1] if len(values) > 1 else float(values[0])
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--trials", type=int, default=3)
@@ -155,10 +162,13 @@ def main() -> int:
     p.add_argument("--step", type=float, default=0.15, help="more work from the planted commit on (0.15: ~13%% slower)")
     p.add_argument("--shape", choices=("double", "sleep"), default="double")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--careful-k", default="5,9,15", help="the careful bisects' runs per commit, comma-separated")
     p.add_argument("--no-interference", action="store_true", help="our hunt with --no-interference")
     p.add_argument("--keep", type=Path, help="copy each trial's JSON report and sample store here (hunt-N.json, store-N.sqlite)")
     args = p.parse_args()
     rng = random.Random(args.seed)
+    ks = [int(k) for k in args.careful_k.split(",")]
+    methods = ["ours"] + [f"careful {k}" for k in ks]
     extra = ["--no-busy-check"] + (["--no-interference"] if args.no_interference else [])
     rows = []
     for trial in range(args.trials):
@@ -166,12 +176,18 @@ def main() -> int:
         try:
             first_bad = rng.randrange(1, args.commits)
             shas = build(root / "repo", args.commits, first_bad, args.work, args.step, args.shape)
-            named, our_runs, our_s, off = ours(root / "repo", shas, root / "ours.count", extra)
-            found, careful_runs, careful_s = careful_bisect(root / "repo", shas, root / "careful.count")
-            rows.append({"trial": trial, "planted": first_bad, "ours_right": named == [shas[first_bad]],
-                         "ours_named": len(named), "ours_runs": our_runs, "ours_s": our_s, "interfered": off,
-                         "careful_right": found == shas[first_bad], "careful_runs": careful_runs,
-                         "careful_s": careful_s})
+            row = {"trial": trial, "planted": first_bad}
+            order = methods[trial % len(methods):] + methods[:trial % len(methods)]
+            for method in order:
+                counter = root / f"{method.replace(' ', '')}.count"
+                if method == "ours":
+                    named, n, seconds, off = ours(root / "repo", shas, counter, extra)
+                    row.update({"ours_right": named == [shas[first_bad]], "ours_named": len(named), "interfered": off})
+                else:
+                    found, n, seconds = careful_bisect(int(method.split()[1]), root / "repo", shas, counter)
+                    row[f"{method}_right"] = found == shas[first_bad]
+                row[f"{method}_runs"], row[f"{method}_s"] = n, round(seconds, 1)
+            rows.append(row)
             print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
         finally:
             if args.keep:
@@ -181,15 +197,29 @@ def main() -> int:
             shutil.rmtree(root, ignore_errors=True)
     print(f"{args.commits} commits, a {args.step:.0%} more work step, one run in 4 {args.shape}d "
           f"({'--no-interference' if args.no_interference else 'interference read'}), {args.trials} trials\n")
-    print("| trial | planted | regressbisect right | its runs | runs read as interfered | careful right | its runs | ratio |")
-    print("|---|---|---|---|---|---|---|---|")
+    print("| trial | planted | " + " | ".join(f"{m}: right, runs" for m in methods) + " | runs read as interfered |")
+    print("|---|---|" + "---|" * (len(methods) + 1))
     for r in rows:
-        print(f"| {r['trial']} | {r['planted']} | {r['ours_right']} | {r['ours_runs']} | {r['interfered']} | "
-              f"{r['careful_right']} | {r['careful_runs']} | {r['ours_runs'] / max(r['careful_runs'], 1):.2f} |")
-    mean = lambda key: statistics.mean(r[key] for r in rows)  # noqa: E731
-    print(f"| mean | | {sum(r['ours_right'] for r in rows)}/{len(rows)} | {mean('ours_runs'):.1f} | | "
-          f"{sum(r['careful_right'] for r in rows)}/{len(rows)} | {mean('careful_runs'):.1f} | "
-          f"{mean('ours_runs') / max(mean('careful_runs'), 1):.2f} |")
+        cells = " | ".join(f"{'yes' if r[f'{m}_right'] else 'NO'}, {r[f'{m}_runs']}" for m in methods)
+        print(f"| {r['trial']} | {r['planted']} | {cells} | {r['interfered']} |")
+    print("\n| method | right | mean runs | median | p90 | mean seconds |")
+    print("|---|---|---|---|---|---|")
+    summary = {}
+    for m in methods:
+        runs_m = [r[f"{m}_runs"] for r in rows]
+        summary[m] = (sum(r[f"{m}_right"] for r in rows), statistics.mean(runs_m), statistics.median(runs_m), p90(runs_m))
+        right, mean, median, tail = summary[m]
+        print(f"| {m} | {right}/{len(rows)} | {mean:.1f} | {median:.0f} | {tail:.0f} | "
+              f"{statistics.mean(r[f'{m}_s'] for r in rows):.1f} |")
+    ours_right, ours_mean, ours_median, ours_p90 = summary["ours"]
+    as_good = [m for m in methods[1:] if summary[m][0] >= ours_right]
+    yardstick = min(as_good, key=lambda m: summary[m][1]) if as_good else None
+    print(f"\nours p90 / median: {ours_p90 / max(ours_median, 1):.2f}")
+    if yardstick:
+        print(f"cheapest careful bisect right as often as ours: {yardstick} ({summary[yardstick][1]:.1f} runs); "
+              f"ours / it: {ours_mean / max(summary[yardstick][1], 1):.2f}")
+    else:
+        print("no careful k was right as often as ours")
     return 0
 
 
