@@ -29,7 +29,8 @@ Probe: one sample = true tok/s x lognormal noise (sigma = CV, 2% by default; som
 own). The decisions are the real hunk hunt's (search/hunkdecide.py). Every run is counted in the
 probes; a subset known not to run is never a run. A trial is right when the culprit sets named
 equal the true ones exactly (for 'no culprit': when the verdict is 'not-reproduced'); 'wrong
-hunk' counts trials that named a hunk of no true culprit. --phases adds each row's mean probes by
+hunk' counts trials that named a hunk of no true culprit; 'of them measured' leaves out the probes
+that crashed at import (a subset that does not run: an answer without noise, counted apart). --phases adds each row's mean probes by
 what they were for (the `purpose` the decisions give each run: control, prefix, needs, name,
 remainder, ddmin, confirm); --name-alpha runs the decisions at another naming level.
 """
@@ -106,17 +107,20 @@ TAKES_NEEDS = "needs" in inspect.signature(decide_hunks).parameters
 
 def run_trial(n: int, scenario: str, seed: int, row: int, trial: int, cv: float,
               settings: SearchSettings = SearchSettings(),
-              interference: tuple[tuple[float, float], ...] = ()) -> tuple[bool, bool, Counter]:
-    """(right, named a wrong hunk, probes by purpose) of one hunk hunt with the real decisions
+              interference: tuple[tuple[float, float], ...] = ()) -> tuple[bool, bool, Counter, int]:
+    """(right, named a wrong hunk, probes by purpose, probes that crashed) of one hunk hunt with the real decisions
     and a simulated probe; `interference`: (fraction, factor) of runs far off their level, drawn
     per run after its lognormal noise (none: the noise stream of before)."""
     diff, told = make_diff(n, scenario, np.random.default_rng([seed, row, trial]))
     noise = np.random.default_rng([seed, row, trial, 1])
     probes: Counter = Counter()
+    crashed = 0
 
     def measure(subset: frozenset[str], purpose: str) -> float | None:
+        nonlocal crashed
         probes[purpose] += 1
         if not diff.runs(subset):
+            crashed += 1
             return None            # the probe crashes at import: a skip
         value = diff.tok_s(subset) * math.exp(noise.normal(0.0, cv))
         if diff.stalls:      # drawn only for diffs that have them: the other rows keep their random stream
@@ -131,7 +135,7 @@ def run_trial(n: int, scenario: str, seed: int, row: int, trial: int, cv: float,
     truth = diff.culprits()
     right = decision.verdict == "not-reproduced" if not truth else named == truth
     wrong = bool(set().union(*named) - set().union(*truth)) if named else False
-    return right, wrong, probes
+    return right, wrong, probes, crashed
 
 
 PURPOSES = ("control", "prefix", "needs", "name", "remainder", "ddmin", "confirm")
@@ -163,12 +167,13 @@ def main(argv: list[str] | None = None) -> None:
             continue
         cv = args.cv if cv is None else cv
         outcomes = [run_trial(n, scenario, args.seed, row, t, cv, settings, interference) for t in range(args.trials)]
-        probes = [sum(p.values()) for _, _, p in outcomes]
-        rows.append([n, scenario, f"{cv:.0%}", f"{np.mean([r for r, _, _ in outcomes]):.0%}",
-                     sum(w for _, w, _ in outcomes), f"{np.mean(probes):.0f}",
-                     f"{np.percentile(probes, 95):.0f}"])
+        probes = [sum(p.values()) for _, _, p, _ in outcomes]
+        measured = [sum(p.values()) - c for _, _, p, c in outcomes]
+        rows.append([n, scenario, f"{cv:.0%}", f"{np.mean([r for r, _, _, _ in outcomes]):.0%}",
+                     sum(w for _, w, _, _ in outcomes), f"{np.mean(probes):.0f}",
+                     f"{np.mean(measured):.0f}", f"{np.percentile(probes, 95):.0f}"])
         if args.phases:
-            spent = sum((p for _, _, p in outcomes), Counter())
+            spent = sum((p for _, _, p, _ in outcomes), Counter())
             if set(spent) - set(PURPOSES):
                 raise SystemExit(f"purposes without a column: {sorted(set(spent) - set(PURPOSES))}")
             rows[-1] += [f"{spent[purpose] / args.trials:.0f}" for purpose in PURPOSES]
@@ -177,7 +182,7 @@ def main(argv: list[str] | None = None) -> None:
           + (f", runs off their level: {', '.join(args.interference)}" if interference else "")
           + ("" if args.read_interference else ", --no-read-interference"))
     print(tabulate(rows, headers=["hunks", "scenario", "CV", "right", "wrong hunk named",
-                                  "mean probes", "p95 probes"] + (list(PURPOSES) if args.phases else []),
+                                  "mean probes", "of them measured", "p95 probes"] + (list(PURPOSES) if args.phases else []),
                    tablefmt="github"))
 
 
