@@ -23,7 +23,7 @@ from regressbisect.search.localise import Posterior
 from regressbisect.search.naming import NamingGate
 from regressbisect.search.pairing import Pairing
 from regressbisect.search.picker import Bracket, Picker
-from regressbisect.search.stats import log_threshold, sprt
+from regressbisect.search.stats import SprtDecision, log_threshold, sprt
 
 __all__ = ["ConfirmSettings", "Action", "Confirmation", "StepConfirmation"]
 
@@ -84,11 +84,11 @@ class StepConfirmation:
         sigma, _ = self.book.pooled_sigma()
         delta = self.step_for_sprt(float(post.step_hat[best]), sign)
         self.gate.pick(a, b, last_round, delta)
-        decision = "continue"
+        decision = SprtDecision.CONTINUE
         if sigma > 0 and diffs:
             decision = sprt(diffs, sigma=sigma * math.sqrt(2), delta=delta, alpha=s.confirm_alpha, beta=s.beta)
         confirm = f"confirm step {a}..{b}"
-        if decision == "H1" and mass >= s.confidence:
+        if decision == SprtDecision.H1 and mass >= s.confidence:
             if self.gate.named(a, b, sign):
                 return Confirmation(Action.NAMED)
             # the posterior and the SPRT read samples that picked this step; naming it needs
@@ -101,9 +101,9 @@ class StepConfirmation:
                 pairs = [(i, confirm) for i in fresh]
                 return Confirmation(Action.MEASURE, tuple(beside if beside and slots < 4 else beside + pairs))   # under 4 slots: a round each
             return Confirmation(Action.GIVE_UP)
-        if decision == "H0":
+        if decision == SprtDecision.H0:
             return Confirmation(Action.REFUTED)
-        if decision == "H1":
+        if decision == SprtDecision.H1:
             # the pairs already show the step: what is missing is posterior mass, and the most
             # informative sample for it is the median split again (a, b or a neighbour)
             informative = self.picker.quantiles(iv, post, slots, exclude=set())
@@ -122,7 +122,7 @@ class StepConfirmation:
             # a new pair needs a sample of both commits: with one at max_samples the paired test
             # can go no further. Once it has accepted, the other still moves the posterior
             uncapped = [i for i in (a, b) if not self.capped(i)]
-            if decision == "H1" and uncapped:
+            if decision == SprtDecision.H1 and uncapped:
                 return Confirmation(Action.MEASURE, ((uncapped[0], confirm),))
             return Confirmation(Action.GIVE_UP)
         picks = [(i, "confirm step") for i in self.pairing.next(a, b, slots, last_round)]

@@ -24,6 +24,7 @@ from __future__ import annotations
 import functools
 import math
 from dataclasses import dataclass
+from enum import Enum
 from typing import Iterable, Sequence
 
 import numpy as np
@@ -31,7 +32,7 @@ from scipy import stats as _st
 from scipy.special import fdtri as _fdtri, gammaincinv as _gammaincinv, log_ndtr as _log_ndtr, stdtr as _stdtr, stdtrit as _stdtrit
 
 __all__ = [
-    "Summary", "summarize", "Comparison", "compare", "pooled_log_sigma", "sprt",
+    "Summary", "summarize", "Comparison", "compare", "pooled_log_sigma", "sprt", "SprtDecision",
     "mixture_log_lr", "mixture_half_width", "log_threshold", "t_confidence_sequence", "t_cs_multiplier",
     "NoisePool", "pooled_t_log_bf", "EFFECT_PRIORS", "t_cdf", "t_sf", "t_ppf", "chi2_ppf", "f_ppf", "sign_log_e",
 ]
@@ -197,25 +198,39 @@ def pooled_log_sigma(groups: Iterable[Sequence[float]]) -> tuple[float, int]:
     return pool.sigma, pool.df
 
 
-def sprt(diffs: Sequence[float], *, sigma: float, delta: float, alpha: float, beta: float) -> str:
+class SprtDecision(str, Enum):
+    """What `sprt` decides after the pairs so far."""
+
+    H1 = "H1"
+    """Accept a step of about delta."""
+    H0 = "H0"
+    """Accept no step."""
+    CONTINUE = "continue"
+    """Neither yet: take another pair."""
+
+    def __str__(self) -> str:   # its value, also in f-strings
+        return self.value
+
+
+def sprt(diffs: Sequence[float], *, sigma: float, delta: float, alpha: float, beta: float) -> SprtDecision:
     """Wald's SPRT of H0 'mean 0' against H1 'mean delta' for Gaussian differences of known sd.
 
-    `diffs` are paired log differences (each with sd `sigma`). Returns 'H1' (accept a step of
-    about `delta`), 'H0' (no step) or 'continue'. Error rates are about alpha (false H1) and
+    `diffs` are paired log differences (each with sd `sigma`). Returns H1 (accept a step of
+    about `delta`), H0 (no step) or CONTINUE. Error rates are about alpha (false H1) and
     beta (false H0) whatever the stopping time (Wald 1945).
     """
     if not diffs:
-        return "continue"
+        return SprtDecision.CONTINUE
     if not (sigma > 0) or delta == 0:
         raise ValueError("sprt needs sigma > 0 and delta != 0")
     d = np.asarray(diffs, dtype=float)
     # log LR of N(delta, s^2) vs N(0, s^2), summed over pairs
     llr = float(np.sum(delta * d - delta ** 2 / 2) / sigma ** 2)
     if llr >= math.log((1 - beta) / alpha):
-        return "H1"
+        return SprtDecision.H1
     if llr <= math.log(beta / (1 - alpha)):
-        return "H0"
-    return "continue"
+        return SprtDecision.H0
+    return SprtDecision.CONTINUE
 
 
 def mixture_half_width(s2: float, n: float, scale: float, alpha: float = 0.05) -> float:
