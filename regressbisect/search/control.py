@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from enum import Enum
 from typing import Callable, Protocol, Sequence
 
 import numpy as np
@@ -20,7 +21,7 @@ from regressbisect.search.interference import level_in_doubt
 from regressbisect.search.stats import EFFECT_PRIORS, Comparison, NoisePool, compare, log_threshold, pooled_t_log_bf, sign_log_e, stall_log_e
 from regressbisect.search.verdicts import Verdict
 
-__all__ = ["ControlArm", "ControlOutcome", "ShapeChange", "run_control_arm", "shows_step"]
+__all__ = ["ControlArm", "ControlOutcome", "Look", "ShapeChange", "run_control_arm", "shows_step"]
 
 
 def shows_step(before: Sequence[float], after: Sequence[float], noise: NoisePool, *, sign: int, alpha: float,
@@ -36,6 +37,20 @@ def shows_step(before: Sequence[float], after: Sequence[float], noise: NoisePool
     c = 1 / len(before) + 1 / len(after)
     return (toward(est, sign) > 0 and abs(est) >= log_threshold(min_effect)
             and pooled_t_log_bf(est, c, noise, sign=sign, priors=priors or EFFECT_PRIORS) >= math.log(1 / alpha))
+
+
+class Look(str, Enum):
+    """What one look of the control arm at its pairs says (`ControlArm._look`)."""
+
+    GO = "go"
+    """A regression in the hunted direction."""
+    STOP = "stop"
+    """None of min_effect."""
+    MORE = "more"
+    """Neither yet: take another pair."""
+
+    def __str__(self) -> str:   # its value, also in f-strings
+        return self.value
 
 
 PAIRS_TO_DECIDE = 3
@@ -153,10 +168,10 @@ class ControlArm:
         cmp = compare(a[:pairs], b[:pairs], min_effect=s.min_effect, alpha=s.alpha, paired=True)
         self.comparison = cmp
         outcome = self._look(a[:pairs], b[:pairs])
-        if outcome == "go" and not self._signs_agree(a[:pairs], b[:pairs]):
-            outcome = "more"
+        if outcome == Look.GO and not self._signs_agree(a[:pairs], b[:pairs]):
+            outcome = Look.MORE
         every = self._every_run()
-        if outcome == "go":
+        if outcome == Look.GO:
             if every is None or not self._shapes_differ():
                 return Verdict.REPRODUCED
             # the ends' typical runs differ, but so do their shares of runs off their levels:
@@ -173,16 +188,16 @@ class ControlArm:
             # the change and the typical runs do not, the ends differ in shape, and the mean of
             # every run (what a long run's time follows) is what the hunt reads from now on
             shape = self._shape(*every)
-            if shape is not None and self._moves_our_way(shape) and self._look(*every, read=True) == "go":
+            if shape is not None and self._moves_our_way(shape) and self._look(*every, read=True) == Look.GO:
                 self.shape = shape
                 self.book.read_every_run()
                 self.comparison = compare(*every, min_effect=s.min_effect, alpha=s.alpha, paired=True)
                 return Verdict.REPRODUCED
-            if outcome == "stop" and (self._differs_our_way(*every) or self._a_kind_of_its_own()):
-                outcome = "more"    # ruled out on the typical runs, not on every run
-        if outcome == "stop" and not self._no_stall_left() and not self.at_cap() and not self._the_other_way(cmp):
-            outcome = "more"    # a stall in a share of the runs may not have shown yet
-        if outcome == "stop":
+            if outcome == Look.STOP and (self._differs_our_way(*every) or self._a_kind_of_its_own()):
+                outcome = Look.MORE    # ruled out on the typical runs, not on every run
+        if outcome == Look.STOP and not self._no_stall_left() and not self.at_cap() and not self._the_other_way(cmp):
+            outcome = Look.MORE    # a stall in a share of the runs may not have shown yet
+        if outcome == Look.STOP:
             if not (self.book.read_interference and self._the_other_way(cmp)
                     and (pairs < PAIRS_FOR_THE_OTHER_WAY or self._an_end_in_doubt())):
                 return Verdict.NOT_REPRODUCED
@@ -432,7 +447,7 @@ class ControlArm:
                            factor=math.exp(float(np.median(more[more * side > 0]))) if np.any(more * side > 0) else math.nan,
                            change=math.expm1(float(np.mean(np.log(b)) - np.mean(np.log(a)))), moved=moved)
 
-    def _look(self, a: Sequence[float], b: Sequence[float], *, read: bool = False) -> str:
+    def _look(self, a: Sequence[float], b: Sequence[float], *, read: bool = False) -> Look:
         """'go' (regression in the hunted direction), 'stop' (none of min_effect), or 'more'.
 
         Looked at after every pair, so both answers come from e-values (`stats.pooled_t_log_bf`):
@@ -455,12 +470,12 @@ class ControlArm:
         sign = hunted_sign(s.direction)
         margin = log_threshold(s.min_effect)
         if shows_step(a, b, noise, sign=sign, alpha=s.reproduce_alpha, min_effect=s.min_effect):
-            return "go"
+            return Look.GO
         stop_at = math.log(5 / s.alpha)
         nulls = [-margin, margin] if sign == 0 else [sign * margin]
         if all(self._beyond_null(est, c, noise, null, stop_at) for null in nulls):
-            return "stop"
-        return "more"
+            return Look.STOP
+        return Look.MORE
 
     @staticmethod
     def _beyond_null(est: float, c: float, noise: NoisePool, null: float, threshold: float) -> bool:
