@@ -14,6 +14,7 @@ from regressbisect.search.hunkdecide import decide_hunks
 from regressbisect.search.hunks.alone import alone
 from regressbisect.search.hunks.context import HuntContext
 from regressbisect.search.hunks.runnable import Purpose, Runnable
+from regressbisect.search.hunks.subsets import Joined
 from regressbisect.search.levels import LevelRule
 from regressbisect.search.naming import AlphaSpender
 from regressbisect.testing.hunkdiff import SimulatedDiff, feature_chain
@@ -338,3 +339,51 @@ def test_a_hunk_that_makes_a_share_of_the_runs_slow_is_named(seed):
     decision, _ = hunt(diff, seed)
     assert named(decision) == {frozenset({"h006"})}
     assert decision.prefix.shape is not None and decision.prefix.shape.bad_share > 0.2
+
+
+def _hunks(ids):
+    return [Hunk(id=i, file=f"f{i}.py", old_start=1, old_len=1, new_start=1, new_len=1, lines=(1, 1),
+                 function=None, header="", text="", excerpt="", kind="modify") for i in ids]
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_a_hunk_joined_by_a_crash_or_a_confirmed_needs_step_is_kept_without_a_leave_one_out_test(seed):
+    # h020 crashes without h010 (nobody said so) and is slow only with h005: the alone test's crash
+    # joins h010, the needs search's step h005. Leave-one-out measured the rest without h010 (a
+    # crash again) and without h005 (as slow as BASE, as the step had shown); it now tests h020 only
+    diff = Diff(30, joint=[(frozenset({"h005", "h020"}), 0.10)], needs={"h020": frozenset({"h010"})})
+    phase, runs = [""], []
+    rng = random.Random(seed)
+
+    def probe(subset, purpose):
+        runs.append((phase[0], subset))
+        return diff.tok_s(subset) * math.exp(rng.gauss(0.0, 0.02)) if diff.runs(subset) else None
+
+    decision = decide_hunks(diff.ids, diff.groups(), probe, SearchSettings(),
+                            on_phase=lambda text: phase.__setitem__(0, text))
+    group = frozenset({"h005", "h010", "h020"})
+    assert named(decision) == {group}
+    (culprit,) = decision.culprits
+    assert culprit.how_joined() == {"h005": Joined.NEEDED_TO_BE_SLOW, "h010": Joined.NEEDED_TO_RUN,
+                                    "h020": Joined.KEPT_BY_LEAVE_ONE_OUT}
+    naming = [subset for text, subset in runs if text.startswith("naming:")]
+    assert group - {"h020"} in naming
+    assert group - {"h010"} not in naming and group - {"h005"} not in naming
+    # the report says it, in the JSON and beside each hunk in the text
+    report = HuntedHunks(_hunks(diff.ids), "b" * 40, None).group(culprit).to_json()
+    assert report["joined"] == {"h005": "needed to be slow", "h010": "needed to run",
+                                "h020": "kept by leave-one-out"}
+    from regressbisect.render.facts import culprit_facts, joined_note
+    lines = [joined_note(h) for h in culprit_facts(report).hunks]
+    assert lines == [" (needed to be slow)", " (needed to run)", " (kept by leave-one-out)"]
+
+
+def test_a_hidden_need_is_reported_as_needed_to_run_and_not_left_out():
+    # h031 calls a helper h012 adds, undeclared: alone, h031 crashes and h012 joins it
+    diff = Diff(50, joint=[(frozenset({"h012", "h031"}), 0.10)], needs={"h031": frozenset({"h012"})})
+    decision, probe = hunt(diff, seed=7, tell_needs=False)
+    (culprit,) = decision.culprits
+    assert culprit.hunks == {"h012", "h031"}
+    assert culprit.how_joined()["h012"] == Joined.NEEDED_TO_RUN
+    assert "h012" in culprit.settled
+    assert probe.runs.count(frozenset({"h031"})) <= 2     # the alone test's crash, never re-tested

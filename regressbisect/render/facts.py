@@ -75,13 +75,13 @@ def drill_lines(c: CulpritFacts) -> list[str]:
     for group in c.drill_groups:
         lines.append(group.line)
         if len(group.hunks) > 1:
-            lines += [f"  hunk {hunk_location(h)}" for h in group.hunks]
+            lines += [f"  hunk {hunk_location(h)}{joined_note(h)}" for h in group.hunks]
     if c.drill_remainder:
         lines.append(c.drill_remainder)
     for group in c.drill_suspects:
         lines.append(f"drill suspect: {group.line}")
         if len(group.hunks) > 1:
-            lines += [f"  hunk {hunk_location(h)}" for h in group.hunks]
+            lines += [f"  hunk {hunk_location(h)}{joined_note(h)}" for h in group.hunks]
     return lines
 
 
@@ -172,7 +172,7 @@ def drill_group(group: Mapping[str, Any], unit_text: str, suspect: bool = False)
         step += f", {share:.0%} of the commit's step"
     verdict = str((group.get("alone") or {}).get("verdict") or "")
     why = _SUSPECT_WHY.get(verdict, f"not named: {verdict}" if verdict else "not named") if suspect else None
-    return DrillGroup(step=step, hunks=tuple(group.get("hunks") or ()) or ({},), why=why)
+    return DrillGroup(step=step, hunks=with_joined(group) or ({},), why=why)
 
 
 def drill_remainder_text(drill: Mapping[str, Any]) -> str | None:
@@ -195,7 +195,7 @@ def drill_remainder_text(drill: Mapping[str, Any]) -> str | None:
 def culprit_facts(culprit: Mapping[str, Any], unit_text: str = DEFAULT_UNIT) -> CulpritFacts:
     drill = culprit["hunks"] if isinstance(culprit.get("hunks"), Mapping) else None
     hunks = (tuple(h for c in drill.get("culprits") or () for h in c.get("hunks") or ()) if drill is not None
-             else tuple(culprit.get("hunks") or ()))
+             else with_joined(culprit))
     subject = culprit.get("subject") or ""
     title = subject if is_hunk_group(culprit) else f"{short(culprit.get('commit'))} {subject}".strip()
     share = culprit.get("share_of_gap")
@@ -262,6 +262,22 @@ def counter_changes(before: Mapping[str, Any], after: Mapping[str, Any]) -> list
         else:
             lines.append(f"{name}/iter {a:g} -> {b:g}")
     return lines
+
+
+def with_joined(group: Mapping[str, Any]) -> tuple[Mapping[str, Any], ...]:
+    """A hunk group's hunks, each of a group of several with how it joined the group (its
+    `joined`, for `joined_note`)."""
+    hunks = tuple(group.get("hunks") or ())
+    joined = group.get("joined")
+    if len(hunks) < 2 or not isinstance(joined, Mapping):
+        return hunks
+    return tuple({**h, "joined": joined[h["id"]]} if isinstance(h, Mapping) and h.get("id") in joined else h
+                 for h in hunks)
+
+
+def joined_note(hunk: Mapping[str, Any]) -> str:
+    """' (needed to run)': how a hunk of a group of several joined it; '' where unknown."""
+    return f" ({hunk['joined']})" if hunk.get("joined") else ""
 
 
 def hunk_location(hunk: Mapping[str, Any]) -> str:

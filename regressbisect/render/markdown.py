@@ -46,7 +46,7 @@ def _hunt(report: Mapping[str, Any], level: int) -> list[str]:
                 lines += _drill(c)
             else:
                 for hunk in c.hunks:
-                    lines += _hunk(hunk)
+                    lines += _hunk(hunk, _escape(facts.joined_note(hunk)))
         lines.append("")
     ambiguous = facts.ambiguous_lines(report)
     if ambiguous:
@@ -100,7 +100,7 @@ def _drill(c: facts.CulpritFacts) -> list[str]:
         else:
             lines.append(f"   - {len(group.hunks)} hunks together: {_escape(group.step)}")
             for hunk in group.hunks:
-                lines += _hunk(hunk)
+                lines += _hunk(hunk, _escape(facts.joined_note(hunk)))
     if c.drill_remainder:
         lines.append(f"   - {_escape(c.drill_remainder)}")
     for group in c.drill_suspects:

@@ -41,10 +41,11 @@ class HuntedHunks:
     def group(self, tested: TestedSubset) -> HunkGroup:
         """A named hunk group: its hunks (file, lines, function, excerpt), its step alone against
         BASE with the 95% interval (valid at the stop of the test that named it:
-        `TestedSubset.reported_ci95`), its share of the gap."""
+        `TestedSubset.reported_ci95`), its share of the gap, how each of its hunks joined it."""
         by_id = self.by_id
         hunks = sorted((by_id[i] for i in tested.hunks), key=list(self.hunks).index)
         lo, hi = tested.reported_ci95
+        how = tested.how_joined()
         alone = {"change_pct": round(100 * tested.change, 3),
                  "ci95_pct": [round(100 * lo, 3), round(100 * hi, 3)],
                  "pairs": tested.pairs, "verdict": tested.verdict}
@@ -55,7 +56,8 @@ class HuntedHunks:
             hunks=[hunk_json(h) for h in hunks],
             step_pct=alone["change_pct"], ci95_pct=alone["ci95_pct"],
             share_of_gap=round(tested.share_of_gap, 4) if math.isfinite(tested.share_of_gap) else None,
-            alone=alone)
+            alone=alone,
+            joined={h.id: how[h.id].value for h in hunks})
 
     def established(self, decision: HunkDecision, prefixes: Sequence[frozenset]) -> dict[str, Any] | None:
         """An undecided hunt's `established`: the hunks the prefix search put its step(s) on,
@@ -119,6 +121,9 @@ class HunkGroup:
     ci95_pct: list[float]
     share_of_gap: float | None
     alone: dict[str, Any]
+    joined: dict[str, str]
+    """Hunk id -> how it joined the group (`subsets.Joined`): 'proposed', 'needed to run',
+    'needed to be slow' or 'kept by leave-one-out'."""
 
     def to_json(self) -> dict[str, Any]:
         return fields_json(self)

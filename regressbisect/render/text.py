@@ -46,7 +46,7 @@ def _hunt_lines(report: Mapping[str, Any]) -> list[str]:
         if c.drill:     # its hunks by named group, with their own steps, the remainder, the suspects
             lines += [f"  {line}" for line in facts.drill_lines(c)]
         else:
-            lines += [f"  hunk {facts.hunk_location(hunk)}" for hunk in c.hunks]
+            lines += [f"  hunk {facts.hunk_location(hunk)}{facts.joined_note(hunk)}" for hunk in c.hunks]
         for counter in c.counters:
             lines.append(f"  {counter}")
         lines += _work_lines(c)

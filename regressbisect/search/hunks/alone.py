@@ -8,7 +8,7 @@ from regressbisect.search.control import shows_step
 from regressbisect.search.hunks.context import HuntContext
 from regressbisect.search.hunks.prefix import search_prefixes
 from regressbisect.search.hunks.runnable import Phase, Purpose
-from regressbisect.search.hunks.subsets import TestedSubset, sized_at_stop, tested
+from regressbisect.search.hunks.subsets import Joined, TestedSubset, sized_at_stop, tested, with_joined
 from regressbisect.search.stats import log_threshold
 from regressbisect.search.verdicts import Verdict
 
@@ -36,15 +36,30 @@ def alone_with_what_it_needs(ctx: HuntContext, proposed: frozenset, before: list
 
     None past them, or when no such group is found; 'undecided' when the alone test runs out
     of pairs. `priors`: the alone tests' effect prior, the step's (`HuntContext.effect_prior`);
-    `scale`: the prior scale of the size a reproduced test reports (`subsets.sized_at_stop`)."""
+    `scale`: the prior scale of the size a reproduced test reports (`subsets.sized_at_stop`).
+
+    The subset returned says how each group joined (`TestedSubset.joined`): 'needed to run' or
+    'needed to be slow'. A group of one hunk that joined by a crash, or by a confirmed step, is
+    `settled`: leave-one-out does not test it again (a crash is deterministic; the step was
+    confirmed on its own pairs). A group of several joined as a whole: which of its hunks it
+    needs is left to leave-one-out."""
     searches = 0
+    joined: dict[str, Joined] = {}
+    settled: set[str] = set()
+
+    def join(group: frozenset, how: Joined, confirmed: bool) -> None:
+        joined.update((h, how) for h in group)
+        if confirmed and len(group) == 1:
+            settled.update(group)
+
     while True:
         ctx.on_phase(f"alone: {len(proposed)} hunk(s) against BASE, beside the prefix they end")
         outcome, found, ends = yield from alone(ctx, proposed, proposed.union(*before), sign, priors, scale)
         if outcome == "reproduced":
-            return found
+            return with_joined(found, joined, frozenset(settled))
         if outcome == "open":
-            return found or TestedSubset(proposed, Verdict.UNDECIDED, math.nan, (math.nan, math.nan), 0)
+            return with_joined(found or TestedSubset(proposed, Verdict.UNDECIDED, math.nan, (math.nan, math.nan), 0),
+                               joined, frozenset(settled))
         if not before:
             return None
         if outcome == "does not run":
@@ -52,6 +67,7 @@ def alone_with_what_it_needs(ctx: HuntContext, proposed: frozenset, before: list
             if k is None:
                 return None
             # it needs group k to run; what it needs to be slow may lie anywhere in the rest
+            join(before[k], Joined.NEEDED_TO_RUN, confirmed=True)
             proposed, before = proposed | before[k], before[:k] + before[k + 1:]
             continue
         if searches == NEEDS_DEPTH:
@@ -70,8 +86,11 @@ def alone_with_what_it_needs(ctx: HuntContext, proposed: frozenset, before: list
             return None
         if steps[0].first_bad == 1:       # slow alone after all: named on fresh pairs there
             pairs = min(result.endpoints[0].n, next((c.n for c in result.candidates if c.index == 1), 0))
-            return TestedSubset(proposed, Verdict.REPRODUCED, steps[0].step, steps[0].step_ci95, pairs)
+            return with_joined(TestedSubset(proposed, Verdict.REPRODUCED, steps[0].step, steps[0].step_ci95, pairs),
+                               joined, frozenset(settled))
         k = steps[0].first_bad - 2      # candidate j holds before[:j - 1]: its step adds before[k]
+        # an ambiguous step (unmeasurable candidates inside) may lie in another group: not settled
+        join(before[k], Joined.NEEDED_TO_BE_SLOW, confirmed=steps[0] in result.culprits)
         proposed, before = proposed | before[k], before[:k]
 
 

@@ -6,7 +6,7 @@ from typing import Sequence
 from regressbisect.search.control import shows_step
 from regressbisect.search.hunks.context import HuntContext
 from regressbisect.search.hunks.runnable import Phase, Purpose
-from regressbisect.search.hunks.subsets import TestedSubset, sized_at_stop, step_scale
+from regressbisect.search.hunks.subsets import Joined, TestedSubset, sized_at_stop, step_scale, with_joined
 
 __all__ = ["needed_members"]
 
@@ -14,8 +14,10 @@ __all__ = ["needed_members"]
 def needed_members(ctx: HuntContext, tested: TestedSubset, sign: int) -> Phase:
     """(A coroutine phase returning (TestedSubset, bool).) The culprit less every hunk it does not need, and whether a hunk's need stayed open.
 
-    A hunk without which the rest does not run (known without a probe) is needed. Every other
-    is tested by leaving it out (`leave_each_out`, all of them at once): needed once the
+    A hunk without which the rest does not run (known without a probe) is needed, and so is one
+    `settled` by how it joined (`TestedSubset.settled`: alone, because the subset without it
+    crashed, or by a needs search's confirmed step): neither is tested. Every other is tested by
+    leaving it out (`leave_each_out`, all of them at once): needed once the
     culprit is slower than the rest by min_effect and an e-value of 1/alpha_k, not needed once
     the rest alone reproduces the slowdown against BASE by the same rule. The k-th such test of
     the hunt that measures gets alpha_k = name_alpha / (2 k (k + 1)) for each answer (they sum
@@ -23,24 +25,43 @@ def needed_members(ctx: HuntContext, tested: TestedSubset, sign: int) -> Phase:
     that is no step; `HuntContext.leave_out_alphas`); one ended by the rest's crash claims nothing
     by chance. Of two or more hunks found not needed each on its own, only the first is dropped at
     once: the others are tested again, one at a time, without it (two hunks may each stand in for
-    the other)."""
+    the other). The culprit returned says how each of its hunks joined or was kept
+    (`TestedSubset.joined`)."""
     members = tested.hunks
-    testable = [h for h in sorted(members) if len(members) >= 2 and ctx.runs(members - {h})]
+    joined = tested.how_joined()
+    settled = tested.settled & members
+    testable = []
+    for h in sorted(members - settled):
+        if len(members) < 2:
+            continue
+        if ctx.runs(members - {h}):
+            testable.append(h)
+        else:
+            joined[h] = Joined.NEEDED_TO_RUN
     if not testable:
-        return tested, False
+        return with_joined(tested, joined, settled), False
     outcomes = yield from leave_each_out(ctx, tested, testable, sign)
+    for h in testable:
+        if outcomes[h][0] == "needed":
+            joined[h] = Joined.KEPT_BY_LEAVE_ONE_OUT if ctx.runs(members - {h}) else Joined.NEEDED_TO_RUN
     unsure = any(outcome == "open" for outcome, _ in outcomes.values())
     dropped = [h for h in testable if outcomes[h][0] == "not needed"]
     if dropped:
         tested = outcomes[dropped[0]][1]
     for hunk in dropped[1:]:
-        if len(tested.hunks) < 2 or not ctx.runs(tested.hunks - {hunk}):
+        if len(tested.hunks) < 2:
+            continue
+        if not ctx.runs(tested.hunks - {hunk}):
+            joined[hunk] = Joined.NEEDED_TO_RUN
             continue
         outcome, smaller = (yield from leave_each_out(ctx, tested, [hunk], sign))[hunk]
         if outcome == "not needed":
             tested = smaller
+        elif outcome == "needed":
+            joined[hunk] = (Joined.KEPT_BY_LEAVE_ONE_OUT if ctx.runs(tested.hunks - {hunk})
+                            else Joined.NEEDED_TO_RUN)
         unsure = unsure or outcome == "open"
-    return tested, unsure
+    return with_joined(tested, joined, settled), unsure
 
 
 def leave_each_out(ctx: HuntContext, tested: TestedSubset, hunks: Sequence[str],

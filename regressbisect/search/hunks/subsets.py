@@ -3,7 +3,8 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
-from typing import Sequence
+from enum import Enum
+from typing import Mapping, Sequence
 
 import numpy as np
 
@@ -15,8 +16,25 @@ from regressbisect.search.hunks.runnable import Phase, Purpose
 from regressbisect.search.stats import NoisePool, log_threshold, mixture_half_width, t_ppf
 from regressbisect.search.verdicts import Verdict
 
-__all__ = ["TestedSubset", "Names", "test_subset", "tested", "sized_at_stop", "step_scale", "stop_interval",
+__all__ = ["Joined", "TestedSubset", "Names", "with_joined", "test_subset", "tested", "sized_at_stop", "step_scale", "stop_interval",
            "spread_over", "spread_note", "spread_reason", "with_share", "log_se"]
+
+
+class Joined(str, Enum):
+    """How a hunk came to be in a culprit (or a suspect): the report's `joined`."""
+
+    PROPOSED = "proposed"
+    """In the group the step added (or delta debugging's subset), not shown needed by a test of its
+    own (a culprit of one hunk, or its test stayed open)."""
+    NEEDED_TO_RUN = "needed to run"
+    """Without it the rest does not run: a subset without it crashed, or the diff says so."""
+    NEEDED_TO_BE_SLOW = "needed to be slow"
+    """The step of a search for what the group needs to be slow added it."""
+    KEPT_BY_LEAVE_ONE_OUT = "kept by leave-one-out"
+    """The culprit without it was shown less slow."""
+
+    def __str__(self) -> str:
+        return self.value
 
 
 @dataclass(frozen=True)
@@ -38,6 +56,17 @@ class TestedSubset:
     `ci95` is valid as it is (a prefix step, sized by the commit search's own rule; a test that
     ran to its cap). `ci95` stays the test's fixed-n reading, which the hunt's decisions read
     (whether to search the rest, whether the shares add up)."""
+    joined: tuple[tuple[str, Joined], ...] = ()
+    """(hunk, how it joined), by hunk id; a hunk not in it joined as `Joined.PROPOSED` (`how_joined`)."""
+    settled: frozenset = frozenset()
+    """Hunks whose need is known from how they joined, kept without a leave-one-out test: a hunk
+    that joined alone because the subset without it crashed (a crash is deterministic), or that
+    a needs search's confirmed step added alone."""
+
+    def how_joined(self) -> dict[str, Joined]:
+        """Each hunk's way in, by hunk id."""
+        known = dict(self.joined)
+        return {h: known.get(h, Joined.PROPOSED) for h in sorted(self.hunks)}
 
     @property
     def reported_ci95(self) -> tuple[float, float]:
@@ -67,6 +96,14 @@ class Names:
         if named:
             return replace(self, named=self.named + (tested,), open_question=self.open_question or open_question)
         return replace(self, suspects=self.suspects + (tested,), open_question=self.open_question or open_question)
+
+
+def with_joined(tested: TestedSubset, joined: Mapping[str, Joined], settled: frozenset = frozenset()) -> TestedSubset:
+    """`tested` with how its hunks joined (those of its hunks in `joined`) and which of them are
+    settled by it."""
+    return replace(tested, joined=tuple(sorted((h, how) for h, how in joined.items()
+                                               if h in tested.hunks and how is not Joined.PROPOSED)),
+                   settled=frozenset(settled) & tested.hunks)
 
 
 def spread_over(search: SearchResult, candidates: Sequence[frozenset]) -> frozenset:
