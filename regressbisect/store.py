@@ -442,6 +442,16 @@ class Store:
                 (hunt_id,)).fetchone()
         return int(n + skips), float(wall + skip_wall), float(measured)
 
+    def hunt_skip_totals(self, hunt_id: int) -> tuple[int, float]:
+        """(probes, probe wall seconds) stored by one hunt without a sample: those that failed
+        (crashed, timed out, printed no metric) and candidates skipped before a probe (at 0 s), over
+        every run of it. They are in `hunt_probe_totals` too."""
+        with self._lock:
+            n, wall = self._conn.execute(
+                "SELECT count(*), coalesce(sum(wall_seconds), 0) FROM skips WHERE hunt_id = ?",
+                (hunt_id,)).fetchone()
+        return int(n), float(wall)
+
     def hunt_probe_spans(self, hunt_id: int) -> list[tuple[float | None, float]]:
         """(started_at, wall seconds) of every probe one hunt stored (samples and skips, every
         run of it); started_at is None for probes stored before schema 2."""

@@ -399,3 +399,61 @@ def test_a_probe_that_reports_no_seconds_has_an_unknown_measured_share_not_zero(
     assert "measured" not in silent.line()
     timed = costs.CostTotals(probes=3, wall_s=4.0, measured_s=1.0, gpu_s=0.0)
     assert "(25% measured)" in timed.line()
+
+
+class CrashingStepProbe(StepProbe):
+    """StepProbe whose commits at one of `crash_speeds` exit without a metric after `startup` s."""
+
+    def __init__(self, crash_speeds, **kwargs):
+        super().__init__(**kwargs)
+        self.crash_speeds = set(crash_speeds)
+        self.crashes = 0
+
+    def __call__(self, spec, worktree: Path, extra_env=None) -> ProbeOutcome:
+        speed = float((worktree / "speed.py").read_text().split("=")[1])
+        if speed not in self.crash_speeds:
+            return super().__call__(spec, worktree, extra_env)
+        with self.lock:
+            self.calls.append((spec.tokens, spec.instrument, dict(extra_env or {})))
+            self.crashes += 1
+        return ProbeOutcome(sample=None, skip_reason="exit 1: RuntimeError: boom", exit_code=1,
+                            wall_seconds=self.startup)
+
+
+def test_probes_that_crash_count_apart_from_those_that_measured(tmp_path):
+    make_bench_repo(tmp_path / "repo", [1000.0] * 3 + [990.0, 980.0] + [900.0] * 3)
+    probe = CrashingStepProbe({990.0, 980.0}, startup=2.0)
+    report = _hunt(tmp_path / "repo", probe, tokens=1000, instrument="off").report
+    cost = report["cost"]
+    assert probe.crashes > 0
+    assert cost["probes"] == len(probe.calls) and cost["crashed_probes"] == probe.crashes
+    assert cost["crashed_wall_s"] == pytest.approx(2.0 * probe.crashes)
+    assert cost["probe_wall_s"] > cost["crashed_wall_s"]
+    # the store's totals over the hunt id count them the same way
+    assert cost["hunt"]["crashed_probes"] == probe.crashes
+    assert cost["hunt"]["crashed_wall_s"] == pytest.approx(cost["crashed_wall_s"])
+    from regressbisect.render.text import render_summary
+    assert f"({probe.crashes} crashed, {2 * probe.crashes:,.0f} s)" in render_summary(report)
+
+
+def test_the_cost_meter_counts_a_probe_without_a_sample_as_crashed():
+    class Executor:
+        name = "fake"
+
+        def __init__(self):
+            self.outcomes = [ProbeOutcome(sample=Sample(tok_s=100.0, tokens=100.0, seconds=1.0), skip_reason=None,
+                                          exit_code=0, wall_seconds=3.0),
+                             ProbeOutcome(sample=None, skip_reason="exit 1", exit_code=1, wall_seconds=5.0)]
+
+        def run(self, spec, worktree, extra_env=None, *, label=""):
+            from regressbisect.probe.executors.base import ExecutedProbe
+            return ExecutedProbe(self.outcomes.pop(0))
+
+    meter = costs.CostMeter(Executor(), held_gpus=0)
+    meter.run(None, Path("."))
+    assert "crashed" not in meter.totals.line()
+    meter.run(None, Path("."))
+    totals = meter.totals
+    assert (totals.probes, totals.crashed, totals.wall_s, totals.crashed_wall_s) == (2, 1, 8.0, 5.0)
+    assert totals.to_json()["crashed_probes"] == 1 and totals.to_json()["crashed_wall_s"] == 5.0
+    assert totals.line().startswith("2 probes (1 crashed, 5 s), 8s probe wall")

@@ -1,6 +1,7 @@
 """What a hunt pays for, and the levers that cut it (docs/cost.md).
 
-* `CostMeter`: probes, probe wall time, the part in measured windows, GPU-seconds.
+* `CostMeter`: probes, probe wall time, the part in measured windows, GPU-seconds; probes that
+  crashed (no sample) apart.
 * `startup_env`: one cache directory per store for the probe stack's on-disk caches
   (inductor, triton, torch extensions), so start-up work is paid once per hunt, not per slot;
   and inductor compiling in the probe's own process, not in a pool of worker processes.
@@ -152,6 +153,10 @@ class CostTotals:
     setup step, or every sample came from the store)."""
     build_reuses: int = 0
     """Probes run on a worktree that already held their candidate built (docs/setup.md)."""
+    crashed: int = 0
+    """Of `probes`, those that gave no sample (failed, timed out, printed no metric)."""
+    crashed_wall_s: float = 0.0
+    """Their part of `wall_s`."""
 
     @property
     def measured_share(self) -> float | None:
@@ -163,15 +168,21 @@ class CostTotals:
         return {"probes": self.probes, "probe_wall_s": round(self.wall_s, 3),
                 "measured_s": round(self.measured_s, 3),
                 "measured_share": None if share is None else round(share, 4),
-                "gpu_s": round(self.gpu_s, 3)}
+                "gpu_s": round(self.gpu_s, 3),
+                "crashed_probes": self.crashed, "crashed_wall_s": round(self.crashed_wall_s, 3)}
 
     def line(self) -> str:
         share = self.measured_share
         share_text = f" ({share:.0%} measured)" if share is not None else ""
         builds = (f", {self.builds} builds ({self.build_reuses} probes on a built tree)"
                   if self.builds is not None else "")
-        return (f"{self.probes} probes, {self.wall_s:,.0f}s probe wall{share_text}, "
-                f"{self.gpu_s:,.0f} GPU-s{builds}")
+        return (f"{probes_text(self.probes, self.crashed, self.crashed_wall_s)}, {self.wall_s:,.0f}s probe "
+                f"wall{share_text}, {self.gpu_s:,.0f} GPU-s{builds}")
+
+
+def probes_text(probes: int, crashed: int, crashed_wall_s: float) -> str:
+    """'40 probes', or '40 probes (3 crashed, 12 s)' when some gave no sample."""
+    return f"{probes} probes" + (f" ({crashed} crashed, {crashed_wall_s:,.0f} s)" if crashed else "")
 
 
 class CostMeter(ProbeExecutor):
@@ -214,7 +225,10 @@ class CostMeter(ProbeExecutor):
             t = self.totals
             t.probes += 1
             t.wall_s += outcome.wall_seconds
-            if outcome.sample is not None and outcome.sample.seconds is not None:
+            if outcome.sample is None:
+                t.crashed += 1
+                t.crashed_wall_s += outcome.wall_seconds
+            elif outcome.sample.seconds is not None:
                 t.measured_s += outcome.sample.seconds
             self._spans.append((outcome.started_at, outcome.wall_seconds))
             t.gpu_s = hunt_gpu_seconds(self._spans, self._held_gpus, jobs=self._jobs)
@@ -257,10 +271,12 @@ class HuntCost:
         """This process's probes, and under `hunt` every run of this hunt id (a resumed hunt pays
         its first runs too)."""
         probes, wall, measured = store.hunt_probe_totals(hunt_id)
+        crashed, crashed_wall = store.hunt_skip_totals(hunt_id)
         gpu_s = hunt_gpu_seconds(store.hunt_probe_spans(hunt_id), **self._holding)
         totals = self.meter.totals
         return {**totals.to_json(), "builds": totals.builds, "build_reuses": totals.build_reuses,
                 "gpus_visible": self.gpus,
                 "budget": budget.to_json() if budget is not None else {"tokens": tokens, "reason": GIVEN_BUDGET},
                 "caches": self.plan.to_json(), "compile": self.plan.compile_json(),
-                "hunt": CostTotals(probes=probes, wall_s=wall, measured_s=measured, gpu_s=gpu_s).to_json()}
+                "hunt": CostTotals(probes=probes, wall_s=wall, measured_s=measured, gpu_s=gpu_s, crashed=crashed,
+                                   crashed_wall_s=crashed_wall).to_json()}

@@ -499,8 +499,10 @@ def cost_line(report: Mapping[str, Any]) -> str | None:
     probes, cached = report.get("probes"), report.get("cached_samples")
     if probes is None and cached is None:
         return None
-    line = f"Probes run: {probes if probes is not None else '?'}, cached samples reused: {cached or 0}."
     cost = report.get("cost")
+    crashed = cost.get("crashed_probes") if isinstance(cost, Mapping) else None
+    crashed_text = f" ({crashed} crashed, {cost.get('crashed_wall_s') or 0:,.0f} s)" if crashed else ""
+    line = f"Probes run: {probes if probes is not None else '?'}{crashed_text}, cached samples reused: {cached or 0}."
     if isinstance(cost, Mapping):
         line += " " + cost_detail(cost, torch_used=torch_used(report))
         arm = cost.get("counting_arm")
