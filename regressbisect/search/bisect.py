@@ -55,7 +55,7 @@ from regressbisect.search.localise import Posterior, step_posterior
 from regressbisect.search.naming import NamingGate, alpha_share, fresh_pairs_to_tell_a_mode
 from regressbisect.search.pairing import Pairing
 from regressbisect.search.picker import Picker
-from regressbisect.search.sides import SideRule
+from regressbisect.search.sides import SideOutcome, SideRule
 from regressbisect.search.stats import Comparison, NoisePool, Summary, log_threshold, summarize
 from regressbisect.search.verdicts import Verdict
 
@@ -240,7 +240,7 @@ class SideCheck:
     """First index of the side."""
     hi: int
     """Last index of the side."""
-    outcome: str
+    outcome: SideOutcome
     """'searched' (its ends differed: searched again), 'cleared' (a further step is implausible),
     'unresolved' (its ends could not be told apart or alike within the sample cap) or 'remainder'
     (cleared, then searched all the same: the unexplained remainder was larger than what the
@@ -717,7 +717,7 @@ class CommitSearch:
         or a shift of the machine hid the step). Search the cleared side
         whose ends differ most our way, as a side (with its 'no step here' hypothesis and its own
         budget), instead of leaving it to the user; True when a search was queued."""
-        cleared = [k for k, sd in enumerate(self._sides) if sd.outcome == "cleared"]
+        cleared = [k for k, sd in enumerate(self._sides) if sd.outcome == SideOutcome.CLEARED]
         if self._remainder_searched or not cleared or not self._culprits:
             return False
         self._remainder_searched = True
@@ -737,7 +737,7 @@ class CommitSearch:
 
         k = max(cleared, key=ends_differ)
         side = self._sides[k]
-        self._sides[k] = replace(side, outcome="remainder", ruled_out=math.nan)
+        self._sides[k] = replace(side, outcome=SideOutcome.REMAINDER, ruled_out=math.nan)
         self._queue.append(_Interval(side.lo, side.hi, checked=True, is_side=True, probes_at_start=self._probes,
                                      opened=self._round))
         return True
@@ -790,7 +790,7 @@ class CommitSearch:
         decision = self.sides.decide(iv.lo, iv.hi, iv.opened, sign=self._sign, gap_scale=self._gap_scale())
         if decision is not None:
             outcome, bound = decision
-            if outcome == "searched":
+            if outcome == SideOutcome.SEARCHED:
                 iv.checked = True
                 iv.probes_at_start = self._probes
             else:
@@ -799,12 +799,12 @@ class CommitSearch:
             return None
         if self._over_price(iv):
             self._queue.pop(0)
-            self._sides.append(SideCheck(iv.lo, iv.hi, "cleared", self._priced[(iv.lo, iv.hi)], priced=True))
+            self._sides.append(SideCheck(iv.lo, iv.hi, SideOutcome.CLEARED, self._priced[(iv.lo, iv.hi)], priced=True))
             return None
         if self._capped(iv.lo) and self._capped(iv.hi):
             self._queue.pop(0)
             self._give_up(iv)
-            self._sides.append(SideCheck(iv.lo, iv.hi, "unresolved", math.nan))
+            self._sides.append(SideCheck(iv.lo, iv.hi, SideOutcome.UNRESOLVED, math.nan))
             return None
         # an end at max_samples gets no more samples; the other end still may
         ends = [i for i in self.pairing.next(iv.lo, iv.hi, slots, self._round) if not self._capped(i)]

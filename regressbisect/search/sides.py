@@ -7,6 +7,7 @@ when, is the search's (bisect.py).
 from __future__ import annotations
 
 import math
+from enum import Enum
 
 import numpy as np
 
@@ -14,7 +15,24 @@ from regressbisect.search.book import SampleBook
 from regressbisect.search.direction import toward
 from regressbisect.search.stats import log_threshold, mixture_log_lr, t_cdf, t_ppf
 
-__all__ = ["SideRule"]
+__all__ = ["SideOutcome", "SideRule"]
+
+
+class SideOutcome(str, Enum):
+    """What became of one side of a culprit (`SideRule.decide`, `bisect.SideCheck.outcome`)."""
+
+    SEARCHED = "searched"
+    """Its ends differed: searched again."""
+    CLEARED = "cleared"
+    """A further step is implausible there."""
+    UNRESOLVED = "unresolved"
+    """Its ends could not be told apart or alike within the sample cap."""
+    REMAINDER = "remainder"
+    """Cleared, then searched all the same (the unexplained remainder was larger than what the
+    cleared sides ruled out, and this side's ends differed most)."""
+
+    def __str__(self) -> str:   # as in the report, also in f-strings
+        return self.value
 
 
 class SideRule:
@@ -30,7 +48,7 @@ class SideRule:
         self.side_pairs = side_pairs
         self.side_resolution = side_resolution
 
-    def decide(self, lo: int, hi: int, since: int, *, sign: int, gap_scale: float) -> tuple[str, float] | None:
+    def decide(self, lo: int, hi: int, since: int, *, sign: int, gap_scale: float) -> tuple[SideOutcome, float] | None:
         """('searched', nan) when the ends of the side lo..hi differ, ('cleared', the ruled-out
         relative size) when a further step is implausible there, None while neither.
 
@@ -70,7 +88,7 @@ class SideRule:
                        else max(margin, self.side_share * gap_scale, self.pairs_margin(sigma, df)))
         ours = toward(est, sign)
         if abs(est) >= margin and ours > 0 and mixture_log_lr(est, se, drop_margin) >= math.log(5 / self.alpha):
-            return "searched", math.nan
+            return SideOutcome.SEARCHED, math.nan
         fresh = self.book.paired_diffs(lo, hi, since=since)
         if fresh and self.implausible(ours, se, drop_margin, df):
             # all samples rule the step out; the pairs taken since the side opened must too
@@ -81,7 +99,7 @@ class SideRule:
                 # below zero when they moved the other way (an improvement in the side). Steps
                 # under min_effect are never culprits, so a cleared side rules out min_effect at
                 # the least.
-                return "cleared", -math.expm1(-max(bound, margin))
+                return SideOutcome.CLEARED, -math.expm1(-max(bound, margin))
         return None
 
     def resolution(self, lo: int, hi: int, since: int, *, sign: int) -> float | None:
