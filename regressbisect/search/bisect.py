@@ -57,7 +57,7 @@ from regressbisect.search.pairing import Pairing
 from regressbisect.search.picker import Picker
 from regressbisect.search.sides import SideOutcome, SideRule
 from regressbisect.search.stats import Comparison, NoisePool, Summary, log_threshold, summarize
-from regressbisect.search.verdicts import Verdict
+from regressbisect.search.verdicts import CandidateCall, Verdict
 
 __all__ = ["SearchSettings", "Measure", "Culprit", "CandidateVerdict", "SideCheck", "LeadingStep", "SearchResult",
            "CommitSearch"]
@@ -223,7 +223,7 @@ class CandidateVerdict:
     """Samples taken."""
     summary: Summary | None
     """Median and interval of its tok/s; None when it has no sample."""
-    verdict: str
+    verdict: CandidateCall
     """'good' (at GOOD's level), 'bad' (at BAD's level), 'level' (between two culprits), 'skip'
     (unmeasurable), 'unsure' (inside a range the search could not resolve, or no run of it could
     be read: see `interfered`)."""
@@ -943,16 +943,16 @@ class CommitSearch:
             vals = self.book.raw.get(i, [])
             summ = summarize(vals) if vals else None
             if self.book.unmeasurable(i) or not self.book.run_count(i):
-                verdict = "skip"
+                verdict = CandidateCall.SKIP
             elif not vals:
-                verdict = "unsure"
+                verdict = CandidateCall.UNSURE
             elif any(lo < i < hi for lo, hi in self._unresolved) or (self._end_verdict in (Verdict.NOT_REPRODUCED, Verdict.UNDECIDED) and i != 0):
-                verdict = "unsure"
+                verdict = CandidateCall.UNSURE
             elif not culprits:
-                verdict = "good" if i == 0 else "unsure"
+                verdict = CandidateCall.GOOD if i == 0 else CandidateCall.UNSURE
             else:
                 seg = sum(1 for b in bounds if b <= i)
-                verdict = "good" if seg == 0 else "bad" if seg == len(bounds) else "level"
+                verdict = CandidateCall.GOOD if seg == 0 else CandidateCall.BAD if seg == len(bounds) else CandidateCall.LEVEL
             out.append(CandidateVerdict(index=i, n=len(vals), summary=summ, verdict=verdict,
                                         interfered=tuple(off.get(i, ()))))
         return tuple(out)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from enum import Enum
 
-__all__ = ["Verdict"]
+__all__ = ["CandidateCall", "Verdict"]
 
 
 class Verdict(str, Enum):
@@ -27,4 +27,23 @@ class Verdict(str, Enum):
     """A control arm's (or a tested subset's): the slowdown reproduced. Never a hunt's verdict."""
 
     def __str__(self) -> str:   # as in the report, also in f-strings (Python 3.11+ would write 'Verdict.X')
+        return self.value
+
+
+class CandidateCall(str, Enum):
+    """What a search concluded about one candidate it measured or tried to (`bisect.CandidateVerdict.verdict`,
+    each candidate's `verdict` in the JSON report)."""
+
+    GOOD = "good"
+    """At GOOD's level."""
+    BAD = "bad"
+    """At BAD's level."""
+    LEVEL = "level"
+    """Between two culprits."""
+    SKIP = "skip"
+    """Unmeasurable."""
+    UNSURE = "unsure"
+    """Inside a range the search could not resolve, or no run of it could be read."""
+
+    def __str__(self) -> str:   # as in the report, also in f-strings
         return self.value
