@@ -16,7 +16,7 @@ import re
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Literal, Mapping, get_args
 
 from regressbisect.errors import UserError
 from regressbisect.metric import DEFAULT_METRIC_REGEX, HASHED_DEFAULT_METRIC_REGEX, compile_metric_regex, metric_unit
@@ -24,8 +24,10 @@ from regressbisect.metric import DEFAULT_METRIC_REGEX, HASHED_DEFAULT_METRIC_REG
 
 # -- the defaults of every setting that more than one module reads: the config's dataclasses,
 # the search's and the change-point detector's settings and the CLI take them from here --------
-DIRECTIONS = ("slower", "faster", "both")
-DIRECTION = "slower"
+Direction = Literal["slower", "faster", "both"]
+"""The changes a hunt looks for (--direction): drops in tok/s, rises, or either."""
+DIRECTIONS: tuple[Direction, ...] = get_args(Direction)
+DIRECTION: Direction = "slower"
 MIN_EFFECT = 0.02
 MAX_SAMPLES = 96
 STALL_SHARE = 0.3
@@ -38,7 +40,9 @@ CHANGE_ALPHA = 0.01
 INSTRUMENT_MODES = ("auto", "off", "separate")
 PRELOAD = "auto"
 OVERLAP = 1
-EXECUTORS = ("local", "slurm")
+Executor = Literal["local", "slurm"]
+"""Where probes run (--executor): processes on this machine, or one Slurm job each."""
+EXECUTORS: tuple[Executor, ...] = get_args(Executor)
 MAX_WAIT_SHARE = 0.10
 """Share of a hunt's wall time it may spend waiting for a quiet machine (machine/contention.py)."""
 
@@ -416,7 +420,7 @@ class HuntConfig:
         help=("Relative step below which a change is not a culprit (0.02 = 2%). Default {default}."))
     """Relative tok/s change below which a step is not a culprit (0.02 = 2%): below run-to-run
     noise of a training job, localising a step costs many samples (search/bisect.py)."""
-    direction: str = knob(
+    direction: Direction = knob(
         DIRECTION, choices=DIRECTIONS, panel=DECIDE, search="direction",
         help=("Culprits of: 'slower' (default), 'faster', or 'both'."))
     """Which changes are culprits: 'slower' (regressions), 'faster', or 'both'."""
@@ -541,7 +545,7 @@ class HuntConfig:
     names). None derives it from the probe: 'tok/s' for the protocol line and the default regex,
     for another metric_regex the unit written after its number ('([0-9.]+) req/s' -> 'req/s'),
     else 'units/s'."""
-    executor: str = knob(
+    executor: Executor = knob(
         "local", choices=EXECUTORS, panel=SLURM,
         help=("Where probes run: 'local' (this machine, default) or 'slurm' (one Slurm job per probe; "
               "settings in [tool.regressbisect.slurm], docs/cluster.md)."))

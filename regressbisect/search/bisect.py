@@ -44,7 +44,7 @@ from typing import Sequence
 
 import numpy as np
 
-from regressbisect.config import DIRECTION, DIRECTIONS, MAX_SAMPLES, MIN_EFFECT, STALL_SHARE, HuntConfig
+from regressbisect.config import DIRECTION, DIRECTIONS, MAX_SAMPLES, MIN_EFFECT, STALL_SHARE, Direction, HuntConfig
 from regressbisect.search.book import SampleBook
 from regressbisect.search.control import ControlArm, ShapeChange
 from regressbisect.search.confirm import Action, StepConfirmation
@@ -71,7 +71,7 @@ class SearchSettings:
     """Smallest relative tok/s step that counts (0.02 = 2%). Below about 2% run-to-run noise of a
     training job (clocks, data order, allocator) makes localisation cost many samples, and most
     teams do not act on it; pass 0.01 to hunt smaller steps at higher cost."""
-    direction: str = DIRECTION
+    direction: Direction = DIRECTION
     """'slower' hunts drops in tok/s, 'faster' rises, 'both' either; a step the other way is not a culprit."""
     alpha: float = 0.05
     """Level of the control-arm looks (one-sided alpha/2 in the hunted direction; stopping a hunt

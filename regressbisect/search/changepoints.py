@@ -36,7 +36,7 @@ from typing import Sequence
 import numpy as np
 import ruptures
 
-from regressbisect.config import CHANGE_ALPHA, CHANGE_MIN_MAGNITUDE, DIRECTION, DIRECTIONS
+from regressbisect.config import CHANGE_ALPHA, CHANGE_MIN_MAGNITUDE, DIRECTION, DIRECTIONS, Direction
 
 # Winsorising at 3 robust sigmas (Huber) touches about 1 in 370 nights of Gaussian noise.
 _CLIP_SIGMAS = 3.0
@@ -97,7 +97,7 @@ class ChangePointSettings:
 
 
 def detect(values: Sequence[float], settings: ChangePointSettings = ChangePointSettings(),
-           *, direction: str = DIRECTION) -> list[ChangePoint]:
+           *, direction: Direction = DIRECTION) -> list[ChangePoint]:
     """Steps of a throughput series (oldest first), sorted by index.
 
     `direction`: 'slower' reports drops of the series, 'faster' rises, 'both' either.

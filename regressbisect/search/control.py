@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from enum import Enum
-from typing import Callable, Protocol, Sequence
+from typing import TYPE_CHECKING, Callable, Protocol, Sequence
 
 import numpy as np
 from scipy.stats import fisher_exact
@@ -20,6 +20,9 @@ from regressbisect.search.direction import hunted_sign, toward
 from regressbisect.search.interference import level_in_doubt
 from regressbisect.search.stats import EFFECT_PRIORS, Comparison, NoisePool, compare, log_threshold, pooled_t_log_bf, sign_log_e, stall_log_e
 from regressbisect.search.verdicts import Verdict
+
+if TYPE_CHECKING:
+    from regressbisect.config import Direction
 
 __all__ = ["ControlArm", "ControlOutcome", "Look", "ShapeChange", "run_control_arm", "shows_step"]
 
@@ -112,7 +115,7 @@ class ShapeChange:
 
 class ControlSettings(Protocol):
     min_effect: float
-    direction: str
+    direction: Direction
     alpha: float
     reproduce_alpha: float
     max_samples: int

@@ -10,13 +10,16 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
-from typing import Protocol, Sequence
+from typing import TYPE_CHECKING, Protocol, Sequence
 
 import numpy as np
 
 from regressbisect.search.book import SampleBook
 from regressbisect.search.naming import NamingGate
 from regressbisect.search.stats import log_threshold, t_ppf
+
+if TYPE_CHECKING:
+    from regressbisect.config import Direction
 
 __all__ = ["Culprit", "CulpritRule", "remainder_of_gap", "share_interval", "shares_do_not_add_up"]
 
@@ -47,7 +50,7 @@ class Culprit:
 
 class CulpritSettings(Protocol):
     min_effect: float
-    direction: str
+    direction: Direction
     share_limit: float
 
 
@@ -250,7 +253,7 @@ class CulpritRule:
 
 
 def shares_do_not_add_up(intervals: Sequence[tuple[float, float]], gap: float, share_limit: float, *,
-                         direction: str, exempt_both: bool = True) -> bool:
+                         direction: Direction, exempt_both: bool = True) -> bool:
     """The shares rule, for commits and hunks: some culprit owns surely more than share_limit of
     the log gap `gap` (either sign), or together they surely leave a remainder below -100% (the
     step model does not fit). 'Surely' = from the end of each culprit's 95% interval (relative

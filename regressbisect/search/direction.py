@@ -1,10 +1,15 @@
 """The hunted direction: --direction as a sign, and a change measured along it."""
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from regressbisect.config import Direction
+
 __all__ = ["hunted_sign", "toward"]
 
 
-def hunted_sign(direction: str) -> int:
+def hunted_sign(direction: Direction) -> int:
     """-1 for 'slower', +1 for 'faster', 0 for 'both'."""
     return -1 if direction == "slower" else 1 if direction == "faster" else 0
 

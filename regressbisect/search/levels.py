@@ -26,7 +26,7 @@ from typing import Sequence
 
 from scipy import stats as st
 
-from regressbisect.config import DIRECTION
+from regressbisect.config import DIRECTION, Direction
 
 
 @dataclass(frozen=True)
@@ -82,7 +82,7 @@ class Position:
     n: int
 
 
-def slowdowns(base: Sequence[float], subset: Sequence[float], direction: str = DIRECTION) -> list[float]:
+def slowdowns(base: Sequence[float], subset: Sequence[float], direction: Direction = DIRECTION) -> list[float]:
     """Log slowdown of each subset sample against its BASE partner (i-th with i-th), positive in
     the hunted direction ('both' counts a slowdown as positive)."""
     sign = -1.0 if direction == "faster" else 1.0
