@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field, replace
+from enum import Enum
 from typing import Sequence
 
 import numpy as np
@@ -335,6 +336,17 @@ class SearchResult:
     every run from then on, and this says how (None where they did not)."""
 
 
+class _Phase(str, Enum):
+    """Where a search is: its control arm, the search after it, or done."""
+
+    CONTROL = "control"
+    SEARCH = "search"
+    DONE = "done"
+
+    def __str__(self) -> str:   # its value, also in f-strings
+        return self.value
+
+
 @dataclass
 class _Interval:
     """A bracket [lo, hi] searched for one step; a side of a culprit is first `checked`."""
@@ -375,7 +387,7 @@ class CommitSearch:
         self._pending: list[tuple[int, str | None, int]] = []
         self._round = 0
         self._probes = 0
-        self._phase = "control"                         # 'control' | 'search' | 'done'
+        self._phase: _Phase = _Phase.CONTROL
         self._end_verdict: Verdict | None = None
         """The control arm's verdict where it ended the hunt (or not-reproduced: out of budget in it)."""
         self._queue: list[_Interval] = []
@@ -434,9 +446,9 @@ class CommitSearch:
     @property
     def done(self) -> bool:
         """True once the search has nothing more to measure."""
-        if self._phase != "done" and not self._pending:
+        if self._phase != _Phase.DONE and not self._pending:
             self._plan(1)   # settles any decision the last samples allow; requests nothing
-        return self._phase == "done"
+        return self._phase == _Phase.DONE
 
     def samples(self, index: int) -> tuple[float, ...]:
         """The tok/s recorded for a candidate, in recording order."""
@@ -448,10 +460,10 @@ class CommitSearch:
 
     def estimated_remaining(self) -> int | None:
         """Best-effort estimate of the probes still to run (None when unknown)."""
-        if self._phase == "done":
+        if self._phase == _Phase.DONE:
             return 0
         per = self._samples_per_decision()
-        if self._phase == "control":
+        if self._phase == _Phase.CONTROL:
             pairs = self.control.pairs()
             return 2 * max(0, max(2, per) - pairs) + int(math.log2(max(2, self.n)) * per) + 2 * per
         lo, hi = self._live
@@ -492,11 +504,11 @@ class CommitSearch:
             verdict = Verdict.CULPRITS   # an ambiguous step beside them is reported, not named
         elif ambiguous:
             verdict = Verdict.AMBIGUOUS
-        elif self._phase == "done" and not self._reproduced_overall():
+        elif self._phase == _Phase.DONE and not self._reproduced_overall():
             verdict = Verdict.NOT_REPRODUCED
             reason = ("every sample of GOOD and BAD taken so far puts the difference below "
                       f"{self.settings.min_effect:.1%}: the control arm's start was a fluke")
-        elif self._given_up or suspects or self._phase != "done":
+        elif self._given_up or suspects or self._phase != _Phase.DONE:
             verdict = Verdict.UNDECIDED
             short = self.gate.short_of_the_floor()
             if not reason and short is not None and not suspects:
@@ -596,11 +608,11 @@ class CommitSearch:
 
     def _plan(self, slots: int) -> list[tuple[Measure, str | None]]:
         """Apply every decision the data allow, then return the next round (empty when done)."""
-        while self._phase != "done":
+        while self._phase != _Phase.DONE:
             if self._probes >= self.settings.max_probes:
                 self._finish_budget()
                 break
-            if self._phase == "control":
+            if self._phase == _Phase.CONTROL:
                 batch = self._plan_control(slots)
             else:
                 batch = self._plan_search(slots)
@@ -609,14 +621,14 @@ class CommitSearch:
         return []
 
     def _finish_budget(self) -> None:
-        if self._phase == "control":
+        if self._phase == _Phase.CONTROL:
             self._end_verdict = Verdict.NOT_REPRODUCED
         else:
             for iv in self._queue:
                 if iv.checked:
                     self._give_up(iv)
             self._queue = []
-        self._phase = "done"
+        self._phase = _Phase.DONE
 
     # control arm -----------------------------------------------------------------
 
@@ -627,7 +639,7 @@ class CommitSearch:
             return None
         if verdict is not None:
             self._end_verdict = verdict
-            self._phase = "done"
+            self._phase = _Phase.DONE
             return None
         picks = [(Measure(i, CONTROL_ARM), self.control.tag) for i in self.control.next_samples(slots)]
         if slots > 2:
@@ -647,13 +659,13 @@ class CommitSearch:
         self._sign = self._hunted_sign()
         self._tau = max(abs(math.log1p(gap)), log_threshold(self.settings.min_effect))
         self._queue = [_Interval(0, self.n - 1, checked=True, probes_at_start=self._probes)]
-        self._phase = "search"
+        self._phase = _Phase.SEARCH
 
     # localisation and confirmation ----------------------------------------------------
 
     def _plan_search(self, slots: int) -> list[tuple[Measure, str | None]] | None:
         if not self._queue and not self._search_remainder() and not self._search_the_changed_shape():
-            self._phase = "done"
+            self._phase = _Phase.DONE
             return None
         iv = self._queue[0]
         s = self.settings
@@ -909,7 +921,7 @@ class CommitSearch:
     def _gap_scale(self) -> float:
         """|log GOOD->BAD gap| from every sample of the two ends so far, at least min_effect (for
         the budgets and the side margin; the posterior's prior scale stays the control arm's look)."""
-        if self._phase == "control" or not (self.book.raw.get(0) and self.book.raw.get(self.n - 1)):
+        if self._phase == _Phase.CONTROL or not (self.book.raw.get(0) and self.book.raw.get(self.n - 1)):
             return self._tau
         return max(abs(self.rule.total_log_gap()), log_threshold(self.settings.min_effect))
 
