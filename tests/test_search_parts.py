@@ -2,6 +2,7 @@
 naming gate (fresh pairs only, alpha spent over the steps picked, a culprit's own size)."""
 from __future__ import annotations
 
+import json
 import math
 
 import numpy as np
@@ -16,11 +17,12 @@ from regressbisect.search.driver import drive
 from regressbisect.search.localise import Posterior
 from regressbisect.search.picker import Picker
 from regressbisect.search.simulate import FakeExecutor, FakeHistory, step_levels
-from regressbisect.search.control import ControlArm
+from regressbisect.search.control import ControlArm, Look
 from regressbisect.search.naming import AlphaSpender, NamingGate
 from regressbisect.search.pairing import Pairing
-from regressbisect.search.sides import SideRule
-from regressbisect.search.stats import NoisePool
+from regressbisect.search.sides import SideOutcome, SideRule
+from regressbisect.search.stats import NoisePool, SprtDecision
+from regressbisect.search.verdicts import CandidateCall
 
 
 def _book(series: dict[int, list[tuple[int, float]]], prior: NoisePool | None = None) -> SampleBook:
@@ -629,3 +631,11 @@ def test_a_step_the_fresh_pairs_show_is_named_and_a_capped_commit_gives_the_brac
     stuck, post, book, _ = _confirmation(0.10, pairs=4, capped={4})
     assert stuck.decide(_Bracket(0, 8), post, best, slots=1, last_round=max(book.time[4]), sign=-1).action is Action.GIVE_UP
 
+
+
+@pytest.mark.parametrize("kind", [SprtDecision, Look, SideOutcome, CandidateCall])
+def test_the_searchs_outcomes_read_as_their_strings(kind):
+    """Each member equals its value and is written as it: in f-strings, str() and the JSON report."""
+    for member in kind:
+        assert member == member.value and f"{member}" == str(member) == member.value
+        assert json.dumps({"x": member}) == json.dumps({"x": member.value})
