@@ -18,6 +18,7 @@ from scipy.stats import fisher_exact
 from regressbisect.search.book import SampleBook
 from regressbisect.search.direction import hunted_sign, toward
 from regressbisect.search.interference import level_in_doubt
+from regressbisect.search.naming import fresh_pairs_to_tell_a_mode
 from regressbisect.search.stats import EFFECT_PRIORS, Comparison, NoisePool, compare, log_threshold, pooled_t_log_bf, sign_log_e, stall_log_e
 from regressbisect.search.verdicts import Verdict
 
@@ -171,7 +172,7 @@ class ControlArm:
         cmp = compare(a[:pairs], b[:pairs], min_effect=s.min_effect, alpha=s.alpha, paired=True)
         self.comparison = cmp
         outcome = self._look(a[:pairs], b[:pairs])
-        if outcome == Look.GO and not self._signs_agree(a[:pairs], b[:pairs]):
+        if outcome == Look.GO and (pairs < self.pairs_to_reproduce() or not self._signs_agree(a[:pairs], b[:pairs])):
             outcome = Look.MORE
         every = self._every_run()
         if outcome == Look.GO:
@@ -191,7 +192,8 @@ class ControlArm:
             # the change and the typical runs do not, the ends differ in shape, and the mean of
             # every run (what a long run's time follows) is what the hunt reads from now on
             shape = self._shape(*every)
-            if shape is not None and self._moves_our_way(shape) and self._look(*every, read=True) == Look.GO:
+            if (shape is not None and self._moves_our_way(shape) and min(map(len, every)) >= self.pairs_to_reproduce()
+                    and self._look(*every, read=True) == Look.GO):
                 self.shape = shape
                 self.book.read_every_run()
                 self.comparison = compare(*every, min_effect=s.min_effect, alpha=s.alpha, paired=True)
@@ -314,6 +316,19 @@ class ControlArm:
         runs = {end: self.book.run_count(end, self.tag) for end in (self.good, self.bad)}
         (lagging,) = self.next_samples(1)
         return min(runs.values()) >= self.settings.max_samples or runs[lagging] >= self.settings.max_samples
+
+    def pairs_to_reproduce(self) -> int:
+        """Pairs before 'reproduced' where a mode of up to `stall_share` of the runs, the same at
+        both ends, may not have shown yet: the pairs in which all of GOOD's runs fell in one mode
+        and all of BAD's in the other are rarer than reproduce_alpha (`naming.fresh_pairs_to_tell_a_mode`,
+        the naming gate's floor at the arm's level: 4 at 0.3 and 0.005; (w (1 - w))^4 is below
+        0.005 up to w = 0.5). Half the runs at 0.7x at both ends: three pairs of GOOD all quick
+        and BAD all slow read a -31% step at p = 0.001 and started a search of an A/A range in 2
+        of 100. 0 at stall_share 0 or where the arm ends no hunt (a subset's arm steers)."""
+        share = self.settings.stall_share
+        if not self.ends_a_hunt or share <= 0:
+            return 0
+        return fresh_pairs_to_tell_a_mode(self.settings.reproduce_alpha, share)
 
     def _pairs_to_decide(self, a: Sequence[float], b: Sequence[float]) -> int:
         """PAIRS_TO_DECIDE where runs are read as interfered, or two with a remembered noise scale
