@@ -387,3 +387,22 @@ def test_a_hidden_need_is_reported_as_needed_to_run_and_not_left_out():
     assert culprit.how_joined()["h012"] == Joined.NEEDED_TO_RUN
     assert "h012" in culprit.settled
     assert probe.runs.count(frozenset({"h031"})) <= 2     # the alone test's crash, never re-tested
+
+
+def test_a_first_group_is_named_on_pairs_of_its_own_where_the_runs_have_a_second_mode():
+    # 30% of the runs at 1.4x: the prefix search's first four runs of BASE all fell in the fast
+    # mode beside BASE + h000's at the level, its gate (which steers, on one fresh pair) placed a
+    # step at the first group, and the harmless h000 was named -29% beside the two true culprits
+    import numpy as np
+
+    diff = Diff(10, effects={"h004": 0.05, "h009": 0.05}, per_function=2, base_tok_s=10_000.0)
+    noise = np.random.default_rng([0, 1, 8, 1])
+
+    def probe(subset, purpose):
+        if not diff.runs(subset):
+            return None
+        value = diff.tok_s(subset) * math.exp(noise.normal(0.0, 0.02))
+        return value * 1.4 if noise.random() < 0.3 else value
+
+    decision = decide_hunks(diff.ids, diff.groups(), probe, SearchSettings(), needs=diff.needs)
+    assert set().union(*named(decision)) <= {"h004", "h009"}

@@ -43,6 +43,20 @@ def shows_step(before: Sequence[float], after: Sequence[float], noise: NoisePool
             and pooled_t_log_bf(est, c, noise, sign=sign, priors=priors or EFFECT_PRIORS) >= math.log(1 / alpha))
 
 
+def rules_out_step(before: Sequence[float], after: Sequence[float], noise: NoisePool, *, sign: int, alpha: float,
+                   min_effect: float, least: int = 1) -> bool:
+    """The control arm's 'stop', for the hunk hunt's tests: `after` differs from `before` by less
+    than min_effect in the hunted direction `sign` (either way for 0), with an e-value against a
+    step of exactly min_effect of at least 5/alpha (`ControlArm._beyond_null`)."""
+    if len(before) < max(1, least) or len(after) < max(1, least):
+        return False
+    est = float(np.mean(np.log(after)) - np.mean(np.log(before)))
+    c = 1 / len(before) + 1 / len(after)
+    margin = log_threshold(min_effect)
+    nulls = [-margin, margin] if sign == 0 else [sign * margin]
+    return all(ControlArm._beyond_null(est, c, noise, null, math.log(5 / alpha)) for null in nulls)
+
+
 class Look(str, Enum):
     """What one look of the control arm at its pairs says (`ControlArm._look`)."""
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 import math
 from dataclasses import replace
 
-from regressbisect.search.control import shows_step
+from regressbisect.search.control import rules_out_step, shows_step
 from regressbisect.search.hunks.context import HuntContext
 from regressbisect.search.hunks.prefix import search_prefixes
 from regressbisect.search.hunks.runnable import Phase, Purpose
@@ -12,7 +12,7 @@ from regressbisect.search.hunks.subsets import Joined, TestedSubset, sized_at_st
 from regressbisect.search.stats import log_threshold
 from regressbisect.search.verdicts import Verdict
 
-__all__ = ["NEEDS_DEPTH", "alone_with_what_it_needs"]
+__all__ = ["NEEDS_DEPTH", "alone_with_what_it_needs", "first_group_alone"]
 
 NEEDS_DEPTH = 3
 """Prefix searches for what a step needs to be slow, before delta debugging takes over (the
@@ -137,7 +137,7 @@ def alone(ctx: HuntContext, proposed: frozenset, prefix: frozenset, sign: int,
         base, alone_arm, prefix_arm = typical
         least = ctx.least_runs()
         if shows_step(base, alone_arm, pool, sign=sign, alpha=s.reproduce_alpha, min_effect=s.min_effect, priors=priors,
-                      least=least):
+                      least=ctx.runs_to_name(s.name_alpha)):
             size = sized_at_stop(proposed, base, alone_arm, pool,
                                  scale if math.isfinite(scale) and scale > 0 else log_threshold(s.min_effect))
             return "reproduced", size, (arms[0], arms[2])
@@ -148,6 +148,39 @@ def alone(ctx: HuntContext, proposed: frozenset, prefix: frozenset, sign: int,
     if not (typical[0] and typical[1]):
         return "open", None, (arms[0], arms[2])
     return "open", replace(tested(proposed, typical[0], typical[1], ctx.noise_with(typical)), verdict=Verdict.UNDECIDED), (arms[0], arms[2])
+
+
+def first_group_alone(ctx: HuntContext, group: frozenset, sign: int, priors: tuple[float, ...] | None = None,
+                      scale: float = math.nan) -> Phase:
+    """(A coroutine phase returning a TestedSubset or None.) The group a prefix search's first
+    step adds (BASE + it is the first prefix), against BASE on pairs of its own: 'reproduced' by
+    the alone test's rule, on at least `HuntContext.runs_to_name` typical runs an arm; None once
+    the pairs rule a step of min_effect out (the control arm's stop), or at the cap. The prefix
+    search's gate steers: it named such a step on one fresh pair where BASE's four runs all sat
+    at a 1.4x mode, and a harmless hunk was named -29%."""
+    s = ctx.settings
+    sets = (frozenset(), group)
+    arms: tuple[list[float], list[float]] = ([], [])
+    ctx.on_phase(f"alone: {len(group)} hunk(s) of the first group against BASE, side by side")
+    for k in range(s.max_samples):
+        order = (0, 1) if k % 2 == 0 else (1, 0)
+        values = dict(zip(order, (yield from ctx.measure_all([(sets[i], Purpose.NAME) for i in order]))))
+        if not ctx.runs(group):
+            return None
+        if any(v is None for v in values.values()):
+            continue
+        for i in (0, 1):
+            arms[i].append(values[i])
+        base, alone_arm = ctx.typical(sets, arms)
+        pool = ctx.noise_with([base, alone_arm])
+        if shows_step(base, alone_arm, pool, sign=sign, alpha=s.reproduce_alpha, min_effect=s.min_effect, priors=priors,
+                      least=ctx.runs_to_name(s.name_alpha)):
+            return sized_at_stop(group, base, alone_arm, pool,
+                                 scale if math.isfinite(scale) and scale > 0 else log_threshold(s.min_effect))
+        if rules_out_step(base, alone_arm, pool, sign=sign, alpha=s.alpha, min_effect=s.min_effect,
+                          least=ctx.least_runs()):
+            return None
+    return None
 
 
 def round_of_three(ctx: HuntContext, sets: tuple[frozenset, frozenset, frozenset], k: int) -> Phase:

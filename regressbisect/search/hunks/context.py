@@ -11,7 +11,7 @@ from regressbisect.search.ddmin import DdminSettings
 from regressbisect.search.interference import HuntReading, Reader
 from regressbisect.search.hunks.runnable import Batch, Phase, Purpose, Runnable
 from regressbisect.search.levels import LevelRule
-from regressbisect.search.naming import AlphaSpender
+from regressbisect.search.naming import AlphaSpender, fresh_pairs_to_tell_a_mode
 from regressbisect.search.stats import NoisePool
 
 __all__ = ["HuntContext"]
@@ -86,6 +86,16 @@ class HuntContext:
         once the hunt has read a run as interfered (two runs of a subset can both be: a quarter of
         the runs off makes that one arm in 16, and two alike read as its level), else one."""
         return PAIRS_TO_DECIDE if self.settings.read_interference and self.reading.seen() else 1
+
+    def runs_to_name(self, alpha: float) -> int:
+        """Typical runs of each arm before a test that names (a subset reproduced against BASE, a
+        hunk needed or not) may answer at level `alpha`: where a mode of up to `--stall-share` of
+        the runs may not have shown, the runs in which one arm's all fell in one mode and the
+        other's in the other are rarer than alpha (`naming.fresh_pairs_to_tell_a_mode`, the commit
+        search's naming floor). A 30% mode at 1.4x: BASE's four runs all at the fast mode beside a
+        harmless hunk's four at the level read -29%, and the hunk was named. At least
+        `least_runs`."""
+        return max(self.least_runs(), fresh_pairs_to_tell_a_mode(alpha, self.settings.stall_share))
 
     def reader(self, subsets: Sequence[frozenset]) -> Reader | None:
         """A sample book's reader of interference for candidates BASE + subsets[i]: the hunt's."""

@@ -113,7 +113,7 @@ def leave_each_out(ctx: HuntContext, tested: TestedSubset, hunks: Sequence[str],
             if h in outcomes or h not in alphas:
                 continue
             base_arm, rest_arm, full_arm = ctx.typical((frozenset(), rests[h], members), arms[h])
-            least = ctx.least_runs()
+            least = ctx.runs_to_name(alphas[h])
             if shows_step(rest_arm, full_arm, pool, sign=sign, alpha=alphas[h], min_effect=min_effect, priors=priors,
                           least=least):
                 outcomes[h] = ("needed", None)

@@ -4,7 +4,7 @@ from __future__ import annotations
 from typing import Sequence
 
 from regressbisect.search.bisect import CommitSearch, Culprit
-from regressbisect.search.hunks.alone import alone_with_what_it_needs
+from regressbisect.search.hunks.alone import alone_with_what_it_needs, first_group_alone
 from regressbisect.search.hunks.context import HuntContext
 from regressbisect.search.hunks.members import needed_members
 from regressbisect.search.hunks.runnable import OutOfProbes, Phase
@@ -29,10 +29,21 @@ def name_steps(ctx: HuntContext, steps: Sequence[Culprit], search: CommitSearch,
         last = order[step.first_bad - 1] - taken
         if not last:
             continue            # an earlier culprit needed this group: it is named there
-        if step.first_bad == 1:
-            # BASE + this group is the prefix itself, named on fresh pairs against BASE already
+        if step.first_bad == 1 and len(search.gate.fresh_pairs(0, 1)) >= ctx.runs_to_name(ctx.settings.name_alpha):
+            # BASE + this group is the prefix itself, named on fresh pairs against BASE already,
+            # as many as a mode of --stall-share needs (the prefix search's own gate steers and
+            # does not wait for them); fewer: the group against BASE on pairs of its own
             pairs = min(len(search.samples(0)), len(search.samples(1)))
             tested = TestedSubset(last, Verdict.REPRODUCED, step.step, step.step_ci95, pairs)
+        elif step.first_bad == 1:
+            try:
+                found = yield from first_group_alone(ctx, last, sign, ctx.effect_prior(step.step),
+                                                     step_scale(step.step, ctx.settings.min_effect))
+            except OutOfProbes:     # the probe cap: what was named before this step
+                raise OutOfProbes(names) from None
+            if found is None:
+                continue        # not slow alone after all: what it was is the remainder's to find
+            tested = found
         else:
             # the groups before it, less the culprits of earlier steps (their slowdown is theirs)
             before = [g - taken for g in order[:step.first_bad - 1] if g - taken]
