@@ -389,20 +389,35 @@ def test_a_hidden_need_is_reported_as_needed_to_run_and_not_left_out():
     assert probe.runs.count(frozenset({"h031"})) <= 2     # the alone test's crash, never re-tested
 
 
-def test_a_first_group_is_named_on_pairs_of_its_own_where_the_runs_have_a_second_mode():
-    # 30% of the runs at 1.4x: the prefix search's first four runs of BASE all fell in the fast
-    # mode beside BASE + h000's at the level, its gate (which steers, on one fresh pair) placed a
-    # step at the first group, and the harmless h000 was named -29% beside the two true culprits
+def _with_a_mode(diff, rng_key, share, factor):
+    """The probe of scripts/bench_hunks.py with a second mode: lognormal 2% noise, then `share`
+    of the runs at `factor`, from numpy's generator of `rng_key`."""
     import numpy as np
 
-    diff = Diff(10, effects={"h004": 0.05, "h009": 0.05}, per_function=2, base_tok_s=10_000.0)
-    noise = np.random.default_rng([0, 1, 8, 1])
+    noise = np.random.default_rng(rng_key)
 
     def probe(subset, purpose):
         if not diff.runs(subset):
             return None
         value = diff.tok_s(subset) * math.exp(noise.normal(0.0, 0.02))
-        return value * 1.4 if noise.random() < 0.3 else value
+        return value * factor if noise.random() < share else value
+    return probe
 
-    decision = decide_hunks(diff.ids, diff.groups(), probe, SearchSettings(), needs=diff.needs)
+
+def test_a_remainder_search_skips_a_cleared_side_whose_end_has_no_typical_run():
+    # half the runs at 0.7x: a side's end had each of its few runs read as interfered, and the
+    # search for the remainder compared its ends' typical runs: KeyError (the hunt crashed)
+    diff = Diff(10, effects={"h002": 0.05, "h006": 0.05}, per_function=2, base_tok_s=10_000.0)
+    decision = decide_hunks(diff.ids, diff.groups(), _with_a_mode(diff, [0, 1, 2, 1], 0.5, 0.7), SearchSettings(),
+                            needs=diff.needs)
+    assert set().union(*named(decision)) <= {"h002", "h006"}
+
+
+def test_a_first_group_is_named_on_pairs_of_its_own_where_the_runs_have_a_second_mode():
+    # 30% of the runs at 1.4x: the prefix search's first four runs of BASE all fell in the fast
+    # mode beside BASE + h000's at the level, its gate (which steers, on one fresh pair) placed a
+    # step at the first group, and the harmless h000 was named -29% beside the two true culprits
+    diff = Diff(10, effects={"h004": 0.05, "h009": 0.05}, per_function=2, base_tok_s=10_000.0)
+    decision = decide_hunks(diff.ids, diff.groups(), _with_a_mode(diff, [0, 1, 8, 1], 0.3, 1.4), SearchSettings(),
+                            needs=diff.needs)
     assert set().union(*named(decision)) <= {"h004", "h009"}

@@ -747,7 +747,12 @@ class CommitSearch:
             sd = self._sides[k]
             return self._toward(float(np.mean(np.log(self.book.raw[sd.hi])) - np.mean(np.log(self.book.raw[sd.lo]))))
 
-        k = max(cleared, key=ends_differ)
+        # a side whose end has every run read as interfered has no level to compare (a mode of
+        # half the runs leaves a commit of few runs so): its ends cannot say it holds more
+        readable = [k for k in cleared if self.book.raw.get(self._sides[k].lo) and self.book.raw.get(self._sides[k].hi)]
+        if not readable:
+            return False
+        k = max(readable, key=ends_differ)
         side = self._sides[k]
         self._sides[k] = replace(side, outcome=SideOutcome.REMAINDER, ruled_out=math.nan)
         self._queue.append(_Interval(side.lo, side.hi, checked=True, is_side=True, probes_at_start=self._probes,
