@@ -493,19 +493,13 @@ class ControlArm:
         where the t test at looks of 3, 6, 12, ... pairs (never before 6) took 6.
         """
         s = self.settings
-        x, y = np.log(np.asarray(a)), np.log(np.asarray(b))
-        est = float(y.mean() - x.mean())
-        c = 1 / len(x) + 1 / len(y)
         # every run (`read`): their own spread, the runs far off included; a remembered noise
         # scale prices typical runs
         noise = NoisePool.of([a, b]) if read else self.book.with_prior(NoisePool.of([a, b]))
         sign = hunted_sign(s.direction)
-        margin = log_threshold(s.min_effect)
         if shows_step(a, b, noise, sign=sign, alpha=s.reproduce_alpha, min_effect=s.min_effect):
             return Look.GO
-        stop_at = math.log(5 / s.alpha)
-        nulls = [-margin, margin] if sign == 0 else [sign * margin]
-        if all(self._beyond_null(est, c, noise, null, stop_at) for null in nulls):
+        if rules_out_step(a, b, noise, sign=sign, alpha=s.alpha, min_effect=s.min_effect):
             return Look.STOP
         return Look.MORE
 
