@@ -7,7 +7,7 @@ of executions (the machine got busy), per scenario:
 
 * quiet          2% throughout (what the hunt costs on a quiet machine)
 * busy-15        15% throughout (what it costs on a busy one)
-* rise@6         2% for the first 6 executions (the control arm's), then 15%
+* rise@6         2% for the first 6 executions (three of the control arm's four pairs), then 15%
 * rise@10        2% for the first 10 executions, then 15% (a quiet hunt takes about 18)
 * rise@14        2% for the first 14 executions, then 15% (mid-confirmation)
 * rise@10+interf rise@10, and from the rise on a fifth of the runs 30% slow (search/interference.py)
