@@ -39,6 +39,8 @@ LAYERS: dict[str, int] = {
     "regressbisect.machine": 3,
     # 4: running one probe (locally or on Slurm), its isolation, setup and venvs
     "regressbisect.probe": 4,
+    # 4: the environments of `deps`: their pins, builds (with uv) and the releases between two
+    "regressbisect.deps": 4,
     # 5: the three hunts and what they share
     "regressbisect.hunts": 5,
     # 6: the command line
