@@ -24,7 +24,7 @@ COMMAND_LINE: list[str] = []
 """The command as the user typed it (`main` sets it): an undecided hunt's report repeats it with a
 larger budget and its revisions resolved (hunts/common.py `continue_command`, options.without_revisions)."""
 
-from regressbisect.cli import (clean_cmd, demo_cmd, doctor_cmd, hunks_cmd,  # noqa: E402,F401
+from regressbisect.cli import (clean_cmd, demo_cmd, deps_cmd, doctor_cmd, hunks_cmd,  # noqa: E402,F401
                                nightly_cmd, report_cmd, run_cmd, workload_cmd)  # registers them
 
 

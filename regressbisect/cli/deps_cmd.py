@@ -1,0 +1,83 @@
+"""`regressbisect deps GOOD_ENV BAD_ENV`: which package of an upgrade, and which release, made tok/s drop."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from regressbisect.cli import app
+from regressbisect.cli import options as o
+
+NOT_FOR_DEPS = ("setup", "venv", "drill", "footprint", "slots", "overlap", "slot_devices")
+"""run's flags that have no meaning for a deps hunt (one probe at a time, in the project as it is)."""
+
+
+@app.command("deps")
+@o.hunt_options("run")
+def deps(
+    good_env: Annotated[Path, typer.Argument(help="The fast environment: a pinned requirements file (pip freeze) or a uv.lock.")],
+    bad_env: Annotated[Path, typer.Argument(help="The slow environment, in either form.")],
+    index_url: Annotated[Optional[str], typer.Option("--index-url", help="Package index to install from and list releases of (uv's --index-url; default PyPI).")] = None,
+    find_links: Annotated[Optional[list[str]], typer.Option("--find-links", help="A directory (or page) of wheels and sdists, passed to uv; its files are releases too.")] = None,
+    no_index: Annotated[bool, typer.Option("--no-index", help="Only --find-links: no package index (uv's --no-index).")] = False,
+    pre: Annotated[bool, typer.Option("--pre", help="Bisect pre-releases and dev releases too.")] = False,
+    yanked: Annotated[bool, typer.Option("--yanked", help="Bisect yanked releases too.")] = False,
+    python: Annotated[Optional[str], typer.Option("--python", help="Interpreter of the candidate environments (default: the one regressbisect runs on).")] = None,
+    json_out: o.JsonOut = None, repo: o.Repo = Path("."), quiet: o.Quiet = False,
+    flags: dict | None = None,
+) -> None:
+    """Find which package of GOOD_ENV -> BAD_ENV, and which release of it, made --cmd slower. The
+    project is measured as it is in its directory; each candidate environment (GOOD's pins with
+    some of the changes) is a virtualenv of its own, built with uv and kept until `clean`. Your
+    own environment is never touched.
+
+    Both ends are measured first (the control arm of `run`); then the changed packages are
+    searched as `hunks` searches hunks (a combination that does not resolve, install or run is a
+    crash with its reason), then each culprit package's releases between its two versions are
+    bisected as `run` bisects commits (a release that does not install is skipped and named).
+
+    Exit codes: 0 culprits named; 1 user error (an environment that does not build, the probe
+    failing at GOOD or BAD); 2 not reproduced; 4 every candidate skipped; 5 no single package
+    explains it; 6 could not decide within --max-samples; 130 interrupted.
+    """
+    from regressbisect.config import build_config
+    from regressbisect.deps.builds import IndexOptions
+    from regressbisect.deps.envs import read_environment, unsupported_line
+    from regressbisect.deps.releases import ReleaseRule
+    from regressbisect.errors import UserError, warn
+    from regressbisect.git.history import History
+    from regressbisect.hunts.deps import DepsHunt
+    from regressbisect.render.outputs import check_file
+    from regressbisect.render.progress import HuntProgress
+
+    given = [key for key in NOT_FOR_DEPS if (flags or {}).get(key) not in (None, ())]
+    if given:
+        raise UserError(f"deps takes no --{given[0].replace('_', '-')}: it measures one candidate environment at "
+                        "a time, in the project as it is")
+    history = History.open(repo)
+    config = build_config(history.read_pyproject_table(), flags or {}, source=str(history.root / "pyproject.toml"))
+    check_file(json_out, "--json")
+    good, bad = read_environment(good_env), read_environment(bad_env)
+    for env in (good, bad):
+        line = unsupported_line(env)
+        if line is not None:
+            warn(line)
+    index = IndexOptions(index_url=index_url, find_links=tuple(find_links or ()), no_index=no_index)
+    with HuntProgress(quiet=quiet, unit=config.unit) as progress:
+        outcome = DepsHunt(history, config, good, bad, index=index, release_rule=ReleaseRule(pre=pre, yanked=yanked),
+                           python=python, progress=progress).run()
+    finish(outcome, json_out)
+
+
+def finish(outcome, json_out: Path | None) -> None:
+    """The summary, the --json report, then the verdict's exit code."""
+    from regressbisect.jsonio import dumps
+    from regressbisect.render.outputs import write_text, written_after_work
+    from regressbisect.render.report_deps import deps_summary
+
+    print(deps_summary(outcome.report))
+    if json_out is not None:
+        written_after_work("--json", json_out, lambda: write_text(json_out, dumps(outcome.report)),
+                           kept="the summary above holds the culprits")
+    raise typer.Exit(int(outcome.exit_code))

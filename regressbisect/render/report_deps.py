@@ -1,0 +1,151 @@
+"""The report of `regressbisect deps`: its JSON (`deps_report`) and the summary it prints
+(`deps_summary`), one row per level: the package (its change against GOOD) and the release (its
+step in the bisection of the package's releases).
+
+JSON: `culprits[]`, one per package of a culprit, with `package`, `good_version`, `bad_version`,
+`version` (the first release with the change, null when it could not be told), `step_pct` and
+`interval` (the culprit's change against GOOD, percent, its 95% interval), `with` (the packages
+it is named with, and how each joined: e.g. 'needed to run'), and `releases` (the bisection: each release step, the
+releases skipped and why).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Mapping, Sequence
+
+from regressbisect.search.bisect import SearchResult
+from regressbisect.search.hunkdecide import HunkDecision
+
+SCHEMA = 1
+
+
+@dataclass(frozen=True)
+class ReleaseHunt:
+    """The releases of one culprit package between its two versions, and what their bisection found."""
+
+    package: str
+    display: str
+    good: str | None
+    bad: str | None
+    group: tuple[str, ...] = ()
+    """The other packages of its culprit, made as in BAD at every release."""
+    versions: tuple[str, ...] = ()
+    """GOOD's version, the releases between, BAD's version, in that order (empty: not listed)."""
+    result: SearchResult | None = None
+    """The commit search over `versions` (None: none ran)."""
+    version: str | None = None
+    """The first release with the change (None: not told)."""
+    skipped: tuple[tuple[str, str], ...] = ()
+    """(release, why) of the releases that did not install or run."""
+    reason: str = ""
+
+
+def _pct(x: float) -> float | None:
+    return round(100 * x, 2) if math.isfinite(x) else None
+
+
+def _interval(ci: Sequence[float]) -> list[float | None]:
+    return [_pct(ci[0]), _pct(ci[1])]
+
+
+def _releases_json(hunt: ReleaseHunt) -> dict[str, Any]:
+    result = hunt.result
+    out: dict[str, Any] = {"tested": list(hunt.versions), "verdict": str(result.verdict) if result else None,
+                           "reason": hunt.reason, "probes": result.probes if result else 0,
+                           "steps": [], "skipped": [{"version": v, "reason": r} for v, r in hunt.skipped]}
+    if result is not None:
+        out["steps"] = [{"version": hunt.versions[c.first_bad], "after": hunt.versions[c.last_good],
+                         "step_pct": _pct(c.step), "interval": _interval(c.step_ci95),
+                         "share_of_gap": round(c.share_of_gap, 3)} for c in result.culprits]
+        # a step with releases between that did not install: it is any of them or its first_bad
+        out["ambiguous"] = [{"any_of": list(hunt.versions[c.last_good + 1:c.first_bad + 1]),
+                             "after": hunt.versions[c.last_good], "step_pct": _pct(c.step),
+                             "interval": _interval(c.step_ci95)} for c in result.ambiguous]
+    return out
+
+
+def deps_report(*, good, bad, changes, needs: Mapping[str, frozenset[str]], decision: HunkDecision,
+                releases: Sequence[ReleaseHunt], exit_code: int, unit: str, crashes: Mapping[frozenset, str],
+                probes: int, builds: int, build_seconds: float, wall_seconds: float,
+                settings: Mapping[str, Any]) -> dict[str, Any]:
+    """The JSON report of a deps hunt (see the module docstring)."""
+    control = decision.control
+    ends = control.endpoints if control is not None else ()
+    by_package = {r.package: r for r in releases}
+    culprits = []
+    for culprit in decision.culprits:
+        joined = culprit.how_joined()
+        for name in (n for n in sorted(culprit.hunks) if n in by_package):
+            hunt = by_package[name]
+            change = next(c for c in changes if c.name == name)
+            culprits.append({
+                "package": change.display or name, "good_version": change.good, "bad_version": change.bad,
+                "version": hunt.version,
+                "step_pct": _pct(culprit.change), "interval": _interval(culprit.reported_ci95),
+                "share_of_gap": round(culprit.share_of_gap, 3) if math.isfinite(culprit.share_of_gap) else None,
+                "with": [{"package": n, "joined": str(joined[n])} for n in sorted(culprit.hunks - {name})],
+                "releases": _releases_json(hunt),
+            })
+    return {
+        "kind": "deps", "schema": SCHEMA, "verdict": str(decision.verdict), "reason": decision.reason,
+        "exit_code": exit_code, "unit": unit, "good_env": good.source, "bad_env": bad.source,
+        "changes": [{"package": c.display or c.name, "kind": c.kind, "good_version": c.good,
+                     "bad_version": c.bad} for c in changes],
+        "needs": {name: sorted(need) for name, need in sorted(needs.items())},
+        "endpoints": [{"median": e.median, "n": e.n} for e in ends],
+        "gap_pct": _pct(control.gap) if control is not None else None,
+        "culprits": culprits,
+        "suspects": [{"packages": sorted(s.hunks), "step_pct": _pct(s.change), "interval": _interval(s.reported_ci95)}
+                     for s in decision.suspects],
+        "did_not_run": [{"packages": sorted(subset), "reason": reason} for subset, reason in crashes.items()],
+        "left_out": {"good": list(good.unsupported), "bad": list(bad.unsupported)},
+        "probes": probes, "environments_built": builds, "build_seconds": round(build_seconds, 2),
+        "wall_seconds": round(wall_seconds, 2), "settings": dict(settings),
+    }
+
+
+def _pct_text(value: float | None) -> str:
+    return "?" if value is None else f"{value:+.1f}%"
+
+
+def _interval_text(interval: Sequence[float | None]) -> str:
+    return f"95% interval {_pct_text(interval[0])}..{_pct_text(interval[1])}"
+
+
+def deps_summary(report: Mapping[str, Any]) -> str:
+    """What `deps` prints when it ends."""
+    unit = report.get("unit") or "tok/s"
+    changes = report["changes"]
+    lines = [f"regressbisect deps: {report['good_env']} -> {report['bad_env']}, {len(changes)} package(s) "
+             f"changed: {report['verdict']}" + (f" ({report['reason']})" if report.get("reason") else "")]
+    ends = report.get("endpoints") or []
+    if len(ends) == 2 and ends[0]["n"] and ends[1]["n"]:
+        lines.append(f"  GOOD {ends[0]['median']:,.1f} {unit} (n={ends[0]['n']}), BAD {ends[1]['median']:,.1f} "
+                     f"{unit} (n={ends[1]['n']}): {_pct_text(report.get('gap_pct'))}")
+    for number, culprit in enumerate(report["culprits"], 1):
+        joined = "".join(f" (with {w['package']}: {w['joined']})" for w in culprit["with"])
+        lines.append(f"culprit {number}: package {culprit['package']} {culprit['good_version'] or '(none)'} -> "
+                     f"{culprit['bad_version'] or '(removed)'}{joined}: {_pct_text(culprit['step_pct'])} "
+                     f"({_interval_text(culprit['interval'])})")
+        releases = culprit.get("releases") or {}
+        steps = releases.get("steps") or []
+        for step in steps:
+            lines.append(f"  release {culprit['package']} {step['version']} (after {step['after']}): "
+                         f"{_pct_text(step['step_pct'])} ({_interval_text(step['interval'])})")
+        for step in releases.get("ambiguous") or []:
+            lines.append(f"  release {culprit['package']} {' or '.join(step['any_of'])} (after {step['after']}; "
+                         f"not told apart: a release between did not run): {_pct_text(step['step_pct'])} "
+                         f"({_interval_text(step['interval'])})")
+        if not steps and not releases.get("ambiguous"):
+            told = f"release {culprit['version']}" if culprit["version"] else "release not told"
+            lines.append(f"  {told}" + (f": {releases.get('reason')}" if releases.get("reason") else ""))
+        for skip in releases.get("skipped") or []:
+            lines.append(f"  skipped release {skip['version']}: {skip['reason']}")
+    for suspect in report.get("suspects") or []:
+        lines.append(f"suspect (not named): {', '.join(suspect['packages'])} {_pct_text(suspect['step_pct'])}")
+    for crash in report.get("did_not_run") or []:
+        lines.append(f"did not run: GOOD + {', '.join(crash['packages'])}: {crash['reason']}")
+    lines.append(f"{report['probes']} probe(s), {report['environments_built']} environment(s) built in "
+                 f"{report['build_seconds']:.1f} s, {report['wall_seconds']:.1f} s in all")
+    return "\n".join(lines)

@@ -1,0 +1,203 @@
+"""`regressbisect deps GOOD_ENV BAD_ENV`: which package of an upgrade, and which release of it,
+made the command slower, on a local index of hand-written wheels (`--find-links`, `--no-index`:
+no network). The environments are real (built with uv); the probe is a fake that reads which
+versions its environment holds, except in the end-to-end test, which runs real processes."""
+from __future__ import annotations
+
+import json
+import math
+import random
+import shutil
+from pathlib import Path
+
+import pytest
+
+from regressbisect.cli import main
+from regressbisect.config import build_config
+from regressbisect.deps.builds import IndexOptions
+from regressbisect.deps.envs import read_requirements
+from regressbisect.git.history import History
+from regressbisect.hunts.deps import DepsHunt
+from regressbisect.samples import ProbeOutcome, Sample
+from regressbisect.testing.gitrepo import make_repo, snapshot_checkout
+from regressbisect.testing.wheels import write_broken_wheel, write_wheel
+from tests.ci import missing
+
+SLOW = 0.30
+"""slowpkg 1.2 and later: tok/s divided by 1 + SLOW."""
+
+STEP = """\
+SPIN = {spin}
+
+
+def step():
+    total = 0
+    for i in range(200 + SPIN):
+        total += i
+    return total
+"""
+
+BENCH = """\
+import time
+import slowpkg
+for _ in range(50):
+    slowpkg.step()
+start = time.perf_counter()
+steps = 1500
+for _ in range(steps):
+    slowpkg.step()
+print(f"{steps / (time.perf_counter() - start):.1f} tok/s")
+"""
+
+
+def write_index(directory: Path, broken: str = "1.0.1") -> None:
+    """slowpkg 1.0, 1.1, 1.2 (a busy loop), 1.3rc1, 2.0 (needs helper >= 2) and `broken` (does not
+    install); helper 1.0 and 2.0; plain 1.0 and 1.1 (harmless)."""
+    for version in ("1.0", "1.1", "1.2", "1.3rc1", "2.0"):
+        spin = 60 if version >= "1.2" else 0
+        write_wheel(directory, "slowpkg", version, {"slowpkg/__init__.py": STEP.format(spin=spin)},
+                    requires=["helper>=2"] if version == "2.0" else ())
+    write_broken_wheel(directory, "slowpkg", broken)
+    for version in ("1.0", "2.0"):
+        write_wheel(directory, "helper", version, {"helper/__init__.py": f"VERSION = {version!r}\n"})
+    for version in ("1.0", "1.1"):
+        write_wheel(directory, "plain", version, {"plain/__init__.py": ""})
+
+
+GOOD = "slowpkg==1.0\nhelper==1.0\nplain==1.0\n"
+BAD = "slowpkg==2.0\nhelper==2.0\nplain==1.1\n"
+
+
+class VersionProbe:
+    """tok/s from the versions the probe's environment holds: slowpkg 1.2 and later are SLOW
+    slower; seeded lognormal noise. A run in an environment without slowpkg fails to import."""
+
+    def __init__(self, noise: float = 0.02, seed: int = 0):
+        self.rng = random.Random(seed)
+        self.noise = noise
+        self.environments: list[dict[str, str]] = []
+
+    def __call__(self, spec, cwd: Path, extra_env=None) -> ProbeOutcome:
+        venv = Path(extra_env["VIRTUAL_ENV"])
+        versions = dict(p.name[:-len(".dist-info")].rsplit("-", 1)
+                        for p in venv.glob("lib/python*/site-packages/*.dist-info"))
+        self.environments.append(versions)
+        if "slowpkg" not in versions:
+            return ProbeOutcome(sample=None, skip_reason="exit 1: ModuleNotFoundError: No module named 'slowpkg'",
+                                exit_code=1, wall_seconds=0.01)
+        slow = tuple(map(int, versions["slowpkg"].split(".")[:2])) >= (1, 2)
+        value = 1000.0 / (1 + SLOW * slow) * math.exp(self.rng.gauss(0, self.noise))
+        return ProbeOutcome(sample=Sample(tok_s=value), skip_reason=None, exit_code=0, wall_seconds=0.01)
+
+
+@pytest.fixture
+def project(tmp_path):
+    if shutil.which("uv") is None:
+        missing("uv is not installed")
+    write_index(tmp_path / "wheels")
+    repo = tmp_path / "project"
+    make_repo(repo, [{"bench.py": BENCH}])
+    (tmp_path / "good.txt").write_text(GOOD)
+    (tmp_path / "bad.txt").write_text(BAD)
+    return repo
+
+
+def hunt(project: Path, probe, good: str = GOOD, bad: str = BAD, **config):
+    cfg = build_config({}, {"cmd": "python bench.py", "instrument": "off", **config})
+    index = IndexOptions(find_links=(str(project.parent / "wheels"),), no_index=True)
+    return DepsHunt(History.open(project), cfg, read_requirements(good, "good.txt"), read_requirements(bad, "bad.txt"),
+                    index=index, probe_runner=probe).run()
+
+
+def test_the_package_and_its_first_slow_release_are_named_and_the_broken_release_skipped(project):
+    before = snapshot_checkout(project)
+    probe = VersionProbe(seed=1)
+    outcome = hunt(project, probe)
+    report = outcome.report
+    assert report["verdict"] == "culprits" and int(outcome.exit_code) == 0
+    (culprit,) = report["culprits"]
+    assert (culprit["package"], culprit["good_version"], culprit["version"]) == ("slowpkg", "1.0", "1.2")
+    assert -30 < culprit["step_pct"] < -20     # 1/1.3 - 1 = -23%
+    assert culprit["interval"][0] < culprit["step_pct"] < culprit["interval"][1] < 0
+    assert culprit["with"] == [{"package": "helper", "joined": "needed to run"}]   # slowpkg 2.0 needs helper >= 2
+    assert report["needs"] == {"slowpkg": ["helper"]}
+    releases = culprit["releases"]
+    assert releases["tested"] == ["1.0", "1.0.1", "1.1", "1.2", "2.0"]     # 1.3rc1 left out
+    assert [s["version"] for s in releases["steps"]] == ["1.2"]
+    assert [s["version"] for s in releases["skipped"]] in ([], ["1.0.1"])   # tried only if the search asks
+    # every environment measured is GOOD's pins with some of the changes: plain 1.1 never blamed
+    assert all(set(env) == {"slowpkg", "helper", "plain"} for env in probe.environments)
+    assert snapshot_checkout(project) == before
+    assert report["environments_built"] >= 5
+
+
+def test_a_release_that_does_not_install_beside_the_step_leaves_it_ambiguous(project):
+    """1.1.1 between 1.1 (fast) and 1.2 (slow) does not install: the step is 1.1.1 or 1.2, and
+    neither is named the first release with the change."""
+    write_index(project.parent / "wheels", broken="1.1.1")
+    (culprit,) = hunt(project, VersionProbe(seed=2)).report["culprits"]
+    assert culprit["version"] is None and culprit["releases"]["steps"] == []
+    (step,) = culprit["releases"]["ambiguous"]
+    assert step["any_of"] == ["1.1.1", "1.2"] and step["after"] == "1.1"
+    skipped = {s["version"]: s["reason"] for s in culprit["releases"]["skipped"]}
+    assert skipped["1.1.1"].startswith("does not install")    # the fixture's 1.0.1 is broken too
+
+
+def test_a_combination_that_does_not_resolve_is_a_crash_with_its_reason(project, monkeypatch):
+    """A need the metadata did not give (read none): slowpkg 2.0 without helper 2.0 does not
+    resolve; the search finds that it needs helper, and never blames the crash."""
+    import regressbisect.hunts.deps as deps_hunt
+
+    monkeypatch.setattr(deps_hunt, "change_needs", lambda *args: {})
+    report = hunt(project, VersionProbe(seed=4)).report
+    assert report["verdict"] == "culprits" and report["needs"] == {}
+    (culprit,) = report["culprits"]
+    assert culprit["package"] == "slowpkg" and culprit["version"] == "1.2"
+    assert culprit["with"] == [{"package": "helper", "joined": "needed to run"}]
+    crashes = {tuple(c["packages"]): c["reason"] for c in report["did_not_run"]}
+    assert crashes[("slowpkg",)].startswith("does not resolve") and "helper>=2" in crashes[("slowpkg",)]
+
+
+def test_an_upgrade_of_harmless_packages_is_not_reproduced(project):
+    outcome = hunt(project, VersionProbe(seed=5), bad="slowpkg==1.0\nhelper==2.0\nplain==1.1\n")
+    assert outcome.report["verdict"] == "not-reproduced" and int(outcome.exit_code) == 2
+    assert outcome.report["culprits"] == []
+
+
+def test_an_end_that_does_not_build_is_one_line_and_exit_1(project, capsys):
+    code = _cli(project, "slowpkg==1.0.1\nhelper==1.0\n", BAD, "--quiet")
+    assert code == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "GOOD" in err[0] and "does not install" in err[0]
+
+
+def test_the_command_prints_the_package_and_release_and_writes_the_json(project, capsys, monkeypatch, tmp_path):
+    from regressbisect.probe import executors
+
+    monkeypatch.setattr(executors, "LOCAL_RUNNER", VersionProbe(seed=6))
+    (project.parent / "good.txt").write_text("-e git+https://example.org/me/project.git@0123#egg=project\n" + GOOD)
+    code = _cli(project, None, BAD, "--quiet", "--json", str(tmp_path / "deps.json"))
+    out, err = capsys.readouterr()
+    assert code == 0
+    assert "culprit 1: package slowpkg 1.0 -> 2.0 (with helper: needed to run)" in out
+    assert "release slowpkg 1.2 (after 1.1)" in out
+    assert err.count("requirement(s) left out") == 1 and "-e git+" in err     # the editable line, said once
+    report = json.loads((tmp_path / "deps.json").read_text())
+    assert [(c["package"], c["good_version"], c["version"]) for c in report["culprits"]] == [("slowpkg", "1.0", "1.2")]
+    assert {"step_pct", "interval"} <= set(report["culprits"][0])
+
+
+def test_flags_a_deps_hunt_cannot_use_are_refused(project, capsys):
+    assert _cli(project, GOOD, BAD, "--slots", "2") == 1
+    assert "deps takes no --slots" in capsys.readouterr().err
+
+
+def _cli(project: Path, good: str | None, bad: str, *more: str) -> int:
+    if good is not None:
+        (project.parent / "good.txt").write_text(good)
+    (project.parent / "bad.txt").write_text(bad)
+    with pytest.raises(SystemExit) as exit_info:
+        main(["deps", str(project.parent / "good.txt"), str(project.parent / "bad.txt"), "-C", str(project),
+              "--cmd", "python bench.py", "--find-links", str(project.parent / "wheels"), "--no-index",
+              "--instrument", "off", *more])
+    return int(exit_info.value.code)
