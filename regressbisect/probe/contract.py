@@ -119,11 +119,21 @@ WORK_UNITS = ("step", "window", "run")
 """What a work row covers: an optimizer step (WORK_SKIP_STEPS skipped, then up to WORK_STEPS), the
 measured window `regressbisect.report(tokens, seconds)` reported (a program with no optimizer),
 or the whole process (neither)."""
+WORK_WAY_KEY = "work_way"
+WORK_WAYS = ("dispatch", "graph+profiler")
+"""How the counting arm counted a process (probe/work.py): a dispatch mode over the ops the program
+runs (an eager program), or, from its first torch.compile call on (a compiled step, a higher-order
+op such as flex_attention or torch.cond, which compile themselves), the graphs dynamo captured and
+a profiler per counted step. Row keys of the second way: `graphs` and `graphs:<compiled
+function>` (graph calls), `calls:<op>` (graph nodes times graph calls), `graph_breaks` and
+`break:<reason>` (the process's so far, not per row), `cpu_ops:<aten op>` (the profiler's
+outermost ops), `syncs`, `flops:<op>` (only where the profiler has a formula), `uncounted:<op>`
+(higher-order ops: no formula) and, on CUDA, `kernels:<name family>`."""
 WORK_SKIP_STEPS = 1
 WORK_STEPS = 3
 WORK_PREFIX = "work."
 """The parent keeps the work counts in Sample.counters under this prefix (probe/protocol.py);
-`work.unit` is WORK_UNITS' index."""
+`work.unit` is WORK_UNITS' index, `work.way` WORK_WAYS'."""
 IMPORT_RECORD_SUFFIX = ".rec"
 """The import record, `<pid>.rec` in IMPORTS_DIR_ENV's directory, one per Python process: a
 Python literal (no json import in a probe that has none) of {"pid", "rank", "modules": {name:

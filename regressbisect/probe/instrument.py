@@ -33,7 +33,8 @@ from types import ModuleType
 from typing import Any, Callable
 
 from regressbisect.probe.contract import (COUNTER_NAMES, COUNTERS_PREFIX, DEFAULT_LMHEAD_MIN_OUT, INSTRUMENT_ENV,
-                                          LMHEAD_ENV, WORK_ENV, WORK_KEY, WORK_ON, WORK_UNIT_KEY)
+                                          LMHEAD_ENV, WORK_ENV, WORK_KEY, WORK_ON, WORK_UNIT_KEY,
+                                          WORK_WAY_KEY)
 
 
 class _Counts:
@@ -193,20 +194,28 @@ def on_flex_attention_imported(flex: ModuleType) -> None:
 
 
 def _start_work(torch: ModuleType, is_compiling: Callable[[], bool]) -> None:
-    """The counting arm: probe/work.py, loaded the way the shim loaded this module."""
+    """The counting arm: probe/work.py and the modules it imports, loaded the way the shim loaded
+    this module."""
     global _work
-    module = sys.modules.get("regressbisect.probe.work")
+    for name in ("work_graphs", "work_profiler", "work"):
+        module = _probe_module(name)
+    _work = module.WorkCounter(torch, snapshot, is_compiling)
+    _work.start()
+
+
+def _probe_module(name: str) -> ModuleType:
+    full_name = "regressbisect.probe." + name
+    module = sys.modules.get(full_name)
     if module is None:
         import importlib.util
 
-        path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "work.py")
-        spec = importlib.util.spec_from_file_location("regressbisect.probe.work", path)
+        path = os.path.join(os.path.dirname(os.path.abspath(__file__)), name + ".py")
+        spec = importlib.util.spec_from_file_location(full_name, path)
         assert spec is not None and spec.loader is not None
         module = importlib.util.module_from_spec(spec)
-        sys.modules["regressbisect.probe.work"] = module
+        sys.modules[full_name] = module
         spec.loader.exec_module(module)
-    _work = module.WorkCounter(torch, snapshot, is_compiling)
-    _work.start()
+    return module
 
 
 def _on_optimizer_step(optimizer: Any, args: Any, kwargs: Any) -> None:
@@ -223,7 +232,7 @@ def counters_line() -> str:
     record: dict[str, Any] = {"rank": int(os.environ.get("RANK", "0")), "pid": os.getpid(), "iters": rows}
     if _work is not None:
         work_rows, unit = _work.at_exit()
-        record[WORK_KEY], record[WORK_UNIT_KEY] = work_rows, unit
+        record[WORK_KEY], record[WORK_UNIT_KEY], record[WORK_WAY_KEY] = work_rows, unit, _work.way
     return COUNTERS_PREFIX + json.dumps(record, separators=(",", ":"))
 
 

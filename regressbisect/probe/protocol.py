@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Mapping, TextIO
 
 from regressbisect.metric import DEFAULT_METRIC_REGEX, MAX_METRIC, compile_metric_regex
 from regressbisect.probe.contract import (COUNTERS_PREFIX, METRICS_VERSION, PREFIX, ROW_FIELDS, VERSION_KEY, WORK_KEY,
-                                          WORK_PREFIX, WORK_UNIT_KEY, WORK_UNITS)
+                                          WORK_PREFIX, WORK_UNIT_KEY, WORK_UNITS, WORK_WAY_KEY, WORK_WAYS)
 
 if TYPE_CHECKING:
     from regressbisect.samples import Sample
@@ -96,6 +96,7 @@ def parse_output(text: str, metric_regex: str | None = DEFAULT_METRIC_REGEX,
     process_rows: list[list[Mapping[str, Any]]] = []
     work_rows: list[list[Mapping[str, Any]]] = []
     work_units: set[str] = set()
+    work_ways: set[str] = set()
     for line in text.splitlines():
         match = _PROTOCOL_LINE.match(line)
         if match:
@@ -103,14 +104,15 @@ def parse_output(text: str, metric_regex: str | None = DEFAULT_METRIC_REGEX,
             continue
         match = _COUNTERS_LINE.match(line)
         if match:
-            rows, work, unit = _load_counters(match.group(1), line)
+            rows, work, unit, way = _load_counters(match.group(1), line)
             process_rows.append(rows)
             if work:
                 work_rows.append(work)
                 work_units.add(unit)
+                work_ways.add(way)
 
     shim_counters = aggregate_counters(process_rows)
-    shim_counters.update(work_counters(work_rows, work_units))
+    shim_counters.update(work_counters(work_rows, work_units, work_ways))
     samples = []
     for record, line in records:
         iters = record.get("iters") or []
@@ -214,15 +216,19 @@ def aggregate_counters(process_rows: Iterable[list[Mapping[str, Any]]]) -> dict[
     return totals
 
 
-def work_counters(process_rows: list[list[Mapping[str, Any]]], units: set[str]) -> dict[str, float]:
+def work_counters(process_rows: list[list[Mapping[str, Any]]], units: set[str],
+                  ways: set[str] = frozenset()) -> dict[str, float]:
     """The counting arm's work rows as Sample.counters entries: per process the median of each
     count over its rows, summed over processes, under WORK_PREFIX; `work.unit` is the index in
-    WORK_UNITS of the coarsest unit any process reported, `work.rows` the rows per process."""
+    WORK_UNITS of the coarsest unit any process reported, `work.way` the index in WORK_WAYS of the
+    last way any process counted by (a compiled rank makes the job compiled), `work.rows` the
+    rows per process."""
     if not process_rows:
         return {}
     counts = {WORK_PREFIX + name: value for name, value in aggregate_counters(process_rows).items()}
     known = [u for u in WORK_UNITS if u in units] or [WORK_UNITS[-1]]
     counts[WORK_PREFIX + "unit"] = float(WORK_UNITS.index(known[-1]))
+    counts[WORK_PREFIX + "way"] = float(max((WORK_WAYS.index(w) for w in ways if w in WORK_WAYS), default=0))
     counts[WORK_PREFIX + "rows"] = float(max(len(rows) for rows in process_rows))
     return counts
 
@@ -263,8 +269,9 @@ def _load_record(payload: str, line: str) -> dict[str, Any]:
     return record
 
 
-def _load_counters(payload: str, line: str) -> tuple[list[Mapping[str, Any]], list[Mapping[str, Any]], str]:
-    """(per-step rows, the counting arm's work rows, what a work row covers)."""
+def _load_counters(payload: str, line: str) -> tuple[list[Mapping[str, Any]], list[Mapping[str, Any]], str, str]:
+    """(per-step rows, the counting arm's work rows, what a work row covers, how it was counted:
+    a line from before the ways is the dispatch way's)."""
     record = _load_json(payload, line, "counters")
     lists = []
     for key in ("iters", WORK_KEY):
@@ -272,7 +279,8 @@ def _load_counters(payload: str, line: str) -> tuple[list[Mapping[str, Any]], li
         if not isinstance(rows, list) or not all(isinstance(r, dict) for r in rows):
             raise ProtocolError(f"counters line {key!r} must be a list of objects: {_clip(line)}")
         lists.append(rows)
-    return lists[0], lists[1], str(record.get(WORK_UNIT_KEY) or WORK_UNITS[-1])
+    return (lists[0], lists[1], str(record.get(WORK_UNIT_KEY) or WORK_UNITS[-1]),
+            str(record.get(WORK_WAY_KEY) or WORK_WAYS[0]))
 
 
 def _load_json(payload: str, line: str, what: str) -> dict[str, Any]:

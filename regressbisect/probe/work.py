@@ -12,6 +12,15 @@ survive instrumentation; its timings do not, so they only ever give shares withi
   (kernels, memcpy, memset: what the device was asked to run, including those of compiled and
   Triton code, which never reach the dispatcher; a dispatch-mode proxy would miss them). None on CPU.
 
+That is the dispatch way. A compiled step never reaches a dispatch mode (dynamo runs it eagerly
+under one: a program that is not the one measured), and higher-order ops (flex_attention,
+torch.cond) cannot run under one at all. Both go through torch.compile (the higher-order ops
+compile themselves), so its first call moves the process to the graph+profiler way: the modes are
+left, counting starts over (WORK_SKIP_STEPS skipped again), and a step's counts are the graphs
+dynamo captured times their calls, its graph breaks (probe/work_graphs.py) and a profiler session
+over the CPU and CUDA (probe/work_profiler.py: kernels, syncs, outermost ops, the FLOPs it has
+formulas for).
+
 Boundaries: the optimizer step post-hook (the shim's). The first WORK_SKIP_STEPS steps (lazy
 initialisation, compile) are not rows, the next WORK_STEPS are; then both modes are left and the
 program runs on uncounted. A program with no optimizer step gets one row per measured window
@@ -21,12 +30,15 @@ module forward that ended before the window began), else one row for the whole p
 from __future__ import annotations
 
 import time
-import warnings
 from collections import Counter
 from types import ModuleType
 from typing import Any, Callable
 
-from regressbisect.probe.contract import WORK_SKIP_STEPS, WORK_STEPS
+from regressbisect.probe.contract import WORK_SKIP_STEPS, WORK_STEPS, WORK_WAYS
+from regressbisect.probe.work_graphs import graph_breaks, patch_compile
+from regressbisect.probe.work_profiler import StepProfile, cuda_ready
+
+DISPATCH, GRAPHS = WORK_WAYS
 
 _MATMULS = frozenset({"aten.mm", "aten.addmm", "aten.bmm", "aten.baddbmm", "aten._scaled_mm"})
 """Ops whose calls are also counted by output width (`width:aten.mm@2048`): an lm_head-width matmul."""
@@ -64,6 +76,7 @@ class WorkCounter:
         self.calls: Counter = Counter()
         self.rows: list[dict[str, float]] = []
         self.unit = "run"
+        self.way = DISPATCH
         self.steps = 0
         self.on = False
         self._modes: list = []
@@ -72,7 +85,7 @@ class WorkCounter:
         self._mark: dict[str, float] | None = None   # cumulative counts at the current row's start
         self._mark_time = 0.0
         self._forward_ends: list[tuple[float, dict[str, float]]] = []
-        self._profiler = None
+        self._profiler: StepProfile | None = None
         self._names: dict[Any, str] = {}
 
     # -- on and off -------------------------------------------------------------------------
@@ -100,23 +113,61 @@ class WorkCounter:
         self._hooks = [modules.register_module_forward_pre_hook(self._forward_in),
                        modules.register_module_forward_hook(self._forward_out, always_call=True)]
         self.on = True
+        self._restart()
+        patch_compile(self.torch, self._count_graphs, self._graph_called)
+
+    def _restart(self) -> None:
         self._mark, self._mark_time = self.cumulative(), time.perf_counter()
         self._forward_ends = [(self._mark_time, self._mark)]
 
     def stop(self) -> None:
-        """Leave both modes (only when they are still the innermost: never pop a program's own)."""
-        if not self.on:
+        """Leave the modes and the hooks."""
+        if not self.on or not self._leave_modes():
             return
-        from torch.utils._python_dispatch import _get_current_dispatch_mode
-
-        if _get_current_dispatch_mode() is not self._modes[-1]:
-            return   # the program entered a mode of its own meanwhile: stay on, LIFO
         self._stop_profiler()
-        for mode in reversed(self._modes):
-            mode.__exit__(None, None, None)
         for hook in self._hooks:
             hook.remove()
         self.on = False
+
+    def _leave_modes(self) -> bool:
+        """Leave both modes, only when they are still the innermost (never pop a program's own;
+        it entered one meanwhile: stay on, LIFO); whether they are left."""
+        if self._modes:
+            from torch.utils._python_dispatch import _get_current_dispatch_mode
+
+            if _get_current_dispatch_mode() is not self._modes[-1]:
+                return False
+            for mode in reversed(self._modes):
+                mode.__exit__(None, None, None)
+            self._modes = []
+        return True
+
+    # -- the graph+profiler way ---------------------------------------------------------------
+
+    def _count_graphs(self) -> bool:
+        """torch.compile is called: from now on count by graphs (whether this process does)."""
+        if self.way == GRAPHS:
+            return True
+        if not self.on or not self._leave_modes():
+            return False   # counted already, or under a mode of the program's: stays dispatch
+        self.way = GRAPHS
+        self._stop_profiler()
+        self.calls = Counter()   # what the modes counted is of the other way
+        self.rows, self.steps, self.unit = [], 0, "run"
+        self._restart()
+        return True
+
+    def _graph_called(self, label: str, ops: Counter, higher: frozenset) -> None:
+        """A compiled graph runs: its ops once more, and higher-order ops have no FLOP formula."""
+        if not self.on or self.is_compiling():
+            return
+        calls = self.calls
+        calls["graphs"] += 1
+        calls["graphs:" + label] += 1
+        for op, n in ops.items():
+            calls["calls:" + op] += n
+            if op in higher:
+                calls["uncounted:" + op] += n
 
     # -- counting ---------------------------------------------------------------------------
 
@@ -160,6 +211,8 @@ class WorkCounter:
         now = self.cumulative()
         row = {k: v - mark.get(k, 0) for k, v in now.items() if v - mark.get(k, 0)}
         row["calls"], row["flops"] = row.get("calls", 0), row.get("flops", 0)
+        if self.way == GRAPHS:
+            row.update(graph_breaks())   # the process's so far: met while compiling, not per row
         row["arm_ms"] = round((time.perf_counter() - started) * 1e3, 3)
         return row
 
@@ -174,9 +227,7 @@ class WorkCounter:
                 self._start_row()
             return
         row = self._row_since_mark(self._mark or {}, self._mark_time)
-        kernels = self._stop_profiler()
-        if kernels is not None:
-            row["kernels"] = kernels
+        row.update(self._stop_profiler())
         self.rows.append(row)
         self.unit = "step"
         if self.steps >= WORK_SKIP_STEPS + WORK_STEPS:
@@ -211,35 +262,27 @@ class WorkCounter:
             self.unit = "run"
         return self.rows, self.unit
 
+    # Global module hooks are traced into a compiled forward: returning at once there keeps them
+    # out of its graph (a clock read would break it)
     def _forward_in(self, module: Any, args: Any) -> None:
+        if self.is_compiling():
+            return
         self._depth += 1
 
     def _forward_out(self, module: Any, args: Any, output: Any) -> None:
+        if self.is_compiling():
+            return
         self._depth = max(0, self._depth - 1)
         if self._depth == 0 and not self.steps:   # window marks only matter without optimizer steps
             self._forward_ends.append((time.perf_counter(), self.cumulative()))
 
-    # -- kernels (CUDA only) ------------------------------------------------------------------
+    # -- the profiler ---------------------------------------------------------------------------
 
     def _start_profiler(self) -> None:
-        cuda = getattr(self.torch, "cuda", None)
-        if cuda is None or not cuda.is_available() or not cuda.is_initialized():
-            return
-        from torch.profiler import ProfilerActivity, profile
+        """Dispatch way: CUDA activity, where the program uses CUDA; graph+profiler way: always."""
+        if self.way == GRAPHS or cuda_ready(self.torch):
+            self._profiler = StepProfile(self.torch, cpu=self.way == GRAPHS)
 
-        self._profiler = profile(activities=[ProfilerActivity.CUDA])
-        with warnings.catch_warnings():   # its notes would land in the probe's output
-            warnings.simplefilter("ignore")
-            self._profiler.__enter__()
-
-    def _stop_profiler(self) -> int | None:
+    def _stop_profiler(self) -> dict[str, float]:
         profiler, self._profiler = self._profiler, None
-        if profiler is None:
-            return None
-        synchronize = getattr(self.torch._C, "_cuda_synchronize", None)   # not the shim's counted one
-        (synchronize or self.torch.cuda.synchronize)()
-        device = self.torch.autograd.DeviceType.CUDA
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            profiler.__exit__(None, None, None)
-            return sum(1 for event in profiler.events() if event.device_type == device)
+        return profiler.finish() if profiler is not None else {}
