@@ -221,3 +221,55 @@ def test_calls_whose_flops_were_not_counted_void_the_compute_verdict():
     text = work.reading(before, after, -20.0)
     assert "without the FLOPs of aten._scaled_dot_product_efficient_attention" in text
     assert "not more compute" not in text and "explains" not in text
+
+
+# -- the graph+profiler way (a compiled step) -------------------------------------------------------
+
+def graph_side(masks=1, kernels=None, syncs=0, profiled_syncs=None, breaks=None, calls=None, uncounted=None):
+    """A side counted the graph+profiler way: graph calls per compiled function, graph breaks by reason."""
+    counts = side(flops=1e9, calls=calls or {"flex_attention": 2, "torch.linear": 4}, lm_head=0, cbm=0, syncs=syncs,
+                  kernels=kernels)
+    counts.update({"way": "graph+profiler", "graphs_by_function": {"step": 1, "create_block_mask": masks},
+                   "graph_calls": 1 + masks, "graph_breaks": sum((breaks or {}).values()),
+                   "graph_breaks_by_reason": breaks or {}, "profiled_syncs": syncs if profiled_syncs is None else profiled_syncs,
+                   "flops_uncounted_by_op": uncounted or {}})
+    return counts
+
+
+def test_a_compiled_step_reads_in_graphs_kernels_syncs_and_graph_breaks():
+    before = graph_side(masks=1, kernels=100, syncs=0)
+    after = graph_side(masks=2, kernels=164, syncs=2, breaks={"Unsupported Tensor.item() call": 1})
+    text = work.reading(before, after, -20.0)
+    assert ("+1 create_block_mask graph per step, +2 host syncs per step, +64 kernel launches per step, "
+            "+1 graph break (Unsupported Tensor.item() call)") in text, text
+    assert "seen by the profiler" not in text        # the same syncs, named once
+
+
+def test_syncs_only_the_profiler_sees_are_named_as_such():
+    """.item() captured into the graph (capture_scalar_outputs) never reaches the shim's Tensor.item."""
+    text = work.reading(graph_side(), graph_side(profiled_syncs=3), -10.0)
+    assert "+3 host syncs seen by the profiler per step" in text and "+3 host syncs per step" not in text
+
+
+def test_higher_order_ops_are_listed_as_not_counted():
+    text = work.reading(graph_side(uncounted={"flex_attention": 2}), graph_side(uncounted={"flex_attention": 2}), -10.0)
+    assert "without the FLOPs of flex_attention (higher-order ops: no FLOP formula)" in text
+    assert "explains" not in text and "not more compute" not in text
+
+
+def test_a_commit_that_compiles_the_step_is_not_compared_op_by_op():
+    text = work.reading(side(syncs=2), graph_side(syncs=4), -10.0)
+    assert text.startswith("counted by dispatch before and by graph+profiler after: not compared"), text
+    assert "+1 create_block_mask graph per step" in text and "+2 host syncs per step" in text
+    assert "appear" not in text
+
+
+def test_the_table_says_how_each_side_was_counted():
+    before, after = graph_side(), graph_side(masks=2, breaks={"Unsupported Tensor.item() call": 1})
+    entry = {"before": before, "after": after, "top_changes": work.top_changes(before, after)}
+    rows = work.table_rows(entry)
+    assert ["counted by", "graph+profiler", "graph+profiler", ""] in rows
+    assert rows[1][0] == "graph op calls"
+    assert ["create_block_mask graphs", "1", "2", "+1"] in rows and ["graph_breaks", "0", "1", "+1"] in rows
+    old = work.side_json(COUNTS_BEFORE)   # counts from before the ways: the dispatch way's
+    assert old["way"] == "dispatch" and old["graphs_by_function"] == {} and old["profiled_syncs"] is None

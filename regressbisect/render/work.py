@@ -4,18 +4,25 @@ under `work.`, probe/work.py), JSON-ready dicts and strings out; no torch, no I/
 
 The reading never names a cause the counts do not show: it says whether the FLOPs moved enough to
 explain the throughput step (time taken as proportional to FLOPs: the most compute could explain),
-and lists only counts that changed.
+and lists only counts that changed. A compiled program is counted the graph+profiler way (graph
+calls by compiled function, graph breaks, the profiler's kernels and syncs): its counts are
+compared only with counts taken the same way.
 """
 from __future__ import annotations
 
 import math
 from typing import Any, Mapping
 
-from regressbisect.probe.contract import WORK_PREFIX, WORK_UNITS
+from regressbisect.probe.contract import WORK_PREFIX, WORK_UNITS, WORK_WAYS
 
 NAMED = (("lm_head_calls", "lm_head-width matmul calls"), ("create_block_mask_calls", "create_block_mask calls"),
          ("host_syncs", "host syncs"), ("kernel_launches", "kernel launches"))
 """The counts a reading names by their meaning, in this order (today's counters and the kernels)."""
+PROFILED_SYNCS = "host syncs seen by the profiler"
+"""The graph+profiler way's `syncs` (in compiled code too), named where they moved otherwise than
+the shim's host_syncs."""
+NOT_COUNTED = {WORK_WAYS[0]: "shapes torch's formulas do not cover", WORK_WAYS[1]: "higher-order ops: no FLOP formula"}
+"""Why a side's `flops_uncounted_by_op` has no FLOPs, by way."""
 NOT_MORE = 0.01
 """FLOPs within 1% of the parent's are 'not more compute' (counts are exact: this is only what
 is too small to matter against a step of --min-effect)."""
@@ -49,6 +56,7 @@ def side_json(counts: Mapping[str, float] | None) -> dict[str, Any]:
     if not work:
         return {}
     unit_index = int(work.get("unit", len(WORK_UNITS) - 1))
+    way_index = int(work.get("way", 0))   # counts from before the ways: a dispatch mode's
     arm_ms = work.get("arm_ms")
     cbm_ms = work.get("create_block_mask_ms", 0.0)
 
@@ -58,6 +66,7 @@ def side_json(counts: Mapping[str, float] | None) -> dict[str, Any]:
 
     return {
         "unit": WORK_UNITS[unit_index] if 0 <= unit_index < len(WORK_UNITS) else WORK_UNITS[-1],
+        "way": WORK_WAYS[way_index] if 0 <= way_index < len(WORK_WAYS) else WORK_WAYS[0],
         "rows": int(work.get("rows", 0)),
         "flops": work.get("flops", 0.0),
         "flops_by_op": by_op("flops:"),
@@ -69,6 +78,13 @@ def side_json(counts: Mapping[str, float] | None) -> dict[str, Any]:
         "create_block_mask_calls": work.get("create_block_mask_calls", 0.0),
         "host_syncs": work.get("host_syncs", 0.0),
         "kernel_launches": work.get("kernels"),   # None: not CUDA
+        "kernels_by_family": by_op("kernels:"),
+        "graph_calls": work.get("graphs", 0.0),
+        "graphs_by_function": by_op("graphs:"),
+        "graph_breaks": work.get("graph_breaks", 0.0),   # the process's, not per step
+        "graph_breaks_by_reason": by_op("break:"),
+        "profiled_syncs": work.get("syncs"),   # None: not profiled on the CPU (the dispatch way)
+        "cpu_ops_by_op": by_op("cpu_ops:"),
         "create_block_mask_share": (cbm_ms / arm_ms) if arm_ms else None,
         "arm_ms": arm_ms,
     }
@@ -81,9 +97,10 @@ def top_changes(before: Mapping[str, Any], after: Mapping[str, Any], limit: int 
     if not before or not after:
         return []
     entries = []
-    for name, _ in NAMED:
+    for name in [n for n, _ in NAMED] + ["graph_breaks", "profiled_syncs"]:
         entries.append((name, "counter", before.get(name), after.get(name)))
-    for what, key in (("calls", "calls_by_op"), ("flops", "flops_by_op"), ("width", "matmul_calls_by_width")):
+    for what, key in (("calls", "calls_by_op"), ("flops", "flops_by_op"), ("width", "matmul_calls_by_width"),
+                      ("graphs", "graphs_by_function"), ("kernels", "kernels_by_family"), ("cpu_ops", "cpu_ops_by_op")):
         b_ops, a_ops = before.get(key) or {}, after.get(key) or {}
         entries += [(op, what, b_ops.get(op, 0.0), a_ops.get(op, 0.0)) for op in set(b_ops) | set(a_ops)]
     changes = []
@@ -111,6 +128,11 @@ def reading(before: Mapping[str, Any], after: Mapping[str, Any], step_pct: float
     if after.get("unit") != per:
         return (f"the counts cover a {per} before and a {after.get('unit')} after: not compared "
                 f"(the program changed how it steps)")
+    way = before.get("way") or WORK_WAYS[0]
+    if (after.get("way") or WORK_WAYS[0]) != way:
+        moved = _moved_counters(before, after, per)
+        return (f"counted by {way} before and by {after.get('way')} after: not compared (the commit changed "
+                f"whether the step is compiled or runs higher-order ops)" + (f"; {', '.join(moved)}" if moved else ""))
     flops_b, flops_a = before.get("flops") or 0.0, after.get("flops") or 0.0
     moved = _moved(before, after, per)
     step = step_pct / 100 if _finite(step_pct) else None
@@ -126,7 +148,7 @@ def reading(before: Mapping[str, Any], after: Mapping[str, Any], step_pct: float
     uncounted = sorted(set(before.get("flops_uncounted_by_op") or {}) | set(after.get("flops_uncounted_by_op") or {}))
     if uncounted:
         # FLOPs of those calls are missing on one side or both: no claim about compute
-        head += f" without the FLOPs of {', '.join(uncounted)} (shapes torch's formulas do not cover)"
+        head += f" without the FLOPs of {', '.join(uncounted)} ({NOT_COUNTED.get(way, NOT_COUNTED[WORK_WAYS[0]])})"
     if step is not None:
         head += f", {unit} {_signed(100 * step)}"
     verdict = "" if uncounted else _compute_verdict(work, step)
@@ -159,7 +181,26 @@ def _compute_verdict(work: float | None, step: float | None) -> str:
 
 def _moved(before: Mapping[str, Any], after: Mapping[str, Any], per: str) -> list[str]:
     """Named counts that changed, then the ops whose calls changed most (with their widths)."""
+    lines = _moved_counters(before, after, per)
+    ops = [c for c in top_changes(before, after, limit=10 ** 6) if c["what"] == "calls"]
+    entries = [entry for entry in (_switch_line([c for c in ops if not c["before"]], after, per, "appear"),
+                                   _switch_line([c for c in ops if not c["after"]], before, per, "go away"))
+               if entry]
+    changed = [c for c in ops if c["before"] and c["after"]]
+    entries += [_op_line(c, before, after, per) for c in changed[:max(0, OP_ENTRIES - len(entries))]]
+    return lines + entries
+
+
+def _moved_counters(before: Mapping[str, Any], after: Mapping[str, Any], per: str) -> list[str]:
+    """Graphs per compiled function, the named counters, the profiler's syncs and the graph
+    breaks that changed: '+1 create_block_mask graph per step', '+2 host syncs per step',
+    '+1 graph break (<reason>)'."""
     lines = []
+    graphs_b, graphs_a = before.get("graphs_by_function") or {}, after.get("graphs_by_function") or {}
+    for function in sorted(set(graphs_b) | set(graphs_a)):
+        change = graphs_a.get(function, 0) - graphs_b.get(function, 0)
+        if change:
+            lines.append(f"{_signed_count(change)} {function} graph{'' if abs(change) == 1 else 's'} per {per}")
     for name, label in NAMED:
         b, a = before.get(name), after.get(name)
         if _finite(b) and _finite(a) and a != b:
@@ -169,13 +210,22 @@ def _moved(before: Mapping[str, Any], after: Mapping[str, Any], per: str) -> lis
                 if all(_finite(s) for s in shares):
                     line += f" (host time {shares[0]:.0%} -> {shares[1]:.0%} of a counted {per})"
             lines.append(line)
-    ops = [c for c in top_changes(before, after, limit=10 ** 6) if c["what"] == "calls"]
-    entries = [entry for entry in (_switch_line([c for c in ops if not c["before"]], after, per, "appear"),
-                                   _switch_line([c for c in ops if not c["after"]], before, per, "go away"))
-               if entry]
-    changed = [c for c in ops if c["before"] and c["after"]]
-    entries += [_op_line(c, before, after, per) for c in changed[:max(0, OP_ENTRIES - len(entries))]]
-    return lines + entries
+    syncs = _change(before, after, "profiled_syncs")
+    if syncs and syncs != _change(before, after, "host_syncs"):   # the same syncs are named once
+        lines.append(f"{_signed_count(syncs)} {PROFILED_SYNCS} per {per}")
+    breaks = _change(before, after, "graph_breaks")
+    if breaks:
+        reasons_b, reasons_a = before.get("graph_breaks_by_reason") or {}, after.get("graph_breaks_by_reason") or {}
+        moved = [r for r in sorted(set(reasons_b) | set(reasons_a))
+                 if (reasons_a.get(r, 0) - reasons_b.get(r, 0)) * breaks > 0]
+        lines.append(f"{_signed_count(breaks)} graph break{'' if abs(breaks) == 1 else 's'}"
+                     + (f" ({'; '.join(moved)})" if moved else ""))
+    return lines
+
+
+def _change(before: Mapping[str, Any], after: Mapping[str, Any], name: str) -> float:
+    b, a = before.get(name), after.get(name)
+    return a - b if _finite(b) and _finite(a) else 0.0
 
 
 def _switch_line(ops: list[dict[str, Any]], side: Mapping[str, Any], per: str, verb: str) -> str:
@@ -224,13 +274,17 @@ def table_rows(work: Mapping[str, Any], limit: int = TOP) -> list[list[str]]:
     """The small table of a culprit's work: totals, then the biggest changes. Columns: count,
     before, after, change."""
     before, after = work.get("before") or {}, work.get("after") or {}
+    ways = before.get("way") or WORK_WAYS[0], after.get("way") or WORK_WAYS[0]
+    calls = {(WORK_WAYS[0],) * 2: "aten calls", (WORK_WAYS[1],) * 2: "graph op calls"}.get(ways, "op calls")
     rows = [["FLOPs", _amount(before.get("flops")), _amount(after.get("flops")), _pct_change(before.get("flops"), after.get("flops"))],
-            ["aten calls", _amount(before.get("aten_calls")), _amount(after.get("aten_calls")),
-             _signed_count((after.get("aten_calls") or 0) - (before.get("aten_calls") or 0))]]
+            [calls, _amount(before.get("aten_calls")), _amount(after.get("aten_calls")),
+             _signed_count((after.get("aten_calls") or 0) - (before.get("aten_calls") or 0))],
+            ["counted by", ways[0], ways[1], ""]]
     if before.get("kernel_launches") is None and after.get("kernel_launches") is None:
         rows.append(["kernel launches", "none (CPU)", "none (CPU)", ""])
     for change in (work.get("top_changes") or [])[:limit]:
-        label = {"counter": "", "calls": " calls", "flops": " FLOPs", "width": " calls (matmul width)"}.get(change["what"], "")
+        label = {"counter": "", "calls": " calls", "flops": " FLOPs", "width": " calls (matmul width)",
+                 "graphs": " graphs", "kernels": " kernels", "cpu_ops": " CPU ops"}.get(change["what"], "")
         delta = (_pct_change(change["before"], change["after"]) if change["what"] == "flops"
                  else _signed_count(change["change"]))
         rows.append([f"{change['name']}{label}", _amount(change["before"]), _amount(change["after"]), delta])
