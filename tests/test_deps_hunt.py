@@ -43,7 +43,7 @@ import slowpkg
 for _ in range(50):
     slowpkg.step()
 start = time.perf_counter()
-steps = 1500
+steps = 3000
 for _ in range(steps):
     slowpkg.step()
 print(f"{steps / (time.perf_counter() - start):.1f} tok/s")
@@ -201,3 +201,20 @@ def _cli(project: Path, good: str | None, bad: str, *more: str) -> int:
               "--cmd", "python bench.py", "--find-links", str(project.parent / "wheels"), "--no-index",
               "--instrument", "off", *more])
     return int(exit_info.value.code)
+
+
+@pytest.mark.slow
+def test_end_to_end_with_real_probes_names_the_release_and_clean_removes_the_environments(project, capsys, tmp_path):
+    """Real processes: `python bench.py` in each candidate's virtualenv, slowpkg 1.2's busy loop
+    measured; `clean` then removes every environment the hunt built."""
+    code = _cli(project, GOOD, BAD, "--quiet", "--json", str(tmp_path / "deps.json"))
+    out = capsys.readouterr().out
+    report = json.loads((tmp_path / "deps.json").read_text())
+    assert code == 0, out
+    assert [(c["package"], c["version"]) for c in report["culprits"]] == [("slowpkg", "1.2")]
+    assert report["culprits"][0]["step_pct"] < -10
+    venvs = project / ".git" / "regressbisect" / "venvs"
+    assert 5 <= len(list(venvs.glob("deps-*"))) <= report["environments_built"]   # a failed build leaves none
+    with pytest.raises(SystemExit) as exit_info:
+        main(["clean", "-C", str(project)])
+    assert exit_info.value.code == 0 and not venvs.exists()
