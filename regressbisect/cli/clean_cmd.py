@@ -15,8 +15,9 @@ def clean(
     repo: o.Repo = Path("."),
     samples: Annotated[bool, typer.Option("--samples", help="Also delete the stored samples of this repo (refused for a store a newer regressbisect wrote).")] = False,
 ) -> None:
-    """Remove regressbisect's worktrees from this repository (never touches your checkout), and the
-    preload servers' folders of hunts that were killed."""
+    """Remove regressbisect's worktrees from this repository (never touches your checkout), its
+    virtualenvs (the slots' and `deps`' candidate environments), and the preload servers' folders
+    of hunts that were killed."""
     from regressbisect.config import default_store_path
     from regressbisect.errors import UserError
     from regressbisect.git.history import History
