@@ -158,10 +158,37 @@ def test_a_combination_that_does_not_resolve_is_a_crash_with_its_reason(project,
     assert crashes[("slowpkg",)].startswith("does not resolve") and "helper>=2" in crashes[("slowpkg",)]
 
 
+def lock(pins: dict[str, str]) -> str:
+    """A uv.lock of the project (editable) and `pins` from a registry."""
+    text = 'version = 1\nrequires-python = ">=3.10"\n\n[[package]]\nname = "project"\nversion = "0.1"\n' \
+           'source = { editable = "." }\n'
+    return text + "".join(f'\n[[package]]\nname = "{n}"\nversion = "{v}"\nsource = {{ registry = "https://pypi.org/simple" }}\n'
+                          for n, v in pins.items())
+
+
+def test_two_lockfiles_with_a_transitive_change_name_the_direct_package(project, tmp_path):
+    """uv.lock files: the project's direct dependency slowpkg moved, and with it helper, which only
+    slowpkg requires (a transitive change the lockfile records)."""
+    from regressbisect.deps.envs import read_environment
+
+    (tmp_path / "good.lock").write_text(lock({"slowpkg": "1.0", "helper": "1.0", "plain": "1.0"}))
+    (tmp_path / "bad.lock").write_text(lock({"slowpkg": "2.0", "helper": "2.0", "plain": "1.0"}))
+    good, bad = read_environment(tmp_path / "good.lock"), read_environment(tmp_path / "bad.lock")
+    assert good.unsupported == ("project (editable)",)
+    cfg = build_config({}, {"cmd": "python bench.py", "instrument": "off"})
+    index = IndexOptions(find_links=(str(tmp_path / "wheels"),), no_index=True)
+    report = DepsHunt(History.open(project), cfg, good, bad, index=index, probe_runner=VersionProbe(seed=7)).run().report
+    assert [c["package"] for c in report["changes"]] == ["helper", "slowpkg"]
+    (culprit,) = report["culprits"]
+    assert (culprit["package"], culprit["version"]) == ("slowpkg", "1.2")
+    assert culprit["with"] == [{"package": "helper", "joined": "needed to run"}]
+
+
 def test_an_upgrade_of_harmless_packages_is_not_reproduced(project):
     outcome = hunt(project, VersionProbe(seed=5), bad="slowpkg==1.0\nhelper==2.0\nplain==1.1\n")
     assert outcome.report["verdict"] == "not-reproduced" and int(outcome.exit_code) == 2
     assert outcome.report["culprits"] == []
+    assert "GOOD->BAD" in outcome.report["reason"] and "BASE" not in outcome.report["reason"]
 
 
 def test_an_end_that_does_not_build_is_one_line_and_exit_1(project, capsys):
