@@ -421,3 +421,33 @@ def test_a_first_group_is_named_on_pairs_of_its_own_where_the_runs_have_a_second
     decision = decide_hunks(diff.ids, diff.groups(), _with_a_mode(diff, [0, 1, 8, 1], 0.3, 1.4), SearchSettings(),
                             needs=diff.needs)
     assert set().union(*named(decision)) <= {"h004", "h009"}
+
+
+def test_a_step_the_size_of_the_machines_mode_is_named_by_the_signs_of_every_pair_too():
+    # half the runs at 0.7x: the alone test of h005 read BASE's five typical runs at the level
+    # beside h005's five all slowed (its level read at the mode) as -31%, and the harmless h005
+    # was named beside the true culprit h036; the hunt's kinds read that mode at a share of a
+    # sixth, so five runs looked enough
+    diff = SimulatedDiff(50, effects={"h036": 0.10}, per_function=2, base_tok_s=10_000.0)
+    decision = decide_hunks(diff.ids, diff.groups(), _with_a_mode(diff, [0, 3, 56, 1], 0.5, 0.7), SearchSettings(),
+                            needs=diff.needs)
+    assert set().union(*named(decision)) <= {"h036"}
+
+
+def test_the_signs_of_a_test_are_asked_only_for_a_step_the_size_of_a_kind():
+    ctx = HuntContext(settings=SearchSettings(), rule=LevelRule(), ddmin=DdminSettings(), runs=Runnable(),
+                      ids=["a", "b", "c"], groups=None, order=[], on_phase=lambda text: None,
+                      leave_out_alphas=AlphaSpender(SearchSettings().name_alpha / 2))
+    rng = random.Random(3)
+    for k in range(40):      # the hunt's runs: a third of them at 0.7x, at 1% noise
+        for key in ("a", "b", "c"):
+            slowed = 0.7 if (k + ord(key)) % 3 == 0 else 1.0
+            ctx.reading.add(frozenset({key}), math.log(1000.0 * slowed) + rng.gauss(0.0, 0.01))
+    quick, slow = [1000.0] * 6, [700.0] * 6
+    # -36% lies at the kind: six pairs all one way are short of 1 / 0.001 (the signs' floor)
+    assert ctx.near_a_kind(math.log(0.7), 0.001)
+    assert not ctx.signs_show(quick, slow, math.log(0.7), 0.001, -1)
+    assert ctx.signs_show(quick * 3, slow * 3, math.log(0.7), 0.001, -1)
+    # -10% is no kind's size: the signs are not asked
+    assert not ctx.near_a_kind(math.log(0.9), 0.001)
+    assert ctx.signs_show(quick, [900.0] * 6, math.log(0.9), 0.001, -1)

@@ -373,3 +373,39 @@ def test_three_pairs_split_between_the_modes_of_one_shape_do_not_reproduce(stall
     first = next((k // 2 + 1 for k, v in enumerate(verdicts) if v == Verdict.REPRODUCED), None)
     assert first == pairs_to_go
     assert arm.pairs_to_reproduce() == (4 if stall_share else 0)
+
+
+def test_an_a_a_arm_read_as_a_change_of_shape_needs_the_signs_of_its_far_pairs():
+    # half the runs at 0.7x at both ends (an A/A range): GOOD's first seven all quick beside BAD's
+    # runs six of seven slow read as a change of shape, and every run's mean said -27% (the
+    # e-value of one normal spread): an A/A range was searched. Seven pairs one way are short of
+    # the signs' 1 / reproduce_alpha
+    runs = {0: [1026, 1019, 1000, 990, 986, 1023, 978, 1004, 701, 996],
+            1: [670, 704, 981, 722, 693, 662, 737, 972, 985, 993, 691, 997, 702, 1003]}
+    settings = SearchSettings()
+    book = SampleBook(settings.pair_window, read_interference=True)
+    arm = ControlArm(book, settings, 0, 1)
+    verdicts = []
+    for when in range(len(runs[0]) + len(runs[1])):
+        (end,) = arm.next_samples(1)
+        if not runs[end]:
+            break
+        book.add(end, float(runs[end].pop(0)), tag=arm.tag, when=when)
+        verdicts.append(arm.decide())
+    assert Verdict.REPRODUCED not in verdicts
+
+
+def test_the_signs_of_far_pairs_hold_their_level_whatever_the_cut():
+    from regressbisect.search.stats import sign_log_e
+
+    rng = np.random.default_rng(1)
+    crossed = 0
+    for _ in range(2000):
+        # one shape at both ends: a third of the runs at 0.7x, 2% noise; the cut read from sizes
+        x = np.log(np.where(rng.random((2, 60)) < 0.3, 0.7, 1.0)) + rng.normal(0.0, 0.02, (2, 60))
+        d = x[1] - x[0]
+        cut = 3 * float(np.quantile(np.abs(d), 0.25)) / 0.3186
+        crossed += any(sign_log_e(d[:k], -1, beyond=cut) >= math.log(100) for k in range(1, 61))
+    assert crossed / 2000 <= 0.01
+    # pairs of two typical runs are ties: only the far ones bet
+    assert sign_log_e([-0.3] * 14 + [0.01] * 20, -1, beyond=0.1) == pytest.approx(sign_log_e([-0.3] * 14, -1))

@@ -104,6 +104,12 @@ its 17 runs at 0.7x, and at 12 pairs a real 10% step ended 'not reproduced' (tri
 bench_accuracy --interference, 32 commits)."""
 
 
+SIGMA_FROM_SIZES = 0.3186
+"""The lower quartile of |d| over the sigma of d, for normal differences: read from the smallest
+quarter, the sigma of a pair's difference holds while up to three quarters of the pairs have a
+run far off."""
+
+
 @dataclass(frozen=True)
 class ShapeChange:
     """The ends' runs differ in shape, not only in level: BAD sends a share of its runs far off
@@ -186,7 +192,8 @@ class ControlArm:
         cmp = compare(a[:pairs], b[:pairs], min_effect=s.min_effect, alpha=s.alpha, paired=True)
         self.comparison = cmp
         outcome = self._look(a[:pairs], b[:pairs])
-        if outcome == Look.GO and (pairs < self.pairs_to_reproduce() or not self._signs_agree(a[:pairs], b[:pairs])):
+        if outcome == Look.GO and (pairs < self.pairs_to_reproduce() or not self._signs_agree(a[:pairs], b[:pairs])
+                                   or self.shape is not None and not self._signs_show_the_shape(*self._arm_runs())):
             outcome = Look.MORE
         every = self._every_run()
         if outcome == Look.GO:
@@ -207,7 +214,7 @@ class ControlArm:
             # every run (what a long run's time follows) is what the hunt reads from now on
             shape = self._shape(*every)
             if (shape is not None and self._moves_our_way(shape) and min(map(len, every)) >= self.pairs_to_reproduce()
-                    and self._look(*every, read=True) == Look.GO):
+                    and self._look(*every, read=True) == Look.GO and self._signs_show_the_shape(*every)):
                 self.shape = shape
                 self.book.read_every_run()
                 self.comparison = compare(*every, min_effect=s.min_effect, alpha=s.alpha, paired=True)
@@ -321,6 +328,24 @@ class ControlArm:
         diffs = np.log(np.asarray(y[:pairs])) - np.log(np.asarray(x[:pairs]))
         sign = hunted_sign(self.settings.direction) or (1 if float(np.mean(diffs)) > 0 else -1)
         return sign_log_e(diffs, sign) >= math.log(1 / self.settings.reproduce_alpha)
+
+    def _signs_show_the_shape(self, a: Sequence[float], b: Sequence[float]) -> bool:
+        """Where the arm reads every run because the ends' shapes differ, 'go' needs the signs of
+        its pairs far apart too (`stats.sign_log_e` at reproduce_alpha on the pairs whose runs
+        differ by more than min_effect and three pair sigmas, that sigma read from the sizes of
+        the differences alone, SIGMA_FROM_SIZES), valid whatever the shape. The test that read a
+        change of shape (Fisher's exact at SHAPE_LEVEL) looks at every pair, and the e-value of
+        every run's mean assumes one normal spread: half the runs at 0.7x at both ends, GOOD's
+        first seven all quick beside BAD's six of seven slow read -27% and an A/A range was
+        searched (2 hunts in 300). A stall at one end sends its pairs' far differences one way."""
+        pairs = min(len(a), len(b))
+        d = np.log(np.asarray(b[:pairs], dtype=float)) - np.log(np.asarray(a[:pairs], dtype=float))
+        if d.size == 0:
+            return False
+        spread = float(np.quantile(np.abs(d), 0.25)) / SIGMA_FROM_SIZES
+        sign = hunted_sign(self.settings.direction) or (1 if float(np.mean(d)) > 0 else -1)
+        beyond = max(log_threshold(self.settings.min_effect), 3 * spread)
+        return sign_log_e(d, sign, beyond=beyond) >= math.log(1 / self.settings.reproduce_alpha)
 
     def at_cap(self) -> bool:
         """An end has taken max_samples runs of the arm (runs read as interfered count: the cap

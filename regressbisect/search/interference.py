@@ -428,6 +428,7 @@ class HuntReading:
         self._off: dict[Hashable, set[float]] = {}
         self._read_at = -1
         self._count = 0
+        self._kinds: tuple[int, tuple[float, list[tuple[float, float]]]] | None = None
 
     def add(self, key: Hashable, log_value: float) -> None:
         """One run (log tok/s) of `key`."""
@@ -445,6 +446,18 @@ class HuntReading:
         self._read()
         off = self._off.get(key, ())
         return [v in off for v in log_values]
+
+    def runs_to_tell(self, step: float, alpha: float) -> int:
+        """Runs a test's far arm needs before a step of this size (log) may be named at level
+        alpha, where it has the size of a kind of the hunt's interference
+        (`runs_to_tell_from_a_kind` on the kinds of every subset's recent runs: the machine's,
+        which a test's few runs an arm do not show). Half the runs at 0.7x: a harmless hunk's five
+        runs all slowed beside BASE's five at the level read -31% and the hunk was named."""
+        if self._kinds is None or self._kinds[0] != self._count:
+            recent = {k: runs[-self.WINDOW:] for k, runs in enumerate(self._runs.values())}
+            self._kinds = (self._count, provisional_kinds(recent))
+        sigma, kinds = self._kinds[1]
+        return runs_to_tell_from_a_kind(step, sigma, kinds, alpha)
 
     def reader(self, keys: Sequence[Hashable]) -> Reader:
         """A sample book's `Reader` whose candidate i is keys[i]."""

@@ -128,6 +128,13 @@ def log_threshold(min_effect: float) -> float:
     return math.log1p(abs(min_effect))
 
 
+def log_step(before: Sequence[float], after: Sequence[float]) -> float:
+    """The difference of two arms' mean log tok/s (0 where either has no run)."""
+    if len(before) == 0 or len(after) == 0:
+        return 0.0
+    return float(np.mean(np.log(after)) - np.mean(np.log(before)))
+
+
 def _logs(values: Iterable[float], name: str) -> np.ndarray:
     x = np.asarray(list(values), dtype=float)
     if np.any(~np.isfinite(x)) or np.any(x <= 0):
@@ -458,15 +465,21 @@ def stall_log_e(scores: Sequence[float], share: float) -> float:
     return math.log(wealth) if wealth > 0 else -math.inf
 
 
-def sign_log_e(diffs: Sequence[float], sign: int) -> float:
+def sign_log_e(diffs: Sequence[float], sign: int, *, beyond: float = 0.0) -> float:
     """Log e-value of the signs of paired differences against 'a and b are one distribution':
     under it each pair's two runs are exchangeable, so each sign is a fair coin whatever the runs'
     shape, and the product of (1 + lambda x_i) (x_i = +1 for a difference in direction `sign`,
     -1 otherwise; a tie 0) is a nonnegative martingale for each bet lambda, as is their average
     (Shafer and Vovk's betting martingale; Ramdas et al. 2023, "Game-theoretic statistics and
     safe anytime-valid inference"). A pair gains at most a factor 1.9; with the bets averaged,
-    14 pairs all one way reach 1/2000."""
-    x = np.sign(np.asarray(diffs, dtype=float)) * (1 if sign >= 0 else -1)
+    14 pairs all one way reach 1/2000.
+
+    beyond: only pairs whose difference is larger than this (log) bet, the others are ties. The
+    signs are fair coins independent of the sizes |d|, so a cut read from the sizes alone (never
+    from the signs) keeps the martingale: where a share of one end's runs stall, the pairs with
+    one run stalled carry the evidence and the pairs of two typical runs only dilute it."""
+    d = np.asarray(diffs, dtype=float)
+    x = np.where(np.abs(d) > beyond, np.sign(d), 0.0) * (1 if sign >= 0 else -1)
     if x.size == 0:
         return 0.0
     growth = [float(np.prod(1 + lam * x)) for lam in SIGN_BETS]

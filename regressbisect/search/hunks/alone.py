@@ -9,7 +9,7 @@ from regressbisect.search.hunks.context import HuntContext
 from regressbisect.search.hunks.prefix import search_prefixes
 from regressbisect.search.hunks.runnable import Phase, Purpose
 from regressbisect.search.hunks.subsets import Joined, TestedSubset, sized_at_stop, tested, with_joined
-from regressbisect.search.stats import log_threshold
+from regressbisect.search.stats import log_step, log_threshold
 from regressbisect.search.verdicts import Verdict
 
 __all__ = ["NEEDS_DEPTH", "alone_with_what_it_needs", "first_group_alone"]
@@ -43,6 +43,7 @@ def alone_with_what_it_needs(ctx: HuntContext, proposed: frozenset, before: list
     `settled`: leave-one-out does not test it again (a crash is deterministic; the step was
     confirmed on its own pairs). A group of several joined as a whole: which of its hunks it
     needs is left to leave-one-out."""
+    s = ctx.settings
     searches = 0
     joined: dict[str, Joined] = {}
     settled: set[str] = set()
@@ -79,15 +80,24 @@ def alone_with_what_it_needs(ctx: HuntContext, proposed: frozenset, before: list
         # only its first step is used: a further need shows in the next alone test. Its ends
         # are BASE and the prefix the alone test just measured side by side: its control arm
         # goes on from those pairs
-        result = (yield from search_prefixes(ctx, candidates, first=Purpose.NEEDS, rest=Purpose.NEEDS, one_step=True,
-                                             carried=ends)).result()
+        search = yield from search_prefixes(ctx, candidates, first=Purpose.NEEDS, rest=Purpose.NEEDS, one_step=True,
+                                            carried=ends)
+        result = search.result()
         steps = sorted(result.culprits + result.ambiguous, key=lambda c: c.first_bad)
         if not steps:
             return None
-        if steps[0].first_bad == 1:       # slow alone after all: named on fresh pairs there
-            pairs = min(result.endpoints[0].n, next((c.n for c in result.candidates if c.index == 1), 0))
-            return with_joined(TestedSubset(proposed, Verdict.REPRODUCED, steps[0].step, steps[0].step_ci95, pairs),
-                               joined, frozenset(settled))
+        if steps[0].first_bad == 1:       # slow alone after all
+            step = steps[0]
+            named_there = (len(search.gate.fresh_pairs(0, 1)) >= ctx.runs_to_name(s.name_alpha, math.log1p(step.step))
+                           and not ctx.near_a_kind(math.log1p(step.step), s.name_alpha))
+            if named_there:
+                # named on the search's fresh pairs against BASE, as many as naming needs
+                pairs = min(result.endpoints[0].n, next((c.n for c in result.candidates if c.index == 1), 0))
+                found = TestedSubset(proposed, Verdict.REPRODUCED, step.step, step.step_ci95, pairs)
+            else:
+                # fewer (its gate steers and does not wait for them): on pairs of its own
+                found = yield from first_group_alone(ctx, proposed, sign, priors, scale)
+            return None if found is None else with_joined(found, joined, frozenset(settled))
         k = steps[0].first_bad - 2      # candidate j holds before[:j - 1]: its step adds before[k]
         # an ambiguous step (unmeasurable candidates inside) may lie in another group: not settled
         join(before[k], Joined.NEEDED_TO_BE_SLOW, confirmed=steps[0] in result.culprits)
@@ -136,8 +146,10 @@ def alone(ctx: HuntContext, proposed: frozenset, prefix: frozenset, sign: int,
         pool = ctx.noise_with(typical)
         base, alone_arm, prefix_arm = typical
         least = ctx.least_runs()
-        if shows_step(base, alone_arm, pool, sign=sign, alpha=s.reproduce_alpha, min_effect=s.min_effect, priors=priors,
-                      least=ctx.runs_to_name(s.name_alpha)):
+        step = log_step(base, alone_arm)
+        if (shows_step(base, alone_arm, pool, sign=sign, alpha=s.reproduce_alpha, min_effect=s.min_effect, priors=priors,
+                       least=ctx.runs_to_name(s.name_alpha, step))
+                and ctx.signs_show(arms[0], arms[1], step, s.name_alpha, sign)):
             size = sized_at_stop(proposed, base, alone_arm, pool,
                                  scale if math.isfinite(scale) and scale > 0 else log_threshold(s.min_effect))
             return "reproduced", size, (arms[0], arms[2])
@@ -173,8 +185,10 @@ def first_group_alone(ctx: HuntContext, group: frozenset, sign: int, priors: tup
             arms[i].append(values[i])
         base, alone_arm = ctx.typical(sets, arms)
         pool = ctx.noise_with([base, alone_arm])
-        if shows_step(base, alone_arm, pool, sign=sign, alpha=s.reproduce_alpha, min_effect=s.min_effect, priors=priors,
-                      least=ctx.runs_to_name(s.name_alpha)):
+        step = log_step(base, alone_arm)
+        if (shows_step(base, alone_arm, pool, sign=sign, alpha=s.reproduce_alpha, min_effect=s.min_effect, priors=priors,
+                       least=ctx.runs_to_name(s.name_alpha, step))
+                and ctx.signs_show(arms[0], arms[1], step, s.name_alpha, sign)):
             return sized_at_stop(group, base, alone_arm, pool,
                                  scale if math.isfinite(scale) and scale > 0 else log_threshold(s.min_effect))
         if rules_out_step(base, alone_arm, pool, sign=sign, alpha=s.alpha, min_effect=s.min_effect,

@@ -5,6 +5,8 @@ import math
 from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
+import numpy as np
+
 from regressbisect.search.bisect import SearchSettings
 from regressbisect.search.control import PAIRS_TO_DECIDE
 from regressbisect.search.ddmin import DdminSettings
@@ -12,7 +14,7 @@ from regressbisect.search.interference import HuntReading, Reader
 from regressbisect.search.hunks.runnable import Batch, Phase, Purpose, Runnable
 from regressbisect.search.levels import LevelRule
 from regressbisect.search.naming import AlphaSpender, fresh_pairs_to_tell_a_mode
-from regressbisect.search.stats import NoisePool
+from regressbisect.search.stats import NoisePool, sign_log_e
 
 __all__ = ["HuntContext"]
 
@@ -87,15 +89,38 @@ class HuntContext:
         the runs off makes that one arm in 16, and two alike read as its level), else one."""
         return PAIRS_TO_DECIDE if self.settings.read_interference and self.reading.seen() else 1
 
-    def runs_to_name(self, alpha: float) -> int:
+    def runs_to_name(self, alpha: float, step: float = 0.0) -> int:
         """Typical runs of each arm before a test that names (a subset reproduced against BASE, a
-        hunk needed or not) may answer at level `alpha`: where a mode of up to `--stall-share` of
-        the runs may not have shown, the runs in which one arm's all fell in one mode and the
-        other's in the other are rarer than alpha (`naming.fresh_pairs_to_tell_a_mode`, the commit
-        search's naming floor). A 30% mode at 1.4x: BASE's four runs all at the fast mode beside a
-        harmless hunk's four at the level read -29%, and the hunk was named. At least
-        `least_runs`."""
-        return max(self.least_runs(), fresh_pairs_to_tell_a_mode(alpha, self.settings.stall_share))
+        hunk needed or not) may answer at level `alpha`, its arms `step` apart (log): where a mode
+        of up to `--stall-share` of the runs may not have shown, the runs in which one arm's all
+        fell in one mode and the other's in the other are rarer than alpha
+        (`naming.fresh_pairs_to_tell_a_mode`, the commit search's naming floor); where the step
+        has the size of a kind of interference the hunt has seen, the runs that tell it from that
+        kind (`HuntReading.runs_to_tell`, as the commit search's gate asks of its book). A 30%
+        mode at 1.4x: BASE's four runs all at the fast mode beside a harmless hunk's four at the
+        level read -29%, and the hunk was named. At least `least_runs`."""
+        seen = self.reading.runs_to_tell(step, alpha) if self.settings.read_interference and step else 0
+        return max(self.least_runs(), fresh_pairs_to_tell_a_mode(alpha, self.settings.stall_share), seen)
+
+    def near_a_kind(self, step: float, alpha: float) -> bool:
+        """A step (log) of the size of a kind of interference the hunt has seen
+        (`HuntReading.runs_to_tell`): its arms may be one shape, each read at another mode."""
+        return bool(self.settings.read_interference and step and self.reading.runs_to_tell(step, alpha))
+
+    def signs_show(self, before: Sequence[float], after: Sequence[float], step: float, alpha: float, sign: int) -> bool:
+        """Where a test's step (log) has the size of a kind of the hunt's interference
+        (`near_a_kind`), the signs of every pair of its arms (`before`, `after`: every run, read
+        as interfered or not, paired by round) show it too (`stats.sign_log_e` at alpha, a fair
+        coin's martingale whatever the runs' shape, as the commit search's gate and control arm
+        ask where runs sit at the other level); True elsewhere. The hunt's kinds read a mode of
+        half the runs at a share of a sixth (many subsets read their level at it), and a harmless
+        hunk's five runs at 0.7x beside BASE's five at the level were named -31% (1 in 1,024 a test
+        where half the runs are slow, with the runs read apart more often)."""
+        if not self.near_a_kind(step, alpha):
+            return True
+        pairs = min(len(before), len(after))
+        diffs = np.log(np.asarray(after[:pairs], dtype=float)) - np.log(np.asarray(before[:pairs], dtype=float))
+        return sign_log_e(diffs, sign or (1 if step > 0 else -1)) >= math.log(1 / alpha)
 
     def reader(self, subsets: Sequence[frozenset]) -> Reader | None:
         """A sample book's reader of interference for candidates BASE + subsets[i]: the hunt's."""

@@ -6,6 +6,7 @@ from typing import Sequence
 from regressbisect.search.control import shows_step
 from regressbisect.search.hunks.context import HuntContext
 from regressbisect.search.hunks.runnable import Phase, Purpose
+from regressbisect.search.stats import log_step
 from regressbisect.search.hunks.subsets import Joined, TestedSubset, sized_at_stop, step_scale, with_joined
 
 __all__ = ["needed_members"]
@@ -113,11 +114,14 @@ def leave_each_out(ctx: HuntContext, tested: TestedSubset, hunks: Sequence[str],
             if h in outcomes or h not in alphas:
                 continue
             base_arm, rest_arm, full_arm = ctx.typical((frozenset(), rests[h], members), arms[h])
-            least = ctx.runs_to_name(alphas[h])
-            if shows_step(rest_arm, full_arm, pool, sign=sign, alpha=alphas[h], min_effect=min_effect, priors=priors,
-                          least=least):
+            every_base, every_rest, every_full = arms[h]
+            needed, alone = log_step(rest_arm, full_arm), log_step(base_arm, rest_arm)
+            if (shows_step(rest_arm, full_arm, pool, sign=sign, alpha=alphas[h], min_effect=min_effect, priors=priors,
+                           least=ctx.runs_to_name(alphas[h], needed))
+                    and ctx.signs_show(every_rest, every_full, needed, alphas[h], sign)):
                 outcomes[h] = ("needed", None)
-            elif shows_step(base_arm, rest_arm, pool, sign=sign, alpha=alphas[h], min_effect=min_effect, priors=priors,
-                            least=least):
+            elif (shows_step(base_arm, rest_arm, pool, sign=sign, alpha=alphas[h], min_effect=min_effect, priors=priors,
+                             least=ctx.runs_to_name(alphas[h], alone))
+                  and ctx.signs_show(every_base, every_rest, alone, alphas[h], sign)):
                 outcomes[h] = ("not needed", sized_at_stop(rests[h], base_arm, rest_arm, pool, scale))
     return {h: outcomes.get(h, ("open", None)) for h in hunks}

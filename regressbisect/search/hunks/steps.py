@@ -1,6 +1,7 @@
 """Naming the steps of a prefix search: the group each adds, alone, with what it needs."""
 from __future__ import annotations
 
+import math
 from typing import Sequence
 
 from regressbisect.search.bisect import CommitSearch, Culprit
@@ -29,10 +30,13 @@ def name_steps(ctx: HuntContext, steps: Sequence[Culprit], search: CommitSearch,
         last = order[step.first_bad - 1] - taken
         if not last:
             continue            # an earlier culprit needed this group: it is named there
-        if step.first_bad == 1 and len(search.gate.fresh_pairs(0, 1)) >= ctx.runs_to_name(ctx.settings.name_alpha):
+        size, alpha = math.log1p(step.step), ctx.settings.name_alpha
+        if (step.first_bad == 1 and len(search.gate.fresh_pairs(0, 1)) >= ctx.runs_to_name(alpha, size)
+                and not ctx.near_a_kind(size, alpha)):
             # BASE + this group is the prefix itself, named on fresh pairs against BASE already,
             # as many as a mode of --stall-share needs (the prefix search's own gate steers and
-            # does not wait for them); fewer: the group against BASE on pairs of its own
+            # does not wait for them); fewer, or a step of a kind's size (whose naming asks the
+            # signs of every pair): the group against BASE on pairs of its own
             pairs = min(len(search.samples(0)), len(search.samples(1)))
             tested = TestedSubset(last, Verdict.REPRODUCED, step.step, step.step_ci95, pairs)
         elif step.first_bad == 1:
