@@ -158,6 +158,38 @@ def test_a_combination_that_does_not_resolve_is_a_crash_with_its_reason(project,
     assert crashes[("slowpkg",)].startswith("does not resolve") and "helper>=2" in crashes[("slowpkg",)]
 
 
+class StoppedProbe(VersionProbe):
+    """A VersionProbe whose run number `stop_at` is a Ctrl-C."""
+
+    def __init__(self, stop_at: int, **kw):
+        super().__init__(**kw)
+        self.stop_at = stop_at
+
+    def __call__(self, spec, cwd: Path, extra_env=None) -> ProbeOutcome:
+        if len(self.environments) + 1 == self.stop_at:
+            raise KeyboardInterrupt
+        return super().__call__(spec, cwd, extra_env)
+
+
+def test_a_deps_hunt_interrupted_then_run_again_probes_no_stored_sample_again(project):
+    """Every sample is stored as it is taken, keyed by its environment's hash: the hunt re-run
+    after a Ctrl-C serves the samples stored in the order its searches ask, and one re-run after it
+    finished takes no probe at all."""
+    stopped = StoppedProbe(stop_at=7, seed=8)
+    with pytest.raises(KeyboardInterrupt):
+        hunt(project, stopped)
+    assert len(stopped.environments) == 6
+    resumed = VersionProbe(seed=9)
+    report = hunt(project, resumed).report
+    assert report["cached"] == 6 and report["probes"] == len(resumed.environments)
+    (culprit,) = report["culprits"]
+    assert (culprit["package"], culprit["version"]) == ("slowpkg", "1.2")
+    again = VersionProbe(seed=10)
+    repeated = hunt(project, again).report
+    assert again.environments == [] and repeated["probes"] == 0
+    assert repeated["culprits"] == report["culprits"] and repeated["hunt_id"] != report["hunt_id"]
+
+
 def lock(pins: dict[str, str]) -> str:
     """A uv.lock of the project (editable) and `pins` from a registry."""
     text = 'version = 1\nrequires-python = ">=3.10"\n\n[[package]]\nname = "project"\nversion = "0.1"\n' \

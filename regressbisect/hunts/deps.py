@@ -13,8 +13,10 @@ the environment changes.
     -> the report (render/report_deps.py)
 
 One probe at a time, in the project's directory, with the candidate's virtualenv first on PATH
-(so `python` is its interpreter). Samples are not stored: a killed deps hunt starts again (its
-environments stay built).
+(so `python` is its interpreter). Every sample (and every candidate that did not build or run) is
+stored the moment it exists, keyed by the environment's hash and the probe config (deps/keys.py):
+the searches are deterministic and are fed the stored samples in the order they ask, so a killed
+deps hunt re-run with the same arguments re-measures nothing stored (its environments stay built).
 """
 from __future__ import annotations
 
@@ -27,23 +29,26 @@ from typing import Any, Callable, Mapping
 from regressbisect.config import HuntConfig
 from regressbisect.deps.builds import EnvBuilder, IndexOptions
 from regressbisect.deps.envs import Environment, apply, diff
+from regressbisect.deps.keys import ProjectState
 from regressbisect.deps.needs import change_needs, installed_requirements
 from regressbisect.deps.releases import ReleaseRule, ReleasesUnavailable, releases_between
 from regressbisect.errors import ExitCode, UserError
 from regressbisect.git.history import History
 from regressbisect.git.worktrees import pool_root
 from regressbisect.hunts.common import VERDICT_EXIT, hunting
-from regressbisect.probe.executors import make_executor
+from regressbisect.hunts.sampling import Request, StoredDraws
+from regressbisect.hunts.skeleton import Hunt
 from regressbisect.probe.runner import probe_spec, run_probe
 from regressbisect.probe.venvs import base_interpreter
 from regressbisect.render.progress import HuntProgress
 from regressbisect.render.report_deps import ReleaseHunt, deps_report
-from regressbisect.samples import ProbeOutcome
+from regressbisect.samples import Candidate, ProbeOutcome, SampleKey
 from regressbisect.search.bisect import CommitSearch, SearchSettings
 from regressbisect.search.driver import drive
 from regressbisect.search.hunkdecide import HunkDecider, HunkDecision
 from regressbisect.search.hunks.runnable import Purpose
 from regressbisect.search.hunks.subsets import Joined, TestedSubset
+from regressbisect.store import Store
 
 
 @dataclass(frozen=True)
@@ -60,13 +65,14 @@ def blamed(culprit: TestedSubset) -> list[str]:
     return named or sorted(culprit.hunks)
 
 
-class DepsHunt:
+class DepsHunt(Hunt):
     """One `regressbisect deps GOOD_ENV BAD_ENV`."""
 
     def __init__(self, history: History, config: HuntConfig, good: Environment, bad: Environment, *,
                  index: IndexOptions | None = None, release_rule: ReleaseRule | None = None,
                  python: str | None = None, progress: HuntProgress | None = None,
-                 probe_runner: Callable[..., ProbeOutcome] = run_probe, envs_root: Path | None = None):
+                 probe_runner: Callable[..., ProbeOutcome] = run_probe, envs_root: Path | None = None,
+                 store_path: Path | None = None):
         """envs_root: where the candidate environments are built (default: beside the slots'
         venvs, `<common_dir>/regressbisect/venvs`, which `clean` removes)."""
         if config.executor != "local":
@@ -75,33 +81,59 @@ class DepsHunt:
         self.changes = diff(good, bad)
         if not self.changes:
             raise UserError(f"{good.source} and {bad.source} pin the same versions: no package changed")
-        self.history = history
         self.good, self.bad = good, bad
-        self.config = dataclasses.replace(config, preload="off")   # a preload server holds the tool's packages
         self.index, self.release_rule = index or IndexOptions(), release_rule or ReleaseRule()
-        self.progress = progress or HuntProgress(quiet=True)
+        # a preload server holds the tool's packages, not the candidate's
+        super().__init__(history, dataclasses.replace(config, preload="off"), store_path=store_path,
+                         progress=progress, probe_runner=probe_runner)
         self.builder = EnvBuilder(envs_root or pool_root(history) / "venvs", python or base_interpreter(), self.index)
-        self.executor = make_executor(self.config, history, progress=self.progress, probe_runner=probe_runner)
         self.spec = dataclasses.replace(probe_spec(self.config), instrument=False, work=False)
+        self.project = ProjectState.of(history)
+        self._stored: StoredDraws | None = None
+        """The store's samples, served in the order the searches ask (set while the hunt runs)."""
+        self._store: Store | None = None
+        self._hunt_id: int | None = None
         self.by_name = {c.name: c for c in self.changes}
         self.needs: dict[str, frozenset[str]] = {}
         self.probes = 0
         self.crashes: dict[frozenset[str], str] = {}
         """Subsets of the changes whose environment did not build or whose probe did not run: why."""
 
+    def settings(self) -> dict[str, Any]:
+        """What the store's hunt row is resumed by: both searches' settings, and what decides
+        which environments are built and which releases listed."""
+        return {"hunks": self.config.search_key("hunks"), "releases": self.config.search_key("run"),
+                "index": self.index.key(), "pre": self.release_rule.pre, "yanked": self.release_rule.yanked,
+                "python": self.builder.python, "project": [self.project.tree, self.project.work]}
+
+    def key_for(self, candidate: Candidate) -> SampleKey:
+        return SampleKey(tree=self.project.tree, patch_hash=candidate.patch_hash, config_hash=self.config_hash,
+                         env_fingerprint=self.env_fingerprint)
+
     def run(self) -> DepsOutcome:
-        with hunting(self.executor):
+        with hunting(self.executor), Store(self.store_path) as store:
             started = time.perf_counter()
-            self._read_needs()
-            decision = self._which_packages()
+            hunt_id = store.start_hunt(kind="deps", good=self.builder.key(apply(self.good, ())),
+                                       bad=self.builder.key(apply(self.good, self.changes)),
+                                       config_hash=self.config_hash, env_fingerprint=self.env_fingerprint,
+                                       settings=self.settings())
+            self._stored = StoredDraws(store, self.key_for, hunt_id, self.spec.timeout_s)
+            self._store, self._hunt_id = store, hunt_id
+            try:
+                self._read_needs()
+                decision = self._which_packages()
+            except UserError as error:   # the next run starts a new hunt, which retries
+                store.finish_hunt(hunt_id, {"verdict": "error", "error": error.message})
+                raise
             releases = [self._which_release(culprit.hunks, name) for culprit in decision.culprits
                         for name in blamed(culprit)]
             report = deps_report(
                 good=self.good, bad=self.bad, changes=self.changes, needs=self.needs, decision=decision,
                 releases=releases, exit_code=int(VERDICT_EXIT[decision.verdict]), unit=self.config.unit,
-                crashes=self.crashes, probes=self.probes, builds=self.builder.builds,
-                build_seconds=self.builder.build_seconds, wall_seconds=time.perf_counter() - started,
-                settings=self.config.search_key("hunks"))
+                crashes=self.crashes, probes=self.probes, cached=self._stored.cached_used, hunt_id=hunt_id,
+                builds=self.builder.builds, build_seconds=self.builder.build_seconds,
+                wall_seconds=time.perf_counter() - started, settings=self.config.search_key("hunks"))
+            store.finish_hunt(hunt_id, report)
         return DepsOutcome(report, VERDICT_EXIT[decision.verdict])
 
     # -- the two ends and the needs between changes ------------------------------------------------
@@ -133,7 +165,7 @@ class DepsHunt:
                 changes = [self.by_name[n] for n in sorted(subset)]
                 label = "GOOD" if not subset else "BAD" if len(subset) == len(self.changes) else \
                     "GOOD+" + ",".join(c.display or c.name for c in changes)
-                value, reason = self._sample(apply(self.good, changes), label, str(m.reason))
+                value, reason = self._sample(apply(self.good, changes), label, str(m.reason), "packages")
                 if value is None:
                     self.crashes[frozenset(subset)] = reason or "skipped"
                 if value is None and m.reason == Purpose.CONTROL:
@@ -171,7 +203,8 @@ class DepsHunt:
             out = []
             for m in batch:
                 pins = apply(self.good, culprits, at={name: versions[m.index]})
-                value, reason = self._sample(pins, f"{hunt.display}=={versions[m.index]}", m.reason)
+                value, reason = self._sample(pins, f"{hunt.display}=={versions[m.index]}", m.reason,
+                                             f"releases:{name}")
                 if value is None:
                     skips[m.index] = reason or "skipped"
                 out.append(value)
@@ -187,16 +220,27 @@ class DepsHunt:
 
     # -- one sample ---------------------------------------------------------------------------------
 
-    def _sample(self, pins: Mapping[str, str], label: str, note: str) -> tuple[float | None, str | None]:
-        """One run of the probe in the environment of exactly `pins` (built on first use); a
-        build that fails is a skip with its reason, never a slow run."""
-        built = self.builder.build(pins)
-        if not built.ok:
-            value, reason = None, built.reason
+    def _sample(self, pins: Mapping[str, str], label: str, note: str, namespace: str
+                ) -> tuple[float | None, str | None]:
+        """One sample of the project in the environment of exactly `pins`: the next one stored for
+        this search (`namespace`), else a run of the probe in it (built on first use), stored at
+        once; a build that fails is a skip with its reason, stored too, never a slow run."""
+        assert self._stored is not None and self._store is not None
+        request = Request(self.project.candidate(self.builder.key(pins)), namespace=namespace)
+        draw = self._stored.next(request)
+        if draw is None:
+            built = self.builder.build(pins)
+            if built.ok:
+                outcome = self.executor.run(self.spec, self.history.root, built.env(), label=label).outcome
+                self.probes += 1
+            else:
+                outcome = ProbeOutcome(sample=None, skip_reason=built.reason, exit_code=None, wall_seconds=0.0)
+            self._store.add_outcome(self.key_for(request.candidate), request.candidate, outcome,
+                                    hunt_id=self._hunt_id, arm=request.arm)
+            self._stored.advance(request)
+            value, reason, cached = outcome.sample.tok_s if outcome.sample else None, outcome.skip_reason, False
         else:
-            outcome = self.executor.run(self.spec, self.history.root, built.env(), label=label).outcome
-            self.probes += 1
-            value = outcome.sample.tok_s if outcome.sample is not None else None
-            reason = outcome.skip_reason
-        self.progress.sample(label, value, reason, False, probes=self.probes, cached_total=0, note=note)
+            value, reason, cached = draw.value, draw.skip_reason, draw.cached
+        self.progress.sample(label, value, reason, cached, probes=self.probes,
+                             cached_total=self._stored.cached_used, note=note)
         return value, reason

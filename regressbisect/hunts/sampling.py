@@ -94,6 +94,63 @@ class MeasurementParts:
     """Raises when a checked-out candidate declares compiled modules no setup step builds."""
 
 
+class StoredDraws:
+    """A hunt's walk over what its store holds: each candidate's stored samples served in order,
+    per arm and per consumer (`Request.namespace`: each walks the same samples), then none, which
+    is a fresh probe's turn. A resumed hunt, whose search asks in the same order, so re-measures
+    nothing stored; a candidate of the same hunt that only ever failed is served its stored skip."""
+
+    def __init__(self, store: Store, key_for: Callable[[Candidate], SampleKey], hunt_id: int | None,
+                 timeout_s: float):
+        self._store = store
+        self._key_for = key_for
+        self._hunt_id = hunt_id
+        self._timeout_s = timeout_s
+        self._cursor: dict[tuple[SampleKey, str, str], int] = {}
+        self._initial_count: dict[tuple[SampleKey, str], int] = {}
+        self._served: set[tuple] = set()
+        self.cached_used = 0
+        """Stored samples (and skips) of before this walk that it served, each counted once: every
+        namespace walks the same stored samples (a resumed hunt's overhead arm and search both
+        read GOOD's)."""
+
+    def _cursor_key(self, request: Request) -> tuple[SampleKey, str, str]:
+        return (self._key_for(request.candidate), request.arm, request.namespace)
+
+    def advance(self, request: Request) -> None:
+        """`request` was answered by a fresh sample, stored: its consumer has read past it."""
+        ck = self._cursor_key(request)
+        self._cursor[ck] = self._cursor.get(ck, 0) + 1
+
+    def next(self, request: Request) -> Draw | None:
+        """The next stored sample (or skip) for `request`, or None: a probe must run."""
+        key = self._key_for(request.candidate)
+        stored = self._store.samples(key, instrumented=request.instrumented, arm=request.arm)
+        self._initial_count.setdefault((key, request.arm), len(stored))
+        position = self._cursor.get(self._cursor_key(request), 0)
+        if position < len(stored):
+            self.advance(request)
+            cached = position < self._initial_count[(key, request.arm)]
+            if cached:
+                self._count_served((key, request.arm, position))
+            return Draw(request.candidate, stored[position], None, cached=cached)
+        if not stored and self._hunt_id is not None:
+            # A candidate that only ever failed keeps failing (crashes are deterministic far more
+            # often than not): a resumed hunt reuses its stored skip instead of paying for the
+            # crash again. A new hunt retries: the user may have fixed the environment since; so
+            # does a resumed one given a longer --timeout than the run that timed out.
+            skips = self._store.skips(key, hunt_id=self._hunt_id)
+            if skips and reusable_failure(skips[-1], self._timeout_s):
+                self._count_served((key, "skip"))
+                return Draw(request.candidate, None, skips[-1], cached=True)
+        return None
+
+    def _count_served(self, stored: tuple) -> None:
+        if stored not in self._served:
+            self._served.add(stored)
+            self.cached_used += 1
+
+
 class SampleSource:
     """Serves samples for candidates: stored ones in order, then fresh probe runs."""
 
@@ -120,14 +177,8 @@ class SampleSource:
         self._on_imports = on_imports
         """Told, after each round and before it is stored, the files outside the worktrees its
         probes imported (the hunt puts them in the sample key: `key_for` reads it)."""
-        self._cursor: dict[tuple[SampleKey, str, str], int] = {}
-        self._initial_count: dict[tuple[SampleKey, str], int] = {}
+        self._stored = StoredDraws(store, key_for, hunt_id, spec.timeout_s)
         self.probes_run = 0
-        self.cached_used = 0
-        """Stored samples (and skips) of before this source that it served, each counted once: every
-        namespace walks the same stored samples (a resumed hunt's overhead arm and search both
-        read GOOD's)."""
-        self._served: set[tuple] = set()
         self.probe_seconds = 0.0
         self.parts = parts
         self._setup, self._venvs, self._guard = parts.setup, parts.venvs, parts.guard
@@ -150,6 +201,11 @@ class SampleSource:
         return self._store
 
     @property
+    def cached_used(self) -> int:
+        """Stored samples (and skips) of before this source that it served (`StoredDraws.cached_used`)."""
+        return self._stored.cached_used
+
+    @property
     def slots(self) -> int:
         return len(self._slot_env)
 
@@ -168,7 +224,7 @@ class SampleSource:
         draws: list[Draw | None] = [None] * len(requests)
         fresh: list[tuple[int, Request]] = []
         for i, request in enumerate(requests):
-            cached = self._from_store(request)
+            cached = self._stored.next(request)
             if cached is not None:
                 draws[i] = cached
             else:
@@ -194,7 +250,7 @@ class SampleSource:
                                         hunt_id=self._hunt_id, arm=request.arm, load=load)
                 if other_machine:
                     continue
-                self._advance(request)
+                self._stored.advance(request)
                 self.probes_run += 1
                 self.probe_seconds += outcome.wall_seconds
                 draws[i] = Draw(request.candidate, outcome.sample, outcome.skip_reason, cached=False)
@@ -210,40 +266,6 @@ class SampleSource:
         return [d for d in draws if d is not None]
 
     # -- internals ---------------------------------------------------------------------------
-
-    def _cursor_key(self, request: Request) -> tuple[SampleKey, str, str]:
-        return (self._key_for(request.candidate), request.arm, request.namespace)
-
-    def _advance(self, request: Request) -> None:
-        ck = self._cursor_key(request)
-        self._cursor[ck] = self._cursor.get(ck, 0) + 1
-
-    def _from_store(self, request: Request) -> Draw | None:
-        key = self._key_for(request.candidate)
-        stored = self._store.samples(key, instrumented=request.instrumented, arm=request.arm)
-        self._initial_count.setdefault((key, request.arm), len(stored))
-        position = self._cursor.get(self._cursor_key(request), 0)
-        if position < len(stored):
-            self._advance(request)
-            cached = position < self._initial_count[(key, request.arm)]
-            if cached:
-                self._count_served((key, request.arm, position))
-            return Draw(request.candidate, stored[position], None, cached=cached)
-        if not stored and self._hunt_id is not None:
-            # A candidate that only ever failed keeps failing (crashes are deterministic far more
-            # often than not): a resumed hunt reuses its stored skip instead of paying for the
-            # crash again. A new hunt retries: the user may have fixed the environment since; so
-            # does a resumed one given a longer --timeout than the run that timed out.
-            skips = self._store.skips(key, hunt_id=self._hunt_id)
-            if skips and reusable_failure(skips[-1], self._spec.timeout_s):
-                self._count_served((key, "skip"))
-                return Draw(request.candidate, None, skips[-1], cached=True)
-        return None
-
-    def _count_served(self, stored: tuple) -> None:
-        if stored not in self._served:
-            self._served.add(stored)
-            self.cached_used += 1
 
     def _run_fresh(self, fresh: list[tuple[int, Request]],
                    on_start: Callable[[int, Request], None] | None

@@ -6,7 +6,8 @@ JSON: `culprits[]`, one per package of a culprit, with `package`, `good_version`
 `version` (the first release with the change, null when it could not be told), `step_pct` and
 `interval` (the culprit's change against GOOD, percent, its 95% interval), `with` (the packages
 it is named with, and how each joined: e.g. 'needed to run'), and `releases` (the bisection: each release step, the
-releases skipped and why).
+releases skipped and why). `probes` counts the probes this run took, `cached` the samples stored
+before it that it reused (a resumed hunt's), `hunt_id` the store's hunt.
 """
 from __future__ import annotations
 
@@ -67,7 +68,7 @@ def _releases_json(hunt: ReleaseHunt) -> dict[str, Any]:
 
 def deps_report(*, good, bad, changes, needs: Mapping[str, frozenset[str]], decision: HunkDecision,
                 releases: Sequence[ReleaseHunt], exit_code: int, unit: str, crashes: Mapping[frozenset, str],
-                probes: int, builds: int, build_seconds: float, wall_seconds: float,
+                probes: int, cached: int, hunt_id: int, builds: int, build_seconds: float, wall_seconds: float,
                 settings: Mapping[str, Any]) -> dict[str, Any]:
     """The JSON report of a deps hunt (see the module docstring)."""
     control = decision.control
@@ -100,7 +101,7 @@ def deps_report(*, good, bad, changes, needs: Mapping[str, frozenset[str]], deci
                      for s in decision.suspects],
         "did_not_run": [{"packages": sorted(subset), "reason": reason} for subset, reason in crashes.items()],
         "left_out": {"good": list(good.unsupported), "bad": list(bad.unsupported)},
-        "probes": probes, "environments_built": builds, "build_seconds": round(build_seconds, 2),
+        "probes": probes, "cached": cached, "hunt_id": hunt_id, "environments_built": builds, "build_seconds": round(build_seconds, 2),
         "wall_seconds": round(wall_seconds, 2), "settings": dict(settings),
     }
 
@@ -152,6 +153,7 @@ def deps_summary(report: Mapping[str, Any]) -> str:
         lines.append(f"suspect (not named): {', '.join(suspect['packages'])} {_pct_text(suspect['step_pct'])}")
     for crash in report.get("did_not_run") or []:
         lines.append(f"did not run: GOOD + {', '.join(crash['packages'])}: {crash['reason']}")
-    lines.append(f"{report['probes']} probe(s), {report['environments_built']} environment(s) built in "
+    cached = f" (+{report['cached']} stored sample(s) reused)" if report.get("cached") else ""
+    lines.append(f"{report['probes']} probe(s){cached}, {report['environments_built']} environment(s) built in "
                  f"{report['build_seconds']:.1f} s, {report['wall_seconds']:.1f} s in all")
     return "\n".join(lines)
