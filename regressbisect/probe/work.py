@@ -36,7 +36,7 @@ from typing import Any, Callable
 
 from regressbisect.probe.contract import WORK_SKIP_STEPS, WORK_STEPS, WORK_WAYS
 from regressbisect.probe.work_graphs import graph_breaks, patch_compile
-from regressbisect.probe.work_profiler import StepProfile, cuda_ready
+from regressbisect.probe.work_profiler import ScheduledProfile, StepProfile, cuda_ready
 
 DISPATCH, GRAPHS = WORK_WAYS
 
@@ -85,7 +85,8 @@ class WorkCounter:
         self._mark: dict[str, float] | None = None   # cumulative counts at the current row's start
         self._mark_time = 0.0
         self._forward_ends: list[tuple[float, dict[str, float]]] = []
-        self._profiler: StepProfile | None = None
+        self._profiler: StepProfile | None = None      # the dispatch way's, one per step
+        self._schedule: ScheduledProfile | None = None  # the graph+profiler way's, one per process
         self._names: dict[Any, str] = {}
 
     # -- on and off -------------------------------------------------------------------------
@@ -155,6 +156,7 @@ class WorkCounter:
         self.calls = Counter()   # what the modes counted is of the other way
         self.rows, self.steps, self.unit = [], 0, "run"
         self._restart()
+        self._schedule = ScheduledProfile(self.torch, WORK_SKIP_STEPS, WORK_STEPS)
         return True
 
     def _graph_called(self, label: str, ops: Counter, higher: frozenset) -> None:
@@ -221,6 +223,7 @@ class WorkCounter:
     def on_optimizer_step(self) -> None:
         if not self.on:
             return
+        profiled = self._schedule.step() if self._schedule is not None else {}
         self.steps += 1
         if self.steps <= WORK_SKIP_STEPS:
             if self.steps == WORK_SKIP_STEPS:
@@ -229,6 +232,8 @@ class WorkCounter:
         row = self._row_since_mark(self._mark or {}, self._mark_time)
         row.update(self._stop_profiler())
         self.rows.append(row)
+        for counted in self.rows[-WORK_STEPS:] if profiled else ():   # one trace over the counted steps
+            counted.update(profiled)
         self.unit = "step"
         if self.steps >= WORK_SKIP_STEPS + WORK_STEPS:
             self.stop()
@@ -256,6 +261,9 @@ class WorkCounter:
 
     def at_exit(self) -> tuple[list[dict[str, float]], str]:
         """The rows to print, and what each covers."""
+        if self._schedule is not None:   # left here, outside any step's record_function range
+            self._schedule.close()
+            self._schedule = None
         if not self.rows and self.on:
             self.rows.append(self._row_since_mark(self._forward_ends[0][1] if self._forward_ends else {},
                                                   self._forward_ends[0][0] if self._forward_ends else 0.0))
@@ -279,9 +287,9 @@ class WorkCounter:
     # -- the profiler ---------------------------------------------------------------------------
 
     def _start_profiler(self) -> None:
-        """Dispatch way: CUDA activity, where the program uses CUDA; graph+profiler way: always."""
-        if self.way == GRAPHS or cuda_ready(self.torch):
-            self._profiler = StepProfile(self.torch, cpu=self.way == GRAPHS)
+        """The dispatch way's: CUDA activity, where the program uses CUDA."""
+        if self.way == DISPATCH and cuda_ready(self.torch):
+            self._profiler = StepProfile(self.torch)
 
     def _stop_profiler(self) -> dict[str, float]:
         profiler, self._profiler = self._profiler, None

@@ -4,7 +4,8 @@ profiler has a formula for. Loaded in the probe process by path, like work.py; t
 argument.
 
 The dispatch way profiles CUDA activity only (kernels; none on CPU); the graph+profiler way also
-profiles the CPU (its ops, syncs and FLOPs: a compiled step never reaches a dispatch mode).
+profiles the CPU (its ops, syncs and FLOPs: a compiled step never reaches a dispatch mode), and
+CUDA where the program had used it by its first torch.compile call.
 """
 from __future__ import annotations
 
@@ -40,31 +41,75 @@ def cuda_ready(torch: ModuleType) -> bool:
 
 
 class StepProfile:
-    """A profiler session from one step boundary to the next."""
+    """The dispatch way's session: CUDA activity from one step boundary to the next."""
 
-    def __init__(self, torch: ModuleType, cpu: bool):
+    def __init__(self, torch: ModuleType):
         from torch.profiler import ProfilerActivity, profile
 
         self.torch = torch
-        self.cuda = cuda_ready(torch)
-        activities = ([ProfilerActivity.CPU] if cpu else []) + ([ProfilerActivity.CUDA] if self.cuda else [])
-        # shapes: the profiler's FLOP formulas need them
-        self.session = profile(activities=activities, record_shapes=cpu, with_flops=cpu)
+        self.session = profile(activities=[ProfilerActivity.CUDA])
         with warnings.catch_warnings():   # its notes would land in the probe's output
             warnings.simplefilter("ignore")
             self.session.__enter__()
 
     def finish(self) -> dict[str, float]:
-        if self.cuda:
-            synchronize = getattr(self.torch._C, "_cuda_synchronize", None)   # not the shim's counted one
-            (synchronize or self.torch.cuda.synchronize)()
+        _synchronize(self.torch)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             self.session.__exit__(None, None, None)
             counts = summary(self.torch, self.session.events())
-        if self.cuda:
-            counts.setdefault("kernels", 0)   # profiled: none is a count
+        counts.setdefault("kernels", 0)   # profiled: none is a count
         return counts
+
+
+class ScheduledProfile:
+    """The graph+profiler way's session: CPU (and CUDA where the program uses it), entered once,
+    idle for the first `skip` steps, then one trace over the next `steps`: their counts divided by
+    `steps` (a count per step). Stopping a CPU trace and starting the next at one step boundary
+    corrupts the heap (torch 2.13 CPU, a compiled step with a graph break), so there is one trace."""
+
+    def __init__(self, torch: ModuleType, skip: int, steps: int):
+        from torch.profiler import ProfilerActivity, profile, schedule
+
+        self.torch = torch
+        self.steps = steps
+        self.cuda = cuda_ready(torch)
+        self.summary: dict[str, float] | None = None
+        activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if self.cuda else [])
+        with warnings.catch_warnings():   # its notes would land in the probe's output
+            warnings.simplefilter("ignore")
+            # shapes: the profiler's FLOP formulas need them
+            self.session = profile(activities=activities, record_shapes=True, with_flops=True,
+                                   schedule=schedule(skip_first=skip, wait=0, warmup=0, active=steps, repeat=1),
+                                   on_trace_ready=self._ready)
+            self.session.__enter__()
+
+    def _ready(self, session: Any) -> None:
+        counts = summary(self.torch, session.events())
+        if self.cuda:
+            counts.setdefault("kernels", 0)
+        self.summary = {name: value / self.steps for name, value in counts.items()}
+
+    def step(self) -> dict[str, float]:
+        """A step boundary: the counts per step once the trace is over ({} before)."""
+        if self.cuda:
+            _synchronize(self.torch)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            self.session.step()
+        done, self.summary = self.summary, None
+        return done or {}
+
+    def close(self) -> None:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            self.session.__exit__(None, None, None)
+
+
+def _synchronize(torch: ModuleType) -> None:
+    """Wait for the device, so that a step's kernels are in its session."""
+    synchronize = getattr(torch._C, "_cuda_synchronize", None)   # not the shim's counted one
+    (synchronize or torch.cuda.synchronize)()
 
 
 def summary(torch: ModuleType, events: Any) -> dict[str, float]:

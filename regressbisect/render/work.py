@@ -83,7 +83,8 @@ def side_json(counts: Mapping[str, float] | None) -> dict[str, Any]:
         "graphs_by_function": by_op("graphs:"),
         "graph_breaks": work.get("graph_breaks", 0.0),   # the process's, not per step
         "graph_breaks_by_reason": by_op("break:"),
-        "profiled_syncs": work.get("syncs"),   # None: not profiled on the CPU (the dispatch way)
+        # None: the dispatch way, which does not profile the CPU
+        "profiled_syncs": work.get("syncs", 0.0) if way_index == 1 else work.get("syncs"),
         "cpu_ops_by_op": by_op("cpu_ops:"),
         "create_block_mask_share": (cbm_ms / arm_ms) if arm_ms else None,
         "arm_ms": arm_ms,

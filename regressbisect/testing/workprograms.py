@@ -1,7 +1,8 @@
 """Small PyTorch programs of the counting arm's tests and scripts/work_examples.py: a training
-loop, an inference loop without an optimizer, a probe without torch, and karpathy/nanoGPT's
+loop, an inference loop without an optimizer, a probe without torch, karpathy/nanoGPT's
 causal self-attention before and after its switch to F.scaled_dot_product_attention (written for
-a tiny CPU GPT; the repository's own code is not fetched)."""
+a tiny CPU GPT; the repository's own code is not fetched), and a torch.compile'd step calling
+flex_attention with two commits on top: a second mask build, then an `.item()` sync."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -122,3 +123,55 @@ def make_nanogpt_repo(path: Path) -> list[str]:
     """Two commits: the hand-written attention, then SDPA; returns their shas."""
     return make_repo(path, [{"model.py": MODEL_HANDWRITTEN, "bench.py": GPT_BENCH}, {"model.py": MODEL_SDPA}],
                      ["hand-written causal attention", "use Flash Attention: F.scaled_dot_product_attention"])
+
+
+COMPILED_FLEX = '''
+import json
+import time
+import torch
+from torch.nn.attention.flex_attention import create_block_mask, flex_attention
+
+
+def causal(b, h, q, kv):
+    return q >= kv
+
+
+build_mask = torch.compile(create_block_mask)
+head = torch.nn.Linear(16, 16)
+opt = torch.optim.SGD(head.parameters(), lr=0.1)
+
+
+@torch.compile
+def step(x, mask):
+    y = flex_attention(x, x, x, block_mask=mask)   # forward only: CPU has no flex_attention backward
+    return head(y).sum()
+
+
+torch.manual_seed(0)
+x = torch.randn(1, 2, 128, 16)
+started = time.perf_counter()
+for _ in range(5):
+    mask = build_mask(causal, 1, 1, 128, 128, device="cpu")
+    loss = step(x, mask)
+    loss.backward()
+    opt.step()
+    opt.zero_grad()
+print("@regressbisect " + json.dumps({"tokens": 5 * 128, "seconds": time.perf_counter() - started}))
+'''
+SECOND_MASK = COMPILED_FLEX.replace(
+    '''    mask = build_mask(causal, 1, 1, 128, 128, device="cpu")
+''', '''    mask = build_mask(causal, 1, 1, 128, 128, device="cpu")
+    mask = build_mask(causal, 1, 1, 128, 128, device="cpu")   # rebuilt: the same mask twice
+''')
+ITEM_SYNC = SECOND_MASK.replace(
+    '''    return head(y).sum()
+''', '''    scale = y.abs().max().item()   # a host sync, and a graph break
+    return head(y / scale).sum()
+''')
+
+
+def make_compiled_flex_repo(path: Path) -> list[str]:
+    """Three commits of a compiled flex_attention step: as is, a second mask build per step, then
+    an `.item()` in the step; returns their shas."""
+    return make_repo(path, [{"train.py": COMPILED_FLEX}, {"train.py": SECOND_MASK}, {"train.py": ITEM_SYNC}],
+                     ["compiled flex_attention step", "build the block mask twice", "scale by the max"])
