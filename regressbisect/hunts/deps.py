@@ -156,7 +156,7 @@ class DepsHunt(Hunt):
     def _which_packages(self) -> HunkDecision:
         settings = SearchSettings.of(self.config, "hunks")
         decider = HunkDecider([c.name for c in self.changes], None, settings, on_phase=self.progress.phase,
-                              needs=self.needs)
+                              needs=self.needs, end_names=("GOOD", "BAD"))
 
         def measure(batch) -> list[float | None]:
             out = []

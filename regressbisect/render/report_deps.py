@@ -89,7 +89,7 @@ def deps_report(*, good, bad, changes, needs: Mapping[str, frozenset[str]], deci
                 "releases": _releases_json(hunt),
             })
     return {
-        "kind": "deps", "schema": SCHEMA, "verdict": str(decision.verdict), "reason": in_deps_words(decision.reason),
+        "kind": "deps", "schema": SCHEMA, "verdict": str(decision.verdict), "reason": decision.reason,
         "exit_code": exit_code, "unit": unit, "good_env": good.source, "bad_env": bad.source,
         "changes": [{"package": c.display or c.name, "kind": c.kind, "good_version": c.good,
                      "bad_version": c.bad} for c in changes],
@@ -104,12 +104,6 @@ def deps_report(*, good, bad, changes, needs: Mapping[str, frozenset[str]], deci
         "probes": probes, "cached": cached, "hunt_id": hunt_id, "environments_built": builds, "build_seconds": round(build_seconds, 2),
         "wall_seconds": round(wall_seconds, 2), "settings": dict(settings),
     }
-
-
-def in_deps_words(reason: str) -> str:
-    """A hunk search's reason with its ends as a deps hunt names them: the search calls them
-    BASE and BASE + all hunks (search/hunks/prefix.py), here they are GOOD and BAD."""
-    return reason.replace("BASE + all hunks", "BAD").replace("BASE", "GOOD").replace("hunks", "package changes")
 
 
 def _pct_text(value: float | None) -> str:

@@ -64,7 +64,7 @@ from regressbisect.search.bisect import Measure as Ask, SearchSettings
 from regressbisect.search.ddmin import DdminSettings
 from regressbisect.search.hunks.context import HuntContext
 from regressbisect.search.hunks.delta import by_delta_debugging
-from regressbisect.search.hunks.prefix import HUNK_SIDE_PAIRS, end_gap, prefix_groups, prefixes, search_prefixes
+from regressbisect.search.hunks.prefix import END_NAMES, HUNK_SIDE_PAIRS, end_gap, prefix_groups, prefixes, search_prefixes
 from regressbisect.search.hunks.rest import peel_the_rest
 from regressbisect.search.driver import drive
 from regressbisect.search.hunks.runnable import Batch, Measure, Needs, OutOfProbes, Phase, Purpose, Runnable
@@ -91,16 +91,18 @@ class HunkDecider:
 
     def __init__(self, hunk_ids: Sequence[str], groups, settings: SearchSettings, rule: LevelRule = LevelRule(),
                  ddmin: DdminSettings = DdminSettings(), on_phase: Callable[[str], None] = lambda text: None,
-                 needs: Needs | None = None, noise_prior: NoisePool | None = None):
+                 needs: Needs | None = None, noise_prior: NoisePool | None = None,
+                 end_names: tuple[str, str] = END_NAMES):
         """noise_prior: noise pooled before the hunt (a commit hunt's, for `run --drill`): the
         prefix searches' remembered noise (CommitSearch's noise_prior: capped, and dropped while
         their own spread is larger). Not the start of the hunt's own pool: uncapped, the commit
-        hunt's degrees of freedom would outweigh every test's own pairs."""
+        hunt's degrees of freedom would outweigh every test's own pairs. end_names: what the
+        decision's reasons call the empty subset and the full one (a deps hunt's GOOD and BAD)."""
         self.runs = Runnable(needs)
         self.ctx = HuntContext(settings=settings, rule=rule, ddmin=ddmin, runs=self.runs, ids=list(hunk_ids),
                                groups=groups, order=prefix_groups(hunk_ids, groups, needs), on_phase=on_phase,
                                leave_out_alphas=AlphaSpender(settings.name_alpha / 2), noise_prior=noise_prior)
-        self._phase: Phase = _decide(self.ctx)
+        self._phase: Phase = _decide(self.ctx, end_names)
         self._subsets: list[frozenset] = []
         self._index: dict[frozenset, int] = {}
         self._batch: Batch | None = None
@@ -205,22 +207,22 @@ def decide_hunks(hunk_ids: Sequence[str], groups, measure: Measure, settings: Se
     return drive(decider, lambda batch: [measure(decider.subset(m.index), m.reason) for m in batch], slots=slots)
 
 
-def _decide(ctx: HuntContext) -> Phase:
+def _decide(ctx: HuntContext, end_names: tuple[str, str] = END_NAMES) -> Phase:
     """The phases in order (the module docstring), as one coroutine returning the HunkDecision,
     with a note of the hunks the slowdown, or what the culprits leave of it, is spread over."""
-    decision = yield from _phases(ctx)
+    decision = yield from _phases(ctx, end_names)
     if decision.spread_over:
         decision = replace(decision, spread_note=spread_note(len(decision.spread_over), ctx.settings.min_effect))
     return decision
 
 
-def _phases(ctx: HuntContext) -> Phase:
+def _phases(ctx: HuntContext, end_names: tuple[str, str]) -> Phase:
     """`_decide`'s phases."""
     candidates = prefixes(ctx.order)
     ctx.on_phase(f"prefix search: BASE + the first k of {len(ctx.order)} hunk group(s) in file "
                  "order, bisected like commits")
     search = yield from search_prefixes(ctx, candidates, first=Purpose.CONTROL, rest=Purpose.PREFIX)
-    prefix = search.result()
+    prefix = search.result(end_names)
     measurable_ends = all(e.n for e in prefix.endpoints)
     if not prefix.reproduced and not (prefix.verdict == Verdict.ALL_SKIPPED and measurable_ends):
         return HunkDecision(prefix.verdict, prefix.reason, prefix, prefix=prefix)
