@@ -13,7 +13,28 @@ NOT_FOR_DEPS = ("setup", "venv", "drill", "footprint", "slots", "overlap", "slot
 """run's flags that have no meaning for a deps hunt (one probe at a time, in the project as it is)."""
 
 
-@app.command("deps")
+HELP = """Find which package of an environment upgrade, and which release of it, made --cmd slower.
+
+Your project is measured as it is in its directory; only the environment changes. Each candidate
+environment (GOOD_ENV's pins with some of the changes) is a virtualenv of its own, built with uv
+and kept until `clean`; your own environment is never touched.
+
+Both ends are measured first (the control arm of `run`); then the changed packages are searched
+as `hunks` searches hunks (a combination that does not resolve, install or run is a crash with its
+reason), then each culprit package's releases between its two versions are bisected as `run`
+bisects commits (a release that does not install is skipped and named).
+
+Every sample is stored as it is taken: the same command re-run after a kill or Ctrl-C goes on
+from the stored samples.
+
+Exit codes: 0 culprits named; 1 user error (an environment that does not build, the probe failing
+at GOOD or BAD); 2 not reproduced; 4 every candidate skipped; 5 no single package explains it; 6
+could not decide within --max-samples; 130 interrupted (every finished sample is stored: re-run to
+resume).
+"""
+
+
+@app.command("deps", help=o.reflowed(HELP))
 @o.hunt_options("run")
 def deps(
     good_env: Annotated[Path, typer.Argument(help="The fast environment: a pinned requirements file (pip freeze) or a uv.lock.")],
@@ -24,23 +45,10 @@ def deps(
     pre: Annotated[bool, typer.Option("--pre", help="Bisect pre-releases and dev releases too.")] = False,
     yanked: Annotated[bool, typer.Option("--yanked", help="Bisect yanked releases too.")] = False,
     python: Annotated[Optional[str], typer.Option("--python", help="Interpreter of the candidate environments (default: the one regressbisect runs on).")] = None,
-    json_out: o.JsonOut = None, repo: o.Repo = Path("."), quiet: o.Quiet = False,
+    json_out: o.JsonOut = None, store: o.StorePath = None, repo: o.Repo = Path("."), quiet: o.Quiet = False,
     flags: dict | None = None,
 ) -> None:
-    """Find which package of GOOD_ENV -> BAD_ENV, and which release of it, made --cmd slower. The
-    project is measured as it is in its directory; each candidate environment (GOOD's pins with
-    some of the changes) is a virtualenv of its own, built with uv and kept until `clean`. Your
-    own environment is never touched.
-
-    Both ends are measured first (the control arm of `run`); then the changed packages are
-    searched as `hunks` searches hunks (a combination that does not resolve, install or run is a
-    crash with its reason), then each culprit package's releases between its two versions are
-    bisected as `run` bisects commits (a release that does not install is skipped and named).
-
-    Exit codes: 0 culprits named; 1 user error (an environment that does not build, the probe
-    failing at GOOD or BAD); 2 not reproduced; 4 every candidate skipped; 5 no single package
-    explains it; 6 could not decide within --max-samples; 130 interrupted.
-    """
+    """`regressbisect deps` (its help: HELP)."""
     from regressbisect.config import build_config
     from regressbisect.deps.builds import IndexOptions
     from regressbisect.deps.envs import read_environment, unsupported_line
@@ -66,7 +74,7 @@ def deps(
     index = IndexOptions(index_url=index_url, find_links=tuple(find_links or ()), no_index=no_index)
     with HuntProgress(quiet=quiet, unit=config.unit) as progress:
         outcome = DepsHunt(history, config, good, bad, index=index, release_rule=ReleaseRule(pre=pre, yanked=yanked),
-                           python=python, progress=progress).run()
+                           python=python, progress=progress, store_path=store).run()
     finish(outcome, json_out)
 
 

@@ -28,6 +28,12 @@ StorePath = Annotated[Optional[Path], typer.Option("--store", help="SQLite store
 Quiet = Annotated[bool, typer.Option("--quiet", "-q", help="No progress output; only the final report.")]
 
 
+def reflowed(text: str) -> str:
+    """Help text whose paragraphs wrap to the terminal: the line breaks inside each paragraph of
+    the docstring-shaped `text` joined (Typer keeps them after the first paragraph)."""
+    return "\n\n".join(" ".join(paragraph.split()) for paragraph in inspect.cleandoc(text).split("\n\n"))
+
+
 def finish(outcome: "HuntOutcome", json_out: Path | None, history: "History", store: Path | None) -> None:
     """The end of `run` and `hunks`: the summary, then the --json report, then the verdict's exit
     code. A report that cannot be written now costs one line, never the answer or its code: the
