@@ -105,3 +105,51 @@ def test_a_second_mask_build_and_an_item_sync_read_as_such(tmp_path):
     assert "+1 host syncs seen by the profiler per step" in text, text
     assert re.search(r"\+\d graph breaks? \([^)]*Tensor\.item\(\)", text), text   # the break, named
     assert "+1 step graph per step" in text, text                                 # the step split in two
+
+
+def test_the_profiler_summary_groups_kernels_by_family_and_counts_each_sync_once():
+    """What a CUDA trace holds, without CUDA: kernels by family, an `.item()` (its op and the stream
+    synchronize it makes) one sync, an explicit synchronize another, FLOPs of the outermost op."""
+    import torch
+
+    from regressbisect.probe.work_profiler import family, summary
+
+    cpu, cuda = torch.autograd.DeviceType.CPU, torch.autograd.DeviceType.CUDA
+
+    class Event:
+        def __init__(self, name, device=cpu, parent=None, flops=0):
+            self.name, self.device_type, self.cpu_parent, self.flops = name, device, parent, flops
+
+    item = Event("aten::item")
+    dense = Event("aten::_local_scalar_dense", parent=item)
+    matmul = Event("aten::matmul", flops=100)
+    events = [Event("triton_poi_fused_add_0", cuda), Event("triton_poi_fused_mul_1", cuda),
+              Event("void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<float> >(int)", cuda),
+              Event("Memcpy DtoH (Device -> Pageable)", cuda), item, dense,
+              Event("cudaStreamSynchronize", parent=dense), Event("cudaDeviceSynchronize"),
+              matmul, Event("aten::mm", parent=matmul, flops=100)]
+    counts = summary(torch, events)
+    assert counts["kernels"] == 4 and counts["kernels:triton_poi"] == 2
+    assert counts["kernels:at::native::vectorized_elementwise_kernel"] == 1 and counts["kernels:Memcpy DtoH"] == 1
+    assert counts["syncs"] == 2
+    assert counts["cpu_ops"] == 2 and counts["cpu_ops:aten.item"] == 1 and "cpu_ops:aten.mm" not in counts
+    assert counts["flops"] == 100 == counts["flops:aten.matmul"]
+    assert family("triton_red_fused_sum_3") == "triton_red" and family("sm90_xmma_gemm_f16f16_f32") == "sm90_xmma_gemm_f16f16_f32"
+
+
+@pytest.mark.gpu
+@pytest.mark.slow
+def test_on_cuda_the_compiled_step_counts_kernel_launches_by_family(tmp_path):
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("needs CUDA")
+    program = (COMPILED_FLEX.replace('device="cpu"', 'device="cuda"')
+               .replace("torch.nn.Linear(16, 16)", "torch.nn.Linear(16, 16).cuda()")
+               .replace("torch.randn(1, 2, 128, 16)", 'torch.randn(1, 2, 128, 16, device="cuda")'))
+    proc = _run(program, tmp_path, [PACKAGE_ROOT], REGRESSBISECT_WORK="1")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    [record] = _counter_lines(proc.stdout)
+    assert record["work_way"] == "graph+profiler"
+    for row in record["work"]:
+        assert row["kernels"] > 0 and any(k.startswith("kernels:triton_") for k in row)
+        assert row["calls:flex_attention"] == 1

@@ -21,7 +21,7 @@ a wait for the stream)."""
 SYNC_CALLS = frozenset({"cudaStreamSynchronize", "cudaDeviceSynchronize", "cudaEventSynchronize"})
 """CUDA runtime calls that wait for the device; counted when no SYNC_OPS op made them."""
 _TEMPLATE = re.compile(r"[<(].*$")
-_SUFFIX = re.compile(r"[_\d]+$")
+_SUFFIX = re.compile(r"(_\d+)+$")
 
 
 def family(kernel: str) -> str:
