@@ -190,6 +190,80 @@ def test_a_deps_hunt_interrupted_then_run_again_probes_no_stored_sample_again(pr
     assert repeated["culprits"] == report["culprits"] and repeated["hunt_id"] != report["hunt_id"]
 
 
+PYPROJECT = """\
+[build-system]
+requires = ["setuptools"]
+build-backend = "setuptools.build_meta"
+
+[project]
+name = "slowpkg"
+version = "{version}"
+"""
+
+
+def slowpkg_repo(path: Path) -> list[str]:
+    """slowpkg's own repository: v1.0, v1.1, then a README, the busy loop and a comment before
+    v1.2; the shas, oldest first (index 3 is the busy loop)."""
+    from regressbisect.testing.gitrepo import git
+
+    def at(version: str, spin: int, extra: dict | None = None) -> dict:
+        return {"pyproject.toml": PYPROJECT.format(version=version),
+                "slowpkg/__init__.py": STEP.format(spin=spin), **(extra or {})}
+
+    shas = make_repo(path, [at("1.0", 0), at("1.1", 0), at("1.1", 0, {"README": "slowpkg\n"}),
+                            at("1.1", 60, {"README": "slowpkg\n"}),
+                            at("1.2", 60, {"README": "slowpkg\n", "NOTES": "busy\n"})],
+                     messages=["v1.0", "v1.1", "readme", "a busy loop in step", "v1.2"])
+    for tag, sha in (("v1.0", shas[0]), ("v1.1", shas[1]), ("v1.2", shas[4])):
+        git(path, "tag", tag, sha)
+    return shas
+
+
+class SpinProbe(VersionProbe):
+    """tok/s from the slowpkg its environment holds, by its code: SPIN > 0 is SLOW slower."""
+
+    def __call__(self, spec, cwd: Path, extra_env=None) -> ProbeOutcome:
+        (init,) = Path(extra_env["VIRTUAL_ENV"]).glob("lib/python*/site-packages/slowpkg/__init__.py")
+        self.environments.append({"spin": init.read_text().split("\n")[0]})
+        slow = "SPIN = 0" not in init.read_text()
+        value = 1000.0 / (1 + SLOW * slow) * math.exp(self.rng.gauss(0, self.noise))
+        return ProbeOutcome(sample=Sample(tok_s=value), skip_reason=None, exit_code=0, wall_seconds=0.01)
+
+
+@pytest.mark.slow
+def test_with_the_package_repository_the_commit_between_the_release_tags_is_named(project, tmp_path):
+    """--package-repo slowpkg=PATH: after the release (1.2), the commits between the tags v1.1
+    and v1.2, each built from source with uv (its build backend from the index), bisected: the busy
+    loop's commit named."""
+    shas = slowpkg_repo(tmp_path / "slowpkg")
+    cfg = build_config({}, {"cmd": "python bench.py", "instrument": "off"})
+    index = IndexOptions(find_links=(str(tmp_path / "wheels"),), no_index=True)
+    outcome = DepsHunt(History.open(project), cfg, read_requirements(GOOD, "good.txt"),
+                       read_requirements(BAD, "bad.txt"), index=index, probe_runner=SpinProbe(seed=11),
+                       package_repos={"slowpkg": tmp_path / "slowpkg"}).run()
+    (culprit,) = outcome.report["culprits"]
+    assert culprit["version"] == "1.2"
+    assert culprit["commit_search"]["tested"] == shas[1:], culprit["commit_search"]
+    (commit,) = culprit["commits"]
+    assert (commit["sha"], commit["after"]) == (shas[3], shas[2]) and commit["step_pct"] < -15
+    from regressbisect.render.report_deps import deps_summary
+    assert f"commit {shas[3][:10]} a busy loop in step (after {shas[2][:10]})" in deps_summary(outcome.report)
+
+
+def test_a_release_without_its_tag_is_one_line_and_no_commit_search(project, tmp_path):
+    from regressbisect.testing.gitrepo import git
+
+    slowpkg_repo(tmp_path / "slowpkg")
+    git(tmp_path / "slowpkg", "tag", "-d", "v1.2")
+    cfg = build_config({}, {"cmd": "python bench.py", "instrument": "off"})
+    index = IndexOptions(find_links=(str(tmp_path / "wheels"),), no_index=True)
+    report = DepsHunt(History.open(project), cfg, read_requirements(GOOD, "good.txt"),
+                      read_requirements(BAD, "bad.txt"), index=index, probe_runner=VersionProbe(seed=12),
+                      package_repos={"slowpkg": tmp_path / "slowpkg"}).run().report
+    (culprit,) = report["culprits"]
+    assert culprit["commits"] == [] and culprit["commit_search"]["reason"].startswith("no tag v1.2 or 1.2 in ")
+
+
 def lock(pins: dict[str, str]) -> str:
     """A uv.lock of the project (editable) and `pins` from a registry."""
     text = 'version = 1\nrequires-python = ">=3.10"\n\n[[package]]\nname = "project"\nversion = "0.1"\n' \

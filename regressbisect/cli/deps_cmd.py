@@ -22,7 +22,9 @@ and kept until `clean`; your own environment is never touched.
 Both ends are measured first (the control arm of `run`); then the changed packages are searched
 as `hunks` searches hunks (a combination that does not resolve, install or run is a crash with its
 reason), then each culprit package's releases between its two versions are bisected as `run`
-bisects commits (a release that does not install is skipped and named).
+bisects commits (a release that does not install is skipped and named). With --package-repo, the
+commits between the tags of a culprit's last good and first bad releases are bisected too, each
+built from source into the culprit's environment.
 
 Every sample is stored as it is taken: the same command re-run after a kill or Ctrl-C goes on
 from the stored samples.
@@ -44,6 +46,7 @@ def deps(
     no_index: Annotated[bool, typer.Option("--no-index", help="Only --find-links: no package index (uv's --no-index).")] = False,
     pre: Annotated[bool, typer.Option("--pre", help="Bisect pre-releases and dev releases too.")] = False,
     yanked: Annotated[bool, typer.Option("--yanked", help="Bisect yanked releases too.")] = False,
+    package_repo: Annotated[Optional[list[str]], typer.Option("--package-repo", metavar="NAME=PATH", help="The git repository of changed package NAME (repeatable): the commits between the tags (vX or X) of its last good and first bad releases are bisected too, each built from source with uv.")] = None,
     python: Annotated[Optional[str], typer.Option("--python", help="Interpreter of the candidate environments (default: the one regressbisect runs on).")] = None,
     json_out: o.JsonOut = None, store: o.StorePath = None, repo: o.Repo = Path("."), quiet: o.Quiet = False,
     flags: dict | None = None,
@@ -51,7 +54,7 @@ def deps(
     """`regressbisect deps` (its help: HELP)."""
     from regressbisect.config import build_config
     from regressbisect.deps.builds import IndexOptions
-    from regressbisect.deps.envs import read_environment, unsupported_line
+    from regressbisect.deps.envs import normalise, read_environment, unsupported_line
     from regressbisect.deps.releases import ReleaseRule
     from regressbisect.errors import UserError, warn
     from regressbisect.git.history import History
@@ -71,10 +74,17 @@ def deps(
         line = unsupported_line(env)
         if line is not None:
             warn(line)
+    repos = {}
+    for pair in package_repo or ():
+        name, sep, path = pair.partition("=")
+        if not sep or not name or not path:
+            raise UserError(f"--package-repo {pair!r}: give NAME=PATH (a changed package and its git repository)")
+        repos[normalise(name)] = Path(path)
     index = IndexOptions(index_url=index_url, find_links=tuple(find_links or ()), no_index=no_index)
     with HuntProgress(quiet=quiet, unit=config.unit) as progress:
         outcome = DepsHunt(history, config, good, bad, index=index, release_rule=ReleaseRule(pre=pre, yanked=yanked),
-                           python=python, progress=progress, store_path=store).run()
+                           python=python, progress=progress, store_path=store,
+                           package_repos=repos).run()
     finish(outcome, json_out)
 
 

@@ -21,10 +21,13 @@ import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Mapping
+from typing import TYPE_CHECKING, Mapping
 
 from regressbisect.errors import UserError
 from regressbisect.probe.venvs import READY_MARKER, activation_env, venv_key
+
+if TYPE_CHECKING:
+    from regressbisect.deps.sources import CommitSource
 
 REASON_CHARS = 300
 """A failed build's reason is cut to this many characters (a resolver's story can be long)."""
@@ -39,11 +42,13 @@ class IndexOptions:
     find_links: tuple[str, ...] = ()
     no_index: bool = False
 
-    def uv_args(self) -> list[str]:
+    def uv_args(self, *, for_build: bool = False) -> list[str]:
+        """`for_build`: a source's build requirements (setuptools, ...), which are no part of the
+        environment measured: from the index as uv finds them, even with --no-index."""
         args = ["--index-url", self.index_url] if self.index_url else []
         for link in self.find_links:
             args += ["--find-links", link]
-        return args + (["--no-index"] if self.no_index else [])
+        return args + (["--no-index"] if self.no_index and not for_build else [])
 
     def key(self) -> str:
         return json.dumps([self.index_url, list(self.find_links), self.no_index])
@@ -92,23 +97,24 @@ class EnvBuilder:
         """Environments built by this builder (not found built, failures included)."""
         self.build_seconds = 0.0
 
-    def key(self, pins: Mapping[str, str]) -> str:
-        text = "\0".join([self._python_key, self.index.key(), pins_text(pins)])
-        return hashlib.sha1(text.encode()).hexdigest()[:16]
+    def key(self, pins: Mapping[str, str], source: "CommitSource | None" = None) -> str:
+        parts = [self._python_key, self.index.key(), pins_text(pins)] + ([f"source {source.key}"] if source else [])
+        return hashlib.sha1("\0".join(parts).encode()).hexdigest()[:16]
 
     def path(self, pins: Mapping[str, str]) -> Path:
         return self.root / f"deps-{self.key(pins)}"
 
-    def build(self, pins: Mapping[str, str]) -> Built:
-        """The environment of exactly `pins`, built on first use."""
-        key = self.key(pins)
+    def build(self, pins: Mapping[str, str], source: "CommitSource | None" = None) -> Built:
+        """The environment of exactly `pins` (and with `source`, its package built from that
+        commit's files), built on first use."""
+        key = self.key(pins, source)
         where = self.root / f"deps-{key}"
         if (where / READY_MARKER).is_file() and (where / "bin" / "python").exists():
             return Built(where, cached=True)
         if key in self._failed:
             return self._failed[key]
         started = time.perf_counter()
-        reason = self._make(where, pins)
+        reason = self._make(where, pins, source)
         seconds = time.perf_counter() - started
         self.builds += 1
         self.build_seconds += seconds
@@ -119,7 +125,7 @@ class EnvBuilder:
         (where / READY_MARKER).write_text(json.dumps({"python": self.python, "pins": dict(pins)}) + "\n")
         return Built(where, seconds=seconds)
 
-    def _make(self, where: Path, pins: Mapping[str, str]) -> str | None:
+    def _make(self, where: Path, pins: Mapping[str, str], source: "CommitSource | None") -> str | None:
         """Build `where`; None, or why it failed."""
         if where.exists():
             shutil.rmtree(where)
@@ -135,6 +141,13 @@ class EnvBuilder:
                               *self.index.uv_args()])
         if installed.returncode != 0:
             return f"does not install: {_reason(installed.stderr)}"
+        if source is not None:
+            files = source.export(where / "source")
+            built = self._uv(["pip", "install", "--python", python, "--no-deps", str(files),
+                              *self.index.uv_args(for_build=True)])
+            shutil.rmtree(files, ignore_errors=True)
+            if built.returncode != 0:
+                return f"does not build from source: {_reason(built.stderr)}"
         checked = self._uv(["pip", "check", "--python", python])
         if checked.returncode != 0:
             return f"does not resolve: {_reason(checked.stdout + checked.stderr)}"

@@ -10,6 +10,9 @@ the environment changes.
     -> for each culprit package, its releases between the two versions (deps/releases.py)
        bisected by the commit search (search/bisect.py), each point the culprit's environment
        with the package at that release; a release that does not install is skipped and named
+    -> for each culprit package whose repository is given (--package-repo), the commits between the
+       tags of its last good and first bad releases (deps/sources.py) bisected the same way, each
+       point the culprit's environment with the package built from that commit's files
     -> the report (render/report_deps.py)
 
 One probe at a time, in the project's directory, with the candidate's virtualenv first on PATH
@@ -30,6 +33,7 @@ from regressbisect.config import HuntConfig
 from regressbisect.deps.builds import EnvBuilder, IndexOptions
 from regressbisect.deps.envs import Environment, apply, diff
 from regressbisect.deps.keys import ProjectState
+from regressbisect.deps.sources import CommitSource, SourceUnavailable, commits_between
 from regressbisect.deps.needs import change_needs, installed_requirements
 from regressbisect.deps.releases import ReleaseRule, ReleasesUnavailable, releases_between
 from regressbisect.errors import ExitCode, UserError
@@ -41,7 +45,7 @@ from regressbisect.hunts.skeleton import Hunt
 from regressbisect.probe.runner import probe_spec, run_probe
 from regressbisect.probe.venvs import base_interpreter
 from regressbisect.render.progress import HuntProgress
-from regressbisect.render.report_deps import ReleaseHunt, deps_report
+from regressbisect.render.report_deps import CommitLevel, ReleaseHunt, deps_report
 from regressbisect.samples import Candidate, ProbeOutcome, SampleKey
 from regressbisect.search.bisect import CommitSearch, SearchSettings
 from regressbisect.search.driver import drive
@@ -72,9 +76,11 @@ class DepsHunt(Hunt):
                  index: IndexOptions | None = None, release_rule: ReleaseRule | None = None,
                  python: str | None = None, progress: HuntProgress | None = None,
                  probe_runner: Callable[..., ProbeOutcome] = run_probe, envs_root: Path | None = None,
-                 store_path: Path | None = None):
+                 store_path: Path | None = None, package_repos: Mapping[str, Path] | None = None):
         """envs_root: where the candidate environments are built (default: beside the slots'
-        venvs, `<common_dir>/regressbisect/venvs`, which `clean` removes)."""
+        venvs, `<common_dir>/regressbisect/venvs`, which `clean` removes); package_repos: a
+        changed package's normalised name -> its git repository, whose commits between the culprit
+        releases are searched."""
         if config.executor != "local":
             raise UserError("deps runs its probes on this machine only: its environments are built here "
                             "(drop --executor)")
@@ -82,6 +88,11 @@ class DepsHunt(Hunt):
         if not self.changes:
             raise UserError(f"{good.source} and {bad.source} pin the same versions: no package changed")
         self.good, self.bad = good, bad
+        self.package_repos = dict(package_repos or {})
+        unknown = sorted(set(self.package_repos) - {c.name for c in self.changes})
+        if unknown:
+            raise UserError(f"--package-repo {unknown[0]}: not a package that changed between {good.source} and "
+                            f"{bad.source}")
         self.index, self.release_rule = index or IndexOptions(), release_rule or ReleaseRule()
         # a preload server holds the tool's packages, not the candidate's
         super().__init__(history, dataclasses.replace(config, preload="off"), store_path=store_path,
@@ -125,8 +136,8 @@ class DepsHunt(Hunt):
             except UserError as error:   # the next run starts a new hunt, which retries
                 store.finish_hunt(hunt_id, {"verdict": "error", "error": error.message})
                 raise
-            releases = [self._which_release(culprit.hunks, name) for culprit in decision.culprits
-                        for name in blamed(culprit)]
+            releases = [self._which_commit(self._which_release(culprit.hunks, name), culprit.hunks)
+                        for culprit in decision.culprits for name in blamed(culprit)]
             report = deps_report(
                 good=self.good, bad=self.bad, changes=self.changes, needs=self.needs, decision=decision,
                 releases=releases, exit_code=int(VERDICT_EXIT[decision.verdict]), unit=self.config.unit,
@@ -216,20 +227,63 @@ class DepsHunt(Hunt):
         first = min(result.culprits, key=lambda c: c.first_bad, default=None)
         return dataclasses.replace(hunt, result=result, skipped=skipped,
                                    version=versions[first.first_bad] if first is not None else None,
+                                   after=versions[first.last_good] if first is not None else None,
                                    reason=result.reason)
+
+    # -- which commit --------------------------------------------------------------------------
+
+    def _which_commit(self, hunt: ReleaseHunt, group: frozenset[str]) -> ReleaseHunt:
+        """With the package's repository: the commits between the tags of its last good and first
+        bad releases bisected, each built from source in place of the release, the rest of its
+        culprit `group` made as in BAD."""
+        repo = self.package_repos.get(hunt.package)
+        if repo is None:
+            return hunt
+        level = CommitLevel(repo=str(repo))
+        if hunt.version is None or hunt.after is None:
+            return dataclasses.replace(hunt, commits=dataclasses.replace(
+                level, reason="no single release step: there are no two tags to search between"))
+        try:
+            commits = commits_between(History.open(repo), hunt.after, hunt.version)
+        except (SourceUnavailable, UserError) as exc:
+            return dataclasses.replace(hunt, commits=dataclasses.replace(level, reason=str(exc)))
+        level = dataclasses.replace(level, commits=tuple(commits))
+        if len(commits) == 2:
+            return dataclasses.replace(hunt, commits=dataclasses.replace(
+                level, reason=f"no commit between the tags of {hunt.after} and {hunt.version}"))
+        sources = [CommitSource(History.open(repo), c) for c in commits]
+        pins = {n: v for n, v in apply(self.good, [self.by_name[n] for n in sorted(group)]).items() if n != hunt.package}
+        self.progress.phase(f"which commit of {hunt.display}: {len(commits) - 2} between {hunt.after} and "
+                            f"{hunt.version}, each built from source, bisected")
+        skips: dict[int, str] = {}
+
+        def measure(batch) -> list[float | None]:
+            out = []
+            for m in batch:
+                value, reason = self._sample(pins, f"{hunt.display}@{commits[m.index].sha[:10]}", m.reason,
+                                             f"commits:{hunt.package}", source=sources[m.index])
+                if value is None:
+                    skips[m.index] = reason or "skipped"
+                out.append(value)
+            return out
+
+        result = drive(CommitSearch(len(commits), SearchSettings.of(self.config, "run")), measure, slots=1)
+        skipped = tuple((commits[c.index].sha, skips.get(c.index, "")) for c in result.candidates if c.verdict == "skip")
+        return dataclasses.replace(hunt, commits=dataclasses.replace(level, result=result, skipped=skipped,
+                                                                     reason=result.reason))
 
     # -- one sample ---------------------------------------------------------------------------------
 
-    def _sample(self, pins: Mapping[str, str], label: str, note: str, namespace: str
-                ) -> tuple[float | None, str | None]:
+    def _sample(self, pins: Mapping[str, str], label: str, note: str, namespace: str,
+                source: CommitSource | None = None) -> tuple[float | None, str | None]:
         """One sample of the project in the environment of exactly `pins`: the next one stored for
         this search (`namespace`), else a run of the probe in it (built on first use), stored at
         once; a build that fails is a skip with its reason, stored too, never a slow run."""
         assert self._stored is not None and self._store is not None
-        request = Request(self.project.candidate(self.builder.key(pins)), namespace=namespace)
+        request = Request(self.project.candidate(self.builder.key(pins, source)), namespace=namespace)
         draw = self._stored.next(request)
         if draw is None:
-            built = self.builder.build(pins)
+            built = self.builder.build(pins, source)
             if built.ok:
                 outcome = self.executor.run(self.spec, self.history.root, built.env(), label=label).outcome
                 self.probes += 1

@@ -1,12 +1,15 @@
 """The report of `regressbisect deps`: its JSON (`deps_report`) and the summary it prints
-(`deps_summary`), one row per level: the package (its change against GOOD) and the release (its
-step in the bisection of the package's releases).
+(`deps_summary`), one row per level: the package (its change against GOOD), the release (its
+step in the bisection of the package's releases) and, with the package's repository, the commit
+(its step in the bisection of the commits between the two releases' tags).
 
 JSON: `culprits[]`, one per package of a culprit, with `package`, `good_version`, `bad_version`,
 `version` (the first release with the change, null when it could not be told), `step_pct` and
 `interval` (the culprit's change against GOOD, percent, its 95% interval), `with` (the packages
 it is named with, and how each joined: e.g. 'needed to run'), and `releases` (the bisection: each release step, the
-releases skipped and why). `probes` counts the probes this run took, `cached` the samples stored
+releases skipped and why); with the package's repository, `commits` (each culprit commit: `sha`,
+`subject`, `after`, `step_pct`, `interval`) and `commit_search` (the commits tested, skipped and
+why, or why none were). `probes` counts the probes this run took, `cached` the samples stored
 before it that it reused (a resumed hunt's), `hunt_id` the store's hunt.
 """
 from __future__ import annotations
@@ -40,6 +43,24 @@ class ReleaseHunt:
     skipped: tuple[tuple[str, str], ...] = ()
     """(release, why) of the releases that did not install or run."""
     reason: str = ""
+    after: str | None = None
+    """The last release without the change, before `version` (None: not told)."""
+    commits: "CommitLevel | None" = None
+    """The commits between `after` and `version` searched (None: no repository given)."""
+
+
+@dataclass(frozen=True)
+class CommitLevel:
+    """The commits of a culprit package's repository between the tags of its two releases,
+    each built from source into the culprit's environment, and what their bisection found."""
+
+    repo: str
+    commits: tuple = ()
+    """CommitInfo of the tag of `after`, the commits between, the tag of `version`, in order."""
+    result: SearchResult | None = None
+    skipped: tuple[tuple[str, str], ...] = ()
+    """(sha, why) of the commits that did not build or run."""
+    reason: str = ""
 
 
 def _pct(x: float) -> float | None:
@@ -66,6 +87,23 @@ def _releases_json(hunt: ReleaseHunt) -> dict[str, Any]:
     return out
 
 
+def _commits_json(level: CommitLevel) -> list[dict[str, Any]]:
+    """The culprit commits: each step of the commit search, as the release steps."""
+    if level.result is None:
+        return []
+    return [{"sha": level.commits[c.first_bad].sha, "subject": level.commits[c.first_bad].subject,
+             "after": level.commits[c.last_good].sha, "step_pct": _pct(c.step), "interval": _interval(c.step_ci95),
+             "share_of_gap": round(c.share_of_gap, 3)} for c in level.result.culprits]
+
+
+def _commit_search_json(level: CommitLevel) -> dict[str, Any]:
+    result = level.result
+    return {"repo": level.repo, "tested": [c.sha for c in level.commits],
+            "verdict": str(result.verdict) if result else None, "reason": level.reason,
+            "probes": result.probes if result else 0,
+            "skipped": [{"sha": sha, "reason": why} for sha, why in level.skipped]}
+
+
 def deps_report(*, good, bad, changes, needs: Mapping[str, frozenset[str]], decision: HunkDecision,
                 releases: Sequence[ReleaseHunt], exit_code: int, unit: str, crashes: Mapping[frozenset, str],
                 probes: int, cached: int, hunt_id: int, builds: int, build_seconds: float, wall_seconds: float,
@@ -87,6 +125,8 @@ def deps_report(*, good, bad, changes, needs: Mapping[str, frozenset[str]], deci
                 "share_of_gap": round(culprit.share_of_gap, 3) if math.isfinite(culprit.share_of_gap) else None,
                 "with": [{"package": n, "joined": str(joined[n])} for n in sorted(culprit.hunks - {name})],
                 "releases": _releases_json(hunt),
+                **({"commits": _commits_json(hunt.commits), "commit_search": _commit_search_json(hunt.commits)}
+                   if hunt.commits is not None else {}),
             })
     return {
         "kind": "deps", "schema": SCHEMA, "verdict": str(decision.verdict), "reason": decision.reason,
@@ -143,6 +183,12 @@ def deps_summary(report: Mapping[str, Any]) -> str:
             lines.append(f"  {told}" + (f": {releases.get('reason')}" if releases.get("reason") else ""))
         for skip in releases.get("skipped") or []:
             lines.append(f"  skipped release {skip['version']}: {skip['reason']}")
+        for commit in culprit.get("commits") or []:
+            lines.append(f"  commit {commit['sha'][:10]} {commit['subject']} (after {commit['after'][:10]}): "
+                         f"{_pct_text(commit['step_pct'])} ({_interval_text(commit['interval'])})")
+        search = culprit.get("commit_search")
+        if search is not None and not culprit.get("commits"):
+            lines.append(f"  commit not told: {search['reason'] or search['verdict']}")
     for suspect in report.get("suspects") or []:
         lines.append(f"suspect (not named): {', '.join(suspect['packages'])} {_pct_text(suspect['step_pct'])}")
     for crash in report.get("did_not_run") or []:
