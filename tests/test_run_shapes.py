@@ -409,3 +409,22 @@ def test_the_signs_of_far_pairs_hold_their_level_whatever_the_cut():
     assert crossed / 2000 <= 0.01
     # pairs of two typical runs are ties: only the far ones bet
     assert sign_log_e([-0.3] * 14 + [0.01] * 20, -1, beyond=0.1) == pytest.approx(sign_log_e([-0.3] * 14, -1))
+
+
+def test_a_stall_is_named_by_the_signs_of_its_far_pairs_where_every_runs_mean_is_slow_to_tell():
+    # the stall at 9 (40% at 0.7x) beside the machine's 10% at 0.6x at both ends: read on every
+    # run, the e-value of the mean (sigma about 0.18) stayed short of naming 8->9 at the cap; the
+    # pairs with one run far off go BAD's way nine times in ten, and their signs name it
+    history = FakeHistory(step_levels(16, {}), 0.02, interference=(Interference(0.10, 0.6),),
+                          stalls=((9, STALL),))
+    result = simulate(history, SearchSettings(), seed=1589446920).result
+    assert [c.first_bad for c in result.culprits] == [9]
+
+
+def test_the_signs_of_far_pairs_bet_only_on_pairs_beyond_min_effect_and_three_pair_sigmas():
+    from regressbisect.search.stats import far_pairs_sign_log_e, sign_log_e
+
+    typical = [0.01, -0.012, 0.008, -0.02, 0.015, -0.005, 0.011, -0.009]
+    stalled = [-0.36] * 9
+    assert far_pairs_sign_log_e(typical + stalled, -1, 0.02) == pytest.approx(sign_log_e(stalled, -1))
+    assert far_pairs_sign_log_e(typical, -1, 0.02) == 0.0

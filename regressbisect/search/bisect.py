@@ -401,7 +401,7 @@ class CommitSearch:
         self._live = (0, n - 1)
         self.control = ControlArm(self.book, settings, 0, n - 1)   # GOOD and BAD in pairs, first
         self._reproduced = False                         # the control arm said 'go'
-        self.gate = NamingGate(self.book, settings.name_alpha, settings.stall_share)   # steps that reached confirmation
+        self.gate = NamingGate(self.book, settings.name_alpha, settings.stall_share, settings.min_effect)   # steps that reached confirmation
         self.picker = Picker(self.book, self._capped)            # what the localisation measures next
         self.pairing = Pairing(self.book, settings.pair_window, self._room)   # which of two commits a pair takes next
         self.confirmation = StepConfirmation(self.book, settings, self.gate, self.picker, self.pairing,

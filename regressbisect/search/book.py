@@ -65,6 +65,8 @@ class SampleBook:
         `HuntReading.reader`)."""
         self.pair_window = pair_window
         self.read_interference = read_interference
+        self.reads_every_run = False
+        """Set once every run is read (`read_every_run`): a change of shape, or culprits that contradicted the gap."""
         self.reader: Reader = reader or interfered_runs
         self.runs: dict[int, list[tuple[float, int, str | None]]] = {}
         """Every run of each candidate, (tok/s, round, pairing tag), interfered ones included."""
@@ -145,6 +147,7 @@ class SampleBook:
         were found to be a commit's (a change of shape, `ControlArm.decide`), not the machine's
         alone, which reading them apart assumes."""
         self.read_interference = False
+        self.reads_every_run = True
         self._typical = self._pairs = self._outliers = self._kinds = None
 
     def _logs(self) -> dict[int, list[float]]:

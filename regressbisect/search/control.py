@@ -19,7 +19,7 @@ from regressbisect.search.book import SampleBook
 from regressbisect.search.direction import hunted_sign, toward
 from regressbisect.search.interference import level_in_doubt
 from regressbisect.search.naming import fresh_pairs_to_tell_a_mode
-from regressbisect.search.stats import EFFECT_PRIORS, Comparison, NoisePool, compare, log_threshold, pooled_t_log_bf, sign_log_e, stall_log_e
+from regressbisect.search.stats import EFFECT_PRIORS, Comparison, NoisePool, compare, far_pairs_sign_log_e, log_threshold, pooled_t_log_bf, sign_log_e, stall_log_e
 from regressbisect.search.verdicts import Verdict
 
 if TYPE_CHECKING:
@@ -102,12 +102,6 @@ runs off at a quarter is one in 2,500, and by then the hunt's kinds of interfere
 waits longer while an end's runs read off could be its level (`_an_end_in_doubt`): GOOD read 12 of
 its 17 runs at 0.7x, and at 12 pairs a real 10% step ended 'not reproduced' (trial 93 of
 bench_accuracy --interference, 32 commits)."""
-
-
-SIGMA_FROM_SIZES = 0.3186
-"""The lower quartile of |d| over the sigma of d, for normal differences: read from the smallest
-quarter, the sigma of a pair's difference holds while up to three quarters of the pairs have a
-run far off."""
 
 
 @dataclass(frozen=True)
@@ -331,21 +325,17 @@ class ControlArm:
 
     def _signs_show_the_shape(self, a: Sequence[float], b: Sequence[float]) -> bool:
         """Where the arm reads every run because the ends' shapes differ, 'go' needs the signs of
-        its pairs far apart too (`stats.sign_log_e` at reproduce_alpha on the pairs whose runs
-        differ by more than min_effect and three pair sigmas, that sigma read from the sizes of
-        the differences alone, SIGMA_FROM_SIZES), valid whatever the shape. The test that read a
-        change of shape (Fisher's exact at SHAPE_LEVEL) looks at every pair, and the e-value of
-        every run's mean assumes one normal spread: half the runs at 0.7x at both ends, GOOD's
-        first seven all quick beside BAD's six of seven slow read -27% and an A/A range was
-        searched (2 hunts in 300). A stall at one end sends its pairs' far differences one way."""
+        its pairs far apart too (`stats.far_pairs_sign_log_e` at reproduce_alpha), valid whatever
+        the shape: the test that read a change of shape (Fisher's exact at SHAPE_LEVEL) looks at
+        every pair, and the e-value of every run's mean assumes one normal spread. Half the runs
+        at 0.7x at both ends: GOOD's first seven all quick beside BAD's six of seven slow read
+        -27% and an A/A range was searched (2 hunts in 300)."""
         pairs = min(len(a), len(b))
         d = np.log(np.asarray(b[:pairs], dtype=float)) - np.log(np.asarray(a[:pairs], dtype=float))
         if d.size == 0:
             return False
-        spread = float(np.quantile(np.abs(d), 0.25)) / SIGMA_FROM_SIZES
         sign = hunted_sign(self.settings.direction) or (1 if float(np.mean(d)) > 0 else -1)
-        beyond = max(log_threshold(self.settings.min_effect), 3 * spread)
-        return sign_log_e(d, sign, beyond=beyond) >= math.log(1 / self.settings.reproduce_alpha)
+        return far_pairs_sign_log_e(d, sign, self.settings.min_effect) >= math.log(1 / self.settings.reproduce_alpha)
 
     def at_cap(self) -> bool:
         """An end has taken max_samples runs of the arm (runs read as interfered count: the cap

@@ -16,7 +16,7 @@ import numpy as np
 
 from regressbisect.search.book import SampleBook
 from regressbisect.search.direction import toward
-from regressbisect.search.stats import EFFECT_PRIORS, mixture_half_width, pooled_t_log_bf, sign_log_e
+from regressbisect.search.stats import EFFECT_PRIORS, far_pairs_sign_log_e, mixture_half_width, pooled_t_log_bf, sign_log_e
 
 __all__ = ["Target", "NamingGate", "OWN_DF_TO_NAME", "AlphaSpender", "alpha_share", "fresh_pairs_to_tell_a_mode"]
 
@@ -79,12 +79,14 @@ class Target:
 class NamingGate:
     """The steps picked so far, and the always-valid test that names each on its fresh pairs."""
 
-    def __init__(self, book: SampleBook, name_alpha: float, stall_share: float = 0.0):
+    def __init__(self, book: SampleBook, name_alpha: float, stall_share: float = 0.0, min_effect: float = 0.02):
         """stall_share: the share of runs a mode may hold at any commit before the hunt sees it
-        (`SearchSettings.stall_share`, `fresh_pairs_to_tell_a_mode`)."""
+        (`SearchSettings.stall_share`, `fresh_pairs_to_tell_a_mode`); min_effect: the least far
+        pair the signs bet on once every run is read (`stats.far_pairs_sign_log_e`)."""
         self.book = book
         self.name_alpha = name_alpha
         self.stall_share = stall_share
+        self.min_effect = min_effect
         self.targets: dict[tuple[int, int], Target] = {}
 
     def pick(self, a: int, b: int, when: int, step: float) -> Target:
@@ -154,7 +156,14 @@ class NamingGate:
             return False
         noise = (self.book.pair_noise(of=(a, b), since=target.since) if target.paired
                  else self.book.noise(split=split, of=(a, b)))
-        if pooled_t_log_bf(est, 2 / len(diffs), noise, sign=sign, priors=priors) < math.log(1 / alpha_k):
+        log_e = pooled_t_log_bf(est, 2 / len(diffs), noise, sign=sign, priors=priors)
+        if self.book.reads_every_run:
+            # every run read, a stall's among them: the mean of two e-values is one, and the signs
+            # of the pairs far apart hold whatever the shape (`stats.far_pairs_sign_log_e`)
+            every = self.book.paired_diffs(a, b, since=target.since, every_run=True)
+            far = far_pairs_sign_log_e(every, sign if sign else (1 if est > 0 else -1), self.min_effect)
+            log_e = float(np.logaddexp(log_e, far) - math.log(2))
+        if log_e < math.log(1 / alpha_k):
             return False
         if self.book.runs_at_the_other_level(a, b, noise.sigma):
             every = self.book.paired_diffs(a, b, since=target.since, every_run=True)

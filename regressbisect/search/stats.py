@@ -434,6 +434,25 @@ def pooled_t_log_bf(estimate: float, c: float, noise: NoisePool, *, sign: int = 
     return float(np.logaddexp.reduce(out) - math.log(len(out)))
 
 
+SIGMA_FROM_SIZES = 0.3186
+"""The lower quartile of |d| over the sigma of d, for normal differences: read from the smallest
+quarter, the sigma of a pair's difference holds while up to three quarters of the pairs have a
+run far off."""
+
+
+def far_pairs_sign_log_e(diffs: Sequence[float], sign: int, min_effect: float) -> float:
+    """`sign_log_e` on the pairs far apart: those whose runs differ by more than min_effect and
+    three pair sigmas, that sigma read from the quarter of smallest |d| (SIGMA_FROM_SIZES). The
+    cut is read from the sizes alone, so the signs stay fair coins under 'one distribution'
+    whatever the shape; a stall at one end sends its far pairs one way while the pairs of two
+    typical runs, which only dilute the signs, bet nothing."""
+    d = np.asarray(diffs, dtype=float)
+    if d.size == 0:
+        return 0.0
+    spread = float(np.quantile(np.abs(d), 0.25)) / SIGMA_FROM_SIZES
+    return sign_log_e(d, sign, beyond=max(log_threshold(min_effect), 3 * spread))
+
+
 SIGN_BETS = (0.5, 0.75, 0.9)
 """The bets of the sign e-process (`sign_log_e`), averaged: 0.9 gains most where every sign is
 right (1.9 a pair), 0.5 loses least where a quarter are wrong."""
