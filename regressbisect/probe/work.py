@@ -17,9 +17,9 @@ under one: a program that is not the one measured), and higher-order ops (flex_a
 torch.cond) cannot run under one at all. Both go through torch.compile (the higher-order ops
 compile themselves), so its first call moves the process to the graph+profiler way: the modes are
 left, counting starts over (WORK_SKIP_STEPS skipped again), and a step's counts are the graphs
-dynamo captured times their calls, its graph breaks (probe/work_graphs.py) and a profiler session
-over the CPU and CUDA (probe/work_profiler.py: kernels, syncs, outermost ops, the FLOPs it has
-formulas for).
+dynamo captured times their calls, its graph breaks (probe/work_graphs.py) and one profiler trace
+over the counted steps, CPU and CUDA (probe/work_profiler.py: kernels, syncs, outermost ops, the
+FLOPs it has formulas for).
 
 Boundaries: the optimizer step post-hook (the shim's). The first WORK_SKIP_STEPS steps (lazy
 initialisation, compile) are not rows, the next WORK_STEPS are; then both modes are left and the
