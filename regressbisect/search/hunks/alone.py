@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import replace
+from enum import Enum
 
 from regressbisect.search.control import rules_out_step, shows_step
 from regressbisect.search.hunks.context import HuntContext
@@ -12,7 +13,23 @@ from regressbisect.search.hunks.subsets import Joined, TestedSubset, sized_at_st
 from regressbisect.search.stats import log_step, log_threshold
 from regressbisect.search.verdicts import Verdict
 
-__all__ = ["NEEDS_DEPTH", "alone_with_what_it_needs", "first_group_alone"]
+__all__ = ["NEEDS_DEPTH", "Alone", "alone_with_what_it_needs", "first_group_alone"]
+
+
+class Alone(str, Enum):
+    """What a step's group against BASE, beside the slow prefix it ends, said (`alone`)."""
+
+    REPRODUCED = "reproduced"
+    """Slower than BASE by min_effect on its own."""
+    DOES_NOT_RUN = "does not run"
+    """It crashes without more of the prefix."""
+    INTERACTS = "interacts"
+    """The prefix it ends is slower than it: it needs more than itself."""
+    OPEN = "open"
+    """Out of pairs."""
+
+    def __str__(self) -> str:   # its value, also in f-strings
+        return self.value
 
 NEEDS_DEPTH = 3
 """Prefix searches for what a step needs to be slow, before delta debugging takes over (the
@@ -56,14 +73,14 @@ def alone_with_what_it_needs(ctx: HuntContext, proposed: frozenset, before: list
     while True:
         ctx.on_phase(f"alone: {len(proposed)} hunk(s) against BASE, beside the prefix they end")
         outcome, found, ends = yield from alone(ctx, proposed, proposed.union(*before), sign, priors, scale)
-        if outcome == "reproduced":
+        if outcome == Alone.REPRODUCED:
             return with_joined(found, joined, frozenset(settled))
-        if outcome == "open":
+        if outcome == Alone.OPEN:
             return with_joined(found or TestedSubset(proposed, Verdict.UNDECIDED, math.nan, (math.nan, math.nan), 0),
                                joined, frozenset(settled))
         if not before:
             return None
-        if outcome == "does not run":
+        if outcome == Alone.DOES_NOT_RUN:
             k = yield from first_group_it_runs_with(ctx, proposed, before)
             if k is None:
                 return None
@@ -123,7 +140,8 @@ def first_group_it_runs_with(ctx: HuntContext, proposed: frozenset, before: list
 
 def alone(ctx: HuntContext, proposed: frozenset, prefix: frozenset, sign: int,
           priors: tuple[float, ...] | None = None, scale: float = math.nan) -> Phase:
-    """(A coroutine phase returning (outcome, TestedSubset | None, Arms).) 'reproduced' (BASE + proposed is slower than BASE by min_effect, e-value 1/reproduce_alpha:
+    """(A coroutine phase returning (Alone, TestedSubset | None, Arms).) REPRODUCED (BASE + proposed
+    is slower than BASE by min_effect, e-value 1/reproduce_alpha:
     the control arm's rule), 'does not run', 'interacts' (the slow `prefix` it ends is slower
     than it by min_effect, e-value 1/alpha: it needs more than itself) or 'open' (out of
     pairs). Three arms in rotation, BASE, BASE + proposed, BASE + prefix; a wrong 'interacts'
@@ -137,7 +155,7 @@ def alone(ctx: HuntContext, proposed: frozenset, prefix: frozenset, sign: int,
     for k in range(s.max_samples):
         values = yield from round_of_three(ctx, sets, k)
         if not ctx.runs(proposed):
-            return "does not run", None, (arms[0], arms[2])
+            return Alone.DOES_NOT_RUN, None, (arms[0], arms[2])
         if any(v is None for v in values.values()):
             continue
         for i in range(3):
@@ -152,14 +170,14 @@ def alone(ctx: HuntContext, proposed: frozenset, prefix: frozenset, sign: int,
                 and ctx.signs_show(arms[0], arms[1], step, s.name_alpha, sign)):
             size = sized_at_stop(proposed, base, alone_arm, pool,
                                  scale if math.isfinite(scale) and scale > 0 else log_threshold(s.min_effect))
-            return "reproduced", size, (arms[0], arms[2])
+            return Alone.REPRODUCED, size, (arms[0], arms[2])
         if shows_step(alone_arm, prefix_arm, pool, sign=sign, alpha=s.alpha, min_effect=s.min_effect, priors=priors,
                       least=least):
-            return "interacts", None, (arms[0], arms[2])
+            return Alone.INTERACTS, None, (arms[0], arms[2])
     typical = ctx.typical(sets, arms)
     if not (typical[0] and typical[1]):
-        return "open", None, (arms[0], arms[2])
-    return "open", replace(tested(proposed, typical[0], typical[1], ctx.noise_with(typical)), verdict=Verdict.UNDECIDED), (arms[0], arms[2])
+        return Alone.OPEN, None, (arms[0], arms[2])
+    return Alone.OPEN, replace(tested(proposed, typical[0], typical[1], ctx.noise_with(typical)), verdict=Verdict.UNDECIDED), (arms[0], arms[2])
 
 
 def first_group_alone(ctx: HuntContext, group: frozenset, sign: int, priors: tuple[float, ...] | None = None,

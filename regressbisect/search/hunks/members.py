@@ -1,15 +1,30 @@
 """Which hunks of a culprit it needs: each left out in turn (leave-one-out)."""
 from __future__ import annotations
 
+from enum import Enum
 from typing import Sequence
 
 from regressbisect.search.control import shows_step
 from regressbisect.search.hunks.context import HuntContext
 from regressbisect.search.hunks.runnable import Phase, Purpose
-from regressbisect.search.stats import log_step
 from regressbisect.search.hunks.subsets import Joined, TestedSubset, sized_at_stop, step_scale, with_joined
+from regressbisect.search.stats import log_step
 
-__all__ = ["needed_members"]
+__all__ = ["Need", "needed_members"]
+
+
+class Need(str, Enum):
+    """What leaving one hunk out of a culprit said (`leave_each_out`)."""
+
+    NEEDED = "needed"
+    """The culprit is slower than the rest without it."""
+    NOT_NEEDED = "not needed"
+    """The rest alone reproduces the slowdown against BASE."""
+    OPEN = "open"
+    """Out of pairs."""
+
+    def __str__(self) -> str:   # its value, also in f-strings
+        return self.value
 
 
 def needed_members(ctx: HuntContext, tested: TestedSubset, sign: int) -> Phase:
@@ -43,10 +58,10 @@ def needed_members(ctx: HuntContext, tested: TestedSubset, sign: int) -> Phase:
         return with_joined(tested, joined, settled), False
     outcomes = yield from leave_each_out(ctx, tested, testable, sign)
     for h in testable:
-        if outcomes[h][0] == "needed":
+        if outcomes[h][0] == Need.NEEDED:
             joined[h] = Joined.KEPT_BY_LEAVE_ONE_OUT if ctx.runs(members - {h}) else Joined.NEEDED_TO_RUN
-    unsure = any(outcome == "open" for outcome, _ in outcomes.values())
-    dropped = [h for h in testable if outcomes[h][0] == "not needed"]
+    unsure = any(outcome == Need.OPEN for outcome, _ in outcomes.values())
+    dropped = [h for h in testable if outcomes[h][0] == Need.NOT_NEEDED]
     if dropped:
         tested = outcomes[dropped[0]][1]
     for hunk in dropped[1:]:
@@ -56,18 +71,18 @@ def needed_members(ctx: HuntContext, tested: TestedSubset, sign: int) -> Phase:
             joined[hunk] = Joined.NEEDED_TO_RUN
             continue
         outcome, smaller = (yield from leave_each_out(ctx, tested, [hunk], sign))[hunk]
-        if outcome == "not needed":
+        if outcome == Need.NOT_NEEDED:
             tested = smaller
-        elif outcome == "needed":
+        elif outcome == Need.NEEDED:
             joined[hunk] = (Joined.KEPT_BY_LEAVE_ONE_OUT if ctx.runs(tested.hunks - {hunk})
                             else Joined.NEEDED_TO_RUN)
-        unsure = unsure or outcome == "open"
+        unsure = unsure or outcome == Need.OPEN
     return with_joined(tested, joined, settled), unsure
 
 
 def leave_each_out(ctx: HuntContext, tested: TestedSubset, hunks: Sequence[str],
                    sign: int) -> Phase:
-    """(A coroutine phase returning a dict.) hunk -> 'needed', 'not needed' (with the rest's test against BASE) or 'open' (out of
+    """(A coroutine phase returning a dict.) hunk -> a `Need`: NEEDED, NOT_NEEDED (with the rest's test against BASE) or OPEN (out of
     pairs), for each of `hunks` left out of the culprit `tested`.
 
     One rotation measures BASE, the culprit less each hunk still open, and the culprit (in that
@@ -88,7 +103,7 @@ def leave_each_out(ctx: HuntContext, tested: TestedSubset, hunks: Sequence[str],
     arms: dict[str, tuple[list[float], list[float], list[float]]] = {h: ([], [], []) for h in hunks}
     every: dict[frozenset, list[float]] = {}     # each subset's samples, once: the noise's groups
     alphas: dict[str, float] = {}
-    outcomes: dict[str, tuple[str, TestedSubset | None]] = {}
+    outcomes: dict[str, tuple[Need, TestedSubset | None]] = {}
     for k in range(min(ctx.rule.max_pairs, ctx.settings.max_samples)):
         open_hunks = [h for h in hunks if h not in outcomes]
         if not open_hunks:
@@ -103,7 +118,7 @@ def leave_each_out(ctx: HuntContext, tested: TestedSubset, hunks: Sequence[str],
         base, full = values[0], values[-1]
         for h, rest in zip(open_hunks, values[1:-1]):
             if not ctx.runs(rests[h]):
-                outcomes[h] = ("needed", None)         # the rest does not run without it
+                outcomes[h] = (Need.NEEDED, None)         # the rest does not run without it
             elif rest is not None and base is not None and full is not None:
                 if h not in alphas:
                     alphas[h] = ctx.leave_out_alphas.next()   # a test that measures spends its share
@@ -119,9 +134,9 @@ def leave_each_out(ctx: HuntContext, tested: TestedSubset, hunks: Sequence[str],
             if (shows_step(rest_arm, full_arm, pool, sign=sign, alpha=alphas[h], min_effect=min_effect, priors=priors,
                            least=ctx.runs_to_name(alphas[h], needed))
                     and ctx.signs_show(every_rest, every_full, needed, alphas[h], sign)):
-                outcomes[h] = ("needed", None)
+                outcomes[h] = (Need.NEEDED, None)
             elif (shows_step(base_arm, rest_arm, pool, sign=sign, alpha=alphas[h], min_effect=min_effect, priors=priors,
                              least=ctx.runs_to_name(alphas[h], alone))
                   and ctx.signs_show(every_base, every_rest, alone, alphas[h], sign)):
-                outcomes[h] = ("not needed", sized_at_stop(rests[h], base_arm, rest_arm, pool, scale))
-    return {h: outcomes.get(h, ("open", None)) for h in hunks}
+                outcomes[h] = (Need.NOT_NEEDED, sized_at_stop(rests[h], base_arm, rest_arm, pool, scale))
+    return {h: outcomes.get(h, (Need.OPEN, None)) for h in hunks}

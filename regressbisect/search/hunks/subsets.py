@@ -14,7 +14,7 @@ from regressbisect.search.control import ControlArm
 from regressbisect.search.hunks.context import HuntContext
 from regressbisect.search.hunks.runnable import Phase, Purpose
 from regressbisect.search.stats import NoisePool, log_threshold, mixture_half_width, t_ppf
-from regressbisect.search.verdicts import Verdict
+from regressbisect.search.verdicts import CandidateCall, Verdict
 
 __all__ = ["Joined", "TestedSubset", "Names", "with_joined", "test_subset", "tested", "sized_at_stop", "step_scale", "stop_interval",
            "spread_over", "spread_note", "spread_reason", "with_share", "log_se"]
@@ -110,7 +110,7 @@ def spread_over(search: SearchResult, candidates: Sequence[frozenset]) -> frozen
     """The hunks of a prefix search's last candidate that no prefix measured at BASE's level rules
     out: what a search that reproduced and refuted every single step ('not-localised') found the
     slowdown spread over."""
-    ruled_out = frozenset().union(*(candidates[c.index] for c in search.candidates if c.verdict == "good"))
+    ruled_out = frozenset().union(*(candidates[c.index] for c in search.candidates if c.verdict == CandidateCall.GOOD))
     return candidates[-1] - ruled_out
 
 
