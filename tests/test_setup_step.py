@@ -58,6 +58,7 @@ def _source(repo: Path, store: Store, pool: WorktreePool, setup_cmd: str, hunt_i
     history = pool.history
     setup = SetupStep(command=setup_cmd, store=store, hunt_id=hunt_id, timeout_s=setup_timeout_s,
                       log_dir=pool_root(history) / "setup-logs")
+    pool.widen(setup.trees.fit(1))     # as the hunt's rig sizes it, for one lane
     source = SampleSource(
         store=store, pool=pool, spec=ProbeSpec(command="true", tokens=10, timeout_s=timeout_s),
         env_fingerprint="fp", hunt_id=hunt_id,

@@ -183,8 +183,6 @@ class SampleSource:
         self.parts = parts
         self._setup, self._venvs, self._guard = parts.setup, parts.venvs, parts.guard
         self._build_check = parts.build_check
-        if self._setup is not None:   # candidates kept built in worktrees of their own (docs/setup.md)
-            pool.widen(self._setup.trees.fit(self.slots))
         self._counts_lock = threading.Lock()
         self.retakes: list[dict[str, Any]] = []
         """Samples taken under contention (stored in the 'flagged' arm) and re-taken."""

@@ -145,7 +145,9 @@ class Hunt:
                                                            root=work_root(cfg, self.history)) as pool:
             hunt_id = start(store) if start is not None else None
             parts = measurement_parts(cfg, self.history, store, hunt_id, self.progress)
-            yield Rig(store=store, pool=pool, cost=cost, hunt_id=hunt_id, parts=parts,
-                      lane_envs=slot_envs if one_lane else lane_environments(cfg, slot_envs),
+            lane_envs = slot_envs if one_lane else lane_environments(cfg, slot_envs)
+            if parts.setup is not None:   # candidates kept built in worktrees of their own (docs/setup.md)
+                pool.widen(parts.setup.trees.fit(len(lane_envs)))
+            yield Rig(store=store, pool=pool, cost=cost, hunt_id=hunt_id, parts=parts, lane_envs=lane_envs,
                       history=self.history, env_fingerprint=self.env_fingerprint)
 
