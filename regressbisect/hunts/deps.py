@@ -47,11 +47,12 @@ from regressbisect.probe.venvs import base_interpreter
 from regressbisect.render.progress import HuntProgress
 from regressbisect.render.report_deps import CommitLevel, ReleaseHunt, deps_report
 from regressbisect.samples import Candidate, ProbeOutcome, SampleKey
-from regressbisect.search.bisect import CommitSearch, SearchSettings
+from regressbisect.search.bisect import CommitSearch, SearchResult, SearchSettings
 from regressbisect.search.driver import drive
 from regressbisect.search.hunkdecide import HunkDecider, HunkDecision
 from regressbisect.search.hunks.runnable import Purpose
 from regressbisect.search.hunks.subsets import Joined, TestedSubset
+from regressbisect.search.verdicts import CandidateCall
 from regressbisect.store import Store
 
 
@@ -208,22 +209,10 @@ class DepsHunt(Hunt):
         culprits = [self.by_name[n] for n in sorted(group)]
         self.progress.phase(f"which release of {hunt.display}: {len(versions) - 2} between "
                             f"{change.good} and {change.bad}, bisected")
-        skips: dict[int, str] = {}
-
-        def measure(batch) -> list[float | None]:
-            out = []
-            for m in batch:
-                pins = apply(self.good, culprits, at={name: versions[m.index]})
-                value, reason = self._sample(pins, f"{hunt.display}=={versions[m.index]}", m.reason,
-                                             f"releases:{name}")
-                if value is None:
-                    skips[m.index] = reason or "skipped"
-                out.append(value)
-            return out
-
-        search = CommitSearch(len(versions), SearchSettings.of(self.config, "run"))
-        result = drive(search, measure, slots=1)
-        skipped = tuple((versions[c.index], skips.get(c.index, "")) for c in result.candidates if c.verdict == "skip")
+        result, skips = self._bisect(len(versions), lambda i, why: self._sample(
+            apply(self.good, culprits, at={name: versions[i]}), f"{hunt.display}=={versions[i]}", why,
+            f"releases:{name}"))
+        skipped = tuple((versions[i], why) for i, why in skips)
         first = min(result.culprits, key=lambda c: c.first_bad, default=None)
         return dataclasses.replace(hunt, result=result, skipped=skipped,
                                    version=versions[first.first_bad] if first is not None else None,
@@ -255,22 +244,30 @@ class DepsHunt(Hunt):
         pins = {n: v for n, v in apply(self.good, [self.by_name[n] for n in sorted(group)]).items() if n != hunt.package}
         self.progress.phase(f"which commit of {hunt.display}: {len(commits) - 2} between {hunt.after} and "
                             f"{hunt.version}, each built from source, bisected")
+        result, skips = self._bisect(len(commits), lambda i, why: self._sample(
+            pins, f"{hunt.display}@{commits[i].sha[:10]}", why, f"commits:{hunt.package}", source=sources[i]))
+        skipped = tuple((commits[i].sha, why) for i, why in skips)
+        return dataclasses.replace(hunt, commits=dataclasses.replace(level, result=result, skipped=skipped,
+                                                                     reason=result.reason))
+
+    def _bisect(self, n: int, sample: Callable[[int, str], tuple[float | None, str | None]]
+                ) -> tuple[SearchResult, list[tuple[int, str]]]:
+        """The commit search over n ordered points (releases, commits), `sample(i, why)` measuring
+        point i for the search's reason `why`; returns its result and the points it skipped, each
+        with its reason."""
         skips: dict[int, str] = {}
 
         def measure(batch) -> list[float | None]:
             out = []
             for m in batch:
-                value, reason = self._sample(pins, f"{hunt.display}@{commits[m.index].sha[:10]}", m.reason,
-                                             f"commits:{hunt.package}", source=sources[m.index])
+                value, reason = sample(m.index, m.reason)
                 if value is None:
                     skips[m.index] = reason or "skipped"
                 out.append(value)
             return out
 
-        result = drive(CommitSearch(len(commits), SearchSettings.of(self.config, "run")), measure, slots=1)
-        skipped = tuple((commits[c.index].sha, skips.get(c.index, "")) for c in result.candidates if c.verdict == "skip")
-        return dataclasses.replace(hunt, commits=dataclasses.replace(level, result=result, skipped=skipped,
-                                                                     reason=result.reason))
+        result = drive(CommitSearch(n, SearchSettings.of(self.config, "run")), measure, slots=1)
+        return result, [(c.index, skips.get(c.index, "")) for c in result.candidates if c.verdict == CandidateCall.SKIP]
 
     # -- one sample ---------------------------------------------------------------------------------
 
