@@ -499,17 +499,6 @@ class Store:
             reasons.setdefault(sha, []).append(reason)
         return reasons
 
-    def sample_load(self, sample_id: int) -> dict | None:
-        """The other load recorded while sample `sample_id` ran (None if not recorded)."""
-        with self._lock:
-            row = self._conn.execute(
-                "SELECT other_cpus, machine_share, hunt_cpus, ncpus, other_gpu, contended"
-                " FROM sample_loads WHERE sample_id = ?", (sample_id,)).fetchone()
-        if row is None:
-            return None
-        keys = ("other_cpus", "machine_share", "hunt_cpus", "ncpus", "other_gpu", "contended")
-        return dict(zip(keys, row))
-
     # -- setup step --------------------------------------------------------------------------
 
     def add_setup(self, key: SampleKey, setup_hash: str, *, hunt_id: int | None, command: str,
