@@ -201,18 +201,24 @@ version = "{version}"
 """
 
 
+ABOUT = "NAME = 'slowpkg'\n"
+"""slowpkg/about.py; the busy loop's commit gives it a docstring (a hunk that changes no speed)."""
+
+
 def slowpkg_repo(path: Path) -> list[str]:
-    """slowpkg's own repository: v1.0, v1.1, then a README, the busy loop and a comment before
-    v1.2; the shas, oldest first (index 3 is the busy loop)."""
+    """slowpkg's own repository: v1.0, v1.1, then a README, the busy loop (with a docstring in
+    another file: two hunks) and a comment before v1.2; the shas, oldest first (index 3 is the
+    busy loop)."""
     from regressbisect.testing.gitrepo import git
 
-    def at(version: str, spin: int, extra: dict | None = None) -> dict:
+    def at(version: str, spin: int, extra: dict | None = None, about: str = ABOUT) -> dict:
         return {"pyproject.toml": PYPROJECT.format(version=version),
-                "slowpkg/__init__.py": STEP.format(spin=spin), **(extra or {})}
+                "slowpkg/__init__.py": STEP.format(spin=spin), "slowpkg/about.py": about, **(extra or {})}
 
+    documented = '"""What slowpkg is called."""\n' + ABOUT
     shas = make_repo(path, [at("1.0", 0), at("1.1", 0), at("1.1", 0, {"README": "slowpkg\n"}),
-                            at("1.1", 60, {"README": "slowpkg\n"}),
-                            at("1.2", 60, {"README": "slowpkg\n", "NOTES": "busy\n"})],
+                            at("1.1", 60, {"README": "slowpkg\n"}, documented),
+                            at("1.2", 60, {"README": "slowpkg\n", "NOTES": "busy\n"}, documented)],
                      messages=["v1.0", "v1.1", "readme", "a busy loop in step", "v1.2"])
     for tag, sha in (("v1.0", shas[0]), ("v1.1", shas[1]), ("v1.2", shas[4])):
         git(path, "tag", tag, sha)
@@ -234,7 +240,7 @@ class SpinProbe(VersionProbe):
 def test_with_the_package_repository_the_commit_between_the_release_tags_is_named(project, tmp_path):
     """--package-repo slowpkg=PATH: after the release (1.2), the commits between the tags v1.1
     and v1.2, each built from source with uv (its build backend from the index), bisected: the busy
-    loop's commit named."""
+    loop's commit named; then its two hunks, each subset built from source: the busy loop named."""
     shas = slowpkg_repo(tmp_path / "slowpkg")
     cfg = build_config({}, {"cmd": "python bench.py", "instrument": "off"})
     index = IndexOptions(find_links=(str(tmp_path / "wheels"),), no_index=True)
@@ -246,8 +252,52 @@ def test_with_the_package_repository_the_commit_between_the_release_tags_is_name
     assert culprit["commit_search"]["tested"] == shas[1:], culprit["commit_search"]
     (commit,) = culprit["commits"]
     assert (commit["sha"], commit["after"]) == (shas[3], shas[2]) and commit["step_pct"] < -15
+    (hunk,) = commit["hunks"]       # the docstring in about.py is not named
+    assert (hunk["file"], hunk["lines"]) == ("slowpkg/__init__.py", [1, 1]), commit["hunk_search"]
+    assert hunk["interval"][0] < hunk["step_pct"] < hunk["interval"][1] < 0
+    assert commit["hunk_search"]["tested"] == 2
     from regressbisect.render.report_deps import deps_summary
-    assert f"commit {shas[3][:10]} a busy loop in step (after {shas[2][:10]})" in deps_summary(outcome.report)
+    summary = deps_summary(outcome.report)
+    assert f"commit {shas[3][:10]} a busy loop in step (after {shas[2][:10]})" in summary
+    assert f"hunk slowpkg/__init__.py:1 (in {shas[3][:10]})" in summary
+
+
+def test_a_subset_of_a_culprit_commits_hunks_is_its_parent_with_them_applied(tmp_path):
+    """The drill's candidate source: the parent exported, the subset's patch applied there, even
+    under another repository's .git (where the environments live), keyed by the subset."""
+    from regressbisect.deps.sources import CommitSource, PatchedSource, SourceUnavailable
+    from regressbisect.git.hunks import collect_hunks
+
+    shas = slowpkg_repo(tmp_path / "slowpkg")
+    history = History.open(tmp_path / "slowpkg")
+    spin, docstring = sorted(collect_hunks(history.root, shas[2], target=shas[3]), key=lambda h: h.file)
+    assert (spin.file, docstring.file) == ("slowpkg/__init__.py", "slowpkg/about.py")
+    parent = CommitSource(history, history.commit_info(shas[2]))
+    make_repo(tmp_path / "project", [{"bench.py": BENCH}])
+    files = PatchedSource(parent, (docstring,)).export(tmp_path / "project" / ".git" / "deps-x" / "source")
+    assert (files / "slowpkg" / "about.py").read_text().startswith('"""What slowpkg is called."""')
+    assert (files / "slowpkg" / "__init__.py").read_text().startswith("SPIN = 0\n")
+    keys = {parent.key, PatchedSource(parent, (spin,)).key, PatchedSource(parent, (docstring,)).key}
+    assert len(keys) == 3
+    v12 = CommitSource(history, history.commit_info(shas[4]))      # SPIN = 60 already: the hunk's old line is not there
+    with pytest.raises(SourceUnavailable, match=f"do not apply to {shas[4][:10]}"):
+        PatchedSource(v12, (spin,)).export(tmp_path / "v12")
+
+
+def test_a_drill_that_cannot_run_is_one_line_under_its_commit():
+    from regressbisect.render.report_deps import deps_summary
+
+    commit = {"sha": "a" * 40, "subject": "a busy loop", "after": "b" * 40, "step_pct": -23.0,
+              "interval": [-25.0, -21.0], "hunks": [],
+              "hunk_search": {"tested": 0, "probes": 0, "verdict": None, "reason": "commit aaaa changes nothing"}}
+    report = {"good_env": "good.txt", "bad_env": "bad.txt", "changes": [], "verdict": "culprits",
+              "culprits": [{"package": "slowpkg", "good_version": "1.0", "bad_version": "2.0", "version": "1.2",
+                            "with": [], "step_pct": -20.0, "interval": [-22.0, -18.0], "releases": {},
+                            "commits": [commit], "commit_search": {"reason": "", "verdict": "culprits"}}],
+              "probes": 1, "environments_built": 1, "build_seconds": 0.0, "wall_seconds": 1.0}
+    lines = deps_summary(report).splitlines()
+    at = next(i for i, line in enumerate(lines) if line.startswith(f"  commit {'a' * 10} a busy loop"))
+    assert lines[at + 1] == "  hunk not told: commit aaaa changes nothing"
 
 
 def test_a_release_without_its_tag_is_one_line_and_no_commit_search(project, tmp_path):

@@ -24,7 +24,8 @@ as `hunks` searches hunks (a combination that does not resolve, install or run i
 reason), then each culprit package's releases between its two versions are bisected as `run`
 bisects commits (a release that does not install is skipped and named). With --package-repo, the
 commits between the tags of a culprit's last good and first bad releases are bisected too, each
-built from source into the culprit's environment.
+built from source into the culprit's environment, and the culprit commit's hunks against its
+parent are hunted as `run --drill` hunts them.
 
 Every sample is stored as it is taken: the same command re-run after a kill or Ctrl-C goes on
 from the stored samples.
@@ -46,7 +47,7 @@ def deps(
     no_index: Annotated[bool, typer.Option("--no-index", help="Only --find-links: no package index (uv's --no-index).")] = False,
     pre: Annotated[bool, typer.Option("--pre", help="Bisect pre-releases and dev releases too.")] = False,
     yanked: Annotated[bool, typer.Option("--yanked", help="Bisect yanked releases too.")] = False,
-    package_repo: Annotated[Optional[list[str]], typer.Option("--package-repo", metavar="NAME=PATH", help="The git repository of changed package NAME (repeatable): the commits between the tags (vX or X) of its last good and first bad releases are bisected too, each built from source with uv.")] = None,
+    package_repo: Annotated[Optional[list[str]], typer.Option("--package-repo", metavar="NAME=PATH", help="The git repository of changed package NAME (repeatable): the commits between the tags (vX or X) of its last good and first bad releases are bisected too, each built from source with uv, then the culprit commit's hunks.")] = None,
     python: Annotated[Optional[str], typer.Option("--python", help="Interpreter of the candidate environments (default: the one regressbisect runs on).")] = None,
     json_out: o.JsonOut = None, store: o.StorePath = None, repo: o.Repo = Path("."), quiet: o.Quiet = False,
     flags: dict | None = None,

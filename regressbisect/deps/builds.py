@@ -21,13 +21,13 @@ import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Mapping
+from typing import Mapping
 
+from regressbisect.deps.sources import CommitSource, PatchedSource, SourceUnavailable
 from regressbisect.errors import UserError
 from regressbisect.probe.venvs import READY_MARKER, activation_env, venv_key
 
-if TYPE_CHECKING:
-    from regressbisect.deps.sources import CommitSource
+Source = CommitSource | PatchedSource
 
 REASON_CHARS = 300
 """A failed build's reason is cut to this many characters (a resolver's story can be long)."""
@@ -97,16 +97,16 @@ class EnvBuilder:
         """Environments built by this builder (not found built, failures included)."""
         self.build_seconds = 0.0
 
-    def key(self, pins: Mapping[str, str], source: "CommitSource | None" = None) -> str:
+    def key(self, pins: Mapping[str, str], source: Source | None = None) -> str:
         parts = [self._python_key, self.index.key(), pins_text(pins)] + ([f"source {source.key}"] if source else [])
         return hashlib.sha1("\0".join(parts).encode()).hexdigest()[:16]
 
     def path(self, pins: Mapping[str, str]) -> Path:
         return self.root / f"deps-{self.key(pins)}"
 
-    def build(self, pins: Mapping[str, str], source: "CommitSource | None" = None) -> Built:
+    def build(self, pins: Mapping[str, str], source: Source | None = None) -> Built:
         """The environment of exactly `pins` (and with `source`, its package built from that
-        commit's files), built on first use."""
+        commit's files, or a patched parent's), built on first use."""
         key = self.key(pins, source)
         where = self.root / f"deps-{key}"
         if (where / READY_MARKER).is_file() and (where / "bin" / "python").exists():
@@ -125,7 +125,7 @@ class EnvBuilder:
         (where / READY_MARKER).write_text(json.dumps({"python": self.python, "pins": dict(pins)}) + "\n")
         return Built(where, seconds=seconds)
 
-    def _make(self, where: Path, pins: Mapping[str, str], source: "CommitSource | None") -> str | None:
+    def _make(self, where: Path, pins: Mapping[str, str], source: Source | None) -> str | None:
         """Build `where`; None, or why it failed."""
         if where.exists():
             shutil.rmtree(where)
@@ -142,7 +142,10 @@ class EnvBuilder:
         if installed.returncode != 0:
             return f"does not install: {_reason(installed.stderr)}"
         if source is not None:
-            files = source.export(where / "source")
+            try:
+                files = source.export(where / "source")
+            except SourceUnavailable as exc:
+                return f"does not build from source: {exc}"
             built = self._uv(["pip", "install", "--python", python, "--no-deps", str(files),
                               *self.index.uv_args(for_build=True)])
             shutil.rmtree(files, ignore_errors=True)

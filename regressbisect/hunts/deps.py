@@ -13,6 +13,9 @@ the environment changes.
     -> for each culprit package whose repository is given (--package-repo), the commits between the
        tags of its last good and first bad releases (deps/sources.py) bisected the same way, each
        point the culprit's environment with the package built from that commit's files
+    -> for each culprit commit, its hunks against its parent (git/hunks.py, as `run --drill`
+       collects them) hunted by the hunk search, each candidate the parent's files with a subset
+       of the hunks applied (deps/sources.py `PatchedSource`), built the same way
     -> the report (render/report_deps.py)
 
 One probe at a time, in the project's directory, with the candidate's virtualenv first on PATH
@@ -30,30 +33,38 @@ from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from regressbisect.config import HuntConfig
-from regressbisect.deps.builds import EnvBuilder, IndexOptions
+from regressbisect.deps.builds import EnvBuilder, IndexOptions, Source
 from regressbisect.deps.envs import Environment, apply, diff
 from regressbisect.deps.keys import ProjectState
-from regressbisect.deps.sources import CommitSource, SourceUnavailable, commits_between
+from regressbisect.deps.sources import CommitSource, PatchedSource, SourceUnavailable, commits_between
 from regressbisect.deps.needs import change_needs, installed_requirements
 from regressbisect.deps.releases import ReleaseRule, ReleasesUnavailable, releases_between
 from regressbisect.errors import ExitCode, UserError
-from regressbisect.git.history import History
+from regressbisect.git.history import CommitInfo, History, run_git
+from regressbisect.git.hunks import collect_hunks, group_hunks
 from regressbisect.git.worktrees import pool_root
 from regressbisect.hunts.common import VERDICT_EXIT, hunting
+from regressbisect.hunts.hunks import hunk_needs
 from regressbisect.hunts.sampling import Request, StoredDraws
 from regressbisect.hunts.skeleton import Hunt
 from regressbisect.probe.runner import probe_spec, run_probe
 from regressbisect.probe.venvs import base_interpreter
 from regressbisect.render.progress import HuntProgress
-from regressbisect.render.report_deps import CommitLevel, ReleaseHunt, deps_report
+from regressbisect.render.report_deps import CommitLevel, HunkLevel, ReleaseHunt, deps_report
 from regressbisect.samples import Candidate, ProbeOutcome, SampleKey
 from regressbisect.search.bisect import CommitSearch, SearchResult, SearchSettings
+from regressbisect.search.budget import drill_probe_cap
 from regressbisect.search.driver import drive
 from regressbisect.search.hunkdecide import HunkDecider, HunkDecision
 from regressbisect.search.hunks.runnable import Purpose
 from regressbisect.search.hunks.subsets import Joined, TestedSubset
 from regressbisect.search.verdicts import CandidateCall
 from regressbisect.store import Store
+
+
+class _DrillStopped(Exception):
+    """The drill into a culprit commit cannot go on (an end of its control arm did not build or
+    run): why, in one line."""
 
 
 @dataclass(frozen=True)
@@ -247,8 +258,67 @@ class DepsHunt(Hunt):
         result, skips = self._bisect(len(commits), lambda i, why: self._sample(
             pins, f"{hunt.display}@{commits[i].sha[:10]}", why, f"commits:{hunt.package}", source=sources[i]))
         skipped = tuple((commits[i].sha, why) for i, why in skips)
+        drills = tuple(self._which_hunk(hunt, History.open(repo), commits[c.first_bad], pins, result.probes)
+                       for c in result.culprits)
         return dataclasses.replace(hunt, commits=dataclasses.replace(level, result=result, skipped=skipped,
-                                                                     reason=result.reason))
+                                                                     reason=result.reason, drills=drills))
+
+    # -- which hunk ----------------------------------------------------------------------------
+
+    def _which_hunk(self, hunt: ReleaseHunt, history: History, culprit: CommitInfo, pins: Mapping[str, str],
+                    search_probes: int) -> HunkLevel:
+        """The culprit commit's hunks against its first parent, hunted as `run --drill` hunts a
+        commit's (its probe cap too), each candidate the parent's files with that subset of the
+        hunks applied, built from source in place of the release beside `pins`."""
+        level = HunkLevel(sha=culprit.sha)
+        try:
+            parent = history.first_parent(culprit.sha)
+            if parent is None:
+                return dataclasses.replace(level, reason=f"{culprit.sha[:10]} has no parent to compare its hunks with")
+            hunks = collect_hunks(history.root, parent, target=culprit.sha)
+        except UserError as exc:       # a shallow clone's edge, an empty commit, a submodule added
+            return dataclasses.replace(level, reason=exc.message)
+        level = dataclasses.replace(level, hunks=tuple(hunks))
+        if len(hunks) < 2:
+            return dataclasses.replace(level, reason="one hunk: the commit names it")
+        by_id = {h.id: h for h in hunks}
+        ends = (CommitSource(history, history.commit_info(parent)), CommitSource(history, culprit))
+
+        def source(subset: frozenset[str]) -> Source:
+            # the two ends are commits: their environments are the commit search's
+            if len(subset) in (0, len(hunks)):
+                return ends[bool(subset)]
+            return PatchedSource(ends[0], tuple(by_id[i] for i in sorted(subset)))
+
+        def base_text(path: str) -> str:
+            shown = run_git(history.root, "show", f"{parent}:{path}", check=False)
+            return shown.stdout.decode("utf-8", errors="replace") if shown.returncode == 0 else ""
+
+        settings = dataclasses.replace(SearchSettings.of(self.config, "hunks"),
+                                       max_probes=drill_probe_cap(search_probes, self.config.max_samples))
+        decider = HunkDecider([h.id for h in hunks], group_hunks(hunks), settings, on_phase=self.progress.phase,
+                              needs=hunk_needs(hunks, base_text), end_names=("the parent", "the culprit commit"))
+        self.progress.phase(f"which hunk of {hunt.display}@{culprit.sha[:10]}: {len(hunks)} against its parent, "
+                            "each subset built from source")
+
+        def measure(batch) -> list[float | None]:
+            out = []
+            for m in batch:
+                subset = decider.subset(m.index)
+                label = f"{hunt.display}@{parent[:10]}+{len(subset)}h"
+                value, reason = self._sample(pins, label, str(m.reason), f"hunks:{hunt.package}",
+                                             source=source(subset))
+                if value is None and m.reason == Purpose.CONTROL:
+                    which = "the culprit commit" if subset else "its parent"
+                    raise _DrillStopped(f"{which} cannot be measured: {reason}")
+                out.append(value)
+            return out
+
+        try:
+            decision = drive(decider, measure, slots=1)
+        except _DrillStopped as stop:
+            return dataclasses.replace(level, reason=str(stop))
+        return dataclasses.replace(level, decision=decision, probes=decider.asked, reason=decision.reason)
 
     def _bisect(self, n: int, sample: Callable[[int, str], tuple[float | None, str | None]]
                 ) -> tuple[SearchResult, list[tuple[int, str]]]:
@@ -272,7 +342,7 @@ class DepsHunt(Hunt):
     # -- one sample ---------------------------------------------------------------------------------
 
     def _sample(self, pins: Mapping[str, str], label: str, note: str, namespace: str,
-                source: CommitSource | None = None) -> tuple[float | None, str | None]:
+                source: Source | None = None) -> tuple[float | None, str | None]:
         """One sample of the project in the environment of exactly `pins`: the next one stored for
         this search (`namespace`), else a run of the probe in it (built on first use), stored at
         once; a build that fails is a skip with its reason, stored too, never a slow run."""

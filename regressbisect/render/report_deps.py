@@ -1,15 +1,18 @@
 """The report of `regressbisect deps`: its JSON (`deps_report`) and the summary it prints
 (`deps_summary`), one row per level: the package (its change against GOOD), the release (its
 step in the bisection of the package's releases) and, with the package's repository, the commit
-(its step in the bisection of the commits between the two releases' tags).
+(its step in the bisection of the commits between the two releases' tags) and the hunk (the
+culprit commit's hunks against its parent, hunted as `run --drill` hunts them).
 
 JSON: `culprits[]`, one per package of a culprit, with `package`, `good_version`, `bad_version`,
 `version` (the first release with the change, null when it could not be told), `step_pct` and
 `interval` (the culprit's change against GOOD, percent, its 95% interval), `with` (the packages
 it is named with, and how each joined: e.g. 'needed to run'), and `releases` (the bisection: each release step, the
 releases skipped and why); with the package's repository, `commits` (each culprit commit: `sha`,
-`subject`, `after`, `step_pct`, `interval`) and `commit_search` (the commits tested, skipped and
-why, or why none were). `probes` counts the probes this run took, `cached` the samples stored
+`subject`, `after`, `step_pct`, `interval`, and `hunks`: the culprit hunks of its drill, each with
+`file`, `lines`, `function`, `excerpt` and its culprit group's `step_pct` and `interval`, beside
+`hunk_search`: the hunks tested, the verdict, and why none were named) and `commit_search` (the
+commits tested, skipped and why, or why none were). `probes` counts the probes this run took, `cached` the samples stored
 before it that it reused (a resumed hunt's), `hunt_id` the store's hunt.
 """
 from __future__ import annotations
@@ -61,6 +64,22 @@ class CommitLevel:
     skipped: tuple[tuple[str, str], ...] = ()
     """(sha, why) of the commits that did not build or run."""
     reason: str = ""
+    drills: tuple["HunkLevel", ...] = ()
+    """The drill into each culprit commit of `result`, in its order."""
+
+
+@dataclass(frozen=True)
+class HunkLevel:
+    """The hunks of one culprit commit against its parent, each subset built from source into
+    the culprit's environment, and what the hunk search over them found."""
+
+    sha: str
+    hunks: tuple = ()
+    """The commit's hunks (git/hunks.py Hunk), in the diff's order (empty: none collected)."""
+    decision: HunkDecision | None = None
+    """The hunk search (None: none ran: one hunk, none, or an end that did not build or run)."""
+    probes: int = 0
+    reason: str = ""
 
 
 def _pct(x: float) -> float | None:
@@ -88,12 +107,40 @@ def _releases_json(hunt: ReleaseHunt) -> dict[str, Any]:
 
 
 def _commits_json(level: CommitLevel) -> list[dict[str, Any]]:
-    """The culprit commits: each step of the commit search, as the release steps."""
+    """The culprit commits: each step of the commit search, as the release steps, with its drill."""
     if level.result is None:
         return []
-    return [{"sha": level.commits[c.first_bad].sha, "subject": level.commits[c.first_bad].subject,
-             "after": level.commits[c.last_good].sha, "step_pct": _pct(c.step), "interval": _interval(c.step_ci95),
-             "share_of_gap": round(c.share_of_gap, 3)} for c in level.result.culprits]
+    drills = {d.sha: d for d in level.drills}
+    out = []
+    for c in level.result.culprits:
+        commit = level.commits[c.first_bad]
+        entry = {"sha": commit.sha, "subject": commit.subject, "after": level.commits[c.last_good].sha,
+                 "step_pct": _pct(c.step), "interval": _interval(c.step_ci95), "share_of_gap": round(c.share_of_gap, 3)}
+        if commit.sha in drills:
+            entry.update(_hunks_json(drills[commit.sha], entry))
+        out.append(entry)
+    return out
+
+
+def _hunk_entry(hunk, step_pct: float | None, interval: list[float | None]) -> dict[str, Any]:
+    return {"file": hunk.file, "lines": list(hunk.lines), "function": hunk.function, "excerpt": hunk.excerpt,
+            "step_pct": step_pct, "interval": interval}
+
+
+def _hunks_json(drill: HunkLevel, commit: Mapping[str, Any]) -> dict[str, Any]:
+    """A culprit commit's `hunks` (each culprit group's hunks, with the group's step; a commit of
+    one hunk: that hunk, with the commit's) and `hunk_search`."""
+    decision = drill.decision
+    if decision is not None:
+        by_id = {h.id: h for h in drill.hunks}
+        hunks = [_hunk_entry(by_id[i], _pct(c.change), _interval(c.reported_ci95))
+                 for c in decision.culprits for i in sorted(c.hunks, key=list(by_id).index)]
+    else:
+        hunks = ([_hunk_entry(drill.hunks[0], commit["step_pct"], commit["interval"])]
+                 if len(drill.hunks) == 1 else [])
+    return {"hunks": hunks, "hunk_search": {"tested": len(drill.hunks), "probes": drill.probes,
+                                            "verdict": str(decision.verdict) if decision else None,
+                                            "reason": drill.reason}}
 
 
 def _commit_search_json(level: CommitLevel) -> dict[str, Any]:
@@ -186,6 +233,14 @@ def deps_summary(report: Mapping[str, Any]) -> str:
         for commit in culprit.get("commits") or []:
             lines.append(f"  commit {commit['sha'][:10]} {commit['subject']} (after {commit['after'][:10]}): "
                          f"{_pct_text(commit['step_pct'])} ({_interval_text(commit['interval'])})")
+            for hunk in commit.get("hunks") or []:
+                first, last = hunk["lines"]
+                lines.append(f"  hunk {hunk['file']}:{first}" + (f"-{last}" if last != first else "")
+                             + f" (in {commit['sha'][:10]}): {_pct_text(hunk['step_pct'])} "
+                             f"({_interval_text(hunk['interval'])})")
+            search = commit.get("hunk_search")
+            if search is not None and not commit.get("hunks"):
+                lines.append(f"  hunk not told: {search['reason'] or search['verdict']}")
         search = culprit.get("commit_search")
         if search is not None and not culprit.get("commits"):
             lines.append(f"  commit not told: {search['reason'] or search['verdict']}")
