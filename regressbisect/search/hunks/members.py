@@ -58,7 +58,7 @@ def needed_members(ctx: HuntContext, tested: TestedSubset, sign: int) -> Phase:
         return with_joined(tested, joined, settled), False
     outcomes = yield from leave_each_out(ctx, tested, testable, sign)
     for h in testable:
-        if outcomes[h][0] == Need.NEEDED:
+        if outcomes[h][0] == Need.NEEDED and joined.get(h) != Joined.NEEDED_TO_BE_SLOW:
             joined[h] = Joined.KEPT_BY_LEAVE_ONE_OUT if ctx.runs(members - {h}) else Joined.NEEDED_TO_RUN
     unsure = any(outcome == Need.OPEN for outcome, _ in outcomes.values())
     dropped = [h for h in testable if outcomes[h][0] == Need.NOT_NEEDED]
