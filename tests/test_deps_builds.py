@@ -2,6 +2,8 @@
 local index of hand-written wheels: no network."""
 from __future__ import annotations
 
+import contextlib
+import hashlib
 import http.server
 import json
 import shutil
@@ -12,7 +14,7 @@ import pytest
 from regressbisect.deps.builds import EnvBuilder, IndexOptions
 from regressbisect.deps.envs import Change
 from regressbisect.deps.needs import change_needs, installed_requirements
-from regressbisect.deps.releases import ReleaseRule, ReleasesUnavailable, releases_between
+from regressbisect.deps.releases import ReleaseRule, ReleasesUnavailable, dated_releases, releases_between
 from regressbisect.probe.venvs import READY_MARKER, base_interpreter
 from regressbisect.testing.wheels import write_broken_wheel, write_wheel
 from tests.ci import missing
@@ -108,3 +110,81 @@ def test_a_simple_index_is_read_and_its_yanked_releases_left_out(tmp_path):
                                 ReleaseRule(yanked=True)) == ["1.0", "1.1", "1.2", "2.0"]
     finally:
         server.shutdown()
+
+
+NIGHTLIES = {f"2.6.0.dev2025010{day}": f"2025-01-0{day}T04:00:00.000000Z" for day in range(1, 6)}
+"""nightpkg's nightlies: 2.6.0.dev20250101 to ...05, each uploaded on its day."""
+
+
+@contextlib.contextmanager
+def nightly_index(directory, uploaded=NIGHTLIES):
+    """A local index of nightpkg's dev wheels (`uploaded`: version -> upload time) answering the
+    simple API's JSON, each file with its `upload-time` (PEP 700), and serving the files: its URL."""
+    files = []
+    for version, when in uploaded.items():
+        wheel = write_wheel(directory, "nightpkg", version, {"nightpkg/__init__.py": f"VERSION = {version!r}\n"})
+        files.append({"filename": wheel.name, "url": f"../../files/{wheel.name}", "upload-time": when,
+                      "hashes": {"sha256": hashlib.sha256(wheel.read_bytes()).hexdigest()}})
+
+    class Index(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            if self.path.startswith("/files/"):
+                body, kind = (directory / self.path.rsplit("/", 1)[-1]).read_bytes(), "application/octet-stream"
+            elif self.path.rstrip("/") == "/simple/nightpkg":
+                body = json.dumps({"meta": {"api-version": "1.1"}, "name": "nightpkg", "files": files,
+                                   "versions": list(uploaded)}).encode()
+                kind = "application/vnd.pypi.simple.v1+json"
+            else:
+                self.send_error(404)
+                return
+            self.send_response(200)
+            self.send_header("Content-Type", kind)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Index)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{server.server_port}/simple"
+    finally:
+        server.shutdown()
+
+
+def test_nightlies_between_two_dev_ends_are_ordered_by_their_upload_time(tmp_path):
+    """Two dev-release ends: their dev releases between are kept without --pre, ordered by the
+    JSON API's upload-time (here one re-uploaded out of version order), each with its date."""
+    uploaded = {**NIGHTLIES, "2.6.0.dev20250103": "2025-01-04T09:00:00Z", "2.6.0.dev20250104": "2025-01-03T09:00:00Z"}
+    with nightly_index(tmp_path / "files", uploaded) as url:
+        index = IndexOptions(index_url=url)
+        listed = dated_releases("nightpkg", "2.6.0.dev20250101", "2.6.0.dev20250105", index)
+        assert listed.axis == "date"
+        assert listed.versions == ["2.6.0.dev20250101", "2.6.0.dev20250102", "2.6.0.dev20250104",
+                                   "2.6.0.dev20250103", "2.6.0.dev20250105"]
+        assert listed.uploaded["2.6.0.dev20250104"] == "2025-01-03T09:00:00Z"
+        back = dated_releases("nightpkg", "2.6.0.dev20250105", "2.6.0.dev20250101", index)
+        assert back.versions == listed.versions[::-1]
+    # where no upload time is known (--find-links), by version
+    listed = dated_releases("nightpkg", "2.6.0.dev20250101", "2.6.0.dev20250105",
+                            IndexOptions(find_links=(str(tmp_path / "files"),), no_index=True))
+    assert listed.axis == "version" and listed.uploaded == {}
+    assert listed.versions == sorted(NIGHTLIES)
+
+
+def test_exclude_newer_is_passed_to_uv_and_keys_the_environment(tmp_path):
+    if shutil.which("uv") is None:
+        missing("uv is not installed")
+    with nightly_index(tmp_path / "files") as url:
+        plain = IndexOptions(index_url=url)
+        dated = IndexOptions(index_url=url, exclude_newer="2025-01-03T12:00:00Z")
+        assert dated.uv_args()[-2:] == ["--exclude-newer", "2025-01-03T12:00:00Z"]
+        assert plain.key() == json.dumps([url, [], False])       # the key environments had before
+        builder = EnvBuilder(tmp_path / "venvs", base_interpreter(), dated)
+        assert builder.key({"nightpkg": "2.6.0.dev20250103"}) != \
+            EnvBuilder(tmp_path / "venvs", base_interpreter(), plain).key({"nightpkg": "2.6.0.dev20250103"})
+        assert builder.build({"nightpkg": "2.6.0.dev20250103"}).ok
+        newer = builder.build({"nightpkg": "2.6.0.dev20250104"})
+        assert not newer.ok and newer.reason.startswith("does not install"), newer.reason

@@ -45,7 +45,8 @@ def deps(
     index_url: Annotated[Optional[str], typer.Option("--index-url", help="Package index to install from and list releases of (uv's --index-url; default PyPI).")] = None,
     find_links: Annotated[Optional[list[str]], typer.Option("--find-links", help="A directory (or page) of wheels and sdists, passed to uv; its files are releases too.")] = None,
     no_index: Annotated[bool, typer.Option("--no-index", help="Only --find-links: no package index (uv's --no-index).")] = False,
-    pre: Annotated[bool, typer.Option("--pre", help="Bisect pre-releases and dev releases too.")] = False,
+    pre: Annotated[bool, typer.Option("--pre", help="Bisect pre-releases and dev releases too (where two dev-release ends are nightlies, their dev releases are bisected without it); ordered by upload time where the index's JSON API gives it.")] = False,
+    exclude_newer: Annotated[Optional[str], typer.Option("--exclude-newer", metavar="DATE", help="Build every candidate environment from files uploaded before DATE only (YYYY-MM-DD or an RFC 3339 instant; uv's --exclude-newer), so its resolution is pinned to that day.")] = None,
     yanked: Annotated[bool, typer.Option("--yanked", help="Bisect yanked releases too.")] = False,
     package_repo: Annotated[Optional[list[str]], typer.Option("--package-repo", metavar="NAME=PATH", help="The git repository of changed package NAME (repeatable): the commits between the tags (vX or X) of its last good and first bad releases are bisected too, each built from source with uv, then the culprit commit's hunks.")] = None,
     python: Annotated[Optional[str], typer.Option("--python", help="Interpreter of the candidate environments (default: the one regressbisect runs on).")] = None,
@@ -81,12 +82,26 @@ def deps(
         if not sep or not name or not path:
             raise UserError(f"--package-repo {pair!r}: give NAME=PATH (a changed package and its git repository)")
         repos[normalise(name)] = Path(path)
-    index = IndexOptions(index_url=index_url, find_links=tuple(find_links or ()), no_index=no_index)
+    if exclude_newer is not None and not _is_date(exclude_newer):
+        raise UserError(f"--exclude-newer {exclude_newer!r}: give a date (2025-01-31) or an RFC 3339 instant "
+                        "(2025-01-31T12:00:00Z)")
+    index = IndexOptions(index_url=index_url, find_links=tuple(find_links or ()), no_index=no_index,
+                         exclude_newer=exclude_newer)
     with HuntProgress(quiet=quiet, unit=config.unit) as progress:
         outcome = DepsHunt(history, config, good, bad, index=index, release_rule=ReleaseRule(pre=pre, yanked=yanked),
                            python=python, progress=progress, store_path=store,
                            package_repos=repos).run()
     finish(outcome, json_out)
+
+
+def _is_date(text: str) -> bool:
+    import datetime
+
+    try:
+        datetime.datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        return False
+    return True
 
 
 def finish(outcome, json_out: Path | None) -> None:

@@ -41,6 +41,9 @@ class IndexOptions:
     index_url: str | None = None
     find_links: tuple[str, ...] = ()
     no_index: bool = False
+    exclude_newer: str | None = None
+    """uv's --exclude-newer: only files uploaded before this date (or RFC 3339 instant) install,
+    so what a candidate resolves to is pinned to that day."""
 
     def uv_args(self, *, for_build: bool = False) -> list[str]:
         """`for_build`: a source's build requirements (setuptools, ...), which are no part of the
@@ -48,10 +51,13 @@ class IndexOptions:
         args = ["--index-url", self.index_url] if self.index_url else []
         for link in self.find_links:
             args += ["--find-links", link]
+        args += ["--exclude-newer", self.exclude_newer] if self.exclude_newer else []
         return args + (["--no-index"] if self.no_index and not for_build else [])
 
     def key(self) -> str:
-        return json.dumps([self.index_url, list(self.find_links), self.no_index])
+        # without --exclude-newer, the key an environment had before it existed
+        return json.dumps([self.index_url, list(self.find_links), self.no_index]
+                          + ([self.exclude_newer] if self.exclude_newer else []))
 
 
 @dataclass(frozen=True)

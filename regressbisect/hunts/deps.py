@@ -38,7 +38,7 @@ from regressbisect.deps.envs import Environment, apply, diff
 from regressbisect.deps.keys import ProjectState
 from regressbisect.deps.sources import CommitSource, PatchedSource, SourceUnavailable, commits_between
 from regressbisect.deps.needs import change_needs, installed_requirements
-from regressbisect.deps.releases import ReleaseRule, ReleasesUnavailable, releases_between
+from regressbisect.deps.releases import ReleaseRule, ReleasesUnavailable, dated_releases
 from regressbisect.errors import ExitCode, UserError
 from regressbisect.git.history import CommitInfo, History, run_git
 from regressbisect.git.hunks import collect_hunks, group_hunks
@@ -210,16 +210,19 @@ class DepsHunt(Hunt):
         if change.kind != "changed":
             return dataclasses.replace(hunt, reason=f"{change.kind}: there are no releases between")
         try:
-            versions = releases_between(name, change.good, change.bad, self.index, self.release_rule)
+            listed = dated_releases(name, change.good, change.bad, self.index, self.release_rule)
         except ReleasesUnavailable as exc:
             return dataclasses.replace(hunt, reason=f"its releases could not be listed: {exc}")
-        hunt = dataclasses.replace(hunt, versions=tuple(versions))
+        versions = listed.versions
+        hunt = dataclasses.replace(hunt, versions=tuple(versions), axis=listed.axis,
+                                   uploaded=tuple(sorted(listed.uploaded.items())))
         if len(versions) == 2:
             return dataclasses.replace(hunt, version=change.bad,
                                        reason="no release between the two: the first with the change is BAD's")
         culprits = [self.by_name[n] for n in sorted(group)]
         self.progress.phase(f"which release of {hunt.display}: {len(versions) - 2} between "
-                            f"{change.good} and {change.bad}, bisected")
+                            f"{change.good} and {change.bad}, bisected"
+                            + (" in order of upload" if listed.axis == "date" else ""))
         result, skips = self._bisect(len(versions), lambda i, why: self._sample(
             apply(self.good, culprits, at={name: versions[i]}), f"{hunt.display}=={versions[i]}", why,
             f"releases:{name}"))

@@ -8,7 +8,9 @@ JSON: `culprits[]`, one per package of a culprit, with `package`, `good_version`
 `version` (the first release with the change, null when it could not be told), `step_pct` and
 `interval` (the culprit's change against GOOD, percent, its 95% interval), `with` (the packages
 it is named with, and how each joined: e.g. 'needed to run'), and `releases` (the bisection: each release step, the
-releases skipped and why); with the package's repository, `commits` (each culprit commit: `sha`,
+releases skipped and why; `axis`: "date" where nightlies were ordered by upload time, and
+`uploaded`: each release's upload time where the index gave one, also on each step); with the
+package's repository, `commits` (each culprit commit: `sha`,
 `subject`, `after`, `step_pct`, `interval`, and `hunks`: the culprit hunks of its drill, each with
 `file`, `lines`, `function`, `excerpt` and its culprit group's `step_pct` and `interval`, beside
 `hunk_search`: the hunks tested, the verdict, and why none were named) and `commit_search` (the
@@ -50,6 +52,10 @@ class ReleaseHunt:
     """The last release without the change, before `version` (None: not told)."""
     commits: "CommitLevel | None" = None
     """The commits between `after` and `version` searched (None: no repository given)."""
+    axis: str = "version"
+    """How `versions` is ordered: "date" (nightlies, by upload time) or "version"."""
+    uploaded: tuple[tuple[str, str], ...] = ()
+    """(release, upload time) where the index gave one."""
 
 
 @dataclass(frozen=True)
@@ -92,11 +98,15 @@ def _interval(ci: Sequence[float]) -> list[float | None]:
 
 def _releases_json(hunt: ReleaseHunt) -> dict[str, Any]:
     result = hunt.result
-    out: dict[str, Any] = {"tested": list(hunt.versions), "verdict": str(result.verdict) if result else None,
+    uploaded = dict(hunt.uploaded)
+    out: dict[str, Any] = {"tested": list(hunt.versions), "axis": hunt.axis, "uploaded": uploaded,
+                           "verdict": str(result.verdict) if result else None,
                            "reason": hunt.reason, "probes": result.probes if result else 0,
                            "steps": [], "skipped": [{"version": v, "reason": r} for v, r in hunt.skipped]}
     if result is not None:
         out["steps"] = [{"version": hunt.versions[c.first_bad], "after": hunt.versions[c.last_good],
+                         "uploaded": uploaded.get(hunt.versions[c.first_bad]),
+                         "after_uploaded": uploaded.get(hunt.versions[c.last_good]),
                          "step_pct": _pct(c.step), "interval": _interval(c.step_ci95),
                          "share_of_gap": round(c.share_of_gap, 3)} for c in result.culprits]
         # a step with releases between that did not install: it is any of them or its first_bad
@@ -201,6 +211,12 @@ def _interval_text(interval: Sequence[float | None]) -> str:
     return f"95% interval {_pct_text(interval[0])}..{_pct_text(interval[1])}"
 
 
+def _dated(version: str, uploaded: Mapping[str, str] | None) -> str:
+    """A release with its upload date where the index gave one: '2.6.0.dev20250103, uploaded 2025-01-03'."""
+    when = (uploaded or {}).get(version)
+    return f"{version}, uploaded {when[:10]}" if when else version
+
+
 def deps_summary(report: Mapping[str, Any]) -> str:
     """What `deps` prints when it ends."""
     unit = report.get("unit") or "tok/s"
@@ -219,7 +235,9 @@ def deps_summary(report: Mapping[str, Any]) -> str:
         releases = culprit.get("releases") or {}
         steps = releases.get("steps") or []
         for step in steps:
-            lines.append(f"  release {culprit['package']} {step['version']} (after {step['after']}): "
+            uploaded = releases.get("uploaded")
+            lines.append(f"  release {culprit['package']} {_dated(step['version'], uploaded)} "
+                         f"(after {_dated(step['after'], uploaded)}): "
                          f"{_pct_text(step['step_pct'])} ({_interval_text(step['interval'])})")
         for step in releases.get("ambiguous") or []:
             lines.append(f"  release {culprit['package']} {' or '.join(step['any_of'])} (after {step['after']}; "
