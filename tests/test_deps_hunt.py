@@ -401,3 +401,40 @@ def test_end_to_end_with_real_probes_names_the_release_and_clean_removes_the_env
     with pytest.raises(SystemExit) as exit_info:
         main(["clean", "-C", str(project)])
     assert exit_info.value.code == 0 and not venvs.exists()
+
+
+class NightlyProbe:
+    """tok/s from nightpkg's version in the environment: the nightlies from 2.6.0.dev20250103 on
+    are SLOW slower; seeded lognormal noise."""
+
+    def __init__(self, seed: int = 0):
+        self.rng = random.Random(seed)
+
+    def __call__(self, spec, cwd: Path, extra_env=None) -> ProbeOutcome:
+        (dist,) = Path(extra_env["VIRTUAL_ENV"]).glob("lib/python*/site-packages/nightpkg-*.dist-info")
+        slow = dist.name.removesuffix(".dist-info").rsplit("-", 1)[1] >= "2.6.0.dev20250103"
+        value = 1000.0 / (1 + SLOW * slow) * math.exp(self.rng.gauss(0, 0.02))
+        return ProbeOutcome(sample=Sample(tok_s=value), skip_reason=None, exit_code=0, wall_seconds=0.01)
+
+
+def test_nightlies_are_bisected_in_order_of_upload_and_the_step_named_with_its_date(project, tmp_path):
+    """Two nightly ends on an index whose JSON API gives upload times: the three nightlies between
+    are bisected by date (no --pre needed), and the first slow one is named with its day."""
+    from regressbisect.render.report_deps import deps_summary
+    from tests.test_deps_builds import nightly_index
+
+    cfg = build_config({}, {"cmd": "python bench.py", "instrument": "off"})
+    with nightly_index(tmp_path / "nightlies") as url:
+        outcome = DepsHunt(History.open(project), cfg, read_requirements("nightpkg==2.6.0.dev20250101\n", "good.txt"),
+                           read_requirements("nightpkg==2.6.0.dev20250105\n", "bad.txt"),
+                           index=IndexOptions(index_url=url), probe_runner=NightlyProbe(seed=3)).run()
+    (culprit,) = outcome.report["culprits"]
+    releases = culprit["releases"]
+    assert releases["axis"] == "date"
+    assert releases["tested"] == [f"2.6.0.dev2025010{day}" for day in range(1, 6)]
+    assert releases["uploaded"]["2.6.0.dev20250103"].startswith("2025-01-03")
+    (step,) = releases["steps"]
+    assert (step["version"], step["after"]) == ("2.6.0.dev20250103", "2.6.0.dev20250102")
+    assert culprit["version"] == "2.6.0.dev20250103"
+    assert ("release nightpkg 2.6.0.dev20250103, uploaded 2025-01-03 (after 2.6.0.dev20250102, uploaded "
+            "2025-01-02)") in deps_summary(outcome.report)
