@@ -19,7 +19,7 @@ from regressbisect.search.book import SampleBook
 from regressbisect.search.direction import hunted_sign, toward
 from regressbisect.search.interference import level_in_doubt
 from regressbisect.search.naming import fresh_pairs_to_tell_a_mode
-from regressbisect.search.stats import EFFECT_PRIORS, Comparison, NoisePool, compare, far_pairs_sign_log_e, log_threshold, pooled_t_log_bf, sign_log_e, stall_log_e
+from regressbisect.search.stats import EFFECT_PRIORS, Comparison, NoisePool, compare, far_pairs_sign_log_e, log_threshold, paired_log_diffs, pooled_t_log_bf, sign_log_e, stall_log_e
 from regressbisect.search.verdicts import Verdict
 
 if TYPE_CHECKING:
@@ -317,9 +317,7 @@ class ControlArm:
         sigma = NoisePool.of([a, b]).sigma
         if not self.book.runs_at_the_other_level(self.good, self.bad, sigma):
             return True
-        x, y = self._arm_runs()
-        pairs = min(len(x), len(y))
-        diffs = np.log(np.asarray(y[:pairs])) - np.log(np.asarray(x[:pairs]))
+        diffs = paired_log_diffs(*self._arm_runs())
         sign = hunted_sign(self.settings.direction) or (1 if float(np.mean(diffs)) > 0 else -1)
         return sign_log_e(diffs, sign) >= math.log(1 / self.settings.reproduce_alpha)
 
@@ -330,8 +328,7 @@ class ControlArm:
         every pair, and the e-value of every run's mean assumes one normal spread. Half the runs
         at 0.7x at both ends: GOOD's first seven all quick beside BAD's six of seven slow read
         -27% and an A/A range was searched (2 hunts in 300)."""
-        pairs = min(len(a), len(b))
-        d = np.log(np.asarray(b[:pairs], dtype=float)) - np.log(np.asarray(a[:pairs], dtype=float))
+        d = paired_log_diffs(a, b)
         if d.size == 0:
             return False
         sign = hunted_sign(self.settings.direction) or (1 if float(np.mean(d)) > 0 else -1)

@@ -135,6 +135,12 @@ def log_step(before: Sequence[float], after: Sequence[float]) -> float:
     return float(np.mean(np.log(after)) - np.mean(np.log(before)))
 
 
+def paired_log_diffs(before: Sequence[float], after: Sequence[float]) -> np.ndarray:
+    """log(after / before) of two arms' runs paired in order, as many as the shorter arm has."""
+    pairs = min(len(before), len(after))
+    return np.log(np.asarray(after[:pairs], dtype=float)) - np.log(np.asarray(before[:pairs], dtype=float))
+
+
 def _logs(values: Iterable[float], name: str) -> np.ndarray:
     x = np.asarray(list(values), dtype=float)
     if np.any(~np.isfinite(x)) or np.any(x <= 0):

@@ -5,8 +5,6 @@ import math
 from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
-import numpy as np
-
 from regressbisect.search.bisect import SearchSettings
 from regressbisect.search.control import PAIRS_TO_DECIDE
 from regressbisect.search.ddmin import DdminSettings
@@ -14,7 +12,7 @@ from regressbisect.search.interference import HuntReading, Reader
 from regressbisect.search.hunks.runnable import Batch, Phase, Purpose, Runnable
 from regressbisect.search.levels import LevelRule
 from regressbisect.search.naming import AlphaSpender, fresh_pairs_to_tell_a_mode
-from regressbisect.search.stats import NoisePool, sign_log_e
+from regressbisect.search.stats import NoisePool, paired_log_diffs, sign_log_e
 
 __all__ = ["HuntContext"]
 
@@ -118,9 +116,7 @@ class HuntContext:
         where half the runs are slow, with the runs read apart more often)."""
         if not self.near_a_kind(step, alpha):
             return True
-        pairs = min(len(before), len(after))
-        diffs = np.log(np.asarray(after[:pairs], dtype=float)) - np.log(np.asarray(before[:pairs], dtype=float))
-        return sign_log_e(diffs, sign or (1 if step > 0 else -1)) >= math.log(1 / alpha)
+        return sign_log_e(paired_log_diffs(before, after), sign or (1 if step > 0 else -1)) >= math.log(1 / alpha)
 
     def reader(self, subsets: Sequence[frozenset]) -> Reader | None:
         """A sample book's reader of interference for candidates BASE + subsets[i]: the hunt's."""
