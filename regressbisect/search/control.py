@@ -18,7 +18,7 @@ from scipy.stats import fisher_exact
 from regressbisect.search.book import SampleBook
 from regressbisect.search.direction import hunted_sign, toward
 from regressbisect.search.interference import level_in_doubt
-from regressbisect.search.naming import fresh_pairs_to_tell_a_mode
+from regressbisect.search.naming import MOST_READ_OFF, fresh_pairs_to_tell_a_mode
 from regressbisect.search.stats import EFFECT_PRIORS, Comparison, NoisePool, compare, far_pairs_sign_log_e, log_threshold, paired_log_diffs, pooled_t_log_bf, sign_log_e, stall_log_e
 from regressbisect.search.verdicts import Verdict
 
@@ -344,17 +344,19 @@ class ControlArm:
         return min(runs.values()) >= self.settings.max_samples or runs[lagging] >= self.settings.max_samples
 
     def pairs_to_reproduce(self) -> int:
-        """Pairs before 'reproduced' where a mode of up to `stall_share` of the runs, the same at
-        both ends, may not have shown yet: the pairs in which all of GOOD's runs fell in one mode
-        and all of BAD's in the other are rarer than reproduce_alpha (`naming.fresh_pairs_to_tell_a_mode`,
-        the naming gate's floor at the arm's level: 4 at 0.3 and 0.005; (w (1 - w))^4 is below
-        0.005 up to w = 0.5). Half the runs at 0.7x at both ends: three pairs of GOOD all quick
-        and BAD all slow read a -31% step at p = 0.001 and started a search of an A/A range in 2
-        of 100. 0 at stall_share 0 or where the arm ends no hunt (a subset's arm steers)."""
-        share = self.settings.stall_share
-        if not self.ends_a_hunt or share <= 0:
+        """Pairs before 'reproduced' where a mode the same at both ends may not have shown yet: the
+        pairs in which all of GOOD's runs fell in one mode and all of BAD's in the other must be
+        rarer than half of reproduce_alpha (`naming.fresh_pairs_to_tell_a_mode`), the other half
+        left to the arm's tests, so that an A/A range reproduces at most reproduce_alpha in all.
+        Priced at a mode of half the runs, the most the reading allows (`interference`), whatever
+        --stall-share says: the arm is the hunt's first test and has seen no run off its level
+        yet. 5 pairs ((1/4)^5 = 0.1%); at 4, half the runs at 0.7x at both ends reproduced an A/A
+        range in 4 of 300 hunts, three of them four pairs of GOOD all quick and BAD all slow
+        ((1/4)^4 = 0.4% a range). 0 at stall_share 0 or where the arm ends no hunt (a subset's
+        arm steers)."""
+        if not self.ends_a_hunt or self.settings.stall_share <= 0:
             return 0
-        return fresh_pairs_to_tell_a_mode(self.settings.reproduce_alpha, share)
+        return fresh_pairs_to_tell_a_mode(self.settings.reproduce_alpha / 2, MOST_READ_OFF)
 
     def _pairs_to_decide(self, a: Sequence[float], b: Sequence[float]) -> int:
         """PAIRS_TO_DECIDE where runs are read as interfered, or two with a remembered noise scale

@@ -18,7 +18,7 @@ from regressbisect.search.book import SampleBook
 from regressbisect.search.direction import toward
 from regressbisect.search.stats import EFFECT_PRIORS, far_pairs_sign_log_e, mixture_half_width, pooled_t_log_bf, sign_log_e
 
-__all__ = ["Target", "NamingGate", "OWN_DF_TO_NAME", "AlphaSpender", "alpha_share", "fresh_pairs_to_tell_a_mode"]
+__all__ = ["Target", "NamingGate", "OWN_DF_TO_NAME", "MOST_READ_OFF", "AlphaSpender", "alpha_share", "fresh_pairs_to_tell_a_mode"]
 
 OWN_DF_TO_NAME = 2
 """Degrees of freedom of a step's two commits' own spread (split at the pick) before the gate may
@@ -29,6 +29,11 @@ def alpha_share(total: float, k: int) -> float:
     """The k-th test's share of a family-wise level `total` (k = 1, 2, ...): total / (k (k + 1)),
     which sums to `total` over every k (a union bound, whatever the tests' dependence)."""
     return total / (k * (k + 1))
+
+
+MOST_READ_OFF = 0.5
+"""The largest share of a commit's runs a mode can hold: a share above half is the level, and the
+reading never sets more than half of a commit's runs apart (docs/search.md, interference)."""
 
 
 def fresh_pairs_to_tell_a_mode(alpha: float, share: float) -> int:
@@ -43,7 +48,7 @@ def fresh_pairs_to_tell_a_mode(alpha: float, share: float) -> int:
     in all). 0 where share is 0."""
     if share <= 0:
         return 0
-    w = min(share, 0.5)
+    w = min(share, MOST_READ_OFF)
     return math.ceil(math.log(alpha) / math.log(w * (1 - w)))
 
 
