@@ -8,13 +8,15 @@ remembered scale from earlier hunts joined while it fits).
 """
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 from typing import Sequence
 
 import numpy as np
 
-from regressbisect.search.interference import REJECT, Reader, interfered_runs, provisional_kinds, runs_to_tell_from_a_kind
+from regressbisect.search.interference import (REJECT, Reader, interfered_runs, machine_runs, more_than_the_machines, provisional_kinds,
+                                              runs_to_tell_from_a_kind)
 from regressbisect.search.stats import NoisePool, chi2_ppf, f_ppf
 
 __all__ = ["NOISE_PRIOR_DF", "NOISIER_LEVEL", "RECENT_DF", "SampleBook", "SideBySide", "unmeasurable_by_skips"]
@@ -67,6 +69,9 @@ class SampleBook:
         self.read_interference = read_interference
         self.reads_every_run = False
         """Set once every run is read (`read_every_run`): a change of shape, or culprits that contradicted the gap."""
+        self.machine_of: int | None = None
+        """Once every run is read: the candidate whose runs show the machine's kinds (GOOD), whose
+        runs at those kinds stay apart at every candidate (`interference.machine_runs`)."""
         self.reader: Reader = reader or interfered_runs
         self.runs: dict[int, list[tuple[float, int, str | None]]] = {}
         """Every run of each candidate, (tok/s, round, pairing tag), interfered ones included."""
@@ -135,19 +140,24 @@ class SampleBook:
             return self._typical[1]
         every = self._runs_view({})
         view = every
-        if self.read_interference and not self._drifting(every):
-            off = self.reader(self._logs())
+        reading = (self.reader if self.read_interference
+                   else functools.partial(machine_runs, good=self.machine_of) if self.machine_of is not None else None)
+        if reading is not None and not self._drifting(every):
+            off = reading(self._logs())
             if any(any(flags) for flags in off.values()):
                 view = self._runs_view(off)
         self._typical = (len(self._all_order), view)
         return view
 
-    def read_every_run(self) -> None:
-        """From now on every test reads every run, none set apart: the runs far off their level
-        were found to be a commit's (a change of shape, `ControlArm.decide`), not the machine's
-        alone, which reading them apart assumes."""
+    def read_every_run(self, machine: int | None = None) -> None:
+        """From now on every test reads every run: the runs far off their level were found to be a
+        commit's (a change of shape, `ControlArm.decide`), not the machine's alone, which reading
+        them apart assumes. machine: GOOD, whose runs show the machine's own kinds; the runs at
+        those kinds stay apart at every candidate (`interference.machine_runs`), so the tests read
+        the commit's shape without the machine's tail (None: none stays apart)."""
         self.read_interference = False
         self.reads_every_run = True
+        self.machine_of = machine
         self._typical = self._pairs = self._outliers = self._kinds = None
 
     def _logs(self) -> dict[int, list[float]]:
@@ -164,11 +174,16 @@ class SampleBook:
         a sample or a skip is added (the gate asks at every look)."""
         if not self.read_interference or self.reader is not interfered_runs:
             return 0
+        sigma, kinds = self._hunt_kinds()
+        return runs_to_tell_from_a_kind(step, sigma, kinds, alpha)
+
+    def _hunt_kinds(self) -> tuple[float, list[tuple[float, float]]]:
+        """The hunt's scale and kinds of interference (`provisional_kinds`), kept until a sample or
+        a skip is added."""
         state = self._state()
         if self._kinds is None or self._kinds[0] != state:
             self._kinds = (state, (0.0, []) if self.drifting() else provisional_kinds(self._logs()))
-        sigma, kinds = self._kinds[1]
-        return runs_to_tell_from_a_kind(step, sigma, kinds, alpha)
+        return self._kinds[1]
 
     def _runs_view(self, off: dict[int, list[bool]]) -> "_Typical":
         """The runs not flagged in `off` (by candidate, per run), and those flagged apart."""
@@ -241,10 +256,14 @@ class SampleBook:
         read at the level most of its runs hold, and their typical runs show a step that is not
         one (the naming gate and the control arm then ask the signs of every pair too), unless
         another commit has a run as far off its own level: a kind the machine's, at every commit
-        (a third of the runs at 1.3x beside a 15% step sit at the other level too). Every run
-        counts, those before a step's pick too: they show the commit's shape as well as fresh
-        ones. After a stall at 13, commit 15's runs 8 of 10 at 0.7x beside commit 14's 6 of 6 at
-        1.0x: 15's two at 1.0x were read off, and the fresh typical pairs named 14->15 a -28% step."""
+        (a third of the runs at 1.3x beside a 15% step sit at the other level too), and the commit
+        holds no more such runs than the hunt's share of that kind allows
+        (`interference.more_than_the_machines`). Every run counts, those before a step's pick
+        too: they show the commit's shape as well as fresh ones. After a stall at 13, commit 15's
+        runs 8 of 10 at 0.7x beside commit 14's 6 of 6 at 1.0x: 15's two at 1.0x were read off,
+        and the fresh typical pairs named 14->15 a -28% step. Half the runs at 0.7x at every
+        commit, 15 read at 1.0x (4 of 12 off) and 16 at 0.7x (6 of 17 off, at a 'fast kind' of the
+        5% share the hunt's level readings left): 16 was named a -30% culprit of an A/A range."""
         off = self.interfered()
         levels = {i: float(np.median(np.log(runs))) for i, runs in self.raw.items() if runs}
         if a not in levels or b not in levels or not sigma > 0:
@@ -256,8 +275,12 @@ class SampleBook:
             return any(abs(math.log(u) - levels[j] - offset) <= REJECT * sigma
                        for j, runs in off.items() if j != i and j in levels for u in runs)
 
-        return any(abs(math.log(v) - levels[other]) <= REJECT * sigma and not elsewhere(i, math.log(v) - levels[i])
-                   for i, other in ((a, b), (b, a)) for v in off.get(i, []))
+        for i, other in ((a, b), (b, a)):
+            at_other = [math.log(v) - levels[i] for v in off.get(i, []) if abs(math.log(v) - levels[other]) <= REJECT * sigma]
+            if at_other and (not all(elsewhere(i, d) for d in at_other)
+                             or more_than_the_machines(at_other, len(self.runs.get(i, [])), *self._hunt_kinds())):
+                return True
+        return False
 
     # -- the noise ------------------------------------------------------------------------------
 

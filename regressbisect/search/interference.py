@@ -36,10 +36,12 @@ import math
 from typing import Callable, Hashable, Mapping, Sequence
 
 import numpy as np
+from scipy.stats import binom
 
 from regressbisect.search.stats import chi2_ppf
 
 __all__ = ["REJECT", "MIN_DIFFERENCES", "robust_scale", "own_scale", "interference_kinds", "interfered_runs",
+           "hunt_scale", "machine_runs", "more_than_the_machines",
            "provisional_kinds", "runs_to_tell_from_a_kind", "level_in_doubt", "Reader", "HuntReading"]
 
 REJECT = 4.5
@@ -262,11 +264,68 @@ def interfered_runs(logs: Mapping[int, Sequence[float]], scale: float | None = N
     run is read against the other subsets' levels (subsets are sums of any of the hunt's culprits,
     and their scale, over a few runs each, reads low by chance early: a "kind" read from it set a
     whole subset's runs apart)."""
-    if scale is not None:
-        return _read_runs(logs, scale, subsets)
+    return _read_runs(logs, scale if scale is not None else hunt_scale(logs, subsets=subsets), subsets)
+
+
+def hunt_scale(logs: Mapping[int, Sequence[float]], *, subsets: bool = False) -> float:
+    """The robust sigma `interfered_runs` reads at: `robust_scale` of these groups, reweighted once
+    on the runs it reads as typical where their spread is smaller (`typical_scale`)."""
     first = robust_scale(list(logs.values()))
     typical = typical_scale(logs, _read_runs(logs, first * REWEIGHT / REJECT, subsets))
-    return _read_runs(logs, min(first, typical) if typical > 0 else first, subsets)
+    return min(first, typical) if typical > 0 else first
+
+
+MACHINE_SHARE_LEVEL = 0.01
+"""Where a candidate holds more runs at a kind of GOOD's than that kind's share allows (binomial,
+one-sided, at this level), its runs there are its own change of shape, not the machine's
+(`machine_runs`)."""
+
+
+def more_than_the_machines(offsets: Sequence[float], runs: int, sigma: float, kinds: Sequence[tuple[float, float]]) -> bool:
+    """Whether `offsets` (log, from a candidate's level), among its `runs`, hold more runs at a
+    kind than the kind's share allows (binomial, one-sided, at MACHINE_SHARE_LEVEL), or runs at no
+    kind: then they are the candidate's own shape, not the machine's."""
+    def at(off: float, d: float) -> bool:
+        return off * d > 0 and abs(d - off) <= REJECT * sigma
+    for off, share in kinds:
+        near = sum(1 for d in offsets if at(off, d))
+        if near and binom.sf(near - 1, runs, share) < MACHINE_SHARE_LEVEL:
+            return True
+    return any(not any(at(off, d) for off, _ in kinds) for d in offsets)
+
+
+def machine_runs(logs: Mapping[int, Sequence[float]], good: int) -> dict[int, list[bool]]:
+    """Per candidate, whether each run sits at one of the machine's kinds of interference, once a
+    change of shape is read (`SampleBook.read_every_run`): the kinds read on GOOD's runs alone
+    (interference is the machine's, the same at every commit; what GOOD shows is it), each
+    candidate's level under them (`_level`), and the runs further than REJECT sigma from that level
+    and within REJECT sigma of a kind's offset. The rest, a commit's own stall among them, is
+    read as it is. A candidate with more runs at a kind than the kind's share allows
+    (`MACHINE_SHARE_LEVEL`) keeps them all: a stall at the machine's own depth is the commit's.
+    The tests then read one shape shifted where the machine's tail would widen every one: a
+    stall of 40% of the runs at 0.7x beside the machine's 10% at 0.6x at both ends had every run's
+    spread at 0.24, its 0.7x runs alone 0.18."""
+    if good not in logs or len(logs[good]) < 2:
+        return {}
+    sigma = hunt_scale(logs)
+    kinds = interference_kinds({good: logs[good]}, sigma) if sigma > 0 else []
+    if not kinds:
+        return {}
+    out: dict[int, list[bool]] = {}
+    for i, values in logs.items():
+        x = np.asarray(values, dtype=float)
+        level = _level(x, sigma, kinds) if x.size >= 2 else None
+        if level is None:
+            continue
+        d = x - level
+        flags = np.zeros(x.size, dtype=bool)
+        for off, share in kinds:
+            at = (np.abs(d) > REJECT * sigma) & (np.abs(d - off) <= REJECT * sigma)
+            if binom.sf(int(at.sum()) - 1, x.size, share) >= MACHINE_SHARE_LEVEL:
+                flags |= at
+        if 2 * int(flags.sum()) <= x.size:
+            out[i] = [bool(f) for f in flags]
+    return out
 
 
 def typical_scale(logs: Mapping[int, Sequence[float]], flags: Mapping[int, Sequence[bool]]) -> float:
