@@ -11,7 +11,7 @@ import pytest
 from regressbisect.search.bisect import SearchSettings
 from regressbisect.search.book import SampleBook
 from regressbisect.search.control import ControlArm
-from regressbisect.search.interference import interfered_runs
+from regressbisect.search.interference import interfered_runs, machine_runs, more_than_the_machines
 from regressbisect.search.simulate import FakeHistory, Interference, simulate, step_levels
 from regressbisect.search.verdicts import Verdict
 
@@ -429,3 +429,44 @@ def test_the_signs_of_far_pairs_bet_only_on_pairs_beyond_min_effect_and_three_pa
     stalled = [-0.36] * 9
     assert far_pairs_sign_log_e(typical + stalled, -1, 0.02) == pytest.approx(sign_log_e(stalled, -1))
     assert far_pairs_sign_log_e(typical, -1, 0.02) == 0.0
+
+
+def test_an_a_a_range_whose_commits_fall_on_either_mode_names_nothing():
+    # half the runs at 0.7x at every commit: 15 read at 1.0x (4 of 12 runs off) and 16 at 0.7x
+    # (6 of 17 off). 16's runs at 15's level were taken for the machine's 'fast kind', seen at
+    # other commits, though the hunt read that kind at a 5% share: 16 was named a -30% culprit
+    history = FakeHistory(step_levels(32, {}), 0.02, interference=(Interference(0.50, 0.7),))
+    run = simulate(history, SearchSettings(), seed=934021200)
+    assert run.result.culprits == ()
+
+
+def test_after_a_change_of_shape_the_machines_own_tail_stays_apart():
+    # a stall of 40% of the runs at 0.7x beside the machine's 10% at 0.6x at every commit: once
+    # the change of shape was read, every test read every run, the machine's tail too (spread
+    # 0.24 where the stall's runs alone are 0.18), and these hunts ended at the cap undecided.
+    # The kinds GOOD shows are the machine's: their runs stay apart at every commit
+    history = FakeHistory(step_levels(16, {}), 0.02, interference=(Interference(0.10, 0.6),),
+                          stalls=((9, STALL),))
+    result = simulate(history, SearchSettings(), seed=26128236).result
+    assert [c.first_bad for c in result.culprits] == [9]
+
+
+def test_the_machines_runs_are_those_at_goods_kinds_within_their_share():
+    rng = np.random.default_rng(4)
+
+    def runs(n: int, *modes: tuple[int, float]) -> list[float]:
+        x = rng.normal(0.0, 0.02, n)
+        k = 0
+        for count, factor in modes:
+            x[k:k + count] += math.log(factor)
+            k += count
+        return list(x)
+    good = runs(40, (4, 0.6))                      # the machine's 10% at 0.6x
+    stalled = runs(40, (16, 0.7), (4, 0.6))         # a stall of 40% at 0.7x beside it
+    deep = runs(40, (16, 0.6))                      # a stall at the machine's own depth
+    flags = machine_runs({0: good, 1: stalled, 2: deep}, good=0)
+    assert sum(flags[0]) == 4 and flags[1] == [False] * 16 + [True] * 4 + [False] * 20
+    assert not any(flags[2])                        # 16 of 40 is more than a 10% kind holds: the commit's
+    assert more_than_the_machines([math.log(0.6)] * 16, 40, 0.02, [(math.log(0.6), 0.1)])
+    assert not more_than_the_machines([math.log(0.6)] * 5, 40, 0.02, [(math.log(0.6), 0.1)])
+    assert more_than_the_machines([math.log(1.4)], 40, 0.02, [(math.log(0.6), 0.1)])   # at no kind

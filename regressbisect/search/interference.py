@@ -281,17 +281,29 @@ one-sided, at this level), its runs there are its own change of shape, not the m
 (`machine_runs`)."""
 
 
+def _at_kind(d: np.ndarray, off: float, sigma: float) -> np.ndarray:
+    """Which offsets `d` (log, from a level, each beyond REJECT sigma of it) lie at kind `off`."""
+    return (d * off > 0) & (np.abs(d - off) <= REJECT * sigma)
+
+
+def _beyond_its_share(near: int, runs: int, share: float) -> bool:
+    """`near` runs of `runs` at a kind of this share are more than it holds (binomial, one-sided,
+    at MACHINE_SHARE_LEVEL)."""
+    return near > 0 and float(binom.sf(near - 1, runs, share)) < MACHINE_SHARE_LEVEL
+
+
 def more_than_the_machines(offsets: Sequence[float], runs: int, sigma: float, kinds: Sequence[tuple[float, float]]) -> bool:
     """Whether `offsets` (log, from a candidate's level), among its `runs`, hold more runs at a
-    kind than the kind's share allows (binomial, one-sided, at MACHINE_SHARE_LEVEL), or runs at no
-    kind: then they are the candidate's own shape, not the machine's."""
-    def at(off: float, d: float) -> bool:
-        return off * d > 0 and abs(d - off) <= REJECT * sigma
+    kind than the kind's share allows, or runs at no kind: then they are the candidate's own shape,
+    not the machine's."""
+    d = np.asarray(offsets, dtype=float)
+    at_any = np.zeros(d.size, dtype=bool)
     for off, share in kinds:
-        near = sum(1 for d in offsets if at(off, d))
-        if near and binom.sf(near - 1, runs, share) < MACHINE_SHARE_LEVEL:
+        at = _at_kind(d, off, sigma)
+        if _beyond_its_share(int(at.sum()), runs, share):
             return True
-    return any(not any(at(off, d) for off, _ in kinds) for d in offsets)
+        at_any |= at
+    return not bool(at_any.all())
 
 
 def machine_runs(logs: Mapping[int, Sequence[float]], good: int) -> dict[int, list[bool]]:
@@ -320,8 +332,8 @@ def machine_runs(logs: Mapping[int, Sequence[float]], good: int) -> dict[int, li
         d = x - level
         flags = np.zeros(x.size, dtype=bool)
         for off, share in kinds:
-            at = (np.abs(d) > REJECT * sigma) & (np.abs(d - off) <= REJECT * sigma)
-            if binom.sf(int(at.sum()) - 1, x.size, share) >= MACHINE_SHARE_LEVEL:
+            at = (np.abs(d) > REJECT * sigma) & _at_kind(d, off, sigma)
+            if not _beyond_its_share(int(at.sum()), x.size, share):
                 flags |= at
         if 2 * int(flags.sum()) <= x.size:
             out[i] = [bool(f) for f in flags]
