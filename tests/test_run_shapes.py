@@ -464,9 +464,13 @@ def test_the_machines_runs_are_those_at_goods_kinds_within_their_share():
     good = runs(40, (4, 0.6))                      # the machine's 10% at 0.6x
     stalled = runs(40, (16, 0.7), (4, 0.6))         # a stall of 40% at 0.7x beside it
     deep = runs(40, (16, 0.6))                      # a stall at the machine's own depth
-    flags = machine_runs({0: good, 1: stalled, 2: deep}, good=0)
+    flags = machine_runs({0: good, 1: stalled, 2: deep}, good=0, bad=1)
     assert sum(flags[0]) == 4 and flags[1] == [False] * 16 + [True] * 4 + [False] * 20
-    assert not any(flags[2])                        # 16 of 40 is more than a 10% kind holds: the commit's
+    # BAD holds 16 of 40 at the machine's kind, more than a 10% kind does: the kind is the
+    # commit's too, and no run is set apart anywhere (one rule for every commit)
+    assert machine_runs({0: good, 1: stalled, 2: deep}, good=0, bad=2) == {}
+    # half of GOOD's runs in a mode: a commit's few runs do not show its level there
+    assert machine_runs({0: runs(40, (20, 0.7)), 1: stalled}, good=0, bad=1) == {}
     assert more_than_the_machines([math.log(0.6)] * 16, 40, 0.02, [(math.log(0.6), 0.1)])
     assert not more_than_the_machines([math.log(0.6)] * 5, 40, 0.02, [(math.log(0.6), 0.1)])
     assert more_than_the_machines([math.log(1.4)], 40, 0.02, [(math.log(0.6), 0.1)])   # at no kind

@@ -773,7 +773,7 @@ class CommitSearch:
         if shape is None and not self._contradicts_itself():
             return False
         self.control.shape = shape
-        self.book.read_every_run(machine=self.control.good if shape is not None else None)
+        self.book.read_every_run(machine=(self.control.good, self.control.bad) if shape is not None else None)
         self._culprits, self._sides, self._refuted, self._unresolved, self._given_up = [], [], [], [], []
         self._priced, self._remainder_searched = {}, False
         gap, _ = self.rule.end_difference()

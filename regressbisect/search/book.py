@@ -69,9 +69,9 @@ class SampleBook:
         self.read_interference = read_interference
         self.reads_every_run = False
         """Set once every run is read (`read_every_run`): a change of shape, or culprits that contradicted the gap."""
-        self.machine_of: int | None = None
-        """Once every run is read: the candidate whose runs show the machine's kinds (GOOD), whose
-        runs at those kinds stay apart at every candidate (`interference.machine_runs`)."""
+        self.machine_of: tuple[int, int] | None = None
+        """Once every run is read: (GOOD, BAD), the ends whose runs tell the machine's kinds, whose
+        runs stay apart at every candidate (`interference.machine_runs`)."""
         self.reader: Reader = reader or interfered_runs
         self.runs: dict[int, list[tuple[float, int, str | None]]] = {}
         """Every run of each candidate, (tok/s, round, pairing tag), interfered ones included."""
@@ -141,7 +141,8 @@ class SampleBook:
         every = self._runs_view({})
         view = every
         reading = (self.reader if self.read_interference
-                   else functools.partial(machine_runs, good=self.machine_of) if self.machine_of is not None else None)
+                   else functools.partial(machine_runs, good=self.machine_of[0], bad=self.machine_of[1])
+                   if self.machine_of is not None else None)
         if reading is not None and not self._drifting(every):
             off = reading(self._logs())
             if any(any(flags) for flags in off.values()):
@@ -149,12 +150,12 @@ class SampleBook:
         self._typical = (len(self._all_order), view)
         return view
 
-    def read_every_run(self, machine: int | None = None) -> None:
+    def read_every_run(self, machine: tuple[int, int] | None = None) -> None:
         """From now on every test reads every run: the runs far off their level were found to be a
         commit's (a change of shape, `ControlArm.decide`), not the machine's alone, which reading
-        them apart assumes. machine: GOOD, whose runs show the machine's own kinds; the runs at
-        those kinds stay apart at every candidate (`interference.machine_runs`), so the tests read
-        the commit's shape without the machine's tail (None: none stays apart)."""
+        them apart assumes. machine: (GOOD, BAD), whose runs tell the machine's own kinds; the runs
+        at those kinds stay apart at every candidate (`interference.machine_runs`), so the tests
+        read the commit's shape without the machine's tail (None: none stays apart)."""
         self.read_interference = False
         self.reads_every_run = True
         self.machine_of = machine

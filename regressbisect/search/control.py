@@ -198,7 +198,7 @@ class ControlArm:
             # then off above it, which none of GOOD's are. The typical runs are not one shape
             # shifted; the hunt reads every run from now on
             self.shape = self._shape(*every)
-            self.book.read_every_run(machine=self.good)
+            self.book.read_every_run(machine=(self.good, self.bad))
             return self.decide()
         if every is not None:
             # A change of shape is a change: read apart as interference, BAD's stalls (a third of
@@ -210,7 +210,7 @@ class ControlArm:
             if (shape is not None and self._moves_our_way(shape) and min(map(len, every)) >= self.pairs_to_reproduce()
                     and self._look(*every, read=True) == Look.GO and self._signs_show_the_shape(*every)):
                 self.shape = shape
-                self.book.read_every_run(machine=self.good)
+                self.book.read_every_run(machine=(self.good, self.bad))
                 self.comparison = compare(*every, min_effect=s.min_effect, alpha=s.alpha, paired=True)
                 return Verdict.REPRODUCED
             if outcome == Look.STOP and (self._differs_our_way(*every) or self._a_kind_of_its_own()):
@@ -231,7 +231,7 @@ class ControlArm:
             shape = self._shape(*every)
             if shape is not None and self._moves_our_way(shape):
                 self.shape = shape
-                self.book.read_every_run(machine=self.good)
+                self.book.read_every_run(machine=(self.good, self.bad))
                 self.comparison = compare(*every, min_effect=s.min_effect, alpha=s.alpha, paired=True)
                 return Verdict.REPRODUCED
         if self.at_cap():

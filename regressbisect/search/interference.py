@@ -306,38 +306,53 @@ def more_than_the_machines(offsets: Sequence[float], runs: int, sigma: float, ki
     return not bool(at_any.all())
 
 
-def machine_runs(logs: Mapping[int, Sequence[float]], good: int) -> dict[int, list[bool]]:
+MACHINE_KIND_MOST = UNKNOWN_SHARE[0]
+"""The largest share of a machine's kind whose runs stay apart after a change of shape
+(`machine_runs`): at a quarter of the runs a commit's few runs still show its level; at half,
+a commit whose runs fell mostly in the mode reads its level there, 10 of 12 at 0.7x beside its
+neighbour's typical runs at 1.0x, and a phantom -27% step was named."""
+
+
+def machine_runs(logs: Mapping[int, Sequence[float]], good: int, bad: int) -> dict[int, list[bool]]:
     """Per candidate, whether each run sits at one of the machine's kinds of interference, once a
     change of shape is read (`SampleBook.read_every_run`): the kinds read on GOOD's runs alone
-    (interference is the machine's, the same at every commit; what GOOD shows is it), each
-    candidate's level under them (`_level`), and the runs further than REJECT sigma from that level
-    and within REJECT sigma of a kind's offset. The rest, a commit's own stall among them, is
-    read as it is. A candidate with more runs at a kind than the kind's share allows
-    (`MACHINE_SHARE_LEVEL`) keeps them all: a stall at the machine's own depth is the commit's.
-    The tests then read one shape shifted where the machine's tail would widen every one: a
-    stall of 40% of the runs at 0.7x beside the machine's 10% at 0.6x at both ends had every run's
-    spread at 0.24, its 0.7x runs alone 0.18."""
-    if good not in logs or len(logs[good]) < 2:
+    (interference is the machine's, the same at every commit; what GOOD shows is it), of a share up
+    to MACHINE_KIND_MOST, and not held by BAD beyond that share (`MACHINE_SHARE_LEVEL`: a stall at
+    the machine's own depth is the commit's, and the kind is then read nowhere); at every
+    candidate, the runs further than REJECT sigma from its level under those kinds (`_level`) and
+    within REJECT sigma of a kind's offset. The rule is one for every candidate, so two commits of
+    one shape lose the same share of their runs. The rest, a commit's own stall among them, is
+    read as it is: the tests then read one shape shifted where the machine's tail would widen
+    every one (a stall of 40% of the runs at 0.7x beside the machine's 10% at 0.6x at both ends:
+    every run's spread 0.24, without the machine's runs 0.18)."""
+    if good not in logs or bad not in logs or len(logs[good]) < 2:
         return {}
     sigma = hunt_scale(logs)
-    kinds = interference_kinds({good: logs[good]}, sigma) if sigma > 0 else []
+    kinds = [(off, share) for off, share in (interference_kinds({good: logs[good]}, sigma) if sigma > 0 else [])
+             if share <= MACHINE_KIND_MOST]
+    flags = {i: _runs_at_kinds(np.asarray(values, dtype=float), sigma, kinds) for i, values in logs.items()}
+    bad_at = flags.get(bad)
+    kinds = [(off, share) for k, (off, share) in enumerate(kinds)
+             if bad_at is None or not _beyond_its_share(int(bad_at[1][k].sum()), len(logs[bad]), share)]
     if not kinds:
         return {}
     out: dict[int, list[bool]] = {}
     for i, values in logs.items():
-        x = np.asarray(values, dtype=float)
-        level = _level(x, sigma, kinds) if x.size >= 2 else None
-        if level is None:
-            continue
-        d = x - level
-        flags = np.zeros(x.size, dtype=bool)
-        for off, share in kinds:
-            at = (np.abs(d) > REJECT * sigma) & _at_kind(d, off, sigma)
-            if not _beyond_its_share(int(at.sum()), x.size, share):
-                flags |= at
-        if 2 * int(flags.sum()) <= x.size:
-            out[i] = [bool(f) for f in flags]
+        read = _runs_at_kinds(np.asarray(values, dtype=float), sigma, kinds)
+        if read is not None and 2 * int(read[0].sum()) <= len(values):
+            out[i] = [bool(f) for f in read[0]]
     return out
+
+
+def _runs_at_kinds(x: np.ndarray, sigma: float, kinds: Sequence[tuple[float, float]]) -> tuple[np.ndarray, list[np.ndarray]] | None:
+    """(runs at any kind, runs at each kind) of one candidate's runs, off its level under `kinds`
+    beyond REJECT sigma; None where its level is not clear or there are no kinds."""
+    level = _level(x, sigma, kinds) if kinds and x.size >= 2 else None
+    if level is None:
+        return None
+    d = x - level
+    each = [(np.abs(d) > REJECT * sigma) & _at_kind(d, off, sigma) for off, _ in kinds]
+    return np.logical_or.reduce(each), each
 
 
 def typical_scale(logs: Mapping[int, Sequence[float]], flags: Mapping[int, Sequence[bool]]) -> float:
