@@ -14,8 +14,15 @@ scoped`): on a machine shared with other jobs their load would decide the result
 machine` reads /proc/stat as it is. Arms are copies of the tool: --arm NAME@PATH runs the hunts
 with the tool at PATH (e.g. `git worktree add --detach /tmp/rb-before <rev>`).
 
+`--history footprint24` hunts instead the real history of `scripts/bench_footprint_hunt.py` (its
+builder, imported: 24 commits after GOOD of a pure-Python library, 7 touching what bench.py reads,
+one of them a 15% step; `--seed`, trial t the t-th history drawn, as that script draws them),
+`regressbisect run GOOD HEAD --cmd "python bench.py" --tokens 4096 --instrument off` (`--drill`
+adds --drill), each trial's history hunted on each machine in its own copy of the repository.
+
     python scripts/bench_steady_load.py
     python scripts/bench_steady_load.py --arm before@/tmp/rb-before --arm now --max-wait 60
+    python scripts/bench_steady_load.py --history footprint24 --drill --trials 3
 """
 from __future__ import annotations
 
@@ -24,6 +31,8 @@ import contextlib
 import io
 import json
 import os
+import random
+import shutil
 import signal
 import sqlite3
 import subprocess
@@ -47,13 +56,35 @@ def _process_cpu(pid: int, clk_tck: int) -> float:
     return (int(fields[11]) + int(fields[12])) / clk_tck
 
 
-def one_hunt(machine: str, args: argparse.Namespace, tmp: Path) -> dict:
-    """One hunt in this interpreter (the arm's copy of the tool): what it decided and what it cost."""
+def footprint24(path: Path, rng: random.Random) -> tuple[list[str], int]:
+    """The 24-commit history of scripts/bench_footprint_hunt.py (its builder and defaults) at
+    `path`: its shas and the planted culprit's position (GOOD = 0)."""
+    import regressbisect  # noqa: F401  (the arm's copy first: the builder's module imports _common)
+    saved = list(sys.path)
+    try:
+        import bench_footprint_hunt as fp
+    finally:
+        sys.path[:] = saved
+    shas, culprit, _ = fp.build(path, rng, commits=24, touching=7, units_per_token=150, step=0.15)
+    return shas, culprit
+
+
+def one_hunt(machine: str, args: argparse.Namespace, tmp: Path, history: tuple[Path, list[str], int] | None = None) -> dict:
+    """One hunt in this interpreter (the arm's copy of the tool): what it decided and what it cost.
+    `history`: a built repository, its shas and the culprit's position, copied to `tmp` and hunted
+    with its own bench.py; else the 3-commit repository."""
     from regressbisect.cli import main
     from regressbisect.machine import contention as ct
     from regressbisect.testing.benchrepo import make_bench_repo
 
-    shas = make_bench_repo(tmp / "repo", [1000.0, 1000.0, 700.0])
+    if history is None:
+        shas, culprit = make_bench_repo(tmp / "repo", [1000.0, 1000.0, 700.0]), 2
+        probe = ["--cmd", f"{sys.executable} bench.py", "--tokens", "1000", "--env", f"BENCH_STATE={tmp / 'state'}",
+                 "--env", f"BENCH_SLEEP={args.sleep}"]
+    else:
+        built, shas, culprit = history
+        shutil.copytree(built, tmp / "repo", symlinks=True)
+        probe = ["--cmd", f"{sys.executable} bench.py", "--tokens", "4096"]
     loop = None
     if machine == "steady":
         loop = subprocess.Popen([sys.executable, "-c", STEADY_LOOP, str(args.load), str(args.nice)], start_new_session=True)
@@ -78,17 +109,17 @@ def one_hunt(machine: str, args: argparse.Namespace, tmp: Path) -> dict:
             value, scan_of_this_thread.value = scan_of_this_thread.value, None
         return value
 
+    real_read = ct.read_proc_stat
     ct.ContentionGuard.__init__ = init
     if args.view == "scoped":
         ct.read_proc_stat, ct.HuntCpu.total = scoped, total
     out = tmp / "r.json"
-    command = ["run", "-C", str(tmp / "repo"), "--cmd", f"{sys.executable} bench.py", "--tokens", "1000",
-               "--env", f"BENCH_STATE={tmp / 'state'}", "--env", f"BENCH_SLEEP={args.sleep}",
-               "--instrument", "off", "--max-wait", str(args.max_wait), "--json", str(out), shas[0], shas[-1]]
+    command = ["run", "-C", str(tmp / "repo"), *probe, "--instrument", "off", "--max-wait", str(args.max_wait),
+               *(["--drill"] if args.drill else []), "--json", str(out), shas[0], shas[-1]]
     started = time.monotonic()
-    text = io.StringIO()
+    text, errors = io.StringIO(), io.StringIO()
     try:
-        with contextlib.redirect_stdout(text), contextlib.redirect_stderr(io.StringIO()):
+        with contextlib.redirect_stdout(text), contextlib.redirect_stderr(errors):
             try:
                 main(command)
                 code = 0
@@ -96,6 +127,7 @@ def one_hunt(machine: str, args: argparse.Namespace, tmp: Path) -> dict:
                 code = int(exc.code or 0)
     finally:
         wall = time.monotonic() - started
+        ct.ContentionGuard.__init__, ct.read_proc_stat, ct.HuntCpu.total = real_init, real_read, real_total
         if loop is not None:
             os.killpg(loop.pid, signal.SIGKILL)
             loop.wait()
@@ -105,9 +137,18 @@ def one_hunt(machine: str, args: argparse.Namespace, tmp: Path) -> dict:
         loads = [o for (o,) in conn.execute("SELECT l.other_cpus FROM samples s JOIN sample_loads l"
                                             " ON l.sample_id = s.id")]
     report = json.loads(out.read_text()) if out.exists() else {}
-    right = [c["commit"] for c in report.get("culprits") or ()] == [shas[2]]
+    right = [c["commit"] for c in report.get("culprits") or ()] == [shas[culprit]]
     named = next((line.split(" (")[0] for line in text.getvalue().splitlines() if line.startswith("Measured under")), "-")
-    return {"machine": f"{machine} ({args.load:g} CPU)" if loop else machine,
+    row = {"trial": args.trial} if history is not None or args.trials > 1 else {}
+    if history is not None:
+        row["planted"] = f"#{culprit}"
+    if args.drill:
+        drills = [c.get("hunks") or {} for c in report.get("culprits") or ()]   # a DrillReport each
+        row["drill"] = "; ".join(f"{d.get('verdict')} ({d.get('hunk_count')} hunk(s), {d.get('probes')} probes)"
+                                 for d in drills) or "-"
+    if history is not None and not right:
+        row["reason"] = report.get("verdict_reason") or " / ".join((text.getvalue() + errors.getvalue()).strip().splitlines()[-1:])
+    return {**row, "machine": f"{machine} ({args.load:g} CPU)" if loop else machine,
             "verdict": (report.get("verdict", "?") + (", right" if right else ", wrong")) if report else f"exit {code}",
             "exit": code, "probes": probes, "contended": flagged, "probe wall s": round(probe_wall, 1),
             "waited s": round(sum(g.waited_s for g in guards), 1), "wall s": round(wall, 1),
@@ -116,9 +157,17 @@ def one_hunt(machine: str, args: argparse.Namespace, tmp: Path) -> dict:
 
 def run_arm(args: argparse.Namespace) -> list[dict]:
     rows = []
-    for machine in args.machines:
-        with tempfile.TemporaryDirectory() as tmp:
-            rows.append(one_hunt(machine, args, Path(tmp)))
+    rng = random.Random(args.seed)
+    for trial in range(args.trials):
+        args.trial = trial
+        with tempfile.TemporaryDirectory() as base:
+            history = None
+            if args.history == "footprint24":
+                shas, culprit = footprint24(Path(base) / "repo", rng)
+                history = (Path(base) / "repo", shas, culprit)
+            for machine in args.machines:
+                with tempfile.TemporaryDirectory() as tmp:
+                    rows.append(one_hunt(machine, args, Path(tmp), history))
     return rows
 
 
@@ -133,6 +182,12 @@ def main() -> None:
                     help="CPUs of the scoped machine (default: this machine's)")
     ap.add_argument("--machines", nargs="+", choices=("quiet", "steady"), default=["quiet", "steady"])
     ap.add_argument("--arm", action="append", default=[], help="NAME[@PATH]: a copy of the tool (repeatable)")
+    ap.add_argument("--history", choices=("tiny", "footprint24"), default="tiny",
+                    help="tiny: the 3-commit repository (default); footprint24: the 24-commit history of "
+                         "scripts/bench_footprint_hunt.py")
+    ap.add_argument("--drill", action="store_true", help="pass --drill to the hunts")
+    ap.add_argument("--trials", type=int, default=1, help="hunts per machine (footprint24: a history each)")
+    ap.add_argument("--seed", type=int, default=0, help="footprint24: the histories' seed (default 0)")
     ap.add_argument("--json", type=Path, help="write the rows as a results file")
     ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -142,13 +197,16 @@ def main() -> None:
     from _common import print_table, provenance_line, run_arms, write_results   # puts this checkout on sys.path
 
     rows = run_arms(__file__, args.arm, sys.argv[1:])
-    print(f"3 commits (1000, 1000, 700 tok/s), probe sleeps {args.sleep:g} s, {args.cpus} CPUs, load "
-          f"{args.load:g} CPU at nice {args.nice}, --max-wait {args.max_wait:g}, guard's view: {args.view}")
+    what = (f"3 commits (1000, 1000, 700 tok/s), probe sleeps {args.sleep:g} s" if args.history == "tiny" else
+            f"footprint24: 24 commits after GOOD, 7 touching what bench.py reads, a 15% step (seed {args.seed})")
+    print(f"{what}, {args.cpus} CPUs, load {args.load:g} CPU at nice {args.nice}, --max-wait {args.max_wait:g}, "
+          f"guard's view: {args.view}{', --drill' if args.drill else ''}")
     print(provenance_line())
-    headers = list(rows[0])
-    print_table(headers, [[row[h] if row[h] is not None else "-" for h in headers] for row in rows])
+    headers = list(dict.fromkeys(h for row in rows for h in row))
+    print_table(headers, [[row.get(h) if row.get(h) is not None else "-" for h in headers] for row in rows])
     if args.json:
-        write_results(args.json, {"rows": rows, "load": args.load, "sleep": args.sleep, "view": args.view})
+        write_results(args.json, {"rows": rows, "load": args.load, "sleep": args.sleep, "view": args.view,
+                                  "history": args.history, "drill": args.drill, "seed": args.seed})
 
 
 if __name__ == "__main__":
