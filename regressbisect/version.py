@@ -10,7 +10,7 @@ import functools
 import subprocess
 from pathlib import Path
 
-__version__ = "0.2.7"
+__version__ = "0.2.8"
 
 SOURCE_ROOT = Path(__file__).resolve().parents[1]
 
