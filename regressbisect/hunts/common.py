@@ -8,7 +8,7 @@ import os
 import shlex
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from regressbisect.config import HuntConfig
 from regressbisect.errors import ExitCode, UserError, warn
@@ -20,6 +20,9 @@ from regressbisect.samples import Candidate, SampleKey
 from regressbisect.search.bisect import SearchSettings
 from regressbisect.search.verdicts import Verdict
 from regressbisect.store import Store
+
+if TYPE_CHECKING:
+    from regressbisect.machine.contention import ContentionGuard
 
 VERDICT_EXIT = {
     Verdict.CULPRITS: ExitCode.OK,
@@ -110,7 +113,6 @@ def measurement_parts(config: HuntConfig, history: History, store: Store, hunt_i
                       progress: HuntProgress) -> MeasurementParts:
     """SampleSource's setup step, slot virtualenvs, build check and busy-machine guard, from the
     config (shared by commit, hunk and nightly hunts; docs/setup.md, docs/contention.md)."""
-    from regressbisect.machine.contention import BusyRule, ContentionGuard
     from regressbisect.probe.executors import work_root
     from regressbisect.probe.setup_step import SetupStep
     from regressbisect.probe.venvs import SlotVenvs
@@ -124,18 +126,24 @@ def measurement_parts(config: HuntConfig, history: History, store: Store, hunt_i
                           log_dir=root / "setup-logs",
                           timeout_s=config.probe.setup_timeout_s,
                           venv_key=venvs.key if venvs is not None else None)
-    guard = None
-    # The guard reads this machine's load; a Slurm job runs on a node the scheduler gave it.
-    if config.busy_check and config.executor == "local":
-        guard = ContentionGuard(BusyRule(cpus=config.busy_cpus, share=config.busy_share,
-                                         gpu=config.busy_gpu),
-                                max_wait_s=config.max_wait_s, wait_share=config.max_wait_share,
-                                on_wait=progress.message,
-                                probe_groups=INTERRUPTS.running_groups)
+    guard = busy_guard(config, progress)
     # Without a setup step a compiled module is never built in a slot: the probe would measure
     # a fallback. Checked on each checkout, before the candidate's first probe.
     build_check = check_built if setup is None and config.build_check else None
     return MeasurementParts(setup=setup, venvs=venvs, guard=guard, build_check=build_check)
+
+
+def busy_guard(config: HuntConfig, progress: HuntProgress) -> "ContentionGuard | None":
+    """The busy-machine guard of the config (docs/contention.md), started now (its wait budget is
+    a share of the wall time from here), or None: --no-busy-check, or probes that run on a node
+    the scheduler gave (the guard reads this machine's load). Every hunt's, deps's too."""
+    from regressbisect.machine.contention import BusyRule, ContentionGuard
+
+    if not (config.busy_check and config.executor == "local"):
+        return None
+    return ContentionGuard(BusyRule(cpus=config.busy_cpus, share=config.busy_share, gpu=config.busy_gpu),
+                           max_wait_s=config.max_wait_s, wait_share=config.max_wait_share,
+                           on_wait=progress.message, probe_groups=INTERRUPTS.running_groups)
 
 
 def check_built(worktree: Path) -> None:

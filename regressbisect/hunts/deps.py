@@ -43,9 +43,9 @@ from regressbisect.errors import ExitCode, UserError
 from regressbisect.git.history import CommitInfo, History, run_git
 from regressbisect.git.hunks import collect_hunks, group_hunks
 from regressbisect.git.worktrees import pool_root
-from regressbisect.hunts.common import VERDICT_EXIT, hunting
+from regressbisect.hunts.common import VERDICT_EXIT, busy_guard, hunting
 from regressbisect.hunts.hunks import hunk_needs
-from regressbisect.hunts.sampling import Request, StoredDraws
+from regressbisect.hunts.sampling import MeasurementParts, Request, SampleSource, StoredDraws
 from regressbisect.hunts.skeleton import Hunt
 from regressbisect.probe.runner import probe_spec, run_probe
 from regressbisect.probe.venvs import base_interpreter
@@ -116,6 +116,10 @@ class DepsHunt(Hunt):
         """The store's samples, served in the order the searches ask (set while the hunt runs)."""
         self._store: Store | None = None
         self._hunt_id: int | None = None
+        self._measurer: SampleSource | None = None
+        """Runs each fresh probe as `run`'s do, under the busy-machine guard (docs/contention.md):
+        its load stored with it, one taken under contention stored apart and re-taken, the waits
+        for quiet bounded (set while the hunt runs)."""
         self.by_name = {c.name: c for c in self.changes}
         self.needs: dict[str, frozenset[str]] = {}
         self.probes = 0
@@ -142,6 +146,10 @@ class DepsHunt(Hunt):
                                        settings=self.settings())
             self._stored = StoredDraws(store, self.key_for, hunt_id, self.spec.timeout_s)
             self._store, self._hunt_id = store, hunt_id
+            # One probe at a time in the project's directory: no worktree pool, no setup step.
+            self._measurer = SampleSource(store=store, pool=None, spec=self.spec, env_fingerprint=self.env_fingerprint,
+                                          hunt_id=hunt_id, key_for=self.key_for, executor=self.executor,
+                                          parts=MeasurementParts(guard=busy_guard(self.config, self.progress)))
             try:
                 self._read_needs()
                 decision = self._which_packages()
@@ -156,6 +164,8 @@ class DepsHunt(Hunt):
                 crashes=self.crashes, probes=self.probes, cached=self._stored.cached_used, hunt_id=hunt_id,
                 builds=self.builder.builds, build_seconds=self.builder.build_seconds,
                 wall_seconds=time.perf_counter() - started, settings=self.config.search_key("hunks"))
+            # the busy-machine guard's facts, as run's report has them (null with --no-busy-check)
+            report["measurement"] = {"contention": self._measurer.measurement_json()["contention"]}
             store.finish_hunt(hunt_id, report)
         return DepsOutcome(report, VERDICT_EXIT[decision.verdict])
 
@@ -347,20 +357,25 @@ class DepsHunt(Hunt):
     def _sample(self, pins: Mapping[str, str], label: str, note: str, namespace: str,
                 source: Source | None = None) -> tuple[float | None, str | None]:
         """One sample of the project in the environment of exactly `pins`: the next one stored for
-        this search (`namespace`), else a run of the probe in it (built on first use), stored at
-        once; a build that fails is a skip with its reason, stored too, never a slow run."""
-        assert self._stored is not None and self._store is not None
+        this search (`namespace`), else a run of the probe in it (built on first use) under the
+        busy-machine guard as `run`'s probes are (hunts/sampling.py `SampleSource._measure`), stored
+        at once with its load; a build that fails is a skip with its reason, stored too, never a
+        slow run."""
+        assert self._stored is not None and self._store is not None and self._measurer is not None
         request = Request(self.project.candidate(self.builder.key(pins, source)), namespace=namespace)
         draw = self._stored.next(request)
         if draw is None:
             built = self.builder.build(pins, source)
+            load = None
             if built.ok:
-                outcome = self.executor.run(self.spec, self.history.root, built.env(), label=label).outcome
-                self.probes += 1
+                retaken = len(self._measurer.retakes)
+                executed, load = self._measurer._measure(request, self.spec, self.history.root, built.env())
+                outcome = executed.outcome
+                self.probes += 1 + len(self._measurer.retakes) - retaken   # the re-taken ones ran too
             else:
                 outcome = ProbeOutcome(sample=None, skip_reason=built.reason, exit_code=None, wall_seconds=0.0)
             self._store.add_outcome(self.key_for(request.candidate), request.candidate, outcome,
-                                    hunt_id=self._hunt_id, arm=request.arm)
+                                    hunt_id=self._hunt_id, arm=request.arm, load=load)
             self._stored.advance(request)
             value, reason, cached = outcome.sample.tok_s if outcome.sample else None, outcome.skip_reason, False
         else:
