@@ -10,8 +10,9 @@ import numpy as np
 
 from regressbisect.search.bisect import CONTROL_ARM, CommitSearch, SearchResult, SearchSettings
 from regressbisect.search.hunks.context import HuntContext
-from regressbisect.search.hunks.runnable import Batch, Needs, Phase, Purpose
+from regressbisect.search.hunks.runnable import Needs, Purpose
 from regressbisect.search.interference import Reader
+from regressbisect.search.phases import Batch, Phase
 from regressbisect.search.stats import NoisePool
 
 __all__ = ["HUNK_SIDE_PAIRS", "END_NAMES", "PrefixSearch", "prefix_groups", "prefixes", "search_prefixes", "end_gap"]
