@@ -105,14 +105,16 @@ class CommitSearch:
     """Adaptive search of the first-parent list 0 (GOOD) .. n-1 (BAD); see the module docstring."""
 
     def __init__(self, n: int, settings: SearchSettings = SearchSettings(), *,
-                 noise_prior: NoisePool | None = None, reader: Reader | None = None):
+                 noise_prior: NoisePool | None = None, reader: Reader | None = None, one_step: bool = False):
         """noise_prior: a remembered noise scale (the spread of earlier hunts' samples on this machine
         and probe config, at most NOISE_PRIOR_DF degrees of freedom), joined to the hunt's own
         pooled spread while that is not larger (`SampleBook.with_prior`). reader: who reads which
-        runs were interfered (`SampleBook`; default the search's own runs)."""
+        runs were interfered (`SampleBook`; default the search's own runs). one_step: end at the
+        first named step, its sides unchecked (the hunk hunt's search for what a step needs)."""
         if n < 2:
             raise ValueError("a commit search needs at least GOOD and BAD (n >= 2)")
         self.n = n
+        self.one_step = one_step
         self.settings = settings
         self.book = SampleBook(settings.pair_window, noise_prior,     # every sample, its round and tag
                                read_interference=settings.read_interference, reader=reader)
@@ -174,6 +176,18 @@ class CommitSearch:
                 break
         self._probes += 1
         self.book.add(index, value, tag=tag, when=when)
+
+    def carry_control_pairs(self, good: Sequence[float], bad: Sequence[float]) -> None:
+        """Pairs of the two ends measured before this search, side by side (another test's arms in
+        rotation): the control arm goes on from them. Its e-values are anytime-valid, so a
+        sequence that another rule stopped may be continued (Ville's inequality holds at every
+        stopping time). Only before the first round; they are no probes of this search."""
+        if self._round or self._pending:
+            raise RuntimeError("carry_control_pairs() comes before the first round")
+        for good_value, bad_value in zip(good, bad):
+            self._round += 1
+            self.book.add(0, good_value, tag=self.control.tag, when=self._round)
+            self.book.add(self.n - 1, bad_value, tag=self.control.tag, when=self._round)
 
     @property
     def done(self) -> bool:
@@ -667,6 +681,11 @@ class CommitSearch:
         self._culprits.append(Culprit(first_bad=b, last_good=a, step=math.nan, step_ci95=(math.nan, math.nan),
                                       step_tok_s=math.nan, share_of_gap=math.nan))
         self._queue.pop(0)
+        if self.one_step:
+            # its sides are not searched, nor a remainder: the search is done
+            self._queue = []
+            self._remainder_searched = True
+            return
         # the two sides may hold further steps (Pinpoint explores every differing pair)
         # opened at the pick: the pairs of their ends taken since then are as fresh as the gate's
         # (`_side_ends_beside_gate`)

@@ -4,10 +4,11 @@ from __future__ import annotations
 import math
 from typing import Sequence
 
-from regressbisect.search.bisect import CommitSearch, Culprit
+from regressbisect.search.bisect import Culprit
 from regressbisect.search.hunks.alone import alone_with_what_it_needs, first_group_alone
 from regressbisect.search.hunks.context import HuntContext
 from regressbisect.search.hunks.members import needed_members
+from regressbisect.search.hunks.prefix import PrefixSearch
 from regressbisect.search.hunks.subsets import Names, TestedSubset, step_scale, with_share
 from regressbisect.search.phases import OutOfProbes, Phase
 from regressbisect.search.verdicts import Verdict
@@ -15,7 +16,7 @@ from regressbisect.search.verdicts import Verdict
 __all__ = ["name_steps"]
 
 
-def name_steps(ctx: HuntContext, steps: Sequence[Culprit], search: CommitSearch, order: Sequence[frozenset],
+def name_steps(ctx: HuntContext, steps: Sequence[Culprit], search: PrefixSearch, order: Sequence[frozenset],
                signed_gap: float, names: Names) -> Phase:
     """(A coroutine phase returning (Names, bool).) Each step of `search` (over BASE + the first k groups of `order`) names the last group it
     adds, once that alone reproduces the slowdown against BASE on fresh pairs, with what it
