@@ -36,7 +36,7 @@ class SearchSettings:
     max_samples: int = MAX_SAMPLES
     """Cap of samples per candidate, and of GOOD/BAD pairs in the control arm (the two caps are
     separate: GOOD and BAD may reach twice this): bounds the cost of an undecidable case. Above its
-    default it raises each interval's budget in proportion (`CommitSearch._over_budget`), so that
+    default it raises each interval's budget in proportion (`SearchContext.over_budget`), so that
     raising it lets an undecided hunt, re-run on its stored samples, go further."""
     max_probes: int = 2000
     """Cap of benchmark executions for the whole search; reached, the search reports what it has."""
