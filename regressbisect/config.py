@@ -71,7 +71,7 @@ class Knob:
     commands: tuple[str, ...] = HUNT_COMMANDS
     """Hunt commands that have the flag."""
     search: str | None = None
-    """The `SearchSettings` field (search/bisect.py) this setting is: the hunt of each command in
+    """The `SearchSettings` field (search/settings.py) this setting is: the hunt of each command in
     `commands` hands it to its search (`SearchSettings.of`) and resumes a stored hunt only if it
     had the same value (`HuntConfig.search_key`)."""
     keyed_when_set: bool = False

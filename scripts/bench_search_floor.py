@@ -4,7 +4,7 @@
 * oracle      probabilistic bisection that KNOWS both levels and the noise sigma: each sample's
               likelihood under 'commit x is good / bad' is exact; median split; stop when one gap
               holds 0.99 of the mass. No search that must learn the levels can beat it.
-* ends given  our posterior (CommitSearch's private _posterior, and its Picker's quantiles and
+* ends given  our posterior (the search context's posterior, search/commit/context.py, and its Picker's quantiles and
               anchor, search/picker.py) and our design, after K pairs of GOOD/BAD samples given for free; stop at 0.99 of the mass, no paired confirmation, no side checks.
               Shows how the cost of localisation falls as the levels are known better, and what
               the K pairs plus the localisation cost together. The step's prior scale is the
@@ -34,6 +34,7 @@ import numpy as np
 import _common  # noqa: E402,F401  (puts the repository on sys.path)
 
 from regressbisect.search.bisect import CommitSearch, SearchSettings  # noqa: E402
+from regressbisect.search.commit.control import start_search  # noqa: E402
 from regressbisect.search.stats import NoisePool, log_threshold, pooled_t_log_bf  # noqa: E402
 
 N = 128
@@ -77,17 +78,17 @@ def ends_given_trial(task: tuple[float, float, int, int]) -> tuple[bool, int]:
 
     def measure(i: int) -> None:
         clock[0] += 1
-        search._round = clock[0]
+        search.ctx.round = clock[0]
         search.record(i, 1000.0 * (1 + step if i >= fb else 1.0) * math.exp(rng.normal(0.0, sigma)))
 
     for _ in range(pairs):
         measure(0)
         measure(N - 1)
-    search._start_search(step)
-    iv = search._queue[0]
+    start_search(search.ctx, step)
+    iv = search.ctx.queue[0]
     k = 0
     while True:
-        post = search._posterior(iv, sign=-1)
+        post = search.ctx.posterior(iv, sign=-1)
         if post.probs.max() >= CONFIDENCE or k >= 5000:
             break
         picks = search.picker.quantiles(iv, post, 1, exclude=set())

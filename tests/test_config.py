@@ -91,7 +91,7 @@ def test_every_default_read_by_several_modules_comes_from_config():
     from regressbisect import config
     from regressbisect.cli.nightly_cmd import nightly
     from regressbisect.hunts.nightly import NightlySettings
-    from regressbisect.search import bisect
+    from regressbisect.search import settings
     from regressbisect.search.bisect import SearchSettings
     from regressbisect.search.changepoints import ChangePointSettings
 
@@ -101,7 +101,7 @@ def test_every_default_read_by_several_modules_comes_from_config():
                                                                    config.MAX_SAMPLES)
     assert (search.min_effect, search.direction, search.max_samples) == (config.MIN_EFFECT, config.DIRECTION,
                                                                          config.MAX_SAMPLES)
-    assert bisect.DIRECTIONS is config.DIRECTIONS
+    assert settings.DIRECTIONS is config.DIRECTIONS
     assert ChangePointSettings() == ChangePointSettings(min_magnitude=config.CHANGE_MIN_MAGNITUDE,
                                                         alpha=config.CHANGE_ALPHA)
     night = NightlySettings()

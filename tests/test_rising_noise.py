@@ -8,7 +8,8 @@ import math
 import numpy as np
 import pytest
 
-from regressbisect.search.bisect import CommitSearch, SearchSettings, _Interval
+from regressbisect.search.bisect import CommitSearch, SearchSettings
+from regressbisect.search.commit.context import Bracket
 from regressbisect.search.driver import drive
 from regressbisect.search.simulate import step_levels
 
@@ -46,11 +47,11 @@ def test_an_intervals_budget_is_priced_at_the_recent_noise():
         search.book.add(k % 12, 1000 * math.exp(rng.normal(0, 0.02)), tag=None, when=k + 1)
     for k in range(100, 140):
         search.book.add(12 + k % 2, 900 * math.exp(rng.normal(0, 0.15)), tag=None, when=k + 1)
-    search._round, search._tau = 140, math.log(1 / 0.81)    # the control arm's -19% gap
+    search.ctx.round, search.ctx.tau = 140, math.log(1 / 0.81)    # the control arm's -19% gap
     pooled, _ = search.book.pooled_sigma()
     recent = search.book.recent_sigma(140 - 40)
     assert recent > 1.5 * pooled
-    assert search._samples_per_decision(recent=True) > 2 * search._samples_per_decision()
+    assert search.ctx.samples_per_decision(recent=True) > 2 * search.ctx.samples_per_decision()
 
 
 def test_a_larger_max_samples_raises_an_intervals_budget():
@@ -58,6 +59,6 @@ def test_a_larger_max_samples_raises_an_intervals_budget():
     # bracket that ran over its budget go on
     default, doubled = CommitSearch(24, SearchSettings()), CommitSearch(24, SearchSettings(max_samples=192))
     for search in (default, doubled):
-        search._probes = 150
-    bracket = _Interval(0, 23, checked=True)
-    assert default._over_budget(bracket) and not doubled._over_budget(bracket)
+        search.ctx.probes = 150
+    bracket = Bracket(0, 23, checked=True)
+    assert default.ctx.over_budget(bracket) and not doubled.ctx.over_budget(bracket)

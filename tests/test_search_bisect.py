@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from regressbisect.search.bisect import CommitSearch, SearchSettings
+from regressbisect.search.commit import remainder
 from regressbisect.search.simulate import FakeExecutor, FakeHistory, simulate, step_levels
 from regressbisect.search.stats import log_threshold
 from regressbisect.testing.simruns import simulate_many
@@ -538,18 +539,18 @@ def test_the_hunt_searches_for_a_remainder_only_when_its_reported_interval_exclu
     hunt could search a side for a remainder 'surely' there and report an interval including none
     (the culprit read 8% fast in its gate pairs, seed 3: -0.7% .. 74% of the gap)."""
     decided = []
-    search_remainder = CommitSearch._search_remainder
+    search_remainder = remainder.search_remainder
 
-    def spy(self):
-        searched = search_remainder(self)
+    def spy(ctx):
+        searched = search_remainder(ctx)
         if searched:
-            named, _ = self.rule.named_culprits(self._culprits)
-            steps = [self.rule.own_step(c) for c in named]
-            gap, gap_se = self.rule.end_difference()
-            decided.append(self.rule.unexplained_interval(steps, 1 - sum(c.share_of_gap for c in steps), gap, gap_se))
+            named, _ = ctx.rule.named_culprits(ctx.culprits)
+            steps = [ctx.rule.own_step(c) for c in named]
+            gap, gap_se = ctx.rule.end_difference()
+            decided.append(ctx.rule.unexplained_interval(steps, 1 - sum(c.share_of_gap for c in steps), gap, gap_se))
         return searched
 
-    monkeypatch.setattr(CommitSearch, "_search_remainder", spy)
+    monkeypatch.setattr(remainder, "search_remainder", spy)
     for factor in (1.08, 1.15):
         for seed in range(6):
             _hunt_with_a_shift(step_levels(32, {20: -0.20}), seed, factor,

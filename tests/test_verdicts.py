@@ -86,6 +86,7 @@ def test_a_step_too_small_for_the_noise_is_undecided_not_a_culprit():
 def test_culprits_whose_shares_do_not_add_up_are_not_named():
     search = CommitSearch(8, SearchSettings())
     from regressbisect.search.bisect import Culprit
+    from regressbisect.search.commit.verdict import search_result
     # a confirmed step of -30% in a range whose ends differ by -5%: 6 times the gap
     rng = random.Random(1)
     for i in range(8):
@@ -94,10 +95,9 @@ def test_culprits_whose_shares_do_not_add_up_are_not_named():
             level = 950.0
         for _ in range(12):
             search.book.add(i, level * math.exp(rng.gauss(0, 0.01)), tag=None, when=len(search.book.time.get(i, [])))
-    search._culprits.append(Culprit(first_bad=4, last_good=3, step=math.nan, step_ci95=(math.nan, math.nan),
-                                    step_tok_s=math.nan, share_of_gap=math.nan))
-    search._phase = "done"
-    result = search.result()
+    search.ctx.culprits.append(Culprit(first_bad=4, last_good=3, step=math.nan, step_ci95=(math.nan, math.nan),
+                                       step_tok_s=math.nan, share_of_gap=math.nan))
+    result = search_result(search.ctx, None, finished=True)
     assert result.culprits == () and [c.first_bad for c in result.suspects] == [4]
     assert result.verdict == "undecided" and "does not add up" in result.reason
 

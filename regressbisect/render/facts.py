@@ -449,7 +449,7 @@ def remainder_line(report: Mapping[str, Any]) -> str | None:
                      f"one side: rather several smaller ones, the culprits' estimated sizes, or a side whose "
                      f"ends read alike by chance.")
     searched = [s for s in report.get("sides") or () if s.get("outcome") == "remainder" and s.get("from") and s.get("to")]
-    for side in searched:   # the search looked there itself (search/bisect.py, _search_remainder)
+    for side in searched:   # the search looked there itself (search/commit/remainder.py, search_remainder)
         text += (f" The remainder's 95% interval lay beyond what the cleared sides ruled out, so the hunt searched the side "
                  f"{side['from'][:10]}..{side['to'][:10]}, whose ends differed most, for it.")
     return text

@@ -31,6 +31,10 @@ The method (docs/search.md has the details and the references):
    checked (Pinpoint-style: do their ends differ?) and searched the same way, with a 'no step
    here' hypothesis added to the posterior.
 
+Each stage is a coroutine phase over one explicit `SearchContext` (search/commit/: control,
+localise, sides, remainder, verdict), run ask/tell by `phases.PhaseRunner` as the hunk hunt's
+phases are.
+
 Skips: a candidate whose probe is skipped (crash, exit 125, timeout) is asked again once; a second
 skip with no more successes than skips marks it unmeasurable (crashes are usually deterministic,
 a single one may be a flake). Unmeasurable commits are not hypotheses of their own: a step next to
@@ -39,380 +43,53 @@ them is reported as the range (last_good, first_bad), as git bisect does.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field, replace
-from enum import Enum
+from functools import partial
 from typing import Sequence
 
-import numpy as np
-
-from regressbisect.config import DIRECTION, DIRECTIONS, MAX_SAMPLES, MIN_EFFECT, STALL_SHARE, Direction, HuntConfig
 from regressbisect.search.book import SampleBook
-from regressbisect.search.control import ControlArm, ShapeChange
-from regressbisect.search.confirm import Action, StepConfirmation
-from regressbisect.search.culprits import Culprit, CulpritRule
-from regressbisect.search.direction import hunted_sign, toward
+from regressbisect.search.commit import remainder
+from regressbisect.search.commit.context import SearchContext
+from regressbisect.search.commit.control import control_arm, start_search
+from regressbisect.search.commit.localise import accept, localise
+from regressbisect.search.commit.sides import check_side, side_ends_beside_gate
+from regressbisect.search.commit.verdict import search_result
+from regressbisect.search.confirm import StepConfirmation
+from regressbisect.search.culprits import Culprit
 from regressbisect.search.interference import Reader
-from regressbisect.search.localise import Posterior, step_posterior
-from regressbisect.search.naming import NamingGate, alpha_share, fresh_pairs_to_tell_a_mode
-from regressbisect.search.pairing import Pairing
-from regressbisect.search.picker import Picker
-from regressbisect.search.sides import SideOutcome, SideRule
-from regressbisect.search.stats import Comparison, NoisePool, Summary, log_threshold, summarize
-from regressbisect.search.verdicts import CandidateCall, Verdict
+from regressbisect.search.phases import OutOfProbes, Phase, PhaseRunner
+from regressbisect.search.results import (CONTROL_ARM, CandidateVerdict, LeadingStep, Measure, SearchResult,
+                                          SideCheck)
+from regressbisect.search.settings import SearchSettings
+from regressbisect.search.stats import NoisePool
+from regressbisect.search.verdicts import Verdict
 
-__all__ = ["SearchSettings", "Measure", "Culprit", "CandidateVerdict", "SideCheck", "LeadingStep", "SearchResult",
-           "CommitSearch"]
-
-
-@dataclass(frozen=True)
-class SearchSettings:
-    """How hard the search tries, and what counts as a culprit."""
-
-    min_effect: float = MIN_EFFECT
-    """Smallest relative tok/s step that counts (0.02 = 2%). Below about 2% run-to-run noise of a
-    training job (clocks, data order, allocator) makes localisation cost many samples, and most
-    teams do not act on it; pass 0.01 to hunt smaller steps at higher cost."""
-    direction: Direction = DIRECTION
-    """'slower' hunts drops in tok/s, 'faster' rises, 'both' either; a step the other way is not a culprit."""
-    alpha: float = 0.05
-    """Level of the control-arm looks (one-sided alpha/2 in the hunted direction; stopping a hunt
-    needs the alpha/5 interval to agree) and of the side checks (alpha/5)."""
-    confirm_alpha: float = 0.05
-    """False-accept rate of the SPRT that confirms each step on pairs (the posterior must reach
-    `confidence` as well)."""
-    beta: float = 0.01
-    """False-veto rate of the SPRT that confirms each step: accepting 'no step' drops that pair
-    for good, so it is kept much smaller than confirm_alpha."""
-    confidence: float = 0.99
-    """Posterior mass a (last_good, first_bad) step must reach before it is reported."""
-    confirm_enter: float = 0.5
-    """Posterior mass at which the two commits of the leading step start being measured in pairs."""
-    max_samples: int = MAX_SAMPLES
-    """Cap of samples per candidate, and of GOOD/BAD pairs in the control arm (the two caps are
-    separate: GOOD and BAD may reach twice this): bounds the cost of an undecidable case. Above its
-    default it raises each interval's budget in proportion (`CommitSearch._over_budget`), so that
-    raising it lets an undecided hunt, re-run on its stored samples, go further."""
-    max_probes: int = 2000
-    """Cap of benchmark executions for the whole search; reached, the search reports what it has."""
-    drift_prior: float = 0.05
-    """Prior probability (0 <= p < 1) that the machine's speed drifts during the hunt. The
-    change-point posterior averages a model without drift and one with a linear drift in time, each
-    weighted by how well it explains the samples (Bayesian model averaging). With a drift term always
-    in (a flat-prior version), a commit sampled in a burst was confounded with the drift and 3%/2%
-    hunts cost 50% more; at 0, a machine that slows 0.1% per round makes the posterior propose steps
-    that the paired test refutes, and a fifth of such hunts end with nothing
-    (docs/experiments/drift_model.md)."""
-    pair_window: int = 2
-    """Samples of two candidates at most this many rounds apart form a pair (drift cancels in it)."""
-    side_drop: float = 0.1
-    """A side of a culprit is dropped once a step of the side margin between its ends has less than this probability."""
-    side_share: float = 0.2
-    """Side margin: a side is cleared once a further step of max(min_effect, side_share * the
-    GOOD->BAD gap) is implausible there. Ruling out a step of min_effect itself costs about
-    2 (1.28 sigma / min_effect)^2 samples per end (80 at 10% noise and 2%): beyond the point where a
-    missed step would own a fifth of the gap, the unexplained remainder in the report carries it."""
-    side_pairs: int | None = None
-    """None: a side's margin is sized by the gap (side_share) alone. A number: the margin is also at
-    least the step that many fresh pairs rule out at the hunt's pooled noise (t sigma sqrt(2 /
-    side_pairs)), so on a noisy machine a flat side is cleared in about that many pairs instead of
-    the (sigma / margin)^2 a fifth of the gap needs (70 per side at 14% noise), and a smaller
-    further step is left to what runs after the sides. The hunk hunt sets it for its prefix
-    searches (search/hunks/prefix.py), where the search of the rest against BASE catches such a step;
-    the commit hunt does not: with the machine's speed switching at 15% noise, 5 of 100 two-step
-    hunts cleared the side that held the second step (scripts/sim_sides.py; none with None)."""
-    side_resolution: float | None = None
-    """None: a side check that has cost as many probes as the search before it (its price) and
-    still neither found nor ruled out the side margin stops at the resolution its pairs reached
-    (the smallest further step they rule out, reported: `SideCheck.priced`). A number: the side
-    margin is at least this step and is ruled out however long it takes. Ruling out a small step
-    costs (sigma / step)^2 pairs: on a real history at 10-15% noise the side checks were 221 of
-    388 probes."""
-    side_null: float = 0.8
-    """Searching a side stops when the posterior of 'no step on this side' reaches this."""
-    max_vetoes: int = 4
-    """Steps refuted by the paired test before an interval is given up as unresolved."""
-    reproduce_alpha: float = 0.005
-    """Two-sided level of each control-arm look that declares the regression reproduced (and of
-    the final check of a hunt that named no culprit). The looks are repeated (up to six), so each
-    is held at a tenth of alpha: an A/A range is then called reproduced in well under 1% of hunts
-    at any noise (scripts/bench_accuracy.py), where alpha per look let about 6% through."""
-    name_alpha: float = 0.001
-    """Family-wise rate of naming a commit that is no step, over every step the hunt confirms (every
-    bracket and side): the k-th distinct step that reaches confirmation gets name_alpha / (k (k + 1))
-    of it (the shares add up to name_alpha), spent by an always-valid test on pairs of its two
-    commits taken after it was picked (`search/naming.py`, `NamingGate.named`)."""
-    read_interference: bool = True
-    """Read runs far off their commit's level as interfered and set them apart from every test
-    (search/interference.py; a control arm then answers from three pairs on). Runs on a shared
-    machine are not lognormal: a quarter of them 30% slow made the Gaussian tests miss a 10% step
-    or pay 10x (scripts/bench_accuracy.py --interference)."""
-    stall_share: float = STALL_SHARE
-    """The share of runs a mode may hold at any commit before the hunt has seen it (a commit that
-    stalls a third of its runs: a recompile, a GC pause, a data loader waiting, a slowdown of the
-    mean whose first runs may all be quick or all slow). 'Not reproduced', at the arm's stop or its
-    cap, waits until the arm's pairs rule out a slow mode in that share of BAD's runs beyond
-    GOOD's at the stop's level (`ControlArm._no_stall_left`, `stats.stall_log_e`: 15 pairs with no
-    run off at 0.3; on 4-6 quick pairs at 1-2% noise the arm ruled a 15% slowdown out in 5-24
-    hunts of 100). A step is named on at least
-    ln(alpha_k) / ln(stall_share (1 - stall_share)) fresh pairs, 5 for the first
-    (`naming.fresh_pairs_to_tell_a_mode`; two commits of one stalled shape, one's runs all quick
-    and the next's all stalled, were named a -30% step on three). 0: neither."""
-    share_limit: float = 1.25
-    """A culprit that surely owns more than this share of the GOOD->BAD gap (the end of its interval
-    nearest zero does), or culprits that surely leave a remainder below -100% of it, mean the step
-    model does not fit the samples: no culprit is named and the hunt is undecided."""
-
-    def __post_init__(self) -> None:
-        if self.direction not in DIRECTIONS:
-            raise ValueError(f"direction must be one of {DIRECTIONS}, got {self.direction!r}")
-        if not 0 < self.min_effect < 1:
-            raise ValueError("min_effect must be in (0, 1)")
-        if not all(0 < x < 0.5 for x in (self.alpha, self.beta, self.confirm_alpha, self.name_alpha)):
-            raise ValueError("alpha and beta must be in (0, 0.5)")
-        if not 0.5 <= self.confidence < 1 or not 0 < self.confirm_enter <= self.confidence:
-            raise ValueError("need 0 < confirm_enter <= confidence < 1 and confidence >= 0.5")
-        if self.max_samples < 2:
-            raise ValueError("need max_samples >= 2")
-        if not 0 <= self.drift_prior < 1:
-            raise ValueError("drift_prior must be in [0, 1)")
-        if not 0 < self.reproduce_alpha <= self.alpha:
-            raise ValueError("need 0 < reproduce_alpha <= alpha")
-        if self.max_probes < 2:
-            raise ValueError("max_probes must be >= 2")
-        if not 0 <= self.side_share < 1 or not 0 < self.side_drop < 0.5 or (self.side_pairs or 1) < 1:
-            raise ValueError("need 0 <= side_share < 1, 0 < side_drop < 0.5 and side_pairs >= 1 or None")
-        if not 0 <= self.stall_share < 1:
-            raise ValueError("stall_share must be in [0, 1)")
-        if self.side_resolution is not None and not 0 < self.side_resolution < 1:
-            raise ValueError("side_resolution must be in (0, 1) or None")
-
-    def pairs_to_name_a_step(self) -> int:
-        """Samples a candidate typically needs before the first step can be named: the fresh pairs
-        of `naming.fresh_pairs_to_tell_a_mode` plus the two runs each of its commits had when the
-        step reached confirmation (a clean 50% step capped at 6 samples stopped one pair short)."""
-        floor = fresh_pairs_to_tell_a_mode(alpha_share(self.name_alpha, 1), self.stall_share)
-        return floor + 2 if floor else 0
-
-    @classmethod
-    def of(cls, config: HuntConfig, command: str) -> SearchSettings:
-        """The settings of `command`'s hunt: each field a knob names (config.py `knob(search=...)`)
-        from the config, the rest at their defaults."""
-        return cls(**config.search_values(command))
-
-
-CONTROL_ARM = "control arm"
-"""The `Measure.reason` of the control arm's samples (a hunk hunt's prefix search tells them apart by it)."""
-
-
-@dataclass(frozen=True)
-class Measure:
-    """One sample the caller should take."""
-
-    index: int
-    """Candidate index: 0 = GOOD ... n-1 = BAD (first-parent order)."""
-    reason: str = ""
-    """Short text for the progress display ('control arm', 'bisect 12..40', 'confirm step')."""
-
-
-@dataclass(frozen=True)
-class CandidateVerdict:
-    """What the search concluded about one candidate it measured (or tried to)."""
-
-    index: int
-    """Candidate index."""
-    n: int
-    """Samples taken."""
-    summary: Summary | None
-    """Median and interval of its tok/s; None when it has no sample."""
-    verdict: CandidateCall
-    """'good' (at GOOD's level), 'bad' (at BAD's level), 'level' (between two culprits), 'skip'
-    (unmeasurable), 'unsure' (inside a range the search could not resolve, or no run of it could
-    be read: see `interfered`)."""
-    interfered: tuple[float, ...] = ()
-    """tok/s of its runs read as interfered (far off its level: left out of every test and of
-    `n` and `summary`; search/interference.py)."""
-
-
-@dataclass(frozen=True)
-class SideCheck:
-    """What became of one side of a culprit (Pinpoint's 'do its ends differ?')."""
-
-    lo: int
-    """First index of the side."""
-    hi: int
-    """Last index of the side."""
-    outcome: SideOutcome
-    """'searched' (its ends differed: searched again), 'cleared' (a further step is implausible),
-    'unresolved' (its ends could not be told apart or alike within the sample cap) or 'remainder'
-    (cleared, then searched all the same: the unexplained remainder was larger than what the
-    cleared sides ruled out, and this side's ends differed most)."""
-    ruled_out: float
-    """With 'cleared': a further step in the hunted direction of this size or more (relative,
-    at least min_effect) has probability below side_drop; nan otherwise."""
-    priced: bool = False
-    """Cleared at its price (`SearchSettings.side_resolution` None): a smaller further step than
-    `ruled_out` was not looked for."""
-
-
-@dataclass(frozen=True)
-class LeadingStep:
-    """What an undecided search had established: the step its posterior put first in a bracket
-    it gave up at a cap or its budget (or, without one, the strongest confirmed step it did not
-    name), with the two commits' levels. Not a culprit: more samples of the same hunt decide it."""
-
-    lo: int
-    """First index of the bracket."""
-    hi: int
-    """Last index of the bracket."""
-    last_good: int
-    first_bad: int
-    mass: float
-    """Posterior probability that the bracket's step is this one (nan for a confirmed step the
-    culprit rule did not name)."""
-    before: Summary
-    """last_good's tok/s."""
-    after: Summary
-    """first_bad's tok/s."""
-    confirmed: bool
-    """The paired test accepted it (the naming gate or the culprit rule had not named it)."""
-
-
-@dataclass(frozen=True)
-class SearchResult:
-    """The outcome of a search."""
-
-    verdict: Verdict
-    """'culprits' (each named step is at least min_effect and its interval excludes zero),
-    'not-localised' (the regression reproduced, and every step the search proposed was refuted by
-    the paired test: e.g. a gradual slowdown), 'undecided' (the sample caps or the budget ran out
-    before an answer, or the named steps would not add up to the gap), 'not-reproduced',
-    'all-skipped' (an endpoint, or every commit between them, unmeasurable), 'ambiguous' (every
-    step that passed the culprit rule has unmeasurable commits between its two ends: `ambiguous`)."""
-    culprits: tuple[Culprit, ...]
-    """Confirmed steps in the hunted direction whose two commits are adjacent, by index."""
-    endpoints: tuple[Summary, Summary]
-    """GOOD and BAD (an empty Summary with n=0 when an endpoint has no sample)."""
-    gap: float
-    """BAD relative to GOOD: ratio of the geometric means of all their samples, minus 1."""
-    unexplained: float
-    """Fraction of the gap not owned by the culprits (log scale; negative if they overshoot)."""
-    candidates: tuple[CandidateVerdict, ...]
-    """Every candidate measured or skipped, by index."""
-    probes: int
-    """Benchmark executions recorded (skipped runs included)."""
-    sides: tuple[SideCheck, ...] = ()
-    """Every side of a culprit that was checked, in the order checked."""
-    refuted: tuple[tuple[int, int], ...] = ()
-    """Steps (last_good, first_bad) the posterior proposed and the paired test refuted (what a
-    'not-localised' hunt ruled out)."""
-    unresolved: tuple[tuple[int, int], ...] = ()
-    """Brackets (lo, hi) given up without an answer."""
-    suspects: tuple[Culprit, ...] = ()
-    """Steps the search confirmed but that are not named: their interval includes zero, their
-    point estimate is below min_effect, or the shares of the gap do not add up."""
-    reason: str = ""
-    """One line: why the verdict is what it is (for 'not-localised', 'undecided', 'not-reproduced')."""
-    control: Comparison | None = None
-    """The control arm's last look: GOOD vs BAD, paired (None before the first look)."""
-    reproduced: bool = False
-    """The control arm showed the regression (and the hunt's later samples did not overturn it);
-    False for 'not-reproduced', and for 'undecided' when the control arm ran out of pairs."""
-    ambiguous: tuple[Culprit, ...] = ()
-    """Steps that passed the culprit rule but whose last_good and first_bad are not adjacent: the
-    commits between could not be measured, so the step is any of them or first_bad, and none is
-    named (beside `culprits`, or alone with the verdict 'ambiguous')."""
-    unexplained_ci95: tuple[float, float] = (math.nan, math.nan)
-    """95% interval of `unexplained`: the gap's own error and each culprit's own interval, taken
-    as independent (nan when one is unknown)."""
-    established: LeadingStep | None = None
-    """With 'undecided': the step the search had got to (`LeadingStep`); None when it had none
-    (e.g. the control arm ran out of pairs)."""
-    more_samples_would_tell: bool = False
-    """'undecided', or 'not-reproduced' by a control arm that stopped at the pair cap without
-    ruling out a regression of min_effect (`ControlArm.more_pairs_would_tell`): a larger
-    --max-samples would tell (the report's `continue_command`)."""
-    shape: ShapeChange | None = None
-    """Where GOOD and BAD differed in shape, not only in level (`ControlArm.shape`): the hunt read
-    every run from then on, and this says how (None where they did not)."""
-
-
-class _Phase(str, Enum):
-    """Where a search is: its control arm, the search after it, or done."""
-
-    CONTROL = "control"
-    SEARCH = "search"
-    DONE = "done"
-
-    def __str__(self) -> str:   # its value, also in f-strings
-        return self.value
-
-
-@dataclass
-class _Interval:
-    """A bracket [lo, hi] searched for one step; a side of a culprit is first `checked`."""
-
-    lo: int
-    hi: int
-    checked: bool
-    vetoed: set[tuple[int, int]] = field(default_factory=set)
-    is_side: bool = False
-    probes_at_start: int = 0
-    opened: int = -1
-    """Round in which a side was opened: only pairs of its ends taken after it may clear it."""
-
-
-BUDGET_WINDOW = 40
-"""Rounds of the recent noise an interval's budget is priced at (`CommitSearch._over_budget`):
-enough for RECENT_DF degrees of freedom at one sample a round, short next to a busy hunt's
-hundreds of rounds."""
-
-_EMPTY = Summary(n=0, median=math.nan, ci95=(math.nan, math.nan), cv=math.nan)
+# the settings and result types live in settings.py and results.py; every import of them from here keeps working
+__all__ = ["SearchSettings", "CONTROL_ARM", "Measure", "Culprit", "CandidateVerdict", "SideCheck", "LeadingStep",
+           "SearchResult", "CommitSearch"]
 
 
 class CommitSearch:
     """Adaptive search of the first-parent list 0 (GOOD) .. n-1 (BAD); see the module docstring."""
 
     def __init__(self, n: int, settings: SearchSettings = SearchSettings(), *,
-                 noise_prior: NoisePool | None = None, reader: Reader | None = None):
+                 noise_prior: NoisePool | None = None, reader: Reader | None = None, one_step: bool = False):
         """noise_prior: a remembered noise scale (the spread of earlier hunts' samples on this machine
         and probe config, at most NOISE_PRIOR_DF degrees of freedom), joined to the hunt's own
         pooled spread while that is not larger (`SampleBook.with_prior`). reader: who reads which
-        runs were interfered (`SampleBook`; default the search's own runs)."""
+        runs were interfered (`SampleBook`; default the search's own runs). one_step: end at the
+        first named step, its sides unchecked (the hunk hunt's search for what a step needs)."""
         if n < 2:
             raise ValueError("a commit search needs at least GOOD and BAD (n >= 2)")
-        self.n = n
-        self.settings = settings
-        self.book = SampleBook(settings.pair_window, noise_prior,     # every sample, its round and tag
-                               read_interference=settings.read_interference, reader=reader)
-        self._pending: list[tuple[int, str | None, int]] = []
-        self._round = 0
-        self._probes = 0
-        self._phase: _Phase = _Phase.CONTROL
-        self._end_verdict: Verdict | None = None
-        """The control arm's verdict where it ended the hunt (or not-reproduced: out of budget in it)."""
-        self._queue: list[_Interval] = []
-        self._culprits: list[Culprit] = []
-        self._unresolved: list[tuple[int, int]] = []
-        self._given_up: list[_Interval] = []             # brackets left at a cap or budget, in order
-        self._refuted: list[tuple[int, int]] = []       # steps the paired test vetoed
-        self._sides: list[SideCheck] = []
-        self._sign = 0
-        self._tau = log_threshold(settings.min_effect)
-        self._live = (0, n - 1)
-        self.control = ControlArm(self.book, settings, 0, n - 1)   # GOOD and BAD in pairs, first
-        self._reproduced = False                         # the control arm said 'go'
-        self.gate = NamingGate(self.book, settings.name_alpha, settings.stall_share, settings.min_effect)   # steps that reached confirmation
-        self.picker = Picker(self.book, self._capped)            # what the localisation measures next
-        self.pairing = Pairing(self.book, settings.pair_window, self._room)   # which of two commits a pair takes next
-        self.confirmation = StepConfirmation(self.book, settings, self.gate, self.picker, self.pairing,
-                                             self._capped, self._side_ends_beside_gate)   # is the proposed step a step
-        self.rule = CulpritRule(self.book, settings, self.gate, n)   # which confirmed steps are named, their sizes
-        self.sides = SideRule(self.book, min_effect=settings.min_effect, alpha=settings.alpha,
-                              side_share=settings.side_share, side_drop=settings.side_drop,
-                              side_pairs=settings.side_pairs, side_resolution=settings.side_resolution)
-        self._remainder_searched = False                 # a cleared side was searched for the remainder
-        self._shape_reviewed = False                     # the ends' shapes were read over the whole hunt
-        self._priced: dict[tuple[int, int], float] = {}   # sides cleared at their price: the step ruled out
+        book = SampleBook(settings.pair_window, noise_prior,     # every sample, its round and tag
+                          read_interference=settings.read_interference, reader=reader)
+        self.ctx = ctx = SearchContext(n, settings, book, one_step=one_step)
+        ctx.confirmation = StepConfirmation(book, settings, ctx.gate, ctx.picker, ctx.pairing, ctx.capped,
+                                            partial(side_ends_beside_gate, ctx))   # is the proposed step a step
+        self.n, self.settings, self.book = n, settings, book
+        self.control, self.gate, self.picker, self.pairing = ctx.control, ctx.gate, ctx.picker, ctx.pairing
+        self.confirmation, self.rule, self.sides = ctx.confirmation, ctx.rule, ctx.sides
+        self._runner = PhaseRunner(_search(ctx))
+        self._pending: list[tuple[int, str | None, int, int]] = []   # (index, tag, round, position) handed out
 
     # ------------------------------------------------------------------ public API
 
@@ -424,31 +101,47 @@ class CommitSearch:
             raise ValueError("slots must be >= 1")
         if self._pending:
             raise RuntimeError("record() every measure of the previous round before asking for the next")
-        batch = self._plan(slots)
+        self.ctx.slots = slots
+        batch = self._runner.ask(math.inf)   # a round is planned for `slots` (ctx.slots), and handed out whole
         if batch:
-            self._round += 1
-            self._pending = [(m.index, tag, self._round) for m, tag in batch]
-        return [m for m, _ in batch]
+            self.ctx.round += 1
+            self._pending = [(m.index, tag, self.ctx.round, position) for position, (m, tag) in batch]
+        return [m for _, (m, _) in batch]
 
     def record(self, index: int, value: float | None) -> None:
         """Feed one sample (tok/s) of `index`, or None when its run was skipped."""
         if not 0 <= index < self.n:
             raise ValueError(f"index {index} out of range 0..{self.n - 1}")
-        tag, when = None, self._round
-        for k, (i, t, r) in enumerate(self._pending):
+        tag, when, position = None, self.ctx.round, None
+        for k, (i, t, r, p) in enumerate(self._pending):
             if i == index:
-                tag, when = t, r
+                tag, when, position = t, r, p
                 del self._pending[k]
                 break
-        self._probes += 1
+        self.ctx.probes += 1
         self.book.add(index, value, tag=tag, when=when)
+        if position is not None:
+            self._runner.tell(position, value)
+
+    def carry_control_pairs(self, good: Sequence[float], bad: Sequence[float]) -> None:
+        """Pairs of the two ends measured before this search, side by side (another test's arms in
+        rotation): the control arm goes on from them. Its e-values are anytime-valid, so a
+        sequence that another rule stopped may be continued (Ville's inequality holds at every
+        stopping time). Only before the first round; they are no probes of this search."""
+        if self.ctx.round or self._pending:
+            raise RuntimeError("carry_control_pairs() comes before the first round")
+        for good_value, bad_value in zip(good, bad):
+            self.ctx.round += 1
+            self.book.add(0, good_value, tag=self.control.tag, when=self.ctx.round)
+            self.book.add(self.n - 1, bad_value, tag=self.control.tag, when=self.ctx.round)
 
     @property
     def done(self) -> bool:
         """True once the search has nothing more to measure."""
-        if self._phase != _Phase.DONE and not self._pending:
-            self._plan(1)   # settles any decision the last samples allow; requests nothing
-        return self._phase == _Phase.DONE
+        if not self._pending:
+            self._runner.settle()   # settles any decision the last samples allow; requests nothing
+            # (the round it plans, for the slots last asked, is the next one handed out)
+        return self._runner.done
 
     def samples(self, index: int) -> tuple[float, ...]:
         """The tok/s recorded for a candidate, in recording order."""
@@ -456,520 +149,58 @@ class CommitSearch:
 
     def live_interval(self) -> tuple[int, int]:
         """Narrowest bracket (last_good, first_bad) currently searched, for the progress display."""
-        return self._live
+        return self.ctx.live
 
     def estimated_remaining(self) -> int | None:
         """Best-effort estimate of the probes still to run (None when unknown)."""
-        if self._phase == _Phase.DONE:
+        if self._runner.done:
             return 0
-        per = self._samples_per_decision()
-        if self._phase == _Phase.CONTROL:
+        per = self.ctx.samples_per_decision()
+        if not self.ctx.reproduced:    # in the control arm
             pairs = self.control.pairs()
             return 2 * max(0, max(2, per) - pairs) + int(math.log2(max(2, self.n)) * per) + 2 * per
-        lo, hi = self._live
+        lo, hi = self.ctx.live
         width = max(1, hi - lo)
-        return int(math.log2(width) * per + 2 * per * (1 + len(self._queue)))
+        return int(math.log2(width) * per + 2 * per * (1 + len(self.ctx.queue)))
 
     def result(self, end_names: tuple[str, str] = ("GOOD", "BAD")) -> SearchResult:
-        """What the search has found so far (final once `done`); end_names: what its reasons call
-        index 0 and n - 1.
-
-        A confirmed step is named a culprit only when, sized from every sample of its segments,
-        its point estimate is at least min_effect in the hunted direction and its 95% interval
-        excludes zero; one that is not stays a suspect. Culprits that own more than share_limit of
-        the gap, or leave a remainder below -100%, mean the step model does not fit: none is
-        named and the verdict is 'undecided'.
-        """
-        culprits, suspects = self.rule.named_culprits(self._culprits)
-        gap_log, gap_se = self.rule.end_difference()
-        gap = math.expm1(gap_log)
-        reason = ""
-        if culprits and self.rule.shares_do_not_add_up(culprits):
-            shares = ", ".join(f"{c.share_of_gap:.0%}" for c in culprits)
-            reason = (f"the confirmed steps own {shares} of the gap, which does not add up: "
-                      "the samples do not fit one step per culprit")
-            suspects, culprits = tuple(sorted(culprits + suspects, key=lambda c: c.first_bad)), ()
-        steps = tuple(self.rule.own_step(c) for c in culprits)   # every step that passed the rule, its own size
-        whole = len(steps) == 1 and steps[0].first_bad - steps[0].last_good == self.n - 1 and self.n > 2
-        ambiguous = () if whole else tuple(c for c in steps if c.first_bad - c.last_good > 1)
-        culprits = tuple(c for c in steps if c not in ambiguous)
-        if self._end_verdict is not None:
-            verdict = self._end_verdict
-            if verdict in (Verdict.NOT_REPRODUCED, Verdict.UNDECIDED) and self.control.comparison is not None:
-                reason = self.control.not_reproduced_reason(verdict, out_of_probes=self._probes >= self.settings.max_probes,
-                                                            names=end_names)
-        elif whole:
-            verdict = Verdict.ALL_SKIPPED
-        elif culprits:
-            verdict = Verdict.CULPRITS   # an ambiguous step beside them is reported, not named
-        elif ambiguous:
-            verdict = Verdict.AMBIGUOUS
-        elif self._phase == _Phase.DONE and not self._reproduced_overall():
-            verdict = Verdict.NOT_REPRODUCED
-            reason = ("every sample of GOOD and BAD taken so far puts the difference below "
-                      f"{self.settings.min_effect:.1%}: the control arm's start was a fluke")
-        elif self._given_up or suspects or self._phase != _Phase.DONE:
-            verdict = Verdict.UNDECIDED
-            short = self.gate.short_of_the_floor()
-            if not reason and short is not None and not suspects:
-                reason = (f"the sample cap (--max-samples) or the budget ran out with {short[0]} fresh pair(s) "
-                          f"at the leading step, which is named on {short[1]}: a stall in "
-                          f"{self.settings.stall_share:.0%} of runs (--stall-share) could split one shape "
-                          "between fewer")
-            if not reason:
-                reason = ("steps could not be confirmed at a size of at least "
-                          f"{self.settings.min_effect:.1%} with an interval excluding zero"
-                          if suspects else "the sample cap (--max-samples) or the budget ran out before "
-                                           "a step could be confirmed or ruled out")
-        else:
-            verdict = Verdict.NOT_LOCALISED
-            reason = (f"the slowdown reproduced, but the paired test refuted every single step the "
-                      f"search proposed ({len(self._refuted)}): a gradual slowdown, or several small steps")
-        explained = sum(c.share_of_gap for c in culprits + ambiguous)
-        unexplained = math.nan if verdict in (Verdict.NOT_REPRODUCED, Verdict.ALL_SKIPPED) else 1.0 - explained
-        unexplained_ci95 = self.rule.unexplained_interval(culprits + ambiguous, unexplained, gap_log, gap_se)
-        ends = tuple(summarize(self.book.raw[i]) if self.book.raw.get(i) else _EMPTY for i in (0, self.n - 1))
-        return SearchResult(verdict=verdict, culprits=culprits, endpoints=ends, gap=gap,  # type: ignore[arg-type]
-                            unexplained=unexplained, unexplained_ci95=unexplained_ci95, candidates=self._candidate_verdicts(steps),
-                            probes=self._probes, sides=tuple(self._sides), refuted=tuple(self._refuted),
-                            unresolved=tuple(self._unresolved), suspects=tuple(suspects), reason=reason,
-                            reproduced=self._reproduced and verdict not in (Verdict.NOT_REPRODUCED, Verdict.ALL_SKIPPED),
-                            control=self.control.comparison, ambiguous=ambiguous,
-                            established=self._established(suspects) if verdict == Verdict.UNDECIDED else None,
-                            shape=self.control.shape,
-                            more_samples_would_tell=verdict == Verdict.UNDECIDED or (
-                                verdict == Verdict.NOT_REPRODUCED and self._end_verdict is not None
-                                and self.control.more_pairs_would_tell()))
-
-    def _established(self, suspects: Sequence[Culprit]) -> LeadingStep | None:
-        """The step an undecided search had got to (`SearchResult.established`): the leading
-        step of the first bracket it gave up at a cap or budget, or else its strongest
-        confirmed step that the culprit rule did not name."""
-        def step(lo: int, hi: int, a: int, b: int, mass: float) -> LeadingStep | None:
-            if not (self.book.raw.get(a) and self.book.raw.get(b)):
-                return None
-            return LeadingStep(lo=lo, hi=hi, last_good=a, first_bad=b, mass=mass, before=summarize(self.book.raw[a]),
-                               after=summarize(self.book.raw[b]), confirmed=any(c.first_bad == b for c in self._culprits))
-
-        for iv in self._given_up:
-            post = self._posterior(iv, sign=self._sign, null_prior=0.5 if iv.is_side else 0.0)
-            if post.gaps:
-                best = int(np.argmax(post.probs))
-                found = step(iv.lo, iv.hi, *post.gaps[best], float(post.probs[best]))
-                if found is not None:
-                    return found
-        if suspects:
-            strongest = max(suspects, key=self.rule.evidence)
-            return step(0, self.n - 1, strongest.last_good, strongest.first_bad, math.nan)
-        return None
-
-    def _reproduced_overall(self) -> bool:
-        """False when every sample the hunt took of GOOD and BAD puts their difference below
-        min_effect (or the other way): the control arm's start was then a fluke, and the hunt
-        did not reproduce the regression. The difference comes from a fit with a drift in time
-        when that is significant (the end samples of a search are taken at different times)."""
-        est, _ = self.rule.end_difference()
-        if not math.isfinite(est):
-            return True
-        return toward(est, self._hunted_sign()) > 0 and abs(est) >= log_threshold(self.settings.min_effect)
-
-    # ------------------------------------------------------------------ data helpers
-
-    def _capped(self, i: int) -> bool:
-        """At max_samples, not counting the control arm's pairs, which have a cap of their own: a
-        control arm that needed them all would otherwise leave GOOD or BAD no sample for the search,
-        and a step next to either could never be confirmed in pairs."""
-        return self._room(i) <= 0
-
-    def _room(self, i: int) -> int:
-        """Samples `i` may still take before max_samples (as _capped counts them)."""
-        n = self.book.run_count(i)
-        if i in (0, self.n - 1):
-            n -= self.book.run_count(i, self.control.tag)
-        return self.settings.max_samples - n
-
-    def _samples_per_decision(self, recent: bool = False) -> int:
-        """Samples that tell a step's two levels apart at 100:1 odds: n tau^2 / (2 sigma^2) = log 100.
-
-        tau is half the GOOD->BAD gap measured so far (at least min_effect): early on that estimate
-        rests on as few as 3 pairs and is often twice the truth, and the budgets built on it must not
-        be short. recent: sigma is at least that of the last BUDGET_WINDOW rounds (`_over_budget`).
-        """
-        sigma, _ = self.book.pooled_sigma()
-        if recent:
-            known = [x for x in (sigma, self.book.recent_sigma(self._round - BUDGET_WINDOW)) if x > 0]
-            sigma = max(known, default=math.nan)
-        tau = max(self._gap_scale() / 2, log_threshold(self.settings.min_effect))
-        if not sigma > 0:
-            return 3
-        return int(min(self.settings.max_samples, max(1, math.ceil(2 * math.log(100) * sigma ** 2 / tau ** 2))))
-
-    # ------------------------------------------------------------------ the state machine
-
-    def _plan(self, slots: int) -> list[tuple[Measure, str | None]]:
-        """Apply every decision the data allow, then return the next round (empty when done)."""
-        while self._phase != _Phase.DONE:
-            if self._probes >= self.settings.max_probes:
-                self._finish_budget()
-                break
-            if self._phase == _Phase.CONTROL:
-                batch = self._plan_control(slots)
-            else:
-                batch = self._plan_search(slots)
-            if batch is not None:
-                return batch
-        return []
-
-    def _finish_budget(self) -> None:
-        if self._phase == _Phase.CONTROL:
-            self._end_verdict = Verdict.NOT_REPRODUCED
-        else:
-            for iv in self._queue:
-                if iv.checked:
-                    self._give_up(iv)
-            self._queue = []
-        self._phase = _Phase.DONE
-
-    # control arm -----------------------------------------------------------------
-
-    def _plan_control(self, slots: int) -> list[tuple[Measure, str | None]] | None:
-        verdict = self.control.decide()
-        if verdict == Verdict.REPRODUCED:
-            self._start_search(self.control.comparison.change)
-            return None
-        if verdict is not None:
-            self._end_verdict = verdict
-            self._phase = _Phase.DONE
-            return None
-        picks = [(Measure(i, CONTROL_ARM), self.control.tag) for i in self.control.next_samples(slots)]
-        if slots > 2:
-            # spare slots: start the search in the interior (its samples serve the localisation)
-            good, bad = 0, self.n - 1
-            iv = _Interval(good, bad, True)
-            post = self._posterior(iv, sign=-1 if self.settings.direction != "faster" else 1)
-            for i in self.picker.quantiles(iv, post, slots - 2, exclude={good, bad}):
-                picks.append((Measure(i, f"bisect {good}..{bad}"), None))
-        return picks
-
-    def _hunted_sign(self) -> int:
-        return hunted_sign(self.settings.direction)
-
-    def _start_search(self, gap: float) -> None:
-        self._reproduced = True
-        self._sign = self._hunted_sign()
-        self._tau = max(abs(math.log1p(gap)), log_threshold(self.settings.min_effect))
-        self._queue = [_Interval(0, self.n - 1, checked=True, probes_at_start=self._probes)]
-        self._phase = _Phase.SEARCH
-
-    # localisation and confirmation ----------------------------------------------------
-
-    def _plan_search(self, slots: int) -> list[tuple[Measure, str | None]] | None:
-        if not self._queue and not self._search_remainder() and not self._search_the_changed_shape():
-            self._phase = _Phase.DONE
-            return None
-        iv = self._queue[0]
-        s = self.settings
-        if self.book.unmeasurable(iv.lo) or self.book.unmeasurable(iv.hi):
-            # an end of a side became unmeasurable: that side is left unresolved
-            self._queue.pop(0)
-            self._give_up(iv)
-            return None
-        if not iv.checked:
-            return self._plan_side_check(iv, slots)
-        post = self._posterior(iv, sign=self._sign, null_prior=0.5 if iv.is_side else 0.0)
-        if iv.is_side and post.p_null >= s.side_null:
-            self._queue.pop(0)   # the data now favour 'no further step' on this side
-            return None
-        if not post.gaps or len(iv.vetoed) >= s.max_vetoes or self._over_budget(iv):
-            self._queue.pop(0)
-            # every step the posterior proposed was refuted: an answer ('not localised'); a
-            # bracket that ran over its budget is not one
-            self._give_up(iv, refuted=not self._over_budget(iv))
-            return None
-        best = int(np.argmax(post.probs))
-        a, b = post.gaps[best]
-        mass = float(post.probs[best])
-        self._live = self.picker.central(post)
-        past = next((x for x in (b, a) if self.picker.past_skips(iv, x) != x), None)
-        if mass >= s.confirm_enter and past is not None:
-            # the step's mass sits on a gap of unmeasurable commits whose end is still untried
-            # beside them: find where they end first, instead of walking them pair by pair
-            return [(Measure(self.picker.past_skips(iv, past), f"bisect {iv.lo}..{iv.hi} (past skips)"), None)]
-        if mass >= s.confirm_enter:
-            step = self.confirmation.decide(iv, post, best, slots, self._round, self._sign)
-            if step.action is Action.NAMED:
-                self._accept(iv, a, b)
-            elif step.action is Action.REFUTED:
-                iv.vetoed.add((a, b))
-                self._refuted.append((a, b))
-            elif step.action is Action.GIVE_UP:
-                self._queue.pop(0)
-                self._give_up(iv)
-            else:
-                return [(Measure(i, why), None) for i, why in step.picks]
-            return None
-        picks = [(Measure(i, f"bisect {iv.lo}..{iv.hi}"), None) for i in self.picker.quantiles(iv, post, slots, exclude=set())]
-        anchor = self.picker.anchor(iv, [m.index for m, _ in picks])
-        if anchor is not None:
-            # the levels are shared by every hypothesis: when one interior commit has been sampled
-            # more than an end of the bracket, a free level can hide behind it (a step placed at
-            # the dense commit fits as well); another sample of that end pins the level down
-            picks = [(Measure(anchor, f"bisect {iv.lo}..{iv.hi} (level)"), None)] + picks[: slots - 1]
-        if not picks:
-            self._queue.pop(0)
-            self._give_up(iv)
-            return None
-        return picks
-
-    def _search_remainder(self) -> bool:
-        """Once per hunt, when every bracket is settled: if the culprits, each sized by its own
-        pairs, leave a remainder of the gap in the hunted direction whose 95% interval (the
-        report's, `CulpritRule.remainder`) lies beyond min_effect and beyond what every cleared side
-        ruled out, one of those sides holds more than its check saw (its ends read alike by chance,
-        or a shift of the machine hid the step). Search the cleared side
-        whose ends differ most our way, as a side (with its 'no step here' hypothesis and its own
-        budget), instead of leaving it to the user; True when a search was queued."""
-        cleared = [k for k, sd in enumerate(self._sides) if sd.outcome == SideOutcome.CLEARED]
-        if self._remainder_searched or not cleared or not self._culprits:
-            return False
-        self._remainder_searched = True
-        named, _ = self.rule.named_culprits(self._culprits)
-        gap, gap_se = self.rule.end_difference()
-        remainder, half = self.rule.remainder([self.rule.own_step(c) for c in named], gap, gap_se)
-        if not math.isfinite(half):
-            return False
-        ruled_out = max(math.log1p(self._sides[k].ruled_out) for k in cleared)
-        if self._toward(remainder) - half <= max(ruled_out, log_threshold(self.settings.min_effect)) or (
-                self._sign == 0 and remainder * gap < 0):
-            return False
-
-        def ends_differ(k: int) -> float:
-            sd = self._sides[k]
-            return self._toward(float(np.mean(np.log(self.book.raw[sd.hi])) - np.mean(np.log(self.book.raw[sd.lo]))))
-
-        # a side whose end has every run read as interfered has no level to compare (a mode of
-        # half the runs leaves a commit of few runs so): its ends cannot say it holds more
-        readable = [k for k in cleared if self.book.raw.get(self._sides[k].lo) and self.book.raw.get(self._sides[k].hi)]
-        if not readable:
-            return False
-        k = max(readable, key=ends_differ)
-        side = self._sides[k]
-        self._sides[k] = replace(side, outcome=SideOutcome.REMAINDER, ruled_out=math.nan)
-        self._queue.append(_Interval(side.lo, side.hi, checked=True, is_side=True, probes_at_start=self._probes,
-                                     opened=self._round))
-        return True
-
-    def _search_the_changed_shape(self) -> bool:
-        """Once, as the hunt would end on runs read apart: where GOOD's and BAD's shares of runs
-        off their levels differ over every run the hunt took of them (`ControlArm.
-        shape_over_the_hunt`), the runs read apart were a commit's, not the machine's; where the
-        culprits named on the typical runs contradict the gap (`_contradicts_itself`), a level
-        was read on a mode. Either way the book reads every run from then on and the search
-        starts again over GOOD..BAD on them; True when it did."""
-        if self._shape_reviewed:
-            return False
-        self._shape_reviewed = True
-        shape = self.control.shape_over_the_hunt(typical_alike=not self._reproduced_overall())
-        if shape is None and not self._contradicts_itself():
-            return False
-        self.control.shape = shape
-        self.book.read_every_run(machine=(self.control.good, self.control.bad) if shape is not None else None)
-        self._culprits, self._sides, self._refuted, self._unresolved, self._given_up = [], [], [], [], []
-        self._priced, self._remainder_searched = {}, False
-        gap, _ = self.rule.end_difference()
-        self._start_search(math.expm1(gap))
-        return True
-
-    def _contradicts_itself(self) -> bool:
-        """Where runs were read apart and culprits are named, the ends' typical runs no longer
-        read a gap our way (GOOD read at its fast mode: +13% after the arm's -12%; or an end
-        with every run read off: no gap), or a culprit owns more than share_limit of the gap
-        beside a remainder whose 95% interval lies wholly against the hunted direction: "-26.8%,
-        222% of the gap" beside "-122% unexplained (95% CI -184%..-61%)", a commit after the step
-        read on three runs that all fell in a fast mode. A real improvement inside a slowdown
-        reads so too, and reading every run confirms it."""
-        if not self.book.interfered() or self._sign == 0:
-            return False
-        named, _ = self.rule.named_culprits(self._culprits)
-        steps = [self.rule.own_step(c) for c in named]
-        if not steps:
-            return False
-        gap, gap_se = self.rule.end_difference()
-        if not math.isfinite(gap) or self._toward(gap) <= 0:
-            return True     # the ends' typical runs no longer read the gap the arm saw: no share is read
-        remainder, half = self.rule.remainder(steps, gap, gap_se)
-        return (math.isfinite(remainder) and math.isfinite(half) and self._toward(remainder) + half < 0
-                and max(c.share_of_gap for c in steps) > self.settings.share_limit)
-
-    def _plan_side_check(self, iv: _Interval, slots: int) -> list[tuple[Measure, str | None]] | None:
-        """Does a side of a culprit hold another step? `SideRule.decide` (search/sides.py) says;
-        until it does, both ends are measured again, in pairs (spare slots: the next side's too)."""
-        decision = self.sides.decide(iv.lo, iv.hi, iv.opened, sign=self._sign, gap_scale=self._gap_scale())
-        if decision is not None:
-            outcome, bound = decision
-            if outcome == SideOutcome.SEARCHED:
-                iv.checked = True
-                iv.probes_at_start = self._probes
-            else:
-                self._queue.pop(0)
-            self._sides.append(SideCheck(iv.lo, iv.hi, outcome, bound))
-            return None
-        if self._over_price(iv):
-            self._queue.pop(0)
-            self._sides.append(SideCheck(iv.lo, iv.hi, SideOutcome.CLEARED, self._priced[(iv.lo, iv.hi)], priced=True))
-            return None
-        if self._capped(iv.lo) and self._capped(iv.hi):
-            self._queue.pop(0)
-            self._give_up(iv)
-            self._sides.append(SideCheck(iv.lo, iv.hi, SideOutcome.UNRESOLVED, math.nan))
-            return None
-        # an end at max_samples gets no more samples; the other end still may
-        ends = [i for i in self.pairing.next(iv.lo, iv.hi, slots, self._round) if not self._capped(i)]
-        ends = ends or [i for i in (iv.lo, iv.hi) if not self._capped(i)]
-        picks = [(Measure(i, f"check side {iv.lo}..{iv.hi}"), None) for i in ends]
-        # a side check measures two commits; spare slots check the next queued side at once (the
-        # two sides of a culprit are independent, and their checks dominate rounds at high noise)
-        for other in self._queue[1:]:
-            chosen = {m.index for m, _ in picks}
-            if slots - len(picks) < 2:
-                break
-            if other.checked or chosen & {other.lo, other.hi} or self._capped(other.lo) or self._capped(other.hi):
-                continue
-            picks += [(Measure(i, f"check side {other.lo}..{other.hi}"), None) for i in (other.lo, other.hi)]
-        # slots still spare: more samples of the same ends in this round (the ends test needs
-        # samples, not commits, and the slots' runs are independent draws). One side alone (two
-        # picks are its two ends: no other side was added) alternates its ends over every slot
-        # (a, b, a then b, a, b), as a step's pairs do, so that an odd slot also serves a pair
-        if len(picks) == 2 and slots > 2:
-            picks = [(Measure(i, f"check side {iv.lo}..{iv.hi}"), None) for i in self.pairing.round_of(iv.lo, iv.hi, slots, self._round)]
-        elif len(picks) >= 2:
-            room = min(self.settings.max_samples - self.book.run_count(m.index) for m, _ in picks)
-            repeats = min(slots // len(picks), room)
-            picks = [p for p in picks for _ in range(repeats)] if repeats > 1 else picks
-        return picks
-
-    def _over_price(self, iv: _Interval) -> bool:
-        """The side has cost as many probes as the search before it opened, and its fresh pairs
-        rule out a further step smaller than the gap (`SideRule.resolution`, kept in
-        `_priced`): ruling out the margin would cost more than the rest of the hunt, so the side
-        stops at what it bought (`SearchSettings.side_resolution` None)."""
-        if self.settings.side_resolution is not None or self._probes - iv.probes_at_start < iv.probes_at_start:
-            return False
-        reached = self.sides.resolution(iv.lo, iv.hi, iv.opened, sign=self._sign)
-        if reached is None or not reached < abs(self._gap_scale_relative()):
-            return False
-        self._priced[(iv.lo, iv.hi)] = reached
-        return True
-
-    def _gap_scale_relative(self) -> float:
-        """The GOOD -> BAD gap as a relative change (from `_gap_scale`'s log)."""
-        return -math.expm1(-self._gap_scale())
-
-    def _sides_of(self, iv: _Interval, a: int, b: int) -> list[tuple[int, int]]:
-        """The sides a culprit (a, b) of bracket iv leaves: lo..a and b..hi, where not empty."""
-        return [side for side in ((iv.lo, a), (b, iv.hi)) if side[1] > side[0]]
-
-    def _side_ends_beside_gate(self, iv: _Interval, a: int, b: int, slots: int) -> list[int]:
-        """Outer ends of the sides that step (a, b) would leave, to measure in the naming gate's
-        rounds: each side's check needs pairs of its ends taken after the pick, and one end of each
-        (a or b) is being measured in those rounds anyway. One sample of an outer end per sample of
-        its partner, right after it (within pair_window), until its side's check has decided;
-        the sides are then opened at the pick (`_accept`) and need no rounds of their own for the
-        end the gate measured (at 3% noise the checks took 30 of 225 executions, about half of
-        them for that end)."""
-        since = self.gate.since(a, b)
-        now = self._round + 1
-        picks = []
-        for lo, hi in self._sides_of(iv, a, b):
-            outer, partner = (lo, a) if hi == a else (hi, b)
-            last = (self.book.time.get(partner) or [-1])[-1]
-            unpaired = last > since and now - last <= self.settings.pair_window and last > (self.book.time.get(outer) or [-1])[-1]
-            if unpaired and not self._capped(outer) and self.sides.decide(lo, hi, since, sign=self._sign, gap_scale=self._gap_scale()) is None:
-                picks.append(outer)
-        return picks[: max(1, slots)] if slots < 4 else picks
-
-    def _toward(self, change: float) -> float:
-        return toward(change, self._sign)
-
-    def _give_up(self, iv: _Interval, refuted: bool = False) -> None:
-        """Leave a bracket unresolved; unless every step it proposed was refuted, the search ran
-        out of samples or budget there (the hunt is then 'undecided', not 'not localised')."""
-        self._unresolved.append((iv.lo, iv.hi))
-        if not refuted:
-            self._given_up.append(iv)
+        """What the search has found so far (final once `done`; commit/verdict.py's
+        `search_result`); end_names: what its reasons call index 0 and n - 1."""
+        end_verdict = self._runner.value if self._runner.done else None
+        return search_result(self.ctx, end_verdict, finished=self._runner.done, end_names=end_names)
 
     def noise_prior_report(self) -> dict | None:
         """The remembered noise scale and whether the hunt's noise now uses it (None: no prior)."""
         return self.book.noise_prior_report()
 
-    def _over_budget(self, iv: _Interval) -> bool:
-        """An interval may spend 3x what finding one step should cost, then it is unresolved
-        (bounds the cost of a range whose step cannot be pinned, e.g. a gradual slowdown).
 
-        What a step costs is priced at the larger of the hunt's pooled noise and the noise of its
-        last BUDGET_WINDOW rounds: a machine that got busy mid-hunt pays for the noise it has now,
-        not the average with its quiet start, whose many degrees of freedom held the pooled sigma
-        down while every fresh pair was read at the new noise (docs/search.md, "Budgets"). Never
-        below the pooled price, so a machine that grew quiet keeps the budget it had. Priced in
-        typical runs: where a share of the runs is read as interfered (the machine's second mode),
-        every typical run costs `runs_per_typical_run` runs, and the budget pays them."""
-        per = self._samples_per_decision(recent=True)
-        budget = (3 * max(per, 4) * (math.log2(iv.hi - iv.lo + 1) + 4) * self._budget_scale()
-                  * self.book.runs_per_typical_run() ** 2)
-        return self._probes - iv.probes_at_start > budget
-
-    def _budget_scale(self) -> float:
-        """A max_samples above the default raises each interval's budget in proportion: the one
-        flag a user raises to let an undecided hunt go further (the report's continue command)."""
-        return max(1.0, self.settings.max_samples / MAX_SAMPLES)
-
-    def _gap_scale(self) -> float:
-        """|log GOOD->BAD gap| from every sample of the two ends so far, at least min_effect (for
-        the budgets and the side margin; the posterior's prior scale stays the control arm's look)."""
-        if self._phase == _Phase.CONTROL or not (self.book.raw.get(0) and self.book.raw.get(self.n - 1)):
-            return self._tau
-        return max(abs(self.rule.total_log_gap()), log_threshold(self.settings.min_effect))
-
-    def _accept(self, iv: _Interval, a: int, b: int) -> None:
-        # size and interval are filled in by result(), from all samples of the segments
-        self._culprits.append(Culprit(first_bad=b, last_good=a, step=math.nan, step_ci95=(math.nan, math.nan),
-                                      step_tok_s=math.nan, share_of_gap=math.nan))
-        self._queue.pop(0)
-        # the two sides may hold further steps (Pinpoint explores every differing pair)
-        # opened at the pick: the pairs of their ends taken since then are as fresh as the gate's
-        # (`_side_ends_beside_gate`)
-        since = self.gate.since(a, b)
-        self._queue[0:0] = [_Interval(lo, hi, checked=False, is_side=True, opened=since, probes_at_start=self._probes)
-                            for lo, hi in self._sides_of(iv, a, b)]
-
-    # helpers --------------------------------------------------------------------------
-
-    def _measurable_in(self, lo: int, hi: int) -> list[int]:
-        return [i for i in range(lo, hi + 1) if not self.book.unmeasurable(i)]
-
-    def _posterior(self, iv: _Interval, sign: int, null_prior: float = 0.0) -> Posterior:
-        """Posterior over the step position in [iv.lo, iv.hi] (`localise.step_posterior`)."""
-        return step_posterior(self.book, self._measurable_in(iv.lo, iv.hi), iv.vetoed, tau=self._tau, sign=sign,
-                              null_prior=null_prior, drift_prior=self.settings.drift_prior)
-
-    def _candidate_verdicts(self, culprits: Sequence[Culprit]) -> tuple[CandidateVerdict, ...]:
-        out = []
-        bounds = sorted(c.first_bad for c in culprits)
-        off = self.book.interfered()
-        for i in sorted(set(self.book.runs) | set(self.book.skips)):
-            vals = self.book.raw.get(i, [])
-            summ = summarize(vals) if vals else None
-            if self.book.unmeasurable(i) or not self.book.run_count(i):
-                verdict = CandidateCall.SKIP
-            elif not vals:
-                verdict = CandidateCall.UNSURE
-            elif any(lo < i < hi for lo, hi in self._unresolved) or (self._end_verdict in (Verdict.NOT_REPRODUCED, Verdict.UNDECIDED) and i != 0):
-                verdict = CandidateCall.UNSURE
-            elif not culprits:
-                verdict = CandidateCall.GOOD if i == 0 else CandidateCall.UNSURE
-            else:
-                seg = sum(1 for b in bounds if b <= i)
-                verdict = CandidateCall.GOOD if seg == 0 else CandidateCall.BAD if seg == len(bounds) else CandidateCall.LEVEL
-            out.append(CandidateVerdict(index=i, n=len(vals), summary=summ, verdict=verdict,
-                                        interfered=tuple(off.get(i, ()))))
-        return tuple(out)
+def _search(ctx: SearchContext) -> Phase:
+    """The phases in order, as one coroutine returning the verdict the control arm ended the hunt
+    on (None: it went on to search): the control arm; then, once it says 'go', each bracket in
+    the queue (a side's check first, then its localisation), until the queue is empty and
+    neither a remainder nor a shape seen late sends the search back. At `max_probes`
+    (`OutOfProbes`, before any decision the last round allows) the arm ends 'not-reproduced' and a
+    search gives up the brackets it was searching."""
+    try:
+        verdict = yield from control_arm(ctx)
+    except OutOfProbes:
+        return Verdict.NOT_REPRODUCED
+    if verdict != Verdict.REPRODUCED:
+        return verdict
+    start_search(ctx, ctx.control.comparison.change)
+    try:
+        while ctx.queue or remainder.search_remainder(ctx) or remainder.search_the_changed_shape(ctx):
+            iv = ctx.queue[0]
+            if not iv.checked and not (yield from check_side(ctx, iv)):
+                ctx.queue.pop(0)
+                continue
+            step = yield from localise(ctx, iv)
+            ctx.queue.pop(0)
+            if step is not None:
+                accept(ctx, iv, *step)
+    except OutOfProbes:
+        for iv in ctx.queue:
+            if iv.checked:
+                ctx.give_up(iv)
+        ctx.queue = []
+    return None

@@ -438,7 +438,7 @@ class SampleBook:
     def recent_sigma(self, since: int) -> float:
         """Noise sigma (log scale) of the samples taken after round `since` alone, each
         candidate's about its own mean in that window, without the remembered prior: what the
-        machine is like now (the hunt's budgets, `CommitSearch._over_budget`). nan below
+        machine is like now (the hunt's budgets, `SearchContext.over_budget`). nan below
         RECENT_DF degrees of freedom."""
         groups = [[v for v, t in zip(vals, self.time.get(i, [])) if t > since]
                   for i, vals in self.raw.items() if not self.unmeasurable(i)]

@@ -60,7 +60,7 @@ class Confirmation:
 class StepConfirmation:
     """The paired test and the naming gate's rounds of one search. `capped(i)`: candidate i is at
     its sample cap; `beside(bracket, a, b, slots)`: the outer ends of the sides step (a, b) would
-    leave that are due a sample in the gate's rounds (`CommitSearch._side_ends_beside_gate`)."""
+    leave that are due a sample in the gate's rounds (`commit.sides.side_ends_beside_gate`)."""
 
     def __init__(self, book: SampleBook, settings: ConfirmSettings, gate: NamingGate, picker: Picker,
                  pairing: Pairing, capped: Callable[[int], bool],

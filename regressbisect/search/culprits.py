@@ -66,7 +66,7 @@ class CulpritRule:
     def remainder(self, steps: Sequence[Culprit], gap: float, gap_se: float) -> tuple[float, float]:
         """`remainder_of_gap` of these culprits (each sized by `own_step`); gap, gap_se:
         `end_difference()`. The report's interval (`unexplained_interval`) and the search's
-        decision to look for the remainder in a cleared side (`CommitSearch._search_remainder`)
+        decision to look for the remainder in a cleared side (`commit.remainder.search_remainder`)
         both read it, so the hunt never searches for a remainder whose printed interval includes
         none."""
         return remainder_of_gap(gap, gap_se, [(c.step, c.step_ci95) for c in steps])

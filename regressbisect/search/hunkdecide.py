@@ -2,7 +2,7 @@
 
 No git, no I/O. This module runs the phases in order; each is its own module of search/hunks/
 (its __init__ lists them) over one explicit `HuntContext`, and calls the commit search's rules
-where they are the same rule. Every phase is a coroutine (`runnable.Phase`): it yields a batch
+where they are the same rule. Every phase is a coroutine (`phases.Phase`): it yields a batch
 of (subset, purpose) requests whose samples do not depend on each other (a round of the prefix
 search, the ABBA pair, the rotation of arms) and is sent their values. `HunkDecider` runs them
 ask/tell as `CommitSearch` is run (`next_batch(slots)` / `record`, by `search/driver.drive`), so
@@ -47,7 +47,7 @@ the hunks a hunk cannot run without, read from the diff. The simulation in scrip
 A named group is sized on the runs of the test that named it, with a confidence sequence valid
 at that test's stop (`subsets.sized_at_stop`: the commit search's rule). `SearchSettings.max_probes`
 caps the measures of every phase together: at the cap the phases are stopped
-(`runnable.OutOfProbes`) and the hunt reports the culprits named before it.
+(`phases.OutOfProbes`) and the hunt reports the culprits named before it.
 
 Subsets that break `needs`, and subsets seen not to run (skipped twice, no sample), are never
 measured again: they count as skipped without a probe (`hunks/runnable.py`). Culprits that surely own more than
@@ -67,13 +67,14 @@ from regressbisect.search.hunks.delta import by_delta_debugging
 from regressbisect.search.hunks.prefix import END_NAMES, HUNK_SIDE_PAIRS, end_gap, prefix_groups, prefixes, search_prefixes
 from regressbisect.search.hunks.rest import peel_the_rest
 from regressbisect.search.driver import drive
-from regressbisect.search.hunks.runnable import Batch, Measure, Needs, OutOfProbes, Phase, Purpose, Runnable
+from regressbisect.search.hunks.runnable import Measure, Needs, Purpose, Runnable
 from regressbisect.search.hunks.steps import name_steps
 from regressbisect.search.hunks.subsets import (Names, TestedSubset, spread_note, spread_over, spread_reason,
                                                test_subset)
 from regressbisect.search.hunks.verdict import HunkDecision, verdict_at_cap, verdict_of_named
 from regressbisect.search.levels import LevelRule
 from regressbisect.search.naming import AlphaSpender
+from regressbisect.search.phases import OutOfProbes, Phase, PhaseRunner
 from regressbisect.search.stats import NoisePool
 from regressbisect.search.verdicts import Verdict
 
@@ -85,9 +86,10 @@ class HunkDecider:
     """A hunk hunt's decisions, ask/tell like `CommitSearch`: `next_batch(slots)` gives up to
     `slots` measures (`Ask`: `index` names a subset, `subset(index)`; `reason` is the purpose),
     `record(index, value)` feeds each, `result()` is the HunkDecision once `next_batch` gives [].
-    The phases ask in batches (`runnable.Batch`); a batch longer than the slots is handed out a
-    slot-count at a time, in its order, and a subset known not to run is answered None here,
-    without a probe. `needs`: for a hunk, the hunks it cannot run without, known without a probe."""
+    The phases ask in batches (`phases.Batch`), run by `phases.PhaseRunner`: a batch longer than
+    the slots is handed out a slot-count at a time, in its order, and a subset known not to run is
+    answered None here, without a probe. `needs`: for a hunk, the hunks it cannot run without,
+    known without a probe."""
 
     def __init__(self, hunk_ids: Sequence[str], groups, settings: SearchSettings, rule: LevelRule = LevelRule(),
                  ddmin: DdminSettings = DdminSettings(), on_phase: Callable[[str], None] = lambda text: None,
@@ -102,15 +104,10 @@ class HunkDecider:
         self.ctx = HuntContext(settings=settings, rule=rule, ddmin=ddmin, runs=self.runs, ids=list(hunk_ids),
                                groups=groups, order=prefix_groups(hunk_ids, groups, needs), on_phase=on_phase,
                                leave_out_alphas=AlphaSpender(settings.name_alpha / 2), noise_prior=noise_prior)
-        self._phase: Phase = _decide(self.ctx, end_names)
+        self._runner = PhaseRunner(_decide(self.ctx, end_names))
         self._subsets: list[frozenset] = []
         self._index: dict[frozenset, int] = {}
-        self._batch: Batch | None = None
-        self._values: list[float | None] = []
-        self._next = 0              # the batch's first request not handed out yet
-        self._out: list[int] = []   # requests handed out, not recorded yet (positions in the batch)
         self._decision: HunkDecision | None = None
-        self._started = False
         self.asked = 0
         """Measures handed out (each a probe or a stored sample; a subset known not to run is none)."""
 
@@ -121,37 +118,22 @@ class HunkDecider:
     def next_batch(self, slots: int = 1) -> list[Ask]:
         if slots < 1:
             raise ValueError("slots must be >= 1")
-        if self._out:
+        if self._runner.waiting():
             raise RuntimeError("record() every measure of the previous round before asking for the next")
         self.ctx.slots = slots
-        while self._decision is None:
-            if self._batch is None or self._batch_done():
-                self._advance()
-                continue
-            if self._at_cap():
-                self._advance(OutOfProbes())
-                continue
-            out: list[Ask] = []
-            while self._next < len(self._batch.requests) and len(out) < slots and not self._at_cap(len(out)):
-                subset, purpose = self._batch.requests[self._next]
-                if self.runs.admit(subset):
-                    self._out.append(self._next)
-                    out.append(Ask(self._index_of(subset), purpose))
-                self._next += 1
-                if self._stopped():
-                    break
-            self.asked += len(out)
-            if out:
-                return out
-        return []
+        handed = self._runner.ask(slots, admit=lambda request: self.runs.admit(request[0]), at_cap=self._at_cap)
+        out = [Ask(self._index_of(subset), purpose) for _, (subset, purpose) in handed]
+        self.asked += len(out)
+        if self._runner.done and self._decision is None:
+            self._decision = replace(self._runner.value, did_not_run=self.runs.did_not_run)
+        return out
 
     def record(self, index: int, value: float | None) -> None:
         """Feed one sample (tok/s) of the subset `index` names, or None when its run was skipped."""
-        position = next((p for p in self._out if self._batch.requests[p][0] == self._subsets[index]), None)
+        position = next((p for p, (subset, _) in self._runner.waiting() if subset == self._subsets[index]), None)
         if position is None:
             raise ValueError(f"no measure of subset {index} is waiting for its value")
-        self._out.remove(position)
-        self._values[position] = value
+        self._runner.tell(position, value)
         self.runs.note(self._subsets[index], value)
         self.ctx.record(self._subsets[index], value)
 
@@ -166,34 +148,10 @@ class HunkDecider:
             self._subsets.append(subset)
         return self._index[subset]
 
-    def _stopped(self) -> bool:
-        """The batch's stop request was skipped: the requests after it are not needed."""
-        stop = self._batch.stop_after_skip
-        return stop is not None and stop < self._next and stop not in self._out and self._values[stop] is None
-
     def _at_cap(self, more: int = 0) -> bool:
         """The hunt has asked for `SearchSettings.max_probes` measures (with `more` about to be
         handed out), past its first prefix search (which stops at its own cap)."""
         return self.ctx.capped and self.asked + more >= self.ctx.settings.max_probes
-
-    def _batch_done(self) -> bool:
-        return not self._out and (self._next == len(self._batch.requests) or self._stopped())
-
-    def _advance(self, stop: OutOfProbes | None = None) -> None:
-        """Send the finished batch's values (the first batch: start) and take the next one; `stop`:
-        throw it into the phases instead (the probe cap: they end with what they found)."""
-        try:
-            if stop is not None:
-                batch = self._phase.throw(stop)
-            elif not self._started:
-                self._started = True
-                batch = next(self._phase)
-            else:
-                batch = self._phase.send(self._values)
-        except StopIteration as done:
-            self._decision = replace(done.value, did_not_run=self.runs.did_not_run)
-            return
-        self._batch, self._values, self._next = batch, [None] * len(batch.requests), 0
 
 
 def decide_hunks(hunk_ids: Sequence[str], groups, measure: Measure, settings: SearchSettings,

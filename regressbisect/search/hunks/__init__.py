@@ -6,8 +6,8 @@ control arm's 'go' (control.shows_step), the alpha spending (naming.AlphaSpender
 (book.unmeasurable_by_skips), the shares rule (culprits.shares_do_not_add_up).
 
     context.py   HuntContext: settings, rules, the Runnable, pooled noise, alpha spender, on_phase
-    runnable.py  Runnable: which subsets run (needs, and the skip rule); the one place that measures;
-                 OutOfProbes, the hunt's cap of measures
+    runnable.py  Runnable: which subsets run (needs, and the skip rule); Purpose, what a run is for
+                 (the phases' Batch, their runner and OutOfProbes, the cap of measures: search/phases.py)
     subsets.py   TestedSubset, a subset against BASE (test_subset), sized at its test's stop; Names
     prefix.py    prefix_groups, PrefixSearch (the commit search over BASE + the first k groups)
     steps.py     naming the steps of a prefix search: alone, needs, needed members

@@ -8,8 +8,9 @@ from enum import Enum
 from regressbisect.search.control import rules_out_step, shows_step
 from regressbisect.search.hunks.context import HuntContext
 from regressbisect.search.hunks.prefix import search_prefixes
-from regressbisect.search.hunks.runnable import Phase, Purpose
+from regressbisect.search.hunks.runnable import Purpose
 from regressbisect.search.hunks.subsets import Joined, TestedSubset, sized_at_stop, tested, with_joined
+from regressbisect.search.phases import Phase
 from regressbisect.search.stats import log_step, log_threshold
 from regressbisect.search.verdicts import Verdict
 
@@ -41,7 +42,7 @@ Arms = tuple[list[float], list[float]]
 
 def alone_with_what_it_needs(ctx: HuntContext, proposed: frozenset, before: list[frozenset], sign: int,
                              priors: tuple[float, ...] | None = None, scale: float = math.nan) -> Phase:
-    """A coroutine phase (runnable.Phase) returning a TestedSubset or None. `proposed` (the group a step adds) alone against BASE (`alone`, beside the slow prefix it
+    """A coroutine phase (phases.Phase) returning a TestedSubset or None. `proposed` (the group a step adds) alone against BASE (`alone`, beside the slow prefix it
     ends), joined by what it needs until it reproduces the slowdown alone:
 
     * when it does not run, the first j at which BASE + proposed + the first j groups of

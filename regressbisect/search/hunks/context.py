@@ -9,9 +9,10 @@ from regressbisect.search.bisect import SearchSettings
 from regressbisect.search.control import PAIRS_TO_DECIDE
 from regressbisect.search.ddmin import DdminSettings
 from regressbisect.search.interference import HuntReading, Reader
-from regressbisect.search.hunks.runnable import Batch, Phase, Purpose, Runnable
+from regressbisect.search.hunks.runnable import Purpose, Runnable
 from regressbisect.search.levels import LevelRule
 from regressbisect.search.naming import AlphaSpender, fresh_pairs_to_tell_a_mode
+from regressbisect.search.phases import Batch, Phase
 from regressbisect.search.stats import NoisePool, paired_log_diffs, sign_log_e
 
 __all__ = ["HuntContext"]
@@ -21,7 +22,7 @@ __all__ = ["HuntContext"]
 class HuntContext:
     """One hunk hunt's settings and rules, and the two things its phases share as it runs: the
     pooled noise of every sample so far and the leave-one-out tests' alpha spender. Every sample
-    is asked for through `measure` or `measure_all` (phases are coroutines: `runnable.Phase`; a
+    is asked for through `measure` or `measure_all` (phases are coroutines: `phases.Phase`; a
     subset known not to run is no probe)."""
 
     settings: SearchSettings
@@ -129,7 +130,7 @@ class HuntContext:
 
     def measure_all(self, requests: Sequence[tuple[frozenset, Purpose]], stop_after_skip: int | None = None) -> Phase:
         """One sample of each (subset, purpose), independent of each other: side by side where
-        there are slots (`runnable.Batch`). Returns the values in order."""
+        there are slots (`phases.Batch`). Returns the values in order."""
         return list((yield Batch(tuple(requests), stop_after_skip)))
 
     def learn(self, samples: Sequence[Sequence[float]]) -> None:

@@ -8,10 +8,11 @@ from typing import Sequence
 from regressbisect.search.ddmin import UNDECIDED, UNRESOLVED, HunkSearch
 from regressbisect.search.hunks.context import HuntContext
 from regressbisect.search.hunks.members import needed_members
-from regressbisect.search.hunks.runnable import OutOfProbes, Phase, Purpose
+from regressbisect.search.hunks.runnable import Purpose
 from regressbisect.search.hunks.subsets import Names, test_subset, with_share
 from regressbisect.search.hunks.verdict import HunkDecision, out_of_probes, verdict_at_cap, verdict_of_named
 from regressbisect.search.levels import LevelRule, slowdowns, subset_verdict, undecided
+from regressbisect.search.phases import OutOfProbes, Phase
 from regressbisect.search.stats import log_threshold
 from regressbisect.search.verdicts import Verdict
 

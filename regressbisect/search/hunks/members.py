@@ -6,8 +6,9 @@ from typing import Sequence
 
 from regressbisect.search.control import shows_step
 from regressbisect.search.hunks.context import HuntContext
-from regressbisect.search.hunks.runnable import Phase, Purpose
+from regressbisect.search.hunks.runnable import Purpose
 from regressbisect.search.hunks.subsets import Joined, TestedSubset, sized_at_stop, step_scale, with_joined
+from regressbisect.search.phases import Phase
 from regressbisect.search.stats import log_step
 
 __all__ = ["Need", "needed_members"]

@@ -8,10 +8,11 @@ from typing import Sequence
 
 import numpy as np
 
-from regressbisect.search.bisect import CONTROL_ARM, CommitSearch, SearchResult, SearchSettings
+from regressbisect.search.bisect import CONTROL_ARM, CommitSearch, Measure, SearchResult, SearchSettings
 from regressbisect.search.hunks.context import HuntContext
-from regressbisect.search.hunks.runnable import Batch, Needs, Phase, Purpose
+from regressbisect.search.hunks.runnable import Needs, Purpose
 from regressbisect.search.interference import Reader
+from regressbisect.search.phases import Batch, Phase
 from regressbisect.search.stats import NoisePool
 
 __all__ = ["HUNK_SIDE_PAIRS", "END_NAMES", "PrefixSearch", "prefix_groups", "prefixes", "search_prefixes", "end_gap"]
@@ -58,7 +59,7 @@ def prefixes(order: Sequence[frozenset]) -> list[frozenset]:
     return list(accumulate(order, frozenset.union, initial=frozenset()))
 
 
-class PrefixSearch(CommitSearch):
+class PrefixSearch:
     """The commit search over BASE + each candidate subset, as the hunk hunt runs it: side checks
     sized for HUNK_SIDE_PAIRS fresh pairs, its ends called BASE and BASE + all hunks, and two
     things only the hunk hunt's search for what a step needs asks for:
@@ -67,6 +68,8 @@ class PrefixSearch(CommitSearch):
       shows in the next alone test);
     * `carry_control_pairs`: pairs of its two ends measured before it (the alone test's BASE and
       prefix arms), its control arm's first.
+
+    It holds a `CommitSearch` (`search`) and hands on what the hunk hunt reads of it.
     """
 
     def __init__(self, n: int, settings: SearchSettings, *, one_step: bool = False,
@@ -74,31 +77,25 @@ class PrefixSearch(CommitSearch):
         # stall_share 0: its ends' 'not reproduced' and its steps steer the hunk hunt, whose own
         # arm (BASE against every hunk) says "no regression" and whose alone tests name hunks on
         # their own fresh pairs; the waits for a stall that may not have shown are theirs
-        super().__init__(n, replace(settings, side_pairs=HUNK_SIDE_PAIRS, stall_share=0.0), noise_prior=noise_prior,
-                         reader=reader)
-        self.one_step = one_step
+        self.search = CommitSearch(n, replace(settings, side_pairs=HUNK_SIDE_PAIRS, stall_share=0.0),
+                                   noise_prior=noise_prior, reader=reader, one_step=one_step)
+        self.n, self.book, self.control, self.gate = n, self.search.book, self.search.control, self.search.gate
 
     def carry_control_pairs(self, good: Sequence[float], bad: Sequence[float]) -> None:
-        """Pairs of the two ends measured before this search, side by side (another test's arms in
-        rotation): the control arm goes on from them. Its e-values are anytime-valid, so a
-        sequence that another rule stopped may be continued (Ville's inequality holds at every
-        stopping time). Only before the first round; they are no probes of this search."""
-        if self._round or self._pending:
-            raise RuntimeError("carry_control_pairs() comes before the first round")
-        for good_value, bad_value in zip(good, bad):
-            self._round += 1
-            self.book.add(0, good_value, tag=self.control.tag, when=self._round)
-            self.book.add(self.n - 1, bad_value, tag=self.control.tag, when=self._round)
+        """`CommitSearch.carry_control_pairs`: its control arm goes on from these pairs."""
+        self.search.carry_control_pairs(good, bad)
+
+    def next_batch(self, slots: int = 1) -> list[Measure]:
+        return self.search.next_batch(slots)
+
+    def record(self, index: int, value: float | None) -> None:
+        self.search.record(index, value)
+
+    def samples(self, index: int) -> tuple[float, ...]:
+        return self.search.samples(index)
 
     def result(self, end_names: tuple[str, str] = END_NAMES) -> SearchResult:
-        return super().result(end_names)
-
-    def _accept(self, iv, a: int, b: int) -> None:
-        super()._accept(iv, a, b)
-        if self.one_step:
-            # its sides are not searched, nor a remainder: the search is done
-            self._queue = []
-            self._remainder_searched = True
+        return self.search.result(end_names)
 
 
 def search_prefixes(ctx: HuntContext, candidates: Sequence[frozenset], *, first: Purpose, rest: Purpose,
@@ -121,7 +118,7 @@ def search_prefixes(ctx: HuntContext, candidates: Sequence[frozenset], *, first:
     return search
 
 
-def end_gap(search: CommitSearch, noise: NoisePool) -> tuple[float, float]:
+def end_gap(search: PrefixSearch, noise: NoisePool) -> tuple[float, float]:
     """Log tok/s of BASE + all hunks less BASE's from every sample of the two, and its standard
     error from the pooled noise. An end whose every run was read as interfered is read on every
     run (with a second mode of 30% of the runs at 1.4x, BASE's were, and this divided by zero)."""

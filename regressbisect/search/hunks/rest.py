@@ -7,9 +7,10 @@ from dataclasses import replace
 from regressbisect.search.control import shows_step
 from regressbisect.search.hunks.context import HuntContext
 from regressbisect.search.hunks.prefix import prefixes, search_prefixes
-from regressbisect.search.hunks.runnable import OutOfProbes, Phase, Purpose
+from regressbisect.search.hunks.runnable import Purpose
 from regressbisect.search.hunks.steps import name_steps
 from regressbisect.search.hunks.subsets import Names, log_se, spread_over
+from regressbisect.search.phases import OutOfProbes, Phase
 from regressbisect.search.stats import log_threshold
 from regressbisect.search.verdicts import Verdict
 
@@ -28,7 +29,7 @@ def peel_the_rest(ctx: HuntContext, signed_gap: float, gap_se: float, names: Nam
     the prefixes (costs in time add: a hunk -22% alone is -9% on top of one of -65%), below what
     the side checks look for (a fifth of the gap); against BASE it is its own size again. Returns
     `names` with what it found; a search whose steps could not all be placed adds its names, not
-    its open questions. The probe cap (`runnable.OutOfProbes`) ends it with the names found before it."""
+    its open questions. The probe cap (`phases.OutOfProbes`) ends it with the names found before it."""
     sign = -1 if signed_gap < 0 else 1
     s = ctx.settings
     for _ in range(ctx.ddmin.max_culprits):

@@ -1,13 +1,14 @@
-"""Which subsets of hunks run, and the one kind of request every phase measures with (`Batch`)."""
+"""Which subsets of hunks run, and what each run of a hunk hunt is for (`Purpose`); the phases' `Batch`
+and the runner that asks for them are search/phases.py's, the commit search's too."""
 from __future__ import annotations
 
-from dataclasses import dataclass
 from enum import Enum
-from typing import Callable, Generator, Iterable, Mapping, Sequence
+from typing import Callable, Iterable, Mapping
 
 from regressbisect.search.book import unmeasurable_by_skips
+from regressbisect.search.phases import Batch, Phase
 
-__all__ = ["Batch", "Measure", "Needs", "OutOfProbes", "Phase", "Purpose", "Runnable"]
+__all__ = ["Measure", "Needs", "Purpose", "Runnable"]
 
 
 class Purpose(str, Enum):
@@ -37,33 +38,6 @@ Measure = Callable[[frozenset, Purpose], "float | None"]
 """(subset of hunk ids, purpose) -> tok/s of one run of BASE + subset, or None (skipped)."""
 Needs = Mapping[str, Iterable[str]]
 """hunk id -> the hunk ids it cannot run without."""
-
-
-@dataclass(frozen=True)
-class Batch:
-    """The samples one look of a phase needs, in the order a single slot takes them: (subset,
-    purpose) each; every one is independent of the others' values, so several slots may take them
-    side by side. `stop_after_skip`: when that request's run is skipped the requests after it are
-    not needed (a round whose tested subset does not run has no partner for its other samples):
-    one slot does not take them, and their value is None."""
-
-    requests: tuple[tuple[frozenset, Purpose], ...]
-    stop_after_skip: int | None = None
-
-
-Phase = Generator[Batch, Sequence["float | None"], object]
-"""A phase as a coroutine: yields a `Batch`, is sent its values (one per request, in order),
-returns what it found. `hunkdecide.HunkDecider` runs it, a few slots at a time."""
-
-
-class OutOfProbes(Exception):
-    """Thrown into a hunt's phases once it has asked for `SearchSettings.max_probes` measures
-    (`hunkdecide.HunkDecider`): the phase that holds names re-raises it with them (`names`), and
-    the hunt reports what it named before the cap, the rest in its remainder."""
-
-    def __init__(self, names: object = None):
-        super().__init__("the hunt's probe cap ran out")
-        self.names = names
 
 
 class Runnable:

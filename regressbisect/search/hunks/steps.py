@@ -4,25 +4,26 @@ from __future__ import annotations
 import math
 from typing import Sequence
 
-from regressbisect.search.bisect import CommitSearch, Culprit
+from regressbisect.search.bisect import Culprit
 from regressbisect.search.hunks.alone import alone_with_what_it_needs, first_group_alone
 from regressbisect.search.hunks.context import HuntContext
 from regressbisect.search.hunks.members import needed_members
-from regressbisect.search.hunks.runnable import OutOfProbes, Phase
+from regressbisect.search.hunks.prefix import PrefixSearch
 from regressbisect.search.hunks.subsets import Names, TestedSubset, step_scale, with_share
+from regressbisect.search.phases import OutOfProbes, Phase
 from regressbisect.search.verdicts import Verdict
 
 __all__ = ["name_steps"]
 
 
-def name_steps(ctx: HuntContext, steps: Sequence[Culprit], search: CommitSearch, order: Sequence[frozenset],
+def name_steps(ctx: HuntContext, steps: Sequence[Culprit], search: PrefixSearch, order: Sequence[frozenset],
                signed_gap: float, names: Names) -> Phase:
     """(A coroutine phase returning (Names, bool).) Each step of `search` (over BASE + the first k groups of `order`) names the last group it
     adds, once that alone reproduces the slowdown against BASE on fresh pairs, with what it
     needs from the groups before it (`alone.alone_with_what_it_needs`) and less the hunks it does
     not need (`members.needed_members`). Returns `names` with what it found, and whether every
     step's group was placed (False: one could not be, delta debugging's case; what was named before
-    it is in the names all the same). The probe cap (`runnable.OutOfProbes`) ends it with the names
+    it is in the names all the same). The probe cap (`phases.OutOfProbes`) ends it with the names
     found before it."""
     sign = -1 if signed_gap < 0 else 1
     for step in steps:

@@ -12,7 +12,8 @@ from regressbisect.search.bisect import SearchResult
 from regressbisect.search.book import SampleBook
 from regressbisect.search.control import ControlArm
 from regressbisect.search.hunks.context import HuntContext
-from regressbisect.search.hunks.runnable import Phase, Purpose
+from regressbisect.search.hunks.runnable import Purpose
+from regressbisect.search.phases import Phase
 from regressbisect.search.stats import NoisePool, log_threshold, mixture_half_width, t_ppf
 from regressbisect.search.verdicts import CandidateCall, Verdict
 

@@ -80,7 +80,7 @@ def out_of_probes(max_probes: int) -> str:
 
 def verdict_at_cap(facts: HunkDecision, names: Names | None, share_gap: float, signed_gap: float, gap_se: float,
                    settings) -> HunkDecision:
-    """The verdict of a hunt its probe cap stopped (`runnable.OutOfProbes`): the culprits named
+    """The verdict of a hunt its probe cap stopped (`phases.OutOfProbes`): the culprits named
     before it, what they leave in the remainder, the reason saying the cap ran out; `undecided`
     when none was named. settings: the hunt's SearchSettings."""
     names = replace(names or Names(), open_question=False)
