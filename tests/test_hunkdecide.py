@@ -283,7 +283,7 @@ def test_a_named_hunks_interval_covers_its_step_at_the_stop_of_the_test_that_nam
         named += 1
         group = hunted.group(found)
         lo, hi = group.ci95_pct
-        assert lo <= group.step_pct <= hi <= -0.0 and group.alone["ci95_pct"] == [lo, hi]
+        assert lo <= group.step_pct <= hi <= -0.0 and group.alone.ci95_pct == [lo, hi]
         covered += lo <= -1.5 <= hi
     assert named >= 40, named
     assert covered >= 0.93 * named, (covered, named)        # 95% nominal

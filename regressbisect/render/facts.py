@@ -33,7 +33,7 @@ class CulpritFacts:
     """Short shas the culprit may be any of (skipped commits in between)."""
     merge: tuple[str, ...] = ()
     """For a merge: that it is one, the hunt of the branch it merged, and what that hunt's answer
-    means (report_json.merge_json); empty for a commit with one parent."""
+    means (report_json.merge_part); empty for a commit with one parent."""
     work_reading: str | None = None
     """The counts against throughput, one line (render/work.py); None without the counting arm."""
     work_headers: tuple[str, ...] = ()
