@@ -23,6 +23,9 @@ class Absent:
     def __repr__(self) -> str:
         return "ABSENT"
 
+    def __bool__(self) -> bool:    # read as no value: `drill.culprits or ()`
+        return False
+
 
 ABSENT = Absent()
 
