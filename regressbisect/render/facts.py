@@ -15,7 +15,7 @@ from regressbisect.render import work as work_table
 from regressbisect.render.report_hunks import HunkReport
 from regressbisect.render.report_json import CommitCulprit, CommitReport, NightlyReport
 from regressbisect.render.report_load import TypedReport
-from regressbisect.render.report_parts import (Candidate, ChangePoint, DrillReport, Established, HunkCulprit, HunkEntry,
+from regressbisect.render.report_parts import (Candidate, ChangePoint, Cost, DrillReport, Established, HunkCulprit, HunkEntry,
                                                HunkGroup, Merge)
 from regressbisect.search.sides import SideOutcome
 from regressbisect.search.verdicts import Verdict
@@ -529,19 +529,18 @@ def store_only_line(report: CommitReport | HunkReport) -> str | None:
 
 def cost_line(report: CommitReport | HunkReport) -> str | None:
     probes, cached, cost = report.facts.probes, report.facts.cached_samples, report.facts.cost
-    crashed = cost.get("crashed_probes")
-    crashed_text = f" ({crashed} crashed, {cost.get('crashed_wall_s') or 0:,.0f} s)" if crashed else ""
+    crashed = cost.crashed_probes if cost else 0
+    crashed_text = f" ({crashed} crashed, {_or_0(cost.crashed_wall_s):,.0f} s)" if crashed else ""
     line = f"Probes run: {probes}{crashed_text}, cached samples reused: {cached}."
     if cost:
         line += " " + cost_detail(cost, torch_used=torch_used(report))
-        arm = cost.get("counting_arm")
-        if isinstance(arm, Mapping) and arm.get("commits"):
-            line += (f" Counting arm (work per step; never {unit(report)}): {arm.get('probes', 0)} probe(s), "
-                     f"{arm.get('seconds', 0):.0f} s, at {arm['commits']} commit(s).")
-            failed = arm.get("failed")
-            if isinstance(failed, Mapping) and failed:
-                first = next(iter(failed.values()))
-                line += (f" It failed at {len(failed)} commit(s), so no work per step is shown there "
+        arm = cost.counting_arm
+        if arm and arm.commits:
+            line += (f" Counting arm (work per step; never {unit(report)}): {arm.probes} probe(s), "
+                     f"{_or_0(arm.seconds):.0f} s, at {arm.commits} commit(s).")
+            if arm.failed:
+                first = next(iter(arm.failed.values()))
+                line += (f" It failed at {len(arm.failed)} commit(s), so no work per step is shown there "
                          f"({first}); --instrument off skips it.")
     return line
 
@@ -561,36 +560,33 @@ def torch_used(report: CommitReport | HunkReport) -> bool:
     return "torch" in (preload.get("watched_imported") or ())
 
 
-def cost_detail(cost: Mapping[str, Any], torch_used: bool = True) -> str:
+def cost_detail(cost: Cost, torch_used: bool = True) -> str:
     """Probe wall, measured share, GPU-seconds, the budget and why, the shared caches, compile
     workers (the last two only when the probe may have imported torch)."""
-    share = cost.get("measured_share")
+    share = cost.measured_share
     share_text = f" ({share:.0%} of it in measured windows)" if _finite(share) else ""
-    parts = [f"Probe wall {cost.get('probe_wall_s', 0):,.0f}s{share_text}, "
-             f"{cost.get('gpu_s', 0):,.0f} GPU-seconds."]
-    if cost.get("builds") is not None:   # the setup step (docs/setup.md)
-        parts.append(f"{cost['builds']} builds, {cost.get('build_reuses', 0)} probes on a tree "
-                     f"already built.")
-    budget = cost.get("budget")
-    if isinstance(budget, Mapping):
-        parts.append(f"Token budget {budget.get('tokens')}: {budget.get('reason')}.")
-    caches = cost.get("caches")
+    parts = [f"Probe wall {_or_0(cost.probe_wall_s):,.0f}s{share_text}, {_or_0(cost.gpu_s):,.0f} GPU-seconds."]
+    if cost.builds is not None:   # the setup step (docs/setup.md)
+        parts.append(f"{cost.builds} builds, {cost.build_reuses} probes on a tree already built.")
+    if cost.budget is not None:
+        parts.append(f"Token budget {cost.budget.get('tokens')}: {cost.budget.get('reason')}.")
     if not torch_used:
         return " ".join(parts)
-    if isinstance(caches, Mapping):
-        if caches.get("shared"):
-            parts.append(f"Shared caches ({', '.join(caches['shared'])}) in {caches.get('directory')}.")
+    caches = cost.caches
+    if caches is not None:
+        if caches.shared:
+            parts.append(f"Shared caches ({', '.join(caches.shared)}) in {caches.directory}.")
         else:
             parts.append("No shared caches (--no-shared-caches).")
-        if caches.get("user_set"):
-            parts.append(f"Left as the user set them: {', '.join(caches['user_set'])}.")
-    compile_ = cost.get("compile")
-    if isinstance(compile_, Mapping):
-        if compile_.get("set"):
-            settings = ", ".join(f"{k}={v}" for k, v in compile_["set"].items())
+        if caches.user_set:
+            parts.append(f"Left as the user set them: {', '.join(caches.user_set)}.")
+    compile_ = cost.compile
+    if compile_ is not None:
+        if compile_.set:
+            settings = ", ".join(f"{k}={v}" for k, v in compile_.set.items())
             parts.append(f"torch.compile in each probe's own process ({settings}; --compile-workers for its worker pool).")
-        elif compile_.get("user_set"):
-            parts.append(f"Compile workers as the user set them: {', '.join(compile_['user_set'])}.")
+        elif compile_.user_set:
+            parts.append(f"Compile workers as the user set them: {', '.join(compile_.user_set)}.")
     return " ".join(parts)
 
 
@@ -782,6 +778,11 @@ def change_pct(point: ChangePoint) -> float | None:
 def _clip(text: str, width: int) -> str:
     text = " ".join(str(text).split())
     return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def _or_0(value: float) -> float:
+    """A total a report lacks (NaN) is shown as 0, as it always was."""
+    return value if _finite(value) else 0
 
 
 def _finite(value: Any) -> bool:

@@ -8,6 +8,10 @@ written among the report's own fields (`flat`), in the order its kind lists them
 """
 from __future__ import annotations
 
+import dataclasses
+import enum
+import math
+import types
 import typing
 from dataclasses import dataclass, field, fields
 from enum import Enum
@@ -93,6 +97,106 @@ class Part:
 
     def to_json(self) -> dict[str, Any]:
         return fields_json(self)
+
+
+# ------------------------------------------------------------------ JSON -> parts (reading a report back)
+
+def from_json(cls: type, value: Mapping[str, Any]) -> Any:
+    """The dataclass `cls` from its JSON object: each field from its key through the field's type
+    (`_value`), a `flat` field from the same object. A key the object lacks (a field added within
+    its schema after it was written, a report cut short) takes the field's empty value: None where
+    the type allows it, ABSENT where the key may be left out, else an empty list, object or
+    string, 0, false or NaN."""
+    hints = typing.get_type_hints(cls)
+    kwargs = {}
+    for f in dataclasses.fields(cls):
+        if not f.init:
+            continue
+        hint = hints[f.name]
+        if f.metadata.get("flat"):
+            kwargs[f.name] = from_json(hint, value)
+        elif key_of(f) in value:
+            kwargs[f.name] = _value(value[key_of(f)], hint)
+        elif f.default is not dataclasses.MISSING:
+            kwargs[f.name] = f.default
+        else:
+            kwargs[f.name] = _empty(hint)
+    return cls(**kwargs)
+
+
+def _value(value: Any, hint: Any) -> Any:
+    """A JSON value as the type `hint` says: a part from its object, a list of them, an enum
+    member; a value that fits no option (an old report's word) is kept as it is."""
+    if hint is Any:
+        return value
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin in (typing.Union, types.UnionType):
+        if value is None and type(None) in args:
+            return None
+        options = [a for a in args if a not in (type(None), Absent)]
+        for option in options:
+            if _fits(value, option):
+                return _value(value, option)
+        return value
+    if dataclasses.is_dataclass(hint):
+        return from_json(hint, value) if isinstance(value, Mapping) else value
+    if isinstance(hint, type) and issubclass(hint, enum.Enum):
+        try:
+            return hint(value)
+        except ValueError:
+            return value
+    if (origin is list or hint is list) and isinstance(value, list):
+        item = args[0] if args else Any
+        return [_value(v, item) for v in value]
+    if (origin is dict or hint is dict) and isinstance(value, Mapping):
+        item = args[1] if args else Any
+        return {k: _value(v, item) for k, v in value.items()}
+    if hint is float and value is None:
+        return math.nan     # NaN is written null
+    return value
+
+
+def _fits(value: Any, hint: Any) -> bool:
+    """Whether a JSON value can be of the type `hint` (to pick the option of a union)."""
+    origin = typing.get_origin(hint) or hint
+    if dataclasses.is_dataclass(hint) or origin is dict:
+        return isinstance(value, Mapping)
+    if origin is list:
+        return isinstance(value, list)
+    if origin is typing.Literal:
+        return value in typing.get_args(hint)
+    if isinstance(hint, type) and issubclass(hint, enum.Enum):
+        return value in {m.value for m in hint}
+    if hint is float:
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    if hint is Any:
+        return True
+    return isinstance(hint, type) and isinstance(value, hint)
+
+
+def _empty(hint: Any) -> Any:
+    """A missing field's value: None where the type allows it, ABSENT where the key may be left
+    out, else the type's empty value."""
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin in (typing.Union, types.UnionType):
+        if type(None) in args:
+            return None
+        if Absent in args:
+            return ABSENT
+        return _empty(args[0])
+    if hint is type(None) or hint is None or hint is Any:
+        return None
+    if dataclasses.is_dataclass(hint):
+        return from_json(hint, {})
+    if origin is list or hint is list:
+        return []
+    if origin is dict or hint is dict:
+        return {}
+    if origin is typing.Literal:
+        return args[0]
+    if isinstance(hint, type) and issubclass(hint, enum.Enum):
+        return ""
+    return {bool: False, int: 0, float: math.nan, str: ""}.get(hint)
 
 
 # ------------------------------------------------------------------ value sets
@@ -198,6 +302,65 @@ class Overhead(Part):
 
 
 @dataclass(frozen=True)
+class ProbeTotals(Part):
+    """Probes and what they cost (`hunts/cost.CostTotals`): this process's, or a hunt's over every run."""
+
+    probes: int
+    probe_wall_s: float
+    measured_s: float
+    measured_share: float | None
+    gpu_s: float
+    crashed_probes: int
+    crashed_wall_s: float
+
+
+@dataclass(frozen=True)
+class Caches(Part):
+    """The shared cache directory (None: --no-shared-caches), the variables pointed at it, and
+    those the user had set."""
+
+    directory: str | None
+    shared: list[str]
+    user_set: list[str]
+
+
+@dataclass(frozen=True)
+class CompileSettings(Part):
+    """The start-up variables the tool set on every probe for torch.compile, and those the user had set."""
+
+    set: dict[str, str]
+    user_set: list[str]
+
+
+@dataclass(frozen=True)
+class CountingArm(Part):
+    """The counting arm's fresh probes (work per step), their seconds, the commits it counted at."""
+
+    probes: int
+    seconds: float
+    commits: int
+    failed: dict[str, str] | Absent = ABSENT
+    """Only when some failed: short commit -> why its counting probe gave no counts."""
+
+
+@dataclass(frozen=True)
+class Cost(ProbeTotals):
+    """What a hunt paid and the levers it pulled (`hunts/cost.HuntCost.report`). A part None, or
+    a total NaN, is one a report written before it lacks."""
+
+    builds: int | None
+    build_reuses: int
+    gpus_visible: int
+    budget: dict[str, Any] | None
+    """`{"tokens", "reason", ...}`: with --tokens auto, the rule's inputs it could compute (docs/cost.md)."""
+    caches: Caches | None
+    compile: CompileSettings | None
+    hunt: ProbeTotals | None
+    counting_arm: CountingArm | Absent = ABSENT
+    """Commit hunts only."""
+
+
+@dataclass(frozen=True)
 class HuntFacts(Part):
     """The tail a commit report and a hunk report share: what the hunt ran and paid, how it
     measured, whether to go on. Built once (`hunt_facts`), written among the report's own fields."""
@@ -211,7 +374,8 @@ class HuntFacts(Part):
     hunt_id: int
     environment: dict[str, Any]
     measurement: dict[str, Any]
-    cost: dict[str, Any]
+    cost: Cost | None
+    """None only in a report written before `cost` was (schema 2)."""
     continue_command: str | None
 
 
@@ -229,12 +393,13 @@ def isolation_part(isolation) -> Isolation | None:
 
 def hunt_facts(*, probes: int, builds: int | None, cached: int, instrumentation: Instrumentation,
                overhead: Overhead | None, isolation, hunt_id: int, env_facts: Mapping[str, Any],
-               measurement: dict[str, Any], cost: dict[str, Any], continue_command: str | None) -> HuntFacts:
+               measurement: dict[str, Any], cost: Mapping[str, Any], continue_command: str | None) -> HuntFacts:
+    """The shared tail, built once; `cost` is `hunts/cost.HuntCost.report`'s (with the counting arm's)."""
     return HuntFacts(probes=probes, cached_samples=cached,
                      from_store_only=every_sample_stored(probes=probes, builds=builds, cached=cached),
                      instrumentation=instrumentation, instrumentation_overhead_pct=overhead,
                      isolation=isolation_part(isolation), hunt_id=hunt_id, environment=dict(env_facts),
-                     measurement=measurement, cost=cost, continue_command=continue_command)
+                     measurement=measurement, cost=from_json(Cost, cost), continue_command=continue_command)
 
 
 # ------------------------------------------------------------------ a commit report's parts
