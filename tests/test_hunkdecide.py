@@ -371,11 +371,11 @@ def test_a_hunk_joined_by_a_crash_is_kept_without_a_leave_one_out_test(seed):
     assert group - {"h020"} in naming and group - {"h005"} in naming
     assert group - {"h010"} not in naming
     # the report says it, in the JSON and beside each hunk in the text
-    report = HuntedHunks(_hunks(diff.ids), "b" * 40, None).group(culprit).to_json()
-    assert report["joined"] == {"h005": "needed to be slow", "h010": "needed to run",
-                                "h020": "kept by leave-one-out"}
+    reported = HuntedHunks(_hunks(diff.ids), "b" * 40, None).group(culprit)
+    assert reported.to_json()["joined"] == {"h005": "needed to be slow", "h010": "needed to run",
+                                            "h020": "kept by leave-one-out"}
     from regressbisect.render.facts import culprit_facts, joined_note
-    lines = [joined_note(h) for h in culprit_facts(report).hunks]
+    lines = [joined_note(h) for h in culprit_facts(reported).hunks]
     assert lines == [" (needed to be slow)", " (needed to run)", " (kept by leave-one-out)"]
 
 

@@ -15,7 +15,7 @@ from regressbisect.render import work as work_table
 from regressbisect.render.report_hunks import HunkReport
 from regressbisect.render.report_json import CommitCulprit, CommitReport, NightlyReport
 from regressbisect.render.report_load import TypedReport
-from regressbisect.render.report_parts import (Candidate, ChangePoint, Cost, DrillReport, Established, HunkCulprit, HunkEntry,
+from regressbisect.render.report_parts import (Candidate, ChangePoint, Cost, DrillReport, Measurement, Overlap, Preload, Established, HunkCulprit, HunkEntry,
                                                HunkGroup, Merge)
 from regressbisect.search.sides import SideOutcome
 from regressbisect.search.verdicts import Verdict
@@ -545,19 +545,18 @@ def cost_line(report: CommitReport | HunkReport) -> str | None:
     return line
 
 
-def measurement(report: TypedReport) -> Mapping[str, Any]:
-    """The report's `measurement` (hunts/sampling.py); {} where it has none."""
-    found = report.measurement if isinstance(report, NightlyReport) else report.facts.measurement
-    return found or {}
+def measurement(report: TypedReport) -> Measurement | None:
+    """The report's `measurement` (hunts/sampling.py); None: a night that measured nothing."""
+    return report.measurement if isinstance(report, NightlyReport) else report.facts.measurement
 
 
 def torch_used(report: CommitReport | HunkReport) -> bool:
     """False only when the probes' imports were recorded and none imported torch (preload's
     learning probes, `measurement.preload`): its caches and torch.compile settings then did nothing."""
-    preload = measurement(report).get("preload")
-    if not isinstance(preload, Mapping) or not preload.get("watched_checked"):
+    preload = report.facts.measurement.preload
+    if preload is None or not preload.watched_checked:
         return True   # not recorded: the settings may have mattered
-    return "torch" in (preload.get("watched_imported") or ())
+    return "torch" in preload.watched_imported
 
 
 def cost_detail(cost: Cost, torch_used: bool = True) -> str:
@@ -590,77 +589,75 @@ def cost_detail(cost: Cost, torch_used: bool = True) -> str:
     return " ".join(parts)
 
 
-def preload_text(preload: Mapping[str, Any]) -> str:
+def preload_text(preload: Preload) -> str:
     """How many probes were forked from a preload server, and why the others were not."""
-    forked, fresh = preload.get("probes_forked", 0), preload.get("probes_fresh", 0)
-    if preload.get("mode") == "off":
+    forked, fresh = preload.probes_forked, preload.probes_fresh
+    if preload.mode == "off":
         text = "Every probe a fresh process (--preload off)."
     elif forked:
-        text = (f"{forked} probes forked from a server that imported {', '.join(preload.get('modules') or [])} "
-                f"once ({preload.get('servers', 0)} server(s), {preload.get('server_start_s', 0):.1f}s to start), "
-                f"{fresh} fresh.")
+        text = (f"{forked} probes forked from a server that imported {', '.join(preload.modules)} "
+                f"once ({preload.servers} server(s), {_or_0(preload.server_start_s):.1f}s to start), {fresh} fresh.")
     else:
         text = "Every probe a fresh process (nothing to preload, or the command is not a plain `python` one)."
-    notes = preload.get("notes") or []
-    return text + ("" if not notes else " " + " ".join(f"{n}." for n in notes))
+    return text + ("" if not preload.notes else " " + " ".join(f"{n}." for n in preload.notes))
 
 
-def overlap_text(overlap: Mapping[str, Any]) -> str:
+def overlap_text(overlap: Overlap) -> str:
     """Probes run side by side, windows alone (probe/windows.py)."""
-    text = (f"Up to {overlap.get('lanes_per_slot')} probes per slot at once, each measured window alone: "
-            f"{overlap.get('windows', 0)} windows through the gate, {overlap.get('probes_alone', 0)} probe(s) "
-            f"run alone, probes stopped {overlap.get('stopped_s', 0):.0f} s in all")
-    if overlap.get("reruns"):
-        text += f", {overlap['reruns']} re-run alone (measured beside others without opening a window)"
-    if not overlap.get("windows"):
+    text = (f"Up to {overlap.lanes_per_slot} probes per slot at once, each measured window alone: "
+            f"{overlap.windows} windows through the gate, {overlap.probes_alone} probe(s) "
+            f"run alone, probes stopped {_or_0(overlap.stopped_s):.0f} s in all")
+    if overlap.reruns:
+        text += f", {overlap.reruns} re-run alone (measured beside others without opening a window)"
+    if not overlap.windows:
         text += " (the probe opens no window through REGRESSBISECT_WINDOW, so its probes ran one at a time)"
-    notes = overlap.get("notes") or []
-    return text + "." + ("" if not notes else " " + " ".join(f"{n}." for n in notes))
+    return text + "." + ("" if not overlap.notes else " " + " ".join(f"{n}." for n in overlap.notes))
 
 
 def measurement_lines(report: TypedReport) -> list[str]:
     """Preloaded start-up, setup step (apart from probe time), slot venvs, samples re-taken
     under contention, processes probes left running."""
     measured = measurement(report)
+    if measured is None:
+        return []
     lines = []
-    setup = measured.get("setup")
+    setup = measured.setup
     if setup:
-        reuses = sum(c.get("reuses", 0) for c in (setup.get("per_candidate") or {}).values())
-        lines.append(f"Setup `{setup['command']}`: {setup['runs']} run(s) in {setup['seconds']:.1f} s "
+        reuses = sum(c.get("reuses", 0) for c in setup.per_candidate.values())
+        lines.append(f"Setup `{setup.command}`: {setup.runs} run(s) in {setup.seconds:.1f} s "
                      f"(not in tok/s), {reuses} sample(s) on an already built tree, "
-                     f"{setup['failures']} failed, {setup['remembered_failures']} stored failure(s) reused.")
-        restored = setup.get("tracked_files_restored")
+                     f"{setup.failures} failed, {setup.remembered_failures} stored failure(s) reused.")
+        restored = setup.tracked_files_restored
         if restored:
-            lines.append(f"  tracked files a probe modified in its worktree ({', '.join(restored['files'])}) "
-                         f"were restored before {restored['probes']} probe(s)")
-        for failure in setup.get("failed") or ():
-            lines.append(f"  {failure['candidate']}: {failure['reason']}")
-            lines += [f"    | {line}" for line in failure["tail"].splitlines()[-8:]]
-    preload = measured.get("preload")
-    if isinstance(preload, Mapping) and (preload.get("probes_forked") or preload.get("notes")):
+            lines.append(f"  tracked files a probe modified in its worktree ({', '.join(restored.files)}) "
+                         f"were restored before {restored.probes} probe(s)")
+        for failure in setup.failed:
+            lines.append(f"  {failure.candidate}: {failure.reason}")
+            lines += [f"    | {line}" for line in failure.tail.splitlines()[-8:]]
+    preload = measured.preload
+    if preload is not None and (preload.probes_forked or preload.notes):
         lines.append(preload_text(preload))
-    overlap = measured.get("overlap")
-    if isinstance(overlap, Mapping):
-        lines.append(overlap_text(overlap))
-    venvs = measured.get("venvs")
+    if measured.overlap is not None:
+        lines.append(overlap_text(measured.overlap))
+    venvs = measured.venvs
     if venvs:
-        lines.append(f"Per-slot virtualenvs on {venvs['base_python']}: {', '.join(venvs['paths'])}")
-    contention = measured.get("contention")
-    if contention is None and "contention" in measured:
+        lines.append(f"Per-slot virtualenvs on {venvs.base_python}: {', '.join(venvs.paths)}")
+    contention = measured.contention
+    if contention is None:
         lines.append("Busy-machine check off (--no-busy-check): samples may include other load.")
-    elif contention and contention.get("retaken"):
-        reasons = sorted({r["reason"] for r in contention["retakes"]})
-        lines.append(f"Samples re-taken under contention: {contention['retaken']} (stored apart, not "
-                     f"evidence), waited {contention['waited_s']:.0f} s; why: {'; '.join(reasons[:3])}"
+    elif contention and contention.retaken:
+        reasons = sorted({r.reason for r in contention.retakes})
+        lines.append(f"Samples re-taken under contention: {contention.retaken} (stored apart, not "
+                     f"evidence), waited {contention.waited_s:.0f} s; why: {'; '.join(reasons[:3])}"
                      + (" ..." if len(reasons) > 3 else ""))
     interfered = interference_line(report) if not isinstance(report, NightlyReport) else None
     if interfered:
         lines.append(interfered)
-    leftovers = measured.get("leftovers")
-    if leftovers and leftovers.get("probes"):
-        first = leftovers.get("first") or []
-        lines.append(f"Processes left running by {leftovers['probes']} probe(s), killed as each ended: "
-                     f"{leftovers['killed']}" + (f" (first: {'; '.join(first[:3])})" if first else "") + ".")
+    leftovers = measured.leftovers
+    if leftovers.probes:
+        first = leftovers.first
+        lines.append(f"Processes left running by {leftovers.probes} probe(s), killed as each ended: "
+                     f"{leftovers.killed}" + (f" (first: {'; '.join(first[:3])})" if first else "") + ".")
     return lines
 
 

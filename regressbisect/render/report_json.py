@@ -15,7 +15,8 @@ from regressbisect.render.report_parts import (ABSENT, Absent, AmbiguousStep, Dr
                                                Established, Footprint, HuntFacts, Instrumentation, Merge, Night,
                                                NightlyVerdict, NotMeasuredCommit, Overhead, OverheadVerdict,
                                                PossibleCommit, Range, RefutedStep, SeriesRow, ShapeChange, Side, Summary,
-                                               Suspect, ChangePoint, Isolation, fields_json, flat, hunt_facts,
+                                               Suspect, ChangePoint, Isolation, Measurement, fields_json, flat, from_json,
+                                               hunt_facts,
                                                isolation_part)
 from regressbisect.search.verdicts import Verdict
 from regressbisect.render.work import culprit_work, side_json, split_counts
@@ -341,7 +342,7 @@ class NightlyReport(Report):
     settings: dict[str, Any]
     isolation: Isolation | None
     environment: dict[str, Any]
-    measurement: dict[str, Any] | None
+    measurement: Measurement | None
 
 
 def nightly_report(*, unit: str, tip: str, date: str, measured: Sequence[str], flagged: bool,
@@ -366,7 +367,7 @@ def nightly_report(*, unit: str, tip: str, date: str, measured: Sequence[str], f
         settings=settings,
         isolation=isolation_part(isolation),
         environment=dict(env_facts),
-        measurement=measurement)
+        measurement=from_json(Measurement, measurement) if measurement is not None else None)
 
 
 def established_part(commits: Sequence, step) -> Established | None:

@@ -179,10 +179,10 @@ def _empty(hint: Any) -> Any:
     out, else the type's empty value."""
     origin, args = typing.get_origin(hint), typing.get_args(hint)
     if origin in (typing.Union, types.UnionType):
-        if type(None) in args:
-            return None
         if Absent in args:
             return ABSENT
+        if type(None) in args:
+            return None
         return _empty(args[0])
     if hint is type(None) or hint is None or hint is Any:
         return None
@@ -361,6 +361,140 @@ class Cost(ProbeTotals):
 
 
 @dataclass(frozen=True)
+class Preload(Part):
+    """Preload servers (`probe/preload.PreloadStats`; docs/cost.md, section 4)."""
+
+    mode: str
+    modules: list[str]
+    probes_forked: int
+    probes_fresh: int
+    servers: int
+    watched_checked: int
+    watched_imported: list[str]
+    server_start_s: float
+    notes: list[str]
+
+
+@dataclass(frozen=True)
+class Overlap(Part):
+    """Probes side by side, windows alone (`probe/windows.GateStats`; docs/cost.md, section 5)."""
+
+    lanes_per_slot: int
+    probes: int
+    windows: int
+    probes_alone: int
+    reruns: int
+    stops: int
+    stopped_s: float
+    gate_wait_s: float
+    overrun: int
+    unregistered: int
+    without_window: int
+    notes: list[str]
+
+
+@dataclass(frozen=True)
+class SetupFailure(Part):
+    """A failed setup run: its candidate, why, the last output lines."""
+
+    candidate: str
+    reason: str
+    tail: str
+
+
+@dataclass(frozen=True)
+class RestoredFiles(Part):
+    """Tracked files probes had modified in a built worktree, put back before them."""
+
+    probes: int
+    files: list[str]
+
+
+@dataclass(frozen=True)
+class SetupStep(Part):
+    """The setup step's runs (`probe/setup_step.SetupStep`; docs/setup.md)."""
+
+    command: str
+    runs: int
+    failures: int
+    remembered_failures: int
+    seconds: float
+    log_dir: str
+    worktrees: int
+    per_candidate: dict[str, dict[str, float]]
+    """Candidate label -> {"runs", "failures", "reuses", "remembered", "seconds"}."""
+    failed: list[SetupFailure]
+    tracked_files_restored: RestoredFiles | None
+
+
+@dataclass(frozen=True)
+class Venvs(Part):
+    """One virtualenv per worktree used (--venv), on `base_python`."""
+
+    base_python: str
+    paths: list[str]
+
+
+@dataclass(frozen=True)
+class Retake(Part):
+    """A sample taken under contention (stored apart) and re-taken."""
+
+    candidate: str
+    reason: str
+    tok_s: float | None
+
+
+@dataclass(frozen=True)
+class ContentionRule(Part):
+    """The busy-machine rule this hunt ran under (machine/contention.py)."""
+
+    busy_cpus: float
+    busy_share: float
+    busy_gpu: float | None
+    max_wait_s: float
+    max_wait_share: float
+    change_cpus: float
+
+
+@dataclass(frozen=True)
+class Contention(Part):
+    """The busy-machine guard's account (docs/contention.md)."""
+
+    retaken: int
+    retakes: list[Retake]
+    waited_s: float
+    wall_s: float
+    steady_other_cpus: float | None
+    other_cpus_range: list[float] | None
+    level_changes: int
+    under_load: int
+    rule: ContentionRule
+
+
+@dataclass(frozen=True)
+class Leftovers(Part):
+    """Probes that left processes running, how many were killed, the first few."""
+
+    probes: int
+    killed: int
+    first: list[str]
+
+
+@dataclass(frozen=True)
+class Measurement(Part):
+    """How the samples were taken (`hunts/sampling.SampleSource.measurement_json`)."""
+
+    probe_seconds: float
+    preload: Preload | None
+    overlap: Overlap | None
+    setup: SetupStep | None
+    venvs: Venvs | None
+    contention: Contention | Absent | None
+    """None: the busy-machine guard was off; ABSENT: a report written before it."""
+    leftovers: Leftovers
+
+
+@dataclass(frozen=True)
 class HuntFacts(Part):
     """The tail a commit report and a hunk report share: what the hunt ran and paid, how it
     measured, whether to go on. Built once (`hunt_facts`), written among the report's own fields."""
@@ -373,7 +507,7 @@ class HuntFacts(Part):
     isolation: Isolation | None
     hunt_id: int
     environment: dict[str, Any]
-    measurement: dict[str, Any]
+    measurement: Measurement
     cost: Cost | None
     """None only in a report written before `cost` was (schema 2)."""
     continue_command: str | None
@@ -393,13 +527,14 @@ def isolation_part(isolation) -> Isolation | None:
 
 def hunt_facts(*, probes: int, builds: int | None, cached: int, instrumentation: Instrumentation,
                overhead: Overhead | None, isolation, hunt_id: int, env_facts: Mapping[str, Any],
-               measurement: dict[str, Any], cost: Mapping[str, Any], continue_command: str | None) -> HuntFacts:
+               measurement: Mapping[str, Any], cost: Mapping[str, Any], continue_command: str | None) -> HuntFacts:
     """The shared tail, built once; `cost` is `hunts/cost.HuntCost.report`'s (with the counting arm's)."""
     return HuntFacts(probes=probes, cached_samples=cached,
                      from_store_only=every_sample_stored(probes=probes, builds=builds, cached=cached),
                      instrumentation=instrumentation, instrumentation_overhead_pct=overhead,
                      isolation=isolation_part(isolation), hunt_id=hunt_id, environment=dict(env_facts),
-                     measurement=measurement, cost=from_json(Cost, cost), continue_command=continue_command)
+                     measurement=from_json(Measurement, measurement), cost=from_json(Cost, cost),
+                     continue_command=continue_command)
 
 
 # ------------------------------------------------------------------ a commit report's parts

@@ -68,14 +68,16 @@ def _hunt_lines(report: CommitReport | HunkReport) -> list[str]:
 
 def _steady_load_line(report: CommitReport | HunkReport) -> str | None:
     """The other load the samples were measured under (docs/contention.md), when there was some."""
-    contention = facts.measurement(report).get("contention") or {}
-    cpus, moved = contention.get("steady_other_cpus"), contention.get("level_changes") or 0
+    contention = report.facts.measurement.contention
+    if not contention:
+        return None
+    cpus, moved = contention.steady_other_cpus, contention.level_changes
     if cpus is None or cpus < 0.1:
         return None
-    under = contention.get("under_load") or 0
+    under = contention.under_load
     return (f"Measured under {'a steady ' if not moved else ''}{cpus:.1f} CPUs of other load (median of the "
             f"samples used{f'; it moved {moved} time(s)' if moved else ''}; each pair under one load), waited "
-            f"{contention.get('waited_s', 0):.0f} s for quiet (at most {contention['rule'].get('max_wait_share', 0):.0%} "
+            f"{contention.waited_s:.0f} s for quiet (at most {contention.rule.max_wait_share:.0%} "
             f"of the wall)" + (f"; {under} sample(s) on cores it oversubscribed" if under else "") + ".")
 
 
