@@ -10,6 +10,7 @@ import math
 from dataclasses import dataclass
 from typing import Any, Mapping
 
+from regressbisect.config import Direction
 from regressbisect.metric import DEFAULT_UNIT  # also the unit of reports that name none
 from regressbisect.render import work as work_table
 from regressbisect.render.report_hunks import HunkReport
@@ -20,7 +21,8 @@ from regressbisect.render.report_parts import (Candidate, ChangePoint, Cost, Dri
 from regressbisect.search.sides import SideOutcome
 from regressbisect.search.verdicts import Verdict
 
-_HUNTED_CHANGE = {"slower": "slowdown", "faster": "speed-up"}
+_HUNTED_CHANGE: dict[Direction, str] = {"slower": "slowdown", "faster": "speed-up"}
+"""What a hunt looking for that direction (`settings.direction`) calls a step; 'step' for 'both'."""
 
 
 @dataclass(frozen=True)

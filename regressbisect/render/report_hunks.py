@@ -9,7 +9,7 @@ from typing import Any, ClassVar, Mapping, Sequence
 
 from regressbisect.git.hunks import Hunk
 from regressbisect.render.report_json import NOT_MEASURED_REASON, Report
-from regressbisect.render.report_parts import (AloneTest, DrillReport, DrillVerdict, Endpoints, HuntFacts, HunkCulprit,
+from regressbisect.render.report_parts import (AloneTest, Candidate, DrillReport, DrillVerdict, Endpoints, HuntFacts, HunkCulprit,
                                                HunkEntry, HunkGroup, HunksEstablished, Instrumentation, NotMeasuredHunk,
                                                Spread, Summary, flat, hunt_facts)
 from regressbisect.render.work import culprit_work, split_counts
@@ -152,7 +152,8 @@ class HunkReport(Report):
     unresolved_subsets: int
     subsets_tested: int
     search_complete: bool
-    candidates: list
+    candidates: list[Candidate]
+    """Always empty: subsets are not listed."""
     paths: list[str]
     not_measured: list[NotMeasuredHunk]
     facts: HuntFacts = flat()

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field, fields
 from enum import Enum
 from typing import Any, Literal, Mapping
 
+from regressbisect.git.hunks import HunkKind
 from regressbisect.search.sides import SideOutcome
 from regressbisect.search.verdicts import CandidateCall, Verdict
 
@@ -687,7 +688,7 @@ class HunkEntry(Part):
     file: str
     lines: list[int]
     function: str | None
-    kind: str
+    kind: HunkKind
     excerpt: str
 
 
