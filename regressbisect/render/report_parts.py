@@ -9,7 +9,6 @@ written among the report's own fields (`flat`), in the order its kind lists them
 from __future__ import annotations
 
 import dataclasses
-import enum
 import math
 import types
 import typing
@@ -141,7 +140,7 @@ def _value(value: Any, hint: Any) -> Any:
         return value
     if dataclasses.is_dataclass(hint):
         return from_json(hint, value) if isinstance(value, Mapping) else value
-    if isinstance(hint, type) and issubclass(hint, enum.Enum):
+    if isinstance(hint, type) and issubclass(hint, Enum):
         try:
             return hint(value)
         except ValueError:
@@ -166,7 +165,7 @@ def _fits(value: Any, hint: Any) -> bool:
         return isinstance(value, list)
     if origin is typing.Literal:
         return value in typing.get_args(hint)
-    if isinstance(hint, type) and issubclass(hint, enum.Enum):
+    if isinstance(hint, type) and issubclass(hint, Enum):
         return value in {m.value for m in hint}
     if hint is float:
         return isinstance(value, (int, float)) and not isinstance(value, bool)
@@ -195,7 +194,7 @@ def _empty(hint: Any) -> Any:
         return {}
     if origin is typing.Literal:
         return args[0]
-    if isinstance(hint, type) and issubclass(hint, enum.Enum):
+    if isinstance(hint, type) and issubclass(hint, Enum):
         return ""
     return {bool: False, int: 0, float: math.nan, str: ""}.get(hint)
 
