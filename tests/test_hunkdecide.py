@@ -283,7 +283,7 @@ def test_a_named_hunks_interval_covers_its_step_at_the_stop_of_the_test_that_nam
         named += 1
         group = hunted.group(found)
         lo, hi = group.ci95_pct
-        assert lo <= group.step_pct <= hi <= -0.0 and group.alone["ci95_pct"] == [lo, hi]
+        assert lo <= group.step_pct <= hi <= -0.0 and group.alone.ci95_pct == [lo, hi]
         covered += lo <= -1.5 <= hi
     assert named >= 40, named
     assert covered >= 0.93 * named, (covered, named)        # 95% nominal
@@ -371,11 +371,11 @@ def test_a_hunk_joined_by_a_crash_is_kept_without_a_leave_one_out_test(seed):
     assert group - {"h020"} in naming and group - {"h005"} in naming
     assert group - {"h010"} not in naming
     # the report says it, in the JSON and beside each hunk in the text
-    report = HuntedHunks(_hunks(diff.ids), "b" * 40, None).group(culprit).to_json()
-    assert report["joined"] == {"h005": "needed to be slow", "h010": "needed to run",
-                                "h020": "kept by leave-one-out"}
+    reported = HuntedHunks(_hunks(diff.ids), "b" * 40, None).group(culprit)
+    assert reported.to_json()["joined"] == {"h005": "needed to be slow", "h010": "needed to run",
+                                            "h020": "kept by leave-one-out"}
     from regressbisect.render.facts import culprit_facts, joined_note
-    lines = [joined_note(h) for h in culprit_facts(report).hunks]
+    lines = [joined_note(h) for h in culprit_facts(reported).hunks]
     assert lines == [" (needed to be slow)", " (needed to run)", " (kept by leave-one-out)"]
 
 

@@ -83,6 +83,7 @@ def test_a_slow_machine_night_is_flagged_and_not_used_as_evidence(tmp_path):
 
 def test_a_flagged_night_is_drawn_apart_in_the_series_plot(tmp_path):
     from regressbisect.render.plots import _series_figure
+    from regressbisect.render.report_load import load_report
 
     shas = make_bench_repo(tmp_path / "repo", [1000.0] * 6)
     machine = FakeMachine(seed=5)
@@ -93,7 +94,7 @@ def test_a_flagged_night_is_drawn_apart_in_the_series_plot(tmp_path):
     report = nightly.run(shas[5]).report
     assert report["night"]["flagged"]
     assert [row["flagged"] for row in report["series"]] == [False] * 5 + [True]
-    axes = _series_figure(report).axes[0]
+    axes = _series_figure(load_report(report)).axes[0]
     labels = [text.get_text() for text in axes.get_legend().get_texts()]
     assert labels == ["median tok/s (95% CI)", "machine flagged"]
 

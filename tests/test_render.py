@@ -343,10 +343,11 @@ def _scaled(report: dict[str, Any], factor: float) -> dict[str, Any]:
 @pytest.mark.parametrize("make", [commits_report, nightly_report])
 def test_plots_name_commits_by_10_hex_digits_as_the_tables_do(make):
     from regressbisect.render import plots
+    from regressbisect.render.report_load import load_report
 
-    report = make()
-    figures = [plots._candidates_figure(report) if report["kind"] != "nightly" else plots._series_figure(report),
-               plots._counters_figure(commits_report()["culprits"][0])]
+    report = load_report(make())
+    figures = [plots._candidates_figure(report) if report.KIND != "nightly" else plots._series_figure(report),
+               plots._counters_figure(load_report(commits_report()).culprits[0])]
     for fig in figures:
         hashes = [h for text in _figure_texts(fig) for h in re.findall(r"\b[0-9a-f]{6,40}\b", text)]
         assert hashes and {len(h) for h in hashes} == {10}, hashes
@@ -355,9 +356,10 @@ def test_plots_name_commits_by_10_hex_digits_as_the_tables_do(make):
 @pytest.mark.parametrize("factor, suffix", [(22_000.0, "M"), (14.0, "K"), (1.0, "")])
 def test_plot_y_axes_read_as_numbers_with_a_suffix_not_an_offset(factor, suffix):
     from regressbisect.render import plots
+    from regressbisect.render.report_load import load_report
 
-    for fig in (plots._candidates_figure(_scaled(commits_report(), factor)),
-                plots._series_figure(_scaled(nightly_report(), factor))):
+    for fig in (plots._candidates_figure(load_report(_scaled(commits_report(), factor))),
+                plots._series_figure(load_report(_scaled(nightly_report(), factor)))):
         fig.canvas.draw()
         ax = fig.axes[0]
         assert ax.yaxis.get_offset_text().get_text() == ""

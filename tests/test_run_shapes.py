@@ -129,14 +129,16 @@ def test_a_commit_that_stalls_is_named_and_the_change_of_shape_reported():
 
 def test_the_report_names_the_change_of_shape():
     from regressbisect.render import facts
-    from regressbisect.render.report_json import shape_json
+    from regressbisect.render.report_json import shape_part
+    from regressbisect.render.report_load import load_report
     from regressbisect.search.control import ShapeChange
 
-    shape = shape_json(ShapeChange(side=-1, good_share=0.0, bad_share=0.38, factor=0.70, change=-0.139, moved=-0.13))
-    assert shape == {"side": "below", "good_share": 0.0, "bad_share": 0.38, "factor": 0.7, "mean_change_pct": -13.9}
-    line = facts.shape_line({"shape_change": shape})
+    shape = shape_part(ShapeChange(side=-1, good_share=0.0, bad_share=0.38, factor=0.70, change=-0.139, moved=-0.13))
+    assert shape.to_json() == {"side": "below", "good_share": 0.0, "bad_share": 0.38, "factor": 0.7,
+                               "mean_change_pct": -13.9}
+    line = facts.shape_line(load_report({"kind": "commits", "shape_change": shape.to_json()}))
     assert "38.0% of BAD's runs slow at 0.70x (GOOD: 0.0%)" in line and "-13.9%" in line
-    assert facts.shape_line({"shape_change": None}) is None
+    assert facts.shape_line(load_report({"kind": "commits", "shape_change": None})) is None
 
 
 def test_a_hunk_hunts_gap_is_read_on_every_run_of_an_end_read_as_interfered_throughout():

@@ -172,8 +172,9 @@ def test_a_counting_probe_that_fails_is_named_in_the_cost_line_with_its_reason(s
     failed = report["cost"]["counting_arm"]["failed"]
     assert len(failed) == 4 and set(failed.values()) == {"exit 1: NotImplementedError: flex_attention"}
     from regressbisect.render.facts import cost_line
+    from regressbisect.render.report_load import load_report
     assert "It failed at 4 commit(s), so no work per step is shown there (exit 1: NotImplementedError: " \
-           "flex_attention); --instrument off skips it." in cost_line(report)
+           "flex_attention); --instrument off skips it." in cost_line(load_report(report))
 
 
 def test_a_probe_without_torch_gets_no_counting_arm(step_repo):

@@ -28,6 +28,7 @@ def report(
     from regressbisect.git.history import History
     from regressbisect.render import facts, render_html, render_markdown, render_summary
     from regressbisect.render.outputs import check_file, check_folder, write_text, written
+    from regressbisect.render.report_load import load_report
     from regressbisect.jsonio import dumps
     from regressbisect.store import Store
 
@@ -63,9 +64,10 @@ def report(
         shown = f"the previous one, hunt {hunt_id}" if hunt is None else f"hunt {hunt_id}"
         print(f"note: another hunt is running in this store (hunt {later}, not finished); this report is of {shown}",
               file=sys.stderr)
-    print(render_markdown(data) if markdown else render_summary(data))
+    typed = load_report(data)     # its schema migrated once, here; --json writes the stored document as it is
+    print(render_markdown(typed) if markdown else render_summary(typed))
     if html is not None:
-        print(f"wrote {written('--html', html, lambda: render_html(data, html))}")
+        print(f"wrote {written('--html', html, lambda: render_html(typed, html))}")
     if json_out is not None:
         print(f"wrote {written('--json', json_out, lambda: write_text(json_out, dumps(data)))}")
 

@@ -37,7 +37,7 @@ import re
 from collections import Counter
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Iterable, Sequence
+from typing import Iterable, Literal, Sequence
 
 from regressbisect.errors import UserError, warn
 from regressbisect.git.history import GitFailed, run_git
@@ -54,6 +54,10 @@ _DIFF_ARGS = ("--binary", "--no-color", "--no-ext-diff", "--no-textconv", "-U0",
 _HUNK_HEADER = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
 _EXCERPT_LINES = 8
 _SUBMODULE_MODE = "160000"
+
+
+HunkKind = Literal["modify", "add-file", "delete-file", "binary", "mode", "type-change", "submodule"]
+"""What a hunk changes (`Hunk.kind`; the report's `hunks[].kind`)."""
 
 
 @dataclass(frozen=True)
@@ -86,7 +90,7 @@ class Hunk:
     """The hunk: @@ line and body (binary: the GIT binary patch; mode-only: empty)."""
     excerpt: str
     """Up to 8 changed lines, for reports."""
-    kind: str
+    kind: HunkKind
     """'modify' | 'add-file' | 'delete-file' | 'binary' | 'mode' (chmod only) |
     'type-change' (a file became a symlink or back: delete + add of one path) |
     'submodule' (a submodule moved to another commit: the excerpt names both)."""

@@ -29,6 +29,7 @@ from regressbisect.probe.runner import run_probe
 from regressbisect.render import report_json
 from regressbisect.render.progress import HuntProgress
 from regressbisect.render.report_hunks import DrillReport
+from regressbisect.render.report_parts import DrillVerdict
 from regressbisect.samples import Arm, Candidate, ProbeOutcome, SampleKey
 from regressbisect.search import stats
 from regressbisect.search.bisect import CommitSearch, Measure, SearchSettings
@@ -381,7 +382,7 @@ class CommitHunt(Hunt):
                                  instrumented=plan.main_instrumented,
                                  max_probes=drill_probe_cap(result.probes, self.config.max_samples))
             except UserError as error:     # no hunks: e.g. an empty commit, a submodule added
-                drills[sha] = DrillReport(verdict="no-hunks", reason=error.message)
+                drills[sha] = DrillReport(verdict=DrillVerdict.NO_HUNKS, reason=error.message)
                 continue
             if len(drill.hunks) < 2:
                 drills[sha] = drill.drill_report(None, None)

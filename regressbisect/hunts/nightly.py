@@ -280,14 +280,16 @@ class Nightly(Hunt):
             return ()
         from regressbisect.render import render_html, render_markdown
         from regressbisect.render.outputs import write_text, written_after_work
+        from regressbisect.render.report_load import load_report
 
         out = self.report_dir
         stem = f"nightly-{tip[:10]}"
+        typed = load_report(report)
 
         def write() -> tuple[Path, ...]:
             return (write_text(out / f"{stem}.json", dumps(report)),
-                    write_text(out / f"{stem}.md", render_markdown(report)),
-                    render_html(report, out / stem))
+                    write_text(out / f"{stem}.md", render_markdown(typed)),
+                    render_html(typed, out / stem))
 
         files = written_after_work("--report-dir", out, write, kept=NIGHT_KEPT)
         return files or ()

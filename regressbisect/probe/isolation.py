@@ -540,7 +540,7 @@ class Isolation:
                 f"{fix} (docs/isolation.md)")
 
     def report(self) -> dict[str, Any]:
-        """The report's `isolation` entry (render/report_json.isolation_json renders every hunt kind's)."""
+        """The report's `isolation` entry (render/report_parts.isolation_part types it for every hunt kind)."""
         if not self.check:
             note = f"isolation check off ({FIX_FLAG}): where the probe imported the project from was not checked"
         elif self.probes_checked == 0:

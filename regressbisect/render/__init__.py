@@ -1,4 +1,4 @@
-"""Rendering of a JSON report (docs/report-schema.md): one job per module.
+"""Rendering of a report (docs/report-schema.md): one job per module.
 
 - text.py: terminal table and end-of-hunt summary;
 - markdown.py: a CI comment;
@@ -6,7 +6,10 @@
 - html.py: one self-contained page (plots inlined);
 - facts.py: the formatted facts all of them share, so every format tells the same story;
 - report_json.py: the JSON report itself: the header (schema, tool version) and the commit and
-  nightly reports' definitions; report_hunks.py: the hunk report's and a drill's;
+  nightly reports' definitions; report_hunks.py: the hunk report's and a drill's; report_parts.py:
+  their nested parts (one frozen dataclass each) and how a part is written as JSON;
+- report_load.py: a JSON report read back into its typed report, an old schema migrated once (the
+  renderers read only typed reports);
 - progress.py: the live terminal display while a hunt runs.
 """
 from __future__ import annotations

@@ -9,6 +9,10 @@ from typing import Any, Mapping, Sequence
 
 from regressbisect.render import facts
 from regressbisect.render.plots import render_plots
+from regressbisect.render.report_hunks import HunkReport
+from regressbisect.render.report_json import CommitCulprit, CommitReport, NightlyReport, Report
+from regressbisect.render.report_load import load_report
+from regressbisect.render.report_parts import HunkGroup
 
 PAGE_NAME = "report.html"
 
@@ -35,16 +39,17 @@ ul.notes { color: #333; font-size: 14px; } .status-ok { color: #2a9d4b; }
 """
 
 
-def render_html(report: Mapping[str, Any], out_dir: Path) -> Path:
+def render_html(report: Mapping[str, Any] | Report, out_dir: Path) -> Path:
     """Write `out_dir/report.html` (and the PNGs it embeds, for reuse) and return the page path."""
+    report = load_report(report)
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     images = {path.name: path for path in render_plots(report, out_dir)}
-    if report.get("kind") == "nightly":
+    if isinstance(report, NightlyReport):
         title = "regressbisect nightly"
         body = _nightly(report, images)
     else:
-        title = f"regressbisect {report.get('kind', 'commits')}: {report.get('verdict', 'unknown')}"
+        title = f"regressbisect {report.KIND}: {report.verdict or 'unknown'}"
         body = _hunt(report, images, prefix="", level=1)
     page = (f"<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
             f"<title>{_e(title)}</title><style>{_CSS}</style></head>\n<body>\n{body}\n</body></html>\n")
@@ -53,18 +58,18 @@ def render_html(report: Mapping[str, Any], out_dir: Path) -> Path:
     return path
 
 
-def _hunt(report: Mapping[str, Any], images: Mapping[str, Path], prefix: str, level: int) -> str:
+def _hunt(report: CommitReport | HunkReport, images: Mapping[str, Path], prefix: str, level: int) -> str:
     h, h2 = f"h{level}", f"h{min(level + 1, 6)}"
-    verdict = str(report.get("verdict") or "unknown")
-    kind = "uncommitted hunks" if report.get("kind") == "hunks" else "commits"
-    parts = [f"<{h}>regressbisect ({_e(kind)}) {_e(facts.short(report.get('good')))}..{_e(facts.short(report.get('bad')))}</{h}>",
+    verdict = str(report.verdict or "unknown")
+    kind = "uncommitted hunks" if isinstance(report, HunkReport) else "commits"
+    parts = [f"<{h}>regressbisect ({_e(kind)}) {_e(facts.short(report.good))}..{_e(facts.short(report.bad))}</{h}>",
              f"<div class=\"verdict {_e(verdict)}\">{_e(facts.verdict_line(report))}</div>"]
-    if report.get("endpoints"):
+    if facts.has_endpoints(report):
         parts.append(f"<p class=\"meta\">{_e(facts.endpoint_text(report))}</p>")
     parts += [f"<p>{_e(line)}</p>" for line in facts.established_lines(report)]
-    if report.get("continue_command"):
-        parts.append(f"<p>{_e(facts.CONTINUE_LEAD)} <code>{_e(report['continue_command'])}</code></p>")
-    culprits = report.get("culprits") or []
+    if report.facts.continue_command:
+        parts.append(f"<p>{_e(facts.CONTINUE_LEAD)} <code>{_e(report.facts.continue_command)}</code></p>")
+    culprits = report.culprits
     if culprits:
         parts.append(f"<{h2}>Culprits</{h2}>")
         for number, culprit in enumerate(culprits, 1):
@@ -87,14 +92,14 @@ def _hunt(report: Mapping[str, Any], images: Mapping[str, Path], prefix: str, le
     return "\n".join(parts)
 
 
-def _culprit(culprit: Mapping[str, Any], number: int, counters_png: Path | None, unit: str) -> str:
+def _culprit(culprit: CommitCulprit | HunkGroup, number: int, counters_png: Path | None, unit: str) -> str:
     c = facts.culprit_facts(culprit, unit)
     share = f", {_e(c.share)}" if c.share else ""
     parts = [f"<div class=\"culprit\"><div class=\"title\">{number}. {_e(c.title)}</div>",
              f"<div><span class=\"step\">{_e(c.step)}</span>{share}</div>"]
-    if culprit.get("commit") and not facts.is_hunk_group(culprit):
-        parts.append(f"<div class=\"meta\">commit {_e(culprit['commit'])}"
-                     + (f", parent {_e(culprit['parent'])}" if culprit.get("parent") else "") + "</div>")
+    if culprit.commit and not facts.is_hunk_group(culprit):
+        parts.append(f"<div class=\"meta\">commit {_e(culprit.commit)}"
+                     + (f", parent {_e(culprit.parent)}" if culprit.parent else "") + "</div>")
     if c.possible_commits:
         parts.append(f"<div>may be any of (skipped commits): {_e(', '.join(c.possible_commits))}</div>")
     parts += [f"<div>{_e(line)}</div>" for line in c.merge]
@@ -109,17 +114,17 @@ def _culprit(culprit: Mapping[str, Any], number: int, counters_png: Path | None,
         parts.append("<ul class=\"notes\">" + "".join(f"<li>{_e(line)}</li>" for line in facts.drill_lines(c)) + "</ul>")
     for hunk in c.hunks:
         parts.append(f"<div class=\"meta\">{_e(facts.hunk_location(hunk))}</div>")
-        if hunk.get("excerpt"):
-            parts.append(f"<pre>{_e(str(hunk['excerpt']))}</pre>")
+        if hunk.hunk.excerpt:
+            parts.append(f"<pre>{_e(str(hunk.hunk.excerpt))}</pre>")
     if counters_png is not None:
         parts.append(_img(counters_png, "counters before/after"))
     return "\n".join(parts) + "</div>"
 
 
-def _nightly(report: Mapping[str, Any], images: Mapping[str, Path]) -> str:
+def _nightly(report: NightlyReport, images: Mapping[str, Path]) -> str:
     status, reasons = facts.machine_lines(report)
-    machine_status = str((report.get("machine") or {}).get("status") or "unknown")
-    alarm = "alarm" if report.get("change_points") else "none"
+    machine_status = str(report.machine.get("status") or "unknown")
+    alarm = "alarm" if report.change_points else "none"
     parts = ["<h1>regressbisect nightly</h1>",
              f"<div class=\"verdict {alarm}\">{_e(facts.nightly_verdict_line(report))}</div>",
              f"<p class=\"status-{_e(machine_status)}\"><b>{_e(status)}</b></p>"]
@@ -133,7 +138,7 @@ def _nightly(report: Mapping[str, Any], images: Mapping[str, Path]) -> str:
     rows = facts.series_rows(report)
     if rows:
         parts.append("<h2>Series</h2>" + _table(facts.series_headers(report), rows, lambda row: bool(row[-1].startswith("change"))))
-    for number, hunt in enumerate(report.get("hunts") or (), 1):
+    for number, hunt in enumerate(map(load_report, report.hunts), 1):
         parts.append(_hunt(hunt, images, prefix=f"hunt{number}-", level=2))
     return "\n".join(parts)
 

@@ -6,25 +6,29 @@ from typing import Any, Mapping
 from tabulate import tabulate
 
 from regressbisect.render import facts
+from regressbisect.render.report_hunks import HunkReport
+from regressbisect.render.report_json import CommitReport, NightlyReport, Report
+from regressbisect.render.report_load import load_report
 
 
-def render_markdown(report: Mapping[str, Any]) -> str:
-    if report.get("kind") == "nightly":
+def render_markdown(report: Mapping[str, Any] | Report) -> str:
+    report = load_report(report)
+    if isinstance(report, NightlyReport):
         return "\n".join(_nightly(report)) + "\n"
     return "\n".join(_hunt(report, level=2)) + "\n"
 
 
-def _hunt(report: Mapping[str, Any], level: int) -> list[str]:
+def _hunt(report: CommitReport | HunkReport, level: int) -> list[str]:
     h = "#" * level
-    kind = "uncommitted hunks" if report.get("kind") == "hunks" else "commits"
-    lines = [f"{h} regressbisect ({kind}): {report.get('verdict', 'unknown')}", "",
+    kind = "uncommitted hunks" if isinstance(report, HunkReport) else "commits"
+    lines = [f"{h} regressbisect ({kind}): {report.verdict or 'unknown'}", "",
              f"**{facts.verdict_line(report)}**", ""]
-    if report.get("endpoints"):
+    if facts.has_endpoints(report):
         lines += [_code(facts.endpoint_text(report)), ""]
     lines += [f"- {_escape(line)}" for line in facts.established_lines(report)]
-    if report.get("continue_command"):
-        lines += [f"- {facts.CONTINUE_LEAD} {_code(report['continue_command'])}", ""]
-    culprits = report.get("culprits") or []
+    if report.facts.continue_command:
+        lines += [f"- {facts.CONTINUE_LEAD} {_code(report.facts.continue_command)}", ""]
+    culprits = report.culprits
     if culprits:
         lines += [f"{h}# Culprits", ""]
         for number, culprit in enumerate(culprits, 1):
@@ -66,7 +70,7 @@ def _hunt(report: Mapping[str, Any], level: int) -> list[str]:
     return lines
 
 
-def _nightly(report: Mapping[str, Any]) -> list[str]:
+def _nightly(report: NightlyReport) -> list[str]:
     status, reasons = facts.machine_lines(report)
     lines = ["## regressbisect nightly", "", f"**{facts.nightly_verdict_line(report)}**", "",
              f"- {status}"] + [f"  - {_escape(r)}" for r in reasons] + [""]
@@ -78,15 +82,15 @@ def _nightly(report: Mapping[str, Any]) -> list[str]:
         lines += ["<details><summary>Series (" + str(len(rows)) + " commits)</summary>", "",
                   tabulate([[_escape(cell) for cell in row] for row in rows], headers=facts.series_headers(report),
                            tablefmt="github", disable_numparse=True), "", "</details>", ""]
-    for hunt in report.get("hunts") or ():
+    for hunt in map(load_report, report.hunts):
         lines += _hunt(hunt, level=3) + [""]
     return lines
 
 
-def _hunk(hunk: Mapping[str, Any], note: str = "") -> list[str]:
+def _hunk(hunk: facts.ShownHunk, note: str = "") -> list[str]:
     lines = [f"   - {_code(facts.hunk_location(hunk))}{note}"]
-    if hunk.get("excerpt"):
-        lines += ["", "     ```diff"] + [f"     {line}" for line in str(hunk["excerpt"]).splitlines()] + ["     ```", ""]
+    if hunk.hunk.excerpt:
+        lines += ["", "     ```diff"] + [f"     {line}" for line in str(hunk.hunk.excerpt).splitlines()] + ["     ```", ""]
     return lines
 
 

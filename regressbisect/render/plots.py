@@ -15,62 +15,65 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import Formatter
 
 from regressbisect.render import facts
+from regressbisect.render.report_hunks import HunkReport
+from regressbisect.render.report_json import CommitCulprit, CommitReport, NightlyReport, Report
+from regressbisect.render.report_load import load_report
+from regressbisect.render.report_parts import Candidate, HunkCulprit, SeriesRow
 
 _VERDICT_COLOURS = {"good": "#2a9d4b", "bad": "#c8372d", "unsure": "#8a8a8a", "skip": "#e0a100"}
 _DPI = 100
 
 
-def render_plots(report: Mapping[str, Any], out_dir: Path) -> list[Path]:
+def render_plots(report: Mapping[str, Any] | Report, out_dir: Path) -> list[Path]:
     """Write the report's plots into `out_dir` (created if needed); returns the PNG paths."""
+    report = load_report(report)
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     written: list[Path] = []
-    if report.get("kind") == "nightly":
-        if report.get("series"):
+    nightly = isinstance(report, NightlyReport)
+    if nightly:
+        if report.series:
             written.append(_save(_series_figure(report), out_dir / "series.png"))
-        hunts = list(report.get("hunts") or ())
+        hunts = [load_report(hunt) for hunt in report.hunts]
     else:
         hunts = [report]
     for number, hunt in enumerate(hunts, 1):
-        prefix = f"hunt{number}-" if report.get("kind") == "nightly" else ""
-        if _plottable(hunt.get("candidates")):
+        prefix = f"hunt{number}-" if nightly else ""
+        if _plottable(facts.candidates(hunt)):
             written.append(_save(_candidates_figure(hunt), out_dir / f"{prefix}candidates.png"))
-        for c_number, culprit in enumerate(hunt.get("culprits") or (), 1):
+        for c_number, culprit in enumerate(hunt.culprits, 1):
             figure = _counters_figure(culprit)
             if figure is not None:
                 written.append(_save(figure, out_dir / f"{prefix}culprit{c_number}-counters.png"))
     return written
 
 
-def _series_figure(report: Mapping[str, Any]) -> Figure:
-    series = list(report["series"])
+def _series_figure(report: NightlyReport) -> Figure:
+    series = report.series
     fig, ax = _figure(width=max(7.0, min(14.0, 0.35 * len(series) + 4)))
     xs = list(range(len(series)))
-    medians = [_value(s.get("median_tok_s")) for s in series]
+    medians = [_value(s.median_tok_s) for s in series]
     for flagged in (False, True):
-        idx = [i for i in xs if bool(series[i].get("flagged")) == flagged and math.isfinite(medians[i])]
+        idx = [i for i in xs if bool(series[i].flagged) == flagged and math.isfinite(medians[i])]
         if not idx:
             continue
         low, high = _error_bars([series[i] for i in idx])
         ax.errorbar(idx, [medians[i] for i in idx], yerr=[low, high], fmt="x" if flagged else "o",
                     color="#8a8a8a" if flagged else "#1f5fa8", capsize=3, ms=5,
                     label="machine flagged" if flagged else f"median {facts.unit(report)} (95% CI)")
-    for point in report.get("change_points") or ():
-        index = point.get("index")
-        if not isinstance(index, int):
-            continue
+    for point in report.change_points:
+        index = point.index
         ax.axvline(index - 0.5, color="#c8372d", ls="--", lw=1.2)
-        change = point.get("change_pct", 100 * (point.get("change") or math.nan))
-        ax.annotate(f"{facts.pct(change)} @ {facts.short(point.get('commit'))}",
+        ax.annotate(f"{facts.pct(facts.change_pct(point))} @ {facts.short(point.commit)}",
                     xy=(index - 0.5, 1.0), xycoords=("data", "axes fraction"), xytext=(3, -12),
                     textcoords="offset points", color="#c8372d", fontsize=9)
         # The segment levels either side, as the detector saw them.
-        for level, span in ((point.get("before"), (index - 3.5, index - 0.5)),
-                            (point.get("after"), (index - 0.5, index + 2.5))):
+        for level, span in ((point.before, (index - 3.5, index - 0.5)),
+                            (point.after, (index - 0.5, index + 2.5))):
             if isinstance(level, (int, float)):
                 ax.hlines(level, *span, color="#c8372d", lw=1, alpha=0.6)
     ax.set_xticks(xs)
-    ax.set_xticklabels([facts.short(s.get("commit")) for s in series], rotation=60, fontsize=7, ha="right")
+    ax.set_xticklabels([facts.short(s.commit) for s in series], rotation=60, fontsize=7, ha="right")
     ax.set_xlabel("first-parent commit (oldest left)")
     ax.set_ylabel(facts.unit(report))
     ax.set_title("Nightly throughput")
@@ -78,35 +81,33 @@ def _series_figure(report: Mapping[str, Any]) -> Figure:
     return fig
 
 
-def _candidates_figure(hunt: Mapping[str, Any]) -> Figure:
-    candidates = sorted((c for c in hunt.get("candidates") or () if _finite(c.get("median_tok_s"))),
-                        key=lambda c: c.get("index", 0))
+def _candidates_figure(hunt: CommitReport | HunkReport) -> Figure:
+    candidates = sorted((c for c in facts.candidates(hunt) if _finite(c.median_tok_s)), key=lambda c: c.index)
     fig, ax = _figure()
-    for verdict in sorted({str(c.get("verdict")) for c in candidates}):
-        group = [c for c in candidates if str(c.get("verdict")) == verdict]
-        xs = [_position(c, candidates) for c in group]
+    for verdict in sorted({str(c.verdict) for c in candidates}):
+        group = [c for c in candidates if str(c.verdict) == verdict]
+        xs = [c.index for c in group]
         low, high = _error_bars(group)
-        ax.errorbar(xs, [c["median_tok_s"] for c in group], yerr=[low, high], fmt="o", capsize=3,
+        ax.errorbar(xs, [c.median_tok_s for c in group], yerr=[low, high], fmt="o", capsize=3,
                     color=_VERDICT_COLOURS.get(verdict, "#444444"), label=verdict)
-    for culprit in hunt.get("culprits") or ():
-        match = [c for c in candidates if c.get("commit") == culprit.get("commit")]
+    for culprit in hunt.culprits:
+        match = [c for c in candidates if c.commit == culprit.commit]
         if not match:
             continue
-        x = _position(match[0], candidates)
+        x = match[0].index
         ax.axvline(x - 0.5, color="#c8372d", ls="--", lw=1.2)
-        ax.annotate(f"{facts.short(culprit.get('commit'))} {facts.pct(culprit.get('step_pct'))}",
+        ax.annotate(f"{facts.short(culprit.commit)} {facts.pct(culprit.step_pct)}",
                     xy=(x - 0.5, 1.0), xycoords=("data", "axes fraction"), xytext=(3, -12),
                     textcoords="offset points", color="#c8372d", fontsize=9)
-    ax.set_xlabel(f"first-parent position ({facts.short(hunt.get('good'))} = 0)")
+    ax.set_xlabel(f"first-parent position ({facts.short(hunt.good)} = 0)")
     ax.set_ylabel(f"median {facts.unit(hunt)} (95% CI)")
-    ax.set_title(f"Candidates {facts.short(hunt.get('good'))}..{facts.short(hunt.get('bad'))}")
+    ax.set_title(f"Candidates {facts.short(hunt.good)}..{facts.short(hunt.bad)}")
     ax.legend(fontsize=8)
     return fig
 
 
-def _counters_figure(culprit: Mapping[str, Any]) -> Figure | None:
-    before = culprit.get("counters_before") or {}
-    after = culprit.get("counters_after") or {}
+def _counters_figure(culprit: CommitCulprit | HunkCulprit) -> Figure | None:
+    before, after = culprit.counters_before, culprit.counters_after
     names = [n for n in sorted(set(before) & set(after)) if _finite(before[n]) and _finite(after[n])]
     if not names:
         return None
@@ -123,7 +124,7 @@ def _counters_figure(culprit: Mapping[str, Any]) -> Figure | None:
     if facts.is_hunk_group(culprit):
         title = "per iteration: without -> with the hunk(s)"
     else:
-        title = f"per iteration: {facts.short(culprit.get('parent'))} -> {facts.short(culprit.get('commit'))}"
+        title = f"per iteration: {facts.short(culprit.parent)} -> {facts.short(culprit.commit)}"
     fig.suptitle(title, fontsize=9)
     return fig
 
@@ -164,24 +165,19 @@ def _save(fig: Figure, path: Path) -> Path:
     return path
 
 
-def _error_bars(rows: Sequence[Mapping[str, Any]]) -> tuple[list[float], list[float]]:
+def _error_bars(rows: Sequence[Candidate | SeriesRow]) -> tuple[list[float], list[float]]:
     """Distances from the median to the CI ends (0 where no CI is known)."""
     low, high = [], []
     for r in rows:
-        median, ci = _value(r.get("median_tok_s")), r.get("ci95") or ()
+        median, ci = _value(r.median_tok_s), r.ci95 or ()
         ok = len(ci) == 2 and all(_finite(v) for v in ci) and math.isfinite(median)
         low.append(max(0.0, median - ci[0]) if ok else 0.0)
         high.append(max(0.0, ci[1] - median) if ok else 0.0)
     return low, high
 
 
-def _position(candidate: Mapping[str, Any], ordered: Sequence[Mapping[str, Any]]) -> int:
-    index = candidate.get("index")
-    return index if isinstance(index, int) else list(ordered).index(candidate)
-
-
-def _plottable(candidates: Any) -> bool:
-    return any(_finite(c.get("median_tok_s")) for c in candidates or ())
+def _plottable(candidates: Sequence[Candidate]) -> bool:
+    return any(_finite(c.median_tok_s) for c in candidates)
 
 
 def _value(value: Any) -> float:

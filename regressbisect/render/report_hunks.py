@@ -8,8 +8,10 @@ from dataclasses import dataclass
 from typing import Any, ClassVar, Mapping, Sequence
 
 from regressbisect.git.hunks import Hunk
-from regressbisect.render.report_json import (ABSENT, NOT_MEASURED_REASON, Absent, Report, every_sample_stored,
-                                              fields_json, isolation_json)
+from regressbisect.render.report_json import NOT_MEASURED_REASON, Report
+from regressbisect.render.report_parts import (AloneTest, Candidate, DrillReport, DrillVerdict, Endpoints, HuntFacts, HunkCulprit,
+                                               HunkEntry, HunkGroup, HunksEstablished, Instrumentation, NotMeasuredHunk,
+                                               Spread, Summary, flat, hunt_facts)
 from regressbisect.render.work import culprit_work, split_counts
 from regressbisect.search.hunkdecide import HunkDecision, TestedSubset
 from regressbisect.search.verdicts import Verdict
@@ -46,20 +48,20 @@ class HuntedHunks:
         hunks = sorted((by_id[i] for i in tested.hunks), key=list(self.hunks).index)
         lo, hi = tested.reported_ci95
         how = tested.how_joined()
-        alone = {"change_pct": round(100 * tested.change, 3),
-                 "ci95_pct": [round(100 * lo, 3), round(100 * hi, 3)],
-                 "pairs": tested.pairs, "verdict": tested.verdict}
+        alone = AloneTest(change_pct=round(100 * tested.change, 3),
+                          ci95_pct=[round(100 * lo, 3), round(100 * hi, 3)],
+                          pairs=tested.pairs, verdict=tested.verdict)
         return HunkGroup(
             commit=self.commit or self.base, parent=self.base,
             subject=f"{len(hunks)} {self.whose} hunk(s) in {', '.join(sorted({h.file for h in hunks}))}",
             cluster=len(hunks) > 1,
-            hunks=[hunk_json(h) for h in hunks],
-            step_pct=alone["change_pct"], ci95_pct=alone["ci95_pct"],
+            hunks=[hunk_entry(h) for h in hunks],
+            step_pct=alone.change_pct, ci95_pct=alone.ci95_pct,
             share_of_gap=round(tested.share_of_gap, 4) if math.isfinite(tested.share_of_gap) else None,
             alone=alone,
             joined={h.id: how[h.id].value for h in hunks})
 
-    def established(self, decision: HunkDecision, prefixes: Sequence[frozenset]) -> dict[str, Any] | None:
+    def established(self, decision: HunkDecision, prefixes: Sequence[frozenset]) -> HunksEstablished | None:
         """An undecided hunt's `established`: the hunks the prefix search put its step(s) on,
         when it got that far (its named steps, else the leading step of a bracket it gave up),
         and their files; None when it had none. `prefixes`: the prefix search's candidates."""
@@ -83,10 +85,11 @@ class HuntedHunks:
         else:
             text = (f"the slowdown is in {len(hunks)} hunks of {', '.join(files)} (prefix search{odds}); "
                     "not yet narrowed to hunks")
-        return {"hunks": hunks, "files": files, "probability": round(lead.mass, 4) if odds else None, "text": text}
+        return HunksEstablished(hunks=hunks, files=files, probability=round(lead.mass, 4) if odds else None,
+                                text=text)
 
 
-    def spread(self, decision: HunkDecision) -> dict[str, Any] | None:
+    def spread(self, decision: HunkDecision) -> Spread | None:
         """`spread`: the hunks the slowdown, or what the culprits leave of it, is spread over (a
         prefix search reproduced it and refuted every single step it proposed), in the diff's
         order, and the note ('spread over 10 hunks, none alone >= 2%'); None otherwise."""
@@ -94,49 +97,22 @@ class HuntedHunks:
             return None
         order = [h.id for h in self.hunks]
         hunks = sorted(decision.spread_over, key=lambda i: order.index(i) if i in order else len(order))
-        return {"hunks": hunks, "text": decision.spread_note}
+        return Spread(hunks=hunks, text=decision.spread_note)
 
 
-def hunk_json(hunk: Hunk) -> dict[str, Any]:
+def hunk_entry(hunk: Hunk) -> HunkEntry:
+    return HunkEntry(**_hunk_fields(hunk))
+
+
+def _hunk_fields(hunk: Hunk) -> dict[str, Any]:
     return {"id": hunk.id, "file": hunk.file, "lines": list(hunk.lines), "function": hunk.function,
             "kind": hunk.kind, "excerpt": hunk.excerpt}
 
 
-def not_measured_json(hunted: HuntedHunks) -> list[dict[str, Any]]:
+def not_measured_hunks(hunted: HuntedHunks) -> list[NotMeasuredHunk]:
     """A hunk report's `not_measured`: the hunks outside PATHS, each with the reason (the commit
     report's); each was in every candidate, BASE's side included."""
-    return [{**hunk_json(h), "reason": NOT_MEASURED_REASON} for h in hunted.not_measured]
-
-
-@dataclass(frozen=True)
-class HunkGroup:
-    """A named (or suspected) hunk group, as a drill lists it."""
-
-    commit: str
-    parent: str
-    subject: str
-    cluster: bool
-    hunks: list[dict[str, Any]]
-    step_pct: float
-    ci95_pct: list[float]
-    share_of_gap: float | None
-    alone: dict[str, Any]
-    joined: dict[str, str]
-    """Hunk id -> how it joined the group (`subsets.Joined`): 'proposed', 'needed to run',
-    'needed to be slow' or 'kept by leave-one-out'."""
-
-    def to_json(self) -> dict[str, Any]:
-        return fields_json(self)
-
-
-@dataclass(frozen=True)
-class HunkCulprit(HunkGroup):
-    """A hunk report's culprit (and suspect): the group and its counts before and after."""
-
-    left_out: None
-    counters_before: dict[str, float]
-    counters_after: dict[str, float]
-    work: dict[str, Any] | None
+    return [NotMeasuredHunk(**_hunk_fields(h), reason=NOT_MEASURED_REASON) for h in hunted.not_measured]
 
 
 @dataclass(frozen=True)
@@ -144,44 +120,43 @@ class HunkReport(Report):
     """The report of `regressbisect hunks` (docs/report-schema.md, `kind: "hunks"`)."""
 
     KIND: ClassVar[str] = "hunks"
+    JSON_ORDER: ClassVar[tuple[str, ...]] = (
+        "good", "bad", "base", "commit", "verdict", "verdict_reason", "exit_code", "reproduced", "endpoints",
+        "gap_pct", "hunk_count", "files", "culprits", "suspects", "undecided_subsets", "established",
+        "hunks_in_fast_subsets", "unexplained_share", "unexplained_share_ci95", "spread", "interactions",
+        "unresolved_subsets", "subsets_tested", "search_complete", "candidates", "paths", "not_measured", "probes",
+        "cached_samples", "from_store_only", "instrumentation_overhead_pct", "isolation", "instrumentation",
+        "hunt_id", "environment", "measurement", "cost", "continue_command")
+    """The order of its JSON keys (HuntFacts' among its own), as every report of this kind was written."""
     good: str
     bad: str
     base: str
     commit: str | None
-    verdict: str
+    verdict: Verdict
     verdict_reason: str
     exit_code: int
     reproduced: bool
-    endpoints: dict[str, Any]
+    endpoints: Endpoints
     gap_pct: float | None
     hunk_count: int
     files: list[str]
     culprits: list[HunkCulprit]
     suspects: list[HunkCulprit]
     undecided_subsets: int
-    established: dict[str, Any] | None
+    established: HunksEstablished | None
     hunks_in_fast_subsets: list[str]
     unexplained_share: float | None
     unexplained_share_ci95: list[float] | None
-    spread: dict[str, Any] | None
+    spread: Spread | None
     interactions: list[list[str]]
     unresolved_subsets: int
     subsets_tested: int
     search_complete: bool
-    candidates: list
+    candidates: list[Candidate]
+    """Always empty: subsets are not listed."""
     paths: list[str]
-    not_measured: list[dict[str, Any]]
-    probes: int
-    cached_samples: int
-    from_store_only: bool
-    instrumentation_overhead_pct: None
-    isolation: dict[str, Any] | None
-    instrumentation: dict[str, Any]
-    hunt_id: int
-    environment: dict[str, Any]
-    measurement: dict[str, Any]
-    cost: dict[str, Any]
-    continue_command: str | None
+    not_measured: list[NotMeasuredHunk]
+    facts: HuntFacts = flat()
 
 
 def hunk_report(hunted: HuntedHunks, decision: HunkDecision, *, prefixes: Sequence[frozenset],
@@ -192,8 +167,8 @@ def hunk_report(hunted: HuntedHunks, decision: HunkDecision, *, prefixes: Sequen
     subset (',' joined hunk ids, '' for BASE)."""
     control, result = decision.control, decision.search
     good, bad = control.endpoints
-    endpoints = {side: (None if not s.n else {"median_tok_s": s.median, "ci95": list(s.ci95), "n": s.n})
-                 for side, s in (("good", good), ("bad", bad))}
+    endpoints = Endpoints(*(None if not s.n else Summary(median_tok_s=s.median, ci95=list(s.ci95), n=s.n)
+                            for s in (good, bad)))
 
     def entry(tested: TestedSubset) -> HunkCulprit:
         after = counters.get(",".join(sorted(tested.hunks)))
@@ -231,46 +206,13 @@ def hunk_report(hunted: HuntedHunks, decision: HunkDecision, *, prefixes: Sequen
         search_complete=result.complete if result else True,
         candidates=[],
         paths=list(hunted.paths),
-        not_measured=not_measured_json(hunted),
-        probes=probes,
-        cached_samples=cached,
-        from_store_only=every_sample_stored(probes=probes, builds=None, cached=cached),
-        instrumentation_overhead_pct=None,
-        isolation=isolation_json(isolation),
-        instrumentation={"mode": instrument,
-                         "note": f"counters from separate shimmed runs; {unit} from unshimmed runs"},
-        hunt_id=hunt_id,
-        environment=dict(env_facts),
-        measurement=measurement,
-        cost=cost,
-        continue_command=continue_command)
-
-
-@dataclass(frozen=True)
-class DrillReport:
-    """A culprit commit's `hunks` in a `run --drill` report (docs/report-schema.md, "A culprit's
-    `hunks`"): the verdict of the hunt of its hunks and the slow ones, or why none was named."""
-
-    verdict: str
-    reason: str
-    base: str | Absent = ABSENT
-    hunk_count: int = 0
-    culprits: list[HunkGroup] | Absent = ABSENT
-    suspects: list[HunkGroup] | Absent = ABSENT
-    hunks: list[dict[str, Any]] | Absent = ABSENT
-    """'one-hunk' only: the one hunk."""
-    unexplained_share: float | None | Absent = ABSENT
-    """1 - the named groups' shares of the commit's step; None without culprits."""
-    unexplained_share_ci95: list[float] | None | Absent = ABSENT
-    spread: dict[str, Any] | None | Absent = ABSENT
-    """`HuntedHunks.spread`."""
-    probes: int | Absent = ABSENT
-    cached_samples: int | Absent = ABSENT
-    max_probes: int | None | Absent = ABSENT
-    """The drill's probe cap (`search.budget.drill_probe_cap`)."""
-
-    def to_json(self) -> dict[str, Any]:
-        return fields_json(self)
+        not_measured=not_measured_hunks(hunted),
+        facts=hunt_facts(
+            probes=probes, builds=None, cached=cached,
+            instrumentation=Instrumentation(mode=instrument,
+                                            note=f"counters from separate shimmed runs; {unit} from unshimmed runs"),
+            overhead=None, isolation=isolation, hunt_id=hunt_id, env_facts=env_facts, measurement=measurement,
+            cost=cost, continue_command=continue_command))
 
 
 def drill_report(hunted: HuntedHunks, decision: HunkDecision | None, *, probes: int = 0,
@@ -279,12 +221,12 @@ def drill_report(hunted: HuntedHunks, decision: HunkDecision | None, *, probes: 
     commit names already (no hunt). A commit with no hunks at all is DrillReport('no-hunks', why).
     max_probes: the drill's probe cap."""
     if decision is None:
-        return DrillReport(verdict="one-hunk", reason="its diff is one hunk: the commit names it",
+        return DrillReport(verdict=DrillVerdict.ONE_HUNK, reason="its diff is one hunk: the commit names it",
                            base=hunted.base, hunk_count=len(hunted.hunks), culprits=[], suspects=[],
-                           hunks=[hunk_json(h) for h in hunted.hunks], probes=0, cached_samples=0)
+                           hunks=[hunk_entry(h) for h in hunted.hunks], probes=0, cached_samples=0)
     culprits = [hunted.group(c) for c in decision.culprits]
     shares = [c.share_of_gap for c in culprits if c.share_of_gap is not None]
-    return DrillReport(verdict=decision.verdict, reason=decision.reason, base=hunted.base,
+    return DrillReport(verdict=DrillVerdict(decision.verdict), reason=decision.reason, base=hunted.base,
                        hunk_count=len(hunted.hunks),
                        culprits=culprits,
                        suspects=[hunted.group(c) for c in decision.suspects],
