@@ -18,6 +18,7 @@ from regressbisect.deps.builds import IndexOptions
 from regressbisect.deps.envs import read_requirements
 from regressbisect.git.history import History
 from regressbisect.hunts.deps import DepsHunt
+from regressbisect.render.report_deps import deps_summary
 from regressbisect.samples import ProbeOutcome, Sample
 from regressbisect.testing.gitrepo import make_repo, snapshot_checkout
 from regressbisect.testing.wheels import write_broken_wheel, write_wheel
@@ -125,6 +126,11 @@ def test_the_package_and_its_first_slow_release_are_named_and_the_broken_release
     assert releases["tested"] == ["1.0", "1.0.1", "1.1", "1.2", "2.0"]     # 1.3rc1 left out
     assert [s["version"] for s in releases["steps"]] == ["1.2"]
     assert [s["version"] for s in releases["skipped"]] in ([], ["1.0.1"])   # tried only if the search asks
+    # what became of the releases beside the step, as a commit report's sides, in the text too
+    assert releases["sides"] and {side["outcome"] for side in releases["sides"]} <= {"cleared", "searched", "unresolved", "remainder"}
+    assert all(side["from"] in releases["tested"] and side["to"] in releases["tested"] for side in releases["sides"])
+    side = releases["sides"][0]
+    assert f"releases {side['from']}..{side['to']}: " in deps_summary(report)
     # every environment measured is GOOD's pins with some of the changes: plain 1.1 never blamed
     assert all(set(env) == {"slowpkg", "helper", "plain"} for env in probe.environments)
     assert snapshot_checkout(project) == before

@@ -113,6 +113,10 @@ def _releases_json(hunt: ReleaseHunt) -> dict[str, Any]:
         out["ambiguous"] = [{"any_of": list(hunt.versions[c.last_good + 1:c.first_bad + 1]),
                              "after": hunt.versions[c.last_good], "step_pct": _pct(c.step),
                              "interval": _interval(c.step_ci95)} for c in result.ambiguous]
+        # what became of the releases beside each step, as a commit report's sides: a step there
+        # searched for, ruled out down to a size, or left open
+        out["sides"] = [{"from": hunt.versions[side.lo], "to": hunt.versions[side.hi], "outcome": str(side.outcome),
+                         "ruled_out_pct": _pct(side.ruled_out)} for side in result.sides]
     return out
 
 
@@ -207,6 +211,16 @@ def _pct_text(value: float | None) -> str:
     return "?" if value is None else f"{value:+.1f}%"
 
 
+def _side_text(side: Mapping[str, Any]) -> str:
+    """What became of the releases beside a step (`SideOutcome`)."""
+    if side["outcome"] in ("cleared", "remainder") and side.get("ruled_out_pct") is not None:
+        searched = ", then searched for the remainder" if side["outcome"] == "remainder" else ""
+        return f"no further step of {abs(side['ruled_out_pct']):.1f}% or more{searched}"
+    if side["outcome"] == "searched":
+        return "its ends differed: searched"
+    return "not told: a further step there is not ruled out"
+
+
 def _interval_text(interval: Sequence[float | None]) -> str:
     return f"95% interval {_pct_text(interval[0])}..{_pct_text(interval[1])}"
 
@@ -246,6 +260,8 @@ def deps_summary(report: Mapping[str, Any]) -> str:
         if not steps and not releases.get("ambiguous"):
             told = f"release {culprit['version']}" if culprit["version"] else "release not told"
             lines.append(f"  {told}" + (f": {releases.get('reason')}" if releases.get("reason") else ""))
+        for side in releases.get("sides") or []:
+            lines.append(f"  releases {side['from']}..{side['to']}: {_side_text(side)}")
         for skip in releases.get("skipped") or []:
             lines.append(f"  skipped release {skip['version']}: {skip['reason']}")
         for commit in culprit.get("commits") or []:
