@@ -325,8 +325,7 @@ def machine_runs(logs: Mapping[int, Sequence[float]], good: int, bad: int) -> di
     sigma = hunt_scale(logs)
     kinds = [(off, share) for off, share in (interference_kinds({good: logs[good]}, sigma) if sigma > 0 else [])
              if share <= MACHINE_KIND_MOST]
-    flags = {i: _runs_at_kinds(np.asarray(values, dtype=float), sigma, kinds) for i, values in logs.items()}
-    bad_at = flags.get(bad)
+    bad_at = _runs_at_kinds(np.asarray(logs[bad], dtype=float), sigma, kinds)
     kinds = [(off, share) for k, (off, share) in enumerate(kinds)
              if bad_at is None or not _beyond_its_share(int(bad_at[1][k].sum()), len(logs[bad]), share)]
     if not kinds:
