@@ -532,3 +532,29 @@ def test_a_process_that_reaps_a_long_busy_child_is_named_with_the_windows_cpu_on
     # the child is single-threaded: it used at most one CPU of the window, its parent none of its own
     assert named.get(reaper, 0.0) <= 1.05, measured.busiest
     assert all(cpus <= measured.ncpus + 0.05 for cpus in named.values()), measured.busiest
+
+
+def test_a_job_reaped_through_a_shell_that_ended_is_not_its_grandparents_cpu():
+    """A runner (a pytest worker, a CI agent) whose shell reaps a long job and is reaped in turn
+    gets the job's whole lifetime at once; only what the job used in the window is the runner's."""
+    readings = {"now": [ct._Proc(pid=900001, ppid=1, session=900001, start=1, cpu=1.0, name="runner"),
+                        ct._Proc(pid=900002, ppid=900001, session=900001, start=2, cpu=0.1, name="sh"),
+                        ct._Proc(pid=900003, ppid=900002, session=900001, start=3, cpu=50.0, name="job")]}
+    cpu = HuntCpu(scan=lambda: readings["now"], command_line=lambda pid: None)
+    cpu.total()
+    before = cpu.foreign()
+    # in 2 s the job used 0.8 s more and ended; the shell reaped it and ended; the runner reaped the shell
+    readings["now"] = [ct._Proc(pid=900001, ppid=1, session=900001, start=1, cpu=1.0 + 0.1 + 50.8, name="runner")]
+    cpu.total()
+    named = {pid: cpus for pid, _, cpus in cpu.busiest(before, 2.0, at_most=2.0)}
+    assert named[900001] == pytest.approx(0.4)
+
+
+def test_no_process_is_named_with_more_cpu_than_the_machine_showed():
+    readings = {"now": [ct._Proc(pid=900011, ppid=1, session=900011, start=1, cpu=0.0, name="x")]}
+    cpu = HuntCpu(scan=lambda: readings["now"], command_line=lambda pid: None)
+    cpu.total()
+    before = cpu.foreign()
+    readings["now"] = [ct._Proc(pid=900011, ppid=1, session=900011, start=1, cpu=9.0, name="x")]
+    cpu.total()
+    assert cpu.busiest(before, 2.0, at_most=1.5) == ((900011, "x", 1.5),)

@@ -211,24 +211,34 @@ class HuntCpu:
         with self._lock:
             return dict(self._foreign)
 
-    def busiest(self, before: dict[tuple[int, int], _Proc], seconds: float,
+    def busiest(self, before: dict[tuple[int, int], _Proc], seconds: float, at_most: float,
                 count: int = 3, floor_cpus: float = 0.05) -> tuple[tuple[int, str, float], ...]:
         """(pid, command, CPUs) of the `count` foreign processes that used the most CPU since
         `before` (a `foreign()` reading `seconds` ago), those under `floor_cpus` left out. A
         process's CPU includes the children it reaped, so a shell running short jobs is named;
         of a child that was already running at `before`, only what it used since counts: reaping
         moves a child's whole lifetime into its parent's time (`timeout` reaping an hours-long job
-        would read as 15 CPUs of a 2-core machine)."""
+        would read as 15 CPUs of a 2-core machine). An ended child's time goes to its nearest
+        ancestor still alive (a shell that ended reaped its own job first, and was reaped in turn).
+        No process is named with more than `at_most` CPUs, the foreign load the whole machine
+        showed in the window."""
         now_procs = self.foreign()
-        reaped_before: dict[int, float] = {}   # parent pid -> CPU its ended children had at `before`
+        alive = {p.pid for p in now_procs.values()}
+        parent_then = {then.pid: then.ppid for then in before.values()}
+        reaped_before: dict[int, float] = {}   # live pid -> CPU its ended descendants had at `before`
         for key, then in before.items():
-            if key not in now_procs:
-                reaped_before[then.ppid] = reaped_before.get(then.ppid, 0.0) + then.cpu
+            if key in now_procs:
+                continue
+            heir, seen = then.ppid, set()
+            while heir not in alive and heir in parent_then and heir not in seen:
+                seen.add(heir)
+                heir = parent_then[heir]
+            reaped_before[heir] = reaped_before.get(heir, 0.0) + then.cpu
         used = []
         for key, now in now_procs.items():
             then = before.get(key)
             used_s = now.cpu - (then.cpu + reaped_before.get(now.pid, 0.0) if then else 0.0)
-            cpus = max(used_s, 0.0) / max(seconds, 1e-6)
+            cpus = min(max(used_s, 0.0) / max(seconds, 1e-6), at_most)
             if cpus >= floor_cpus:
                 used.append((cpus, now))
         used.sort(key=lambda item: -item[0])
@@ -567,7 +577,8 @@ class ContentionGuard:
         gpu = window.gpu_loads
         hunt_cpus = max(hunt - window.hunt, 0.0) / seconds
         other = max(busy - window.busy - (hunt - window.hunt), 0.0) / seconds
-        busiest = self._hunt_cpu.busiest(window.foreign, seconds) if other > 0 else ()
+        busiest = (self._hunt_cpu.busiest(window.foreign, seconds, at_most=min(other, float(ncpus)))
+                   if other > 0 else ())
         return Load(seconds=seconds, other_cpus=min(other, float(ncpus)), hunt_cpus=hunt_cpus,
                     ncpus=ncpus, other_gpu=sum(gpu) / len(gpu) if gpu else None,
                     sibling_cpus=min(window.sibling_seconds() / seconds, hunt_cpus), busiest=busiest)
