@@ -3,7 +3,7 @@
 
     python scripts/bench_hunks.py [--trials 100] [--seed 0] [--cv 0.02] [--only TEXT] [--phases]
                                   [--interference 0.25@0.7] [--no-read-interference]
-                                  [--name-alpha A]
+                                  [--name-alpha A] [--shapes] [--jobs N]
 
 The diff: N hunks in files of 5 hunks, functions of 2 (group_hunks' three levels). Scenarios:
   one culprit      one hunk costs 10% of throughput
@@ -37,10 +37,12 @@ remainder, ddmin, confirm); --name-alpha runs the decisions at another naming le
 from __future__ import annotations
 
 import argparse
+import functools
 import inspect
 import math
-import functools
+import multiprocessing
 from collections import Counter
+from dataclasses import dataclass
 
 import numpy as np
 from tabulate import tabulate
@@ -58,24 +60,52 @@ Diff = functools.partial(SimulatedDiff, per_function=PER_FUNCTION, base_tok_s=BA
 """n hunks in files of 5, functions of 2."""
 
 
-CASES: list[tuple[int, str, float | None]] = [
-    (n, scenario, None) for n in (10, 50, 200)
-    for scenario in ("one culprit", "two culprits", "dependent pair")
-] + [
-    (50, "hidden pair", None),
-    (54, "renamed function", None),
-    (54, "renamed function", 0.10),
-    (54, "feature chain", None),
-    (54, "feature chain", 0.08),
-    (5, "one culprit 15%", 0.14),
-    (10, "no culprit", None),
-    (10, "no culprit", 0.14),
-    (10, "one stall", None),
-]
-"""(hunks, scenario, CV or None for --cv): the rows of the table."""
+@dataclass(frozen=True)
+class Row:
+    """One row of the table: `hunks` hunks, a scenario, the probe's noise (None: --cv), the
+    machine's runs far off their level ((fraction, factor) each, None: --interference), and the
+    stall of the 'one stall' scenario's hunk (fraction of runs, factor)."""
+
+    hunks: int
+    scenario: str
+    cv: float | None = None
+    interference: tuple[tuple[float, float], ...] | None = None
+    stall: tuple[float, float] = (0.40, 0.7)
+
+    @property
+    def shape(self) -> str:
+        kinds = [f"{p:.0%} at {f:g}x" for p, f in self.interference or ()]
+        if self.scenario == "one stall":
+            kinds.insert(0, f"stall {self.stall[0]:.0%} at {self.stall[1]:g}x")
+        return " + ".join(kinds)
 
 
-def make_diff(n: int, scenario: str, rng: np.random.Generator) -> tuple[SimulatedDiff, dict | bool]:
+CASES: list[Row] = [Row(n, scenario) for n in (10, 50, 200) for scenario in ("one culprit", "two culprits", "dependent pair")] + [
+    Row(50, "hidden pair"), Row(54, "renamed function"), Row(54, "renamed function", 0.10),
+    Row(54, "feature chain"), Row(54, "feature chain", 0.08), Row(5, "one culprit 15%", 0.14),
+    Row(10, "no culprit"), Row(10, "no culprit", 0.14), Row(10, "one stall")]
+"""The rows of the table."""
+
+
+def shape_cases() -> list[Row]:
+    """The commit search's run-time shapes (`bench_accuracy.SHAPE_CELLS`: the machine's second
+    mode at 0.1-0.5 of the runs, 0.5-1.6x, on 1-5% noise, and a culprit's stall with and without
+    the machine's tail), each as a hunk hunt of 10 hunks: one hunk costing 10% where the cell has
+    a step, none where it is an A/A range, a stalling hunk where the cell's culprit stalls."""
+    from bench_accuracy import SHAPE_CELLS   # the one definition of the families
+
+    rows = []
+    for cell in SHAPE_CELLS:
+        kinds = tuple((k.fraction, k.factor) for k in cell.interference)
+        if cell.stall is not None:
+            rows.append(Row(10, "one stall", cell.cv, kinds, (cell.stall.fraction, cell.stall.factor)))
+        else:
+            rows.append(Row(10, "one culprit" if cell.steps else "no culprit", cell.cv, kinds))
+    return rows
+
+
+def make_diff(n: int, scenario: str, rng: np.random.Generator,
+              stall: tuple[float, float] = (0.40, 0.7)) -> tuple[SimulatedDiff, dict | bool]:
     """The diff and the dependencies the hunt is told: True for all of them, False for none."""
     picks = [f"h{i:03d}" for i in rng.choice(n, size=min(n, 5), replace=False)]
     if scenario == "one culprit":
@@ -97,7 +127,7 @@ def make_diff(n: int, scenario: str, rng: np.random.Generator) -> tuple[Simulate
     if scenario == "no culprit":
         return Diff(n), True
     if scenario == "one stall":
-        return Diff(n, stalls={picks[0]: (0.40, 0.7)}), True
+        return Diff(n, stalls={picks[0]: stall}), True
     raise ValueError(scenario)
 
 
@@ -107,11 +137,12 @@ TAKES_NEEDS = "needs" in inspect.signature(decide_hunks).parameters
 
 def run_trial(n: int, scenario: str, seed: int, row: int, trial: int, cv: float,
               settings: SearchSettings = SearchSettings(),
-              interference: tuple[tuple[float, float], ...] = ()) -> tuple[bool, bool, Counter, int]:
+              interference: tuple[tuple[float, float], ...] = (),
+              stall: tuple[float, float] = (0.40, 0.7)) -> tuple[bool, bool, Counter, int]:
     """(right, named a wrong hunk, probes by purpose, probes that crashed) of one hunk hunt with the real decisions
     and a simulated probe; `interference`: (fraction, factor) of runs far off their level, drawn
     per run after its lognormal noise (none: the noise stream of before)."""
-    diff, told = make_diff(n, scenario, np.random.default_rng([seed, row, trial]))
+    diff, told = make_diff(n, scenario, np.random.default_rng([seed, row, trial]), stall)
     noise = np.random.default_rng([seed, row, trial, 1])
     probes: Counter = Counter()
     crashed = 0
@@ -158,32 +189,48 @@ def main(argv: list[str] | None = None) -> None:
     shipped = SearchSettings().name_alpha
     parser.add_argument("--name-alpha", type=float, default=shipped,
                         help="the naming level the decisions run at (SearchSettings.name_alpha)")
+    parser.add_argument("--shapes", action="store_true",
+                        help="the rows of the commit search's run-time shapes (bench_accuracy.py --shapes) "
+                             "as hunk hunts of 10 hunks, in place of the scenarios above")
+    parser.add_argument("--jobs", type=int, default=1, help="hunts at once (processes)")
     args = parser.parse_args(argv)
     settings = SearchSettings(name_alpha=args.name_alpha, read_interference=args.read_interference)
     interference = tuple((float(p), float(f)) for p, f in (spec.split("@") for spec in args.interference))
+    cases = shape_cases() if args.shapes else CASES
     rows = []
-    for row, (n, scenario, cv) in enumerate(CASES):
-        if args.only not in scenario:
-            continue
-        cv = args.cv if cv is None else cv
-        outcomes = [run_trial(n, scenario, args.seed, row, t, cv, settings, interference) for t in range(args.trials)]
-        probes = [sum(p.values()) for _, _, p, _ in outcomes]
-        measured = [sum(p.values()) - c for _, _, p, c in outcomes]
-        rows.append([n, scenario, f"{cv:.0%}", f"{np.mean([r for r, _, _, _ in outcomes]):.0%}",
-                     sum(w for _, w, _, _ in outcomes), f"{np.mean(probes):.0f}",
-                     f"{np.mean(measured):.0f}", f"{np.percentile(probes, 95):.0f}"])
-        if args.phases:
-            spent = sum((p for _, _, p, _ in outcomes), Counter())
-            if set(spent) - set(PURPOSES):
-                raise SystemExit(f"purposes without a column: {sorted(set(spent) - set(PURPOSES))}")
-            rows[-1] += [f"{spent[purpose] / args.trials:.0f}" for purpose in PURPOSES]
+    with multiprocessing.Pool(args.jobs) as pool:
+        for index, case in enumerate(cases):
+            if args.only not in case.scenario:
+                continue
+            # the shapes' rows draw their diffs from a stream of their own (rows numbered from 100)
+            row = index + 100 if args.shapes else index
+            cv = args.cv if case.cv is None else case.cv
+            kinds = interference if case.interference is None else case.interference
+            outcomes = pool.starmap(run_trial, [(case.hunks, case.scenario, args.seed, row, t, cv, settings, kinds, case.stall)
+                                                for t in range(args.trials)])
+            rows.append(_row(case, cv, outcomes, args))
     print(f"{args.trials} trials per row, seed {args.seed}"
           + (f", name_alpha {args.name_alpha:g}" if args.name_alpha != shipped else "")
           + (f", runs off their level: {', '.join(args.interference)}" if interference else "")
           + ("" if args.read_interference else ", --no-read-interference"))
-    print(tabulate(rows, headers=["hunks", "scenario", "CV", "right", "wrong hunk named",
-                                  "mean probes", "of them measured", "p95 probes"] + (list(PURPOSES) if args.phases else []),
-                   tablefmt="github"))
+    print(tabulate(rows, headers=["hunks", "scenario", "CV"] + (["shape"] if args.shapes else [])
+                   + ["right", "wrong hunk named", "mean probes", "of them measured", "p95 probes"]
+                   + (list(PURPOSES) if args.phases else []), tablefmt="github"))
+
+
+def _row(case: Row, cv: float, outcomes: list, args: argparse.Namespace) -> list:
+    """A row of the table from its hunts' outcomes."""
+    probes = [sum(p.values()) for _, _, p, _ in outcomes]
+    measured = [sum(p.values()) - c for _, _, p, c in outcomes]
+    row = ([case.hunks, case.scenario, f"{cv:.0%}"] + ([case.shape] if args.shapes else [])
+           + [f"{np.mean([r for r, _, _, _ in outcomes]):.0%}", sum(w for _, w, _, _ in outcomes),
+              f"{np.mean(probes):.0f}", f"{np.mean(measured):.0f}", f"{np.percentile(probes, 95):.0f}"])
+    if args.phases:
+        spent = sum((p for _, _, p, _ in outcomes), Counter())
+        if set(spent) - set(PURPOSES):
+            raise SystemExit(f"purposes without a column: {sorted(set(spent) - set(PURPOSES))}")
+        row += [f"{spent[purpose] / args.trials:.0f}" for purpose in PURPOSES]
+    return row
 
 
 if __name__ == "__main__":
