@@ -593,7 +593,7 @@ def test_pairs_go_in_abba_order_a_fresh_sample_gets_its_partner_and_slots_altern
     assert pairing.round_of(3, 4, slots=4, last_round=3) == [4, 3, 3]   # never past a cap
 
 
-def _confirmation(drop: float, pairs: int, *, capped=frozenset()):
+def _confirmation(drop: float, pairs: int, *, capped=frozenset(), stall_share: float = 0.0):
     """A step 3..4 whose two commits have `pairs` pairs at 1% noise, taken before the pick."""
     rng = np.random.default_rng(3)
     book = SampleBook(pair_window=2)
@@ -601,7 +601,7 @@ def _confirmation(drop: float, pairs: int, *, capped=frozenset()):
         book.add(3, float(1000 * math.exp(rng.normal(0, 0.01))), tag=None, when=1 + 2 * k)
         book.add(4, float(1000 * (1 - drop) * math.exp(rng.normal(0, 0.01))), tag=None, when=2 + 2 * k)
     settings = SearchSettings()
-    gate = NamingGate(book, settings.name_alpha)
+    gate = NamingGate(book, settings.name_alpha, stall_share)
     is_capped = lambda i: i in capped   # noqa: E731
     picker = Picker(book, is_capped)
     pairing = Pairing(book, settings.pair_window, lambda i: 0 if i in capped else settings.max_samples)
@@ -636,6 +636,21 @@ def test_a_step_the_fresh_pairs_show_is_named_and_a_capped_commit_gives_the_brac
     assert confirm.decide(_Bracket(0, 8), post, best, slots=1, last_round=last + 4, sign=-1).action is Action.NAMED
     stuck, post, book, _ = _confirmation(0.10, pairs=4, capped={4})
     assert stuck.decide(_Bracket(0, 8), post, best, slots=1, last_round=max(book.time[4]), sign=-1).action is Action.GIVE_UP
+
+
+def test_a_commit_at_its_cap_still_takes_a_found_steps_fresh_pairs_up_to_the_gates_floor():
+    """The floor of fresh pairs (5 where a mode of 30% may hide) is the price of naming a step
+    found: a commit sampled to its cap on the way is no reason to give the step up below it."""
+    confirm, post, book, gate = _confirmation(0.10, pairs=4, capped={4}, stall_share=0.3)
+    best = post.gaps.index((3, 4))
+    last = max(book.time[4])
+    step = confirm.decide(_Bracket(0, 8), post, best, slots=1, last_round=last, sign=-1)
+    need = gate.fresh_pairs_needed(3, 4)
+    assert need == 5 and step.action is Action.MEASURE and step.picks == ((3, "confirm step 3..4"),)
+    for k in range(need):   # the floor's pairs, flat: the step is not named on them
+        book.add(3, 1000.0, tag=None, when=last + 1 + 2 * k)
+        book.add(4, 1000.0, tag=None, when=last + 2 + 2 * k)
+    assert confirm.decide(_Bracket(0, 8), post, best, slots=1, last_round=last + 2 * need, sign=-1).action is Action.GIVE_UP
 
 
 

@@ -94,9 +94,10 @@ class StepConfirmation:
             # the posterior and the SPRT read samples that picked this step; naming it needs
             # pairs taken since: measure the two commits in pairs until the gate decides
             outer = self.beside(iv, a, b, slots)
+            capped = self.capped if self._at_its_floor(a, b) else (lambda i: False)
             fresh = [i for i in self.pairing.round_of(a, b, max(0, slots - len(outer)) if slots >= 4 else slots, last_round)
-                     if not self.capped(i)]
-            if fresh and not (self.capped(a) or self.capped(b)):
+                     if not capped(i)]
+            if fresh and not (capped(a) or capped(b)):
                 beside = [(i, f"check ends beside step {a}..{b}") for i in outer]
                 pairs = [(i, confirm) for i in fresh]
                 return Confirmation(Action.MEASURE, tuple(beside if beside and slots < 4 else beside + pairs))   # under 4 slots: a round each
@@ -129,6 +130,15 @@ class StepConfirmation:
         if slots > len(picks):
             picks += [(i, f"bisect {iv.lo}..{iv.hi}") for i in self.picker.quantiles(iv, post, slots - len(picks), exclude={a, b})]
         return Confirmation(Action.MEASURE, tuple(picks))
+
+    def _at_its_floor(self, a: int, b: int) -> bool:
+        """The step has the fresh pairs the gate names on at the least (`NamingGate.fresh_pairs_needed`).
+        Below them, a commit at max_samples still takes the step's fresh pairs: the cap bounds
+        what finding a step costs, and the floor is the price of naming one found, paid once (at
+        most its 5-6 pairs). Half the runs at 0.7x: commit 13, sampled to its cap refuting the
+        step 12..13, left the true step 13..14 at mass 1.0 with 2 fresh pairs of 5, 'could not
+        decide' (3 hunts of 100)."""
+        return len(self.gate.fresh_pairs(a, b)) >= self.gate.fresh_pairs_needed(a, b)
 
     def step_for_sprt(self, step_hat: float, sign: int) -> float:
         """Alternative of the SPRT: the model's step, at least min_effect, in the hunted direction."""
