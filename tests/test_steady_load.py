@@ -112,7 +112,7 @@ def test_a_steady_load_on_two_cpus_contends_no_sample_and_waits_for_nothing(tmp_
         source = draw_pairs(tmp_path, machine, probes, guard, pairs=6, store=store)
         assert flagged(store, A) == flagged(store, B) == []
         assert len(used(store, A)) == len(used(store, B)) == 6
-        assert source.retakes == [] and guard.waited_s == 0.0 and source.under_load == 0
+        assert source.tally.retakes == [] and guard.waited_s == 0.0 and source.tally.under_load == 0
         assert probes.runs == 12
         contention = source.measurement_json()["contention"]
     assert contention["steady_other_cpus"] == pytest.approx(0.8)
@@ -131,7 +131,7 @@ def test_a_spike_within_one_sample_of_a_pair_is_contended_and_re_taken(tmp_path)
         assert len(flagged(store, B)) == 1 and flagged(store, A) == []
         assert len(used(store, A)) == len(used(store, B)) == 3     # the re-take took its place
         assert probes.runs == 7
-        (retake,) = source.retakes
+        (retake,) = source.tally.retakes
         assert retake["candidate"] == B.short
         assert retake["reason"].startswith("other load changed: 1.2 CPUs during the sample, 0.8 before")
         assert guard.waited_s == 0.0 and guard.level_changes == 0   # re-taken at once; the level stayed
@@ -146,7 +146,7 @@ def test_a_load_that_moves_and_stays_costs_one_re_take(tmp_path):
     probes = MachineProbes(machine, hunt_cpus=0.5, load=lambda i: 0.0 if i < 3 else 0.8)   # a job starts
     with Store(tmp_path / "s.sqlite") as store:
         source = draw_pairs(tmp_path, machine, probes, guard, pairs=3, store=store)
-        assert [r["reason"].split(":")[0] for r in source.retakes] == ["other load changed"]
+        assert [r["reason"].split(":")[0] for r in source.tally.retakes] == ["other load changed"]
         assert guard.level_changes == 1 and guard.waited_s == 0.0
         assert len(used(store, A)) == len(used(store, B)) == 3
 
@@ -160,11 +160,11 @@ def test_waiting_for_quiet_is_capped_at_a_tenth_of_the_wall(tmp_path):
     with Store(tmp_path / "s.sqlite") as store:
         source = draw_pairs(tmp_path, machine, probes, guard, pairs=6, store=store)
         assert len(used(store, A)) == len(used(store, B)) == 6
-        reasons = [r["reason"] for r in source.retakes]
+        reasons = [r["reason"] for r in source.tally.retakes]
     assert 0 < guard.waited_s <= 0.1 * guard.wall_s()
     assert any("oversubscribed" in r for r in reasons), reasons
     # once the wait ran out, every sample under this load was used as it is, none waited for
-    assert source.under_load >= 8
+    assert source.tally.under_load >= 8
     contention = source.measurement_json()["contention"]
     assert contention["waited_s"] <= 0.1 * contention["wall_s"]
 
