@@ -25,6 +25,7 @@ if TYPE_CHECKING:
 LEFTOVERS_KEPT = 5
 """How many of the processes probes left the report names (`measurement.leftovers.first`)."""
 
+
 class ProbeTally:
     """What a sample source's fresh probes came to, for the report's `measurement`. The slots'
     threads count into it at once: under one lock."""
@@ -86,7 +87,7 @@ class SampleJudge:
 
     def __init__(self, guard: "ContentionGuard | None", *, store: Store, key_for: Callable[[Candidate], SampleKey],
                  hunt_id: int | None):
-        self.guard = guard
+        self._guard = guard
         self._store = store
         """Where a contended sample is kept apart: under the candidate's key, arm 'flagged'."""
         self._key_for = key_for
@@ -99,7 +100,7 @@ class SampleJudge:
         re-taken: at once after a change of the load, after a wait for quiet within the wait
         budget on oversubscribed cores, past which such a sample is used as it is
         (docs/contention.md). Returns it and its load figures."""
-        guard = self.guard
+        guard = self._guard
         since = None
         while True:
             window = guard.start() if guard is not None else None
@@ -130,18 +131,18 @@ class SampleJudge:
 
     def resume(self) -> None:
         """A new round of slots: their waits for quiet may wait again (after `cancel`)."""
-        if self.guard is not None:
-            self.guard.resume()
+        if self._guard is not None:
+            self._guard.resume()
 
     def cancel(self) -> None:
         """End the slots' waits for a quiet machine."""
-        if self.guard is not None:
-            self.guard.cancel()
+        if self._guard is not None:
+            self._guard.cancel()
 
     def contention_json(self) -> dict[str, Any] | None:
         """The report's `measurement.contention`: samples re-taken, waits, the steady level and
         the rule; None without a guard."""
-        guard = self.guard
+        guard = self._guard
         if guard is None:
             return None
         rule, tally = guard.rule, self.tally

@@ -169,7 +169,7 @@ class SampleSource:
         self._probe = SampleProbe(spec, isolation, on_imports)
         # A fake runner in unit tests (hyperfine's mock) runs through the local executor.
         self._slots = Slots(pool=pool, executor=executor or LocalExecutor(probe_runner), envs=slot_env,
-                            spec=spec, patch_for=patch_for, setup=parts.setup, venvs=parts.venvs,
+                            spec=spec, key_for=key_for, patch_for=patch_for, setup=parts.setup, venvs=parts.venvs,
                             build_check=parts.build_check)
         self._judge = SampleJudge(parts.guard, store=store, key_for=key_for, hunt_id=hunt_id)
 
@@ -324,7 +324,7 @@ class SampleSource:
     def _probe_in(self, slot: int, request: Request) -> tuple[ExecutedProbe, dict | None, ProbeImports | None]:
         """One probe of `request` by slot `slot`, judged, or the skip that came before it."""
         candidate = request.candidate
-        with self._slots.worktree(slot, candidate, self._key_for(candidate)) as (worktree, env):
+        with self._slots.worktree(slot, candidate) as (worktree, env):
             if isinstance(worktree, ProbeOutcome):
                 return ExecutedProbe(worktree), None, None
             spec = self._probe.spec_for(instrumented=request.instrumented, work=request.work)

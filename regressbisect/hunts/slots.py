@@ -26,7 +26,8 @@ class Slots:
     """The slots a sample source runs its fresh probes in, and the executor that runs them."""
 
     def __init__(self, *, pool: WorktreePool, executor: ProbeExecutor, envs: Sequence[Mapping[str, str]],
-                 spec: ProbeSpec, patch_for: Callable[[Candidate], str | None],
+                 spec: ProbeSpec, key_for: Callable[[Candidate], SampleKey],
+                 patch_for: Callable[[Candidate], str | None],
                  setup: "SetupStep | None", venvs: "SlotVenvs | None", build_check: Callable[[Path], None] | None):
         self.pool = pool
         self.executor = executor
@@ -34,6 +35,8 @@ class Slots:
         """Each slot's environment (its devices)."""
         self._spec = spec
         """The probe's, whose environment the setup step runs in and a venv's PATH extends."""
+        self._key_for = key_for
+        """A candidate's sample key, which names its build (tree and patch) for the setup step."""
         self._patch_for = patch_for
         self.setup = setup
         """Builds each candidate in its worktree before its probes (docs/setup.md)."""
@@ -47,14 +50,14 @@ class Slots:
         return len(self.envs)
 
     @contextlib.contextmanager
-    def worktree(self, slot: int, candidate: Candidate, key: SampleKey
-                 ) -> Iterator[tuple[Path | ProbeOutcome, dict[str, str]]]:
-        """Slot `slot`'s worktree holding `candidate` (stored under `key`), checked out and built,
-        and the slot's environment there; or the skip outcome of a checkout or setup step that
-        failed. A worktree kept built is the slot's until the block ends."""
+    def worktree(self, slot: int, candidate: Candidate) -> Iterator[tuple[Path | ProbeOutcome, dict[str, str]]]:
+        """Slot `slot`'s worktree holding `candidate`, checked out and built, and the slot's
+        environment there; or the skip outcome of a checkout or setup step that failed. A
+        worktree kept built is the slot's until the block ends."""
         if self.setup is None:
-            yield self._prepare(slot, slot, False, candidate, key)   # each slot its own worktree
+            yield self._prepare(slot, slot, False, candidate, None)   # each slot its own worktree
             return
+        key = self._key_for(candidate)
         remembered = self.setup.remembered_failure(key, candidate.short)
         if remembered is not None:
             yield _skipped(remembered.reason), {}
@@ -66,11 +69,12 @@ class Slots:
         finally:
             self.setup.trees.give_back(tree)
 
-    def _prepare(self, slot: int, tree: int, built: bool, candidate: Candidate, key: SampleKey
+    def _prepare(self, slot: int, tree: int, built: bool, candidate: Candidate, key: SampleKey | None
                  ) -> tuple[Path | ProbeOutcome, dict[str, str]]:
         """The slot's environment in worktree `tree`, and the worktree with the candidate checked
-        out and the setup step run (a skip outcome if either fails). A worktree that holds the
-        candidate `built` is used as it is (a checkout would `git clean` the build away)."""
+        out and the setup step run (a skip outcome if either fails; `key`: the candidate's, with a
+        setup step). A worktree that holds the candidate `built` is used as it is (a checkout
+        would `git clean` the build away)."""
         env = self._env(slot, tree)
         if built:
             worktree = self.pool.path(tree)
