@@ -22,7 +22,9 @@ from regressbisect.search.overhead import OverheadArm, overhead_decision
 from regressbisect.config import build_config
 from regressbisect.errors import UserError
 from regressbisect.git.history import History
+from regressbisect.git.worktrees import WorktreePool
 from regressbisect.hunts.commits import NO_COUNTERS_NOTE, CommitHunt
+from regressbisect.probe.setup_step import SPARE_TREES
 from regressbisect.samples import ProbeOutcome, Sample, SampleKey
 from regressbisect.store import Store
 from regressbisect.testing.benchrepo import make_bench_repo
@@ -337,6 +339,18 @@ def test_auto_budget_keys_samples_by_the_chosen_budget(step_repo):
     again = StepProbe(noise=0.002, startup=10.0)
     second = _hunt(step_repo, again, instrument="off").report
     assert again.calls == [] and second["cost"]["budget"]["tokens"] == budget["tokens"]
+
+
+def test_the_rig_sizes_the_worktree_pool_once_for_every_source_of_an_auto_budget(step_repo, monkeypatch):
+    """--tokens auto measures through two sample sources (the pilots', then one at the chosen
+    budget); with a setup step the pool holds the worktrees kept built besides the lanes' own.
+    It is sized once, by the hunt's rig, and no source resizes it."""
+    widened: list[int] = []
+    widen = WorktreePool.widen
+    monkeypatch.setattr(WorktreePool, "widen", lambda pool, trees: (widened.append(trees), widen(pool, trees)))
+    budget = _hunt(step_repo, StepProbe(noise=0.002, startup=10.0), instrument="off", setup="true").report["cost"]["budget"]
+    assert budget["tokens"] != budget["initial_tokens"]   # a second source, at the chosen budget
+    assert widened == [1 + SPARE_TREES]
 
 
 def _fingerprint() -> str:

@@ -10,6 +10,7 @@ that loop and the hunt (the test machine is shared: other jobs' load would decid
 """
 from __future__ import annotations
 
+import functools
 import json
 import os
 import signal
@@ -24,12 +25,13 @@ from pathlib import Path
 import pytest
 
 from regressbisect.errors import ExitCode
+from regressbisect.hunts.judging import SampleJudge
 from regressbisect.hunts.sampling import MeasurementParts, Request, SampleSource
 from regressbisect.machine import contention as ct
 from regressbisect.machine.contention import ContentionGuard, HuntCpu, MachineBusy
 from regressbisect.probe.executors.base import ExecutedProbe, ProbeExecutor
 from regressbisect.probe.runner import ProbeSpec
-from regressbisect.samples import Candidate, ProbeOutcome, Sample, SampleKey
+from regressbisect.samples import Arm, Candidate, ProbeOutcome, Sample, SampleKey
 from regressbisect.store import Store
 from tests.fakemachine import FakeMachine
 
@@ -112,7 +114,7 @@ def test_a_steady_load_on_two_cpus_contends_no_sample_and_waits_for_nothing(tmp_
         source = draw_pairs(tmp_path, machine, probes, guard, pairs=6, store=store)
         assert flagged(store, A) == flagged(store, B) == []
         assert len(used(store, A)) == len(used(store, B)) == 6
-        assert source.retakes == [] and guard.waited_s == 0.0 and source.under_load == 0
+        assert source.tally.retakes == [] and guard.waited_s == 0.0 and source.tally.under_load == 0
         assert probes.runs == 12
         contention = source.measurement_json()["contention"]
     assert contention["steady_other_cpus"] == pytest.approx(0.8)
@@ -131,7 +133,7 @@ def test_a_spike_within_one_sample_of_a_pair_is_contended_and_re_taken(tmp_path)
         assert len(flagged(store, B)) == 1 and flagged(store, A) == []
         assert len(used(store, A)) == len(used(store, B)) == 3     # the re-take took its place
         assert probes.runs == 7
-        (retake,) = source.retakes
+        (retake,) = source.tally.retakes
         assert retake["candidate"] == B.short
         assert retake["reason"].startswith("other load changed: 1.2 CPUs during the sample, 0.8 before")
         assert guard.waited_s == 0.0 and guard.level_changes == 0   # re-taken at once; the level stayed
@@ -140,13 +142,44 @@ def test_a_spike_within_one_sample_of_a_pair_is_contended_and_re_taken(tmp_path)
     assert [reason is not None for _, reason in loads] == [False, False, True, False, False, False, False]
 
 
+def test_the_deps_hunt_s_judge_alone_judges_as_a_sample_source_does(tmp_path):
+    """The deps hunt runs its probes in the project's directory, with no sample source: it takes
+    each through a `SampleJudge`. The same probes on the same machine are judged alike: the
+    spiked sample stored apart and re-taken, the same loads stored, the same report."""
+    def spiked() -> tuple[FakeMachine, MachineProbes, ContentionGuard]:
+        machine = FakeMachine(other=0.8)
+        return machine, MachineProbes(machine, hunt_cpus=0.5, load=lambda i: 1.2 if i == 2 else 0.8), \
+            machine.guard(max_wait_s=600)
+
+    def loads(store: Store) -> list:
+        return store._conn.execute("SELECT other_cpus, contended FROM sample_loads ORDER BY sample_id").fetchall()
+
+    machine, probes, guard = spiked()
+    with Store(tmp_path / "source.sqlite") as store:
+        source = draw_pairs(tmp_path, machine, probes, guard, pairs=3, store=store)
+        by_source = loads(store)
+    machine, probes, guard = spiked()
+    with Store(tmp_path / "judge.sqlite") as store:
+        judge = SampleJudge(guard, store=store, key_for=key_for, hunt_id=None)
+        for k in range(3):
+            for candidate in ((A, B) if k % 2 == 0 else (B, A)):
+                executed, load = judge.take(candidate, functools.partial(probes.run, SPEC, tmp_path, {},
+                                                                         label=candidate.short))
+                store.add_outcome(key_for(candidate), candidate, executed.outcome, hunt_id=None, arm=Arm.MAIN,
+                                  load=load)
+        assert len(flagged(store, B)) == 1 and flagged(store, A) == []
+        assert probes.runs == 7 and [r["candidate"] for r in judge.tally.retakes] == [B.short]
+        assert loads(store) == by_source
+    assert judge.contention_json() == source.measurement_json()["contention"]
+
+
 def test_a_load_that_moves_and_stays_costs_one_re_take(tmp_path):
     machine = FakeMachine(other=0.0)
     guard = machine.guard(max_wait_s=600)
     probes = MachineProbes(machine, hunt_cpus=0.5, load=lambda i: 0.0 if i < 3 else 0.8)   # a job starts
     with Store(tmp_path / "s.sqlite") as store:
         source = draw_pairs(tmp_path, machine, probes, guard, pairs=3, store=store)
-        assert [r["reason"].split(":")[0] for r in source.retakes] == ["other load changed"]
+        assert [r["reason"].split(":")[0] for r in source.tally.retakes] == ["other load changed"]
         assert guard.level_changes == 1 and guard.waited_s == 0.0
         assert len(used(store, A)) == len(used(store, B)) == 3
 
@@ -160,11 +193,11 @@ def test_waiting_for_quiet_is_capped_at_a_tenth_of_the_wall(tmp_path):
     with Store(tmp_path / "s.sqlite") as store:
         source = draw_pairs(tmp_path, machine, probes, guard, pairs=6, store=store)
         assert len(used(store, A)) == len(used(store, B)) == 6
-        reasons = [r["reason"] for r in source.retakes]
+        reasons = [r["reason"] for r in source.tally.retakes]
     assert 0 < guard.waited_s <= 0.1 * guard.wall_s()
     assert any("oversubscribed" in r for r in reasons), reasons
     # once the wait ran out, every sample under this load was used as it is, none waited for
-    assert source.under_load >= 8
+    assert source.tally.under_load >= 8
     contention = source.measurement_json()["contention"]
     assert contention["waited_s"] <= 0.1 * contention["wall_s"]
 

@@ -27,6 +27,7 @@ deps hunt re-run with the same arguments re-measures nothing stored (its environ
 from __future__ import annotations
 
 import dataclasses
+import functools
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -45,7 +46,8 @@ from regressbisect.git.hunks import collect_hunks, group_hunks
 from regressbisect.git.worktrees import pool_root
 from regressbisect.hunts.common import VERDICT_EXIT, busy_guard, hunting
 from regressbisect.hunts.hunks import hunk_needs
-from regressbisect.hunts.sampling import MeasurementParts, Request, SampleSource, StoredDraws
+from regressbisect.hunts.judging import SampleJudge
+from regressbisect.hunts.sampling import Request, StoredDraws
 from regressbisect.hunts.skeleton import Hunt
 from regressbisect.probe.runner import probe_spec, run_probe
 from regressbisect.probe.venvs import base_interpreter
@@ -116,8 +118,8 @@ class DepsHunt(Hunt):
         """The store's samples, served in the order the searches ask (set while the hunt runs)."""
         self._store: Store | None = None
         self._hunt_id: int | None = None
-        self._measurer: SampleSource | None = None
-        """Runs each fresh probe as `run`'s do, under the busy-machine guard (docs/contention.md):
+        self._judge: SampleJudge | None = None
+        """Judges each fresh probe as `run`'s are, under the busy-machine guard (docs/contention.md):
         its load stored with it, one taken under contention stored apart and re-taken, the waits
         for quiet bounded (set while the hunt runs)."""
         self.by_name = {c.name: c for c in self.changes}
@@ -147,9 +149,8 @@ class DepsHunt(Hunt):
             self._stored = StoredDraws(store, self.key_for, hunt_id, self.spec.timeout_s)
             self._store, self._hunt_id = store, hunt_id
             # One probe at a time in the project's directory: no worktree pool, no setup step.
-            self._measurer = SampleSource(store=store, pool=None, spec=self.spec, env_fingerprint=self.env_fingerprint,
-                                          hunt_id=hunt_id, key_for=self.key_for, executor=self.executor,
-                                          parts=MeasurementParts(guard=busy_guard(self.config, self.progress)))
+            self._judge = SampleJudge(busy_guard(self.config, self.progress), store=store, key_for=self.key_for,
+                                      hunt_id=hunt_id)
             try:
                 self._read_needs()
                 decision = self._which_packages()
@@ -165,7 +166,7 @@ class DepsHunt(Hunt):
                 builds=self.builder.builds, build_seconds=self.builder.build_seconds,
                 wall_seconds=time.perf_counter() - started, settings=self.config.search_key("hunks"))
             # the busy-machine guard's facts, as run's report has them (null with --no-busy-check)
-            report["measurement"] = {"contention": self._measurer.measurement_json()["contention"]}
+            report["measurement"] = {"contention": self._judge.contention_json()}
             store.finish_hunt(hunt_id, report)
         return DepsOutcome(report, VERDICT_EXIT[decision.verdict])
 
@@ -358,20 +359,21 @@ class DepsHunt(Hunt):
                 source: Source | None = None) -> tuple[float | None, str | None]:
         """One sample of the project in the environment of exactly `pins`: the next one stored for
         this search (`namespace`), else a run of the probe in it (built on first use) under the
-        busy-machine guard as `run`'s probes are (hunts/sampling.py `SampleSource._measure`), stored
+        busy-machine guard as `run`'s probes are (hunts/judging.py `SampleJudge.take`), stored
         at once with its load; a build that fails is a skip with its reason, stored too, never a
         slow run."""
-        assert self._stored is not None and self._store is not None and self._measurer is not None
+        assert self._stored is not None and self._store is not None and self._judge is not None
         request = Request(self.project.candidate(self.builder.key(pins, source)), namespace=namespace)
         draw = self._stored.next(request)
         if draw is None:
             built = self.builder.build(pins, source)
             load = None
             if built.ok:
-                retaken = len(self._measurer.retakes)
-                executed, load = self._measurer._measure(request, self.spec, self.history.root, built.env())
+                retaken = len(self._judge.tally.retakes)
+                executed, load = self._judge.take(request.candidate, functools.partial(
+                    self.executor.run, self.spec, self.history.root, built.env(), label=request.candidate.short))
                 outcome = executed.outcome
-                self.probes += 1 + len(self._measurer.retakes) - retaken   # the re-taken ones ran too
+                self.probes += 1 + len(self._judge.tally.retakes) - retaken   # the re-taken ones ran too
             else:
                 outcome = ProbeOutcome(sample=None, skip_reason=built.reason, exit_code=None, wall_seconds=0.0)
             self._store.add_outcome(self.key_for(request.candidate), request.candidate, outcome,

@@ -9,22 +9,23 @@ from __future__ import annotations
 
 import concurrent.futures
 import dataclasses
-import os
-import statistics
-import threading
+import functools
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
-from regressbisect.errors import UserError, warn
-from regressbisect.git.worktrees import PatchDoesNotApply, SubmoduleUnavailable, WorktreePool
-from regressbisect.machine.contention import HuntOversubscribed, WaitCancelled
+from regressbisect.errors import UserError
+from regressbisect.git.worktrees import WorktreePool
+from regressbisect.hunts.judging import ProbeTally, SampleJudge
+from regressbisect.hunts.sample_probe import SampleProbe
+from regressbisect.hunts.slots import Slots
+from regressbisect.machine.contention import WaitCancelled
 from regressbisect.probe.executors.base import ExecutedProbe, ProbeExecutor
 from regressbisect.probe.executors.local import LocalExecutor
 from regressbisect.probe.interrupts import INTERRUPTS
 from regressbisect.probe.isolation import Isolation, ProbeImports
-from regressbisect.probe.runner import ProbeSpec, probe_environment, reusable_failure, run_probe
+from regressbisect.probe.runner import ProbeSpec, reusable_failure, run_probe
 from regressbisect.samples import Arm, Candidate, ProbeOutcome, Sample, SampleKey
 from regressbisect.store import Store
 
@@ -32,10 +33,6 @@ if TYPE_CHECKING:
     from regressbisect.machine.contention import ContentionGuard
     from regressbisect.probe.setup_step import SetupStep
     from regressbisect.probe.venvs import SlotVenvs
-
-
-LEFTOVERS_KEPT = 5
-"""How many of the processes probes left the report names (`measurement.leftovers.first`)."""
 
 
 @dataclass(frozen=True)
@@ -152,7 +149,9 @@ class StoredDraws:
 
 
 class SampleSource:
-    """Serves samples for candidates: stored ones in order, then fresh probe runs."""
+    """Serves samples for candidates: stored ones in order, then fresh probe runs. What a fresh
+    sample runs (`SampleProbe`), where (`Slots`) and how it is judged (`SampleJudge`) are its
+    parts; it walks the store, runs a round of slots at once and stores what comes back."""
 
     def __init__(self, *, store: Store, pool: WorktreePool, spec: ProbeSpec, env_fingerprint: str,
                  hunt_id: int | None, key_for: Callable[[Candidate], SampleKey],
@@ -163,40 +162,38 @@ class SampleSource:
                  isolation: Isolation | None = None, executor: ProbeExecutor | None = None,
                  on_imports: Callable[[frozenset[str]], None] | None = None):
         self._store = store
-        self._pool = pool
-        self._spec = spec
-        self._env_fingerprint = env_fingerprint
-        self._hunt_id = hunt_id
         self._key_for = key_for
-        self._patch_for = patch_for
-        self._slot_env = list(slot_env) or [{}]
-        # A fake runner in unit tests (hyperfine's mock) runs through the local executor.
-        self._executor = executor or LocalExecutor(probe_runner)
-        self.isolation = isolation
-        """Import roots first on every probe's PYTHONPATH, and the check of what it imported."""
-        self._on_imports = on_imports
-        """Told, after each round and before it is stored, the files outside the worktrees its
-        probes imported (the hunt puts them in the sample key: `key_for` reads it)."""
+        self._hunt_id = hunt_id
+        self._env_fingerprint = env_fingerprint
         self._stored = StoredDraws(store, key_for, hunt_id, spec.timeout_s)
-        self.probes_run = 0
-        self.probe_seconds = 0.0
-        self.parts = parts
-        self._setup, self._venvs, self._guard = parts.setup, parts.venvs, parts.guard
-        self._build_check = parts.build_check
-        self._counts_lock = threading.Lock()
-        self.retakes: list[dict[str, Any]] = []
-        """Samples taken under contention (stored in the 'flagged' arm) and re-taken."""
-        self.under_load = 0
-        """Samples used although the cores were oversubscribed: a steady load the wait for quiet
-        did not see end (docs/contention.md)."""
-        self._other_loads: list[float] = []
-        """Other load (CPUs) of each fresh sample used, for the report's steady level."""
-        self.leftovers = {"probes": 0, "killed": 0, "first": []}
-        """Probes that left processes running when they ended, how many were killed, the first few."""
+        self._probe = SampleProbe(spec, isolation, on_imports)
+        # A fake runner in unit tests (hyperfine's mock) runs through the local executor.
+        self._slots = Slots(pool=pool, executor=executor or LocalExecutor(probe_runner), envs=slot_env,
+                            spec=spec, key_for=key_for, patch_for=patch_for, setup=parts.setup, venvs=parts.venvs,
+                            build_check=parts.build_check)
+        self._judge = SampleJudge(parts.guard, store=store, key_for=key_for, hunt_id=hunt_id)
 
     @property
     def store(self) -> "Store":
         return self._store
+
+    @property
+    def isolation(self) -> Isolation | None:
+        """Import roots first on every probe's PYTHONPATH, and the check of what it imported."""
+        return self._probe.isolation
+
+    @property
+    def tally(self) -> ProbeTally:
+        """What this source's fresh probes came to."""
+        return self._judge.tally
+
+    @property
+    def probes_run(self) -> int:
+        return self.tally.probes_run
+
+    @property
+    def probe_seconds(self) -> float:
+        return self.tally.probe_seconds
 
     @property
     def cached_used(self) -> int:
@@ -205,7 +202,7 @@ class SampleSource:
 
     @property
     def slots(self) -> int:
-        return len(self._slot_env)
+        return self._slots.count
 
     def key(self, candidate: Candidate) -> SampleKey:
         return self._key_for(candidate)
@@ -249,8 +246,7 @@ class SampleSource:
                 if other_machine:
                     continue
                 self._stored.advance(request)
-                self.probes_run += 1
-                self.probe_seconds += outcome.wall_seconds
+                self.tally.used(outcome)
                 draws[i] = Draw(request.candidate, outcome.sample, outcome.skip_reason, cached=False)
             if failure is not None:
                 raise failure
@@ -262,6 +258,17 @@ class SampleSource:
                     f"of different node types are not compared; pin one node type with --slurm-constraint "
                     f"(constraint in [tool.regressbisect.slurm]); its sample is stored under its own type")
         return [d for d in draws if d is not None]
+
+    def measurement_json(self) -> dict[str, Any]:
+        """Report fields: preloaded start-up, overlapped probes, setup step, slot venvs, samples re-taken
+        under contention, processes probes left."""
+        executor, setup = self._slots.executor, self._slots.setup
+        return {"probe_seconds": round(self.probe_seconds, 3),
+                "preload": executor.preload_stats(),
+                "overlap": executor.overlap_stats(),
+                "setup": setup.to_json() if setup is not None else None,
+                "venvs": self._slots.venvs_json(), "contention": self._judge.contention_json(),
+                "leftovers": dict(self.tally.leftovers)}
 
     # -- internals ---------------------------------------------------------------------------
 
@@ -276,18 +283,7 @@ class SampleSource:
         def run(slot: int, request: Request) -> tuple[ExecutedProbe, dict | None, ProbeImports | None]:
             if on_start is not None:
                 on_start(slot, request)
-            if self._setup is None:
-                return self._probe_in(slot, slot, False, request)   # each slot its own worktree
-            remembered = self._setup.remembered_failure(self._key_for(request.candidate),
-                                                        request.candidate.short)
-            if remembered is not None:
-                return ExecutedProbe(_skipped(remembered.reason)), None, None
-            # A worktree per candidate built, taken by one slot at a time (docs/setup.md).
-            tree, built = self._setup.trees.take(self._build_of(request.candidate))
-            try:
-                return self._probe_in(slot, tree, built, request)
-            finally:
-                self._setup.trees.give_back(tree)
+            return self._probe_in(slot, request)
 
         failure: BaseException | None = None
         if len(fresh) == 1:
@@ -297,11 +293,10 @@ class SampleSource:
                 INTERRUPTS.stop()
                 raise
             except BaseException:
-                self._executor.cancel_all()
+                self._slots.executor.cancel_all()
                 raise
         else:
-            if self._guard is not None:
-                self._guard.resume()
+            self._judge.resume()
             pool = ThreadPoolExecutor(max_workers=len(fresh))
             futures = [pool.submit(run, slot, request) for slot, (_, request) in enumerate(fresh)]
             try:
@@ -322,168 +317,31 @@ class SampleSource:
                 done.append((None, None, None) if error is not None else future.result())
         # Checked before any outcome is stored: a sample of the wrong code is never evidence, and
         # what the round imported from outside the worktrees is in the key it is stored under.
-        checked = [imports for executed, _, imports in done if executed is not None and imports is not None]
-        if checked:
-            read = self.isolation.verify_round(checked)
-            if read and self._on_imports is not None:
-                self._on_imports(read)
+        self._probe.check_round([imports for executed, _, imports in done
+                                 if executed is not None and imports is not None])
         return [(executed, load) for executed, load, _ in done], failure
 
-    def _probe_in(self, slot: int, tree: int, built: bool, request: Request
-                  ) -> tuple[ExecutedProbe, dict | None, ProbeImports | None]:
-        """One probe of `request` by slot `slot` in worktree `tree` (`built`: it holds the
-        candidate built by the setup step), or the skip that came before it."""
-        extra_env = self._slot_extra_env(slot, tree)
-        prepared = self._prepare(tree, built, request.candidate, extra_env)
-        if isinstance(prepared, ProbeOutcome):
-            return ExecutedProbe(prepared), None, None
-        spec = dataclasses.replace(self._spec, instrument=request.instrumented, work=request.work)
-        imports = self.isolation.prepare(prepared) if self.isolation is not None else None
-        probe_env = {**extra_env, **(imports.env if imports is not None else {})}
-        try:
-            return (*self._measure(request, spec, prepared, probe_env), imports)
-        except BaseException:  # interrupted: no record to read, none left behind
-            if imports is not None:
-                imports.discard()
-            raise
+    def _probe_in(self, slot: int, request: Request) -> tuple[ExecutedProbe, dict | None, ProbeImports | None]:
+        """One probe of `request` by slot `slot`, judged, or the skip that came before it."""
+        candidate = request.candidate
+        with self._slots.worktree(slot, candidate) as (worktree, env):
+            if isinstance(worktree, ProbeOutcome):
+                return ExecutedProbe(worktree), None, None
+            spec = self._probe.spec_for(instrumented=request.instrumented, work=request.work)
+            imports = self._probe.imports_in(worktree)
+            probe_env = {**env, **(imports.env if imports is not None else {})}
+            try:
+                return (*self._judge.take(candidate, functools.partial(
+                    self._slots.executor.run, spec, worktree, probe_env, label=candidate.short)), imports)
+            except BaseException:  # interrupted: no record to read, none left behind
+                if imports is not None:
+                    imports.discard()
+                raise
 
     def _cancel_slots(self) -> None:
         """Stop the other slots' probes and their waits for a quiet machine."""
-        self._executor.cancel_all()
-        if self._guard is not None:
-            self._guard.cancel()
-
-    def _slot_extra_env(self, slot: int, tree: int) -> dict[str, str]:
-        """The slot's devices, and with --venv the virtualenv of worktree `tree` activated (PATH,
-        VIRTUAL_ENV): an install belongs to the worktree's build."""
-        env = dict(self._slot_env[slot])
-        if self._venvs is not None:
-            from regressbisect.probe.venvs import activation_env
-
-            base_path = env.get("PATH", self._spec.env.get("PATH", os.environ.get("PATH", "")))
-            env.update(activation_env(self._venvs.ensure(tree), base_path))
-        return env
-
-    def _build_of(self, candidate: Candidate) -> tuple[str, str | None]:
-        """What a build depends on besides the setup step's command: the candidate's tree and patch."""
-        key = self._key_for(candidate)
-        return key.tree, key.patch_hash
-
-    def _prepare(self, tree: int, built: bool, candidate: Candidate,
-                 extra_env: Mapping[str, str]) -> Path | ProbeOutcome:
-        """Check the candidate out in worktree `tree` and run the setup step; a skip outcome if
-        either fails. A worktree that holds the candidate `built` is used as it is (a checkout
-        would `git clean` the build away); see docs/setup.md."""
-        if built:
-            worktree = self._pool.path(tree)
-            self._setup.reuse(tree, worktree, candidate.short)
-            self._executor.count_build(reused=True)   # in the hunt's cost (hunts/cost.py)
-            return worktree
-        try:
-            worktree = self._pool.checkout(tree, candidate.commit, self._patch_for(candidate))
-        except PatchDoesNotApply as exc:
-            return _skipped(f"patch does not apply: {exc}")
-        except SubmoduleUnavailable as exc:
-            return _skipped(str(exc))
-        if self._build_check is not None:
-            self._build_check(worktree)
-        if self._setup is not None:
-            result = self._setup.run(self._key_for(candidate), worktree,
-                                     probe_environment(self._spec, extra_env), candidate.short)
-            self._executor.count_build(reused=False)
-            if not result.ok:
-                return _skipped(result.reason)
-            self._setup.mark_built(tree, self._build_of(candidate), worktree)   # only once it succeeded
-        return worktree
-
-    def _measure(self, request: Request, spec: ProbeSpec, worktree: Path,
-                 extra_env: Mapping[str, str]) -> tuple[ExecutedProbe, dict | None]:
-        """One probe run by the executor; its load is judged against the level of the samples
-        before it (a steady load is measured through); a contended sample is stored flagged and
-        re-taken: at once after a change of the load, after a wait for quiet within the wait
-        budget on oversubscribed cores, past which such a sample is used as it is
-        (docs/contention.md). Returns it and its load figures."""
-        since = None
-        while True:
-            window = self._guard.start() if self._guard is not None else None
-            executed = self._executor.run(spec, worktree, extra_env, label=request.candidate.short)
-            outcome = executed.outcome
-            if outcome.leftovers:
-                self._count_leftovers(request.candidate, outcome.leftovers)
-            if window is None:
-                return executed, None
-            load = self._guard.judge(self._guard.finish(window))
-            reason = self._guard.rule.reason(load) if outcome.sample is not None else None
-            if reason is not None and self._guard.measured_through(load):
-                with self._counts_lock:
-                    self.under_load += 1   # oversubscribed by a steady load the wait did not see end
-                reason = None
-            if reason is None:
-                if outcome.sample is not None:
-                    with self._counts_lock:
-                        self._other_loads.append(load.other_cpus)
-                return executed, load.to_json()
-            candidate = request.candidate
-            self._store.add_outcome(self._key_for(candidate), candidate, outcome, hunt_id=self._hunt_id,
-                                    arm=Arm.FLAGGED, load=load.to_json(), contended=reason)
-            if self._guard.rule.by_the_hunt(load):
-                raise HuntOversubscribed(load)   # its company is the hunt's own: no wait ends it
-            with self._counts_lock:
-                self.retakes.append({"candidate": candidate.short, "reason": reason,
-                                     "tok_s": outcome.sample.tok_s})
-                self.probe_seconds += outcome.wall_seconds
-            if self._guard.on_wait is not None:
-                self._guard.on_wait(f"{candidate.short}: sample taken under contention ({reason}); "
-                                    f"stored apart, re-taken")
-            since = self._guard.before_retake(load, what=f"before re-taking {candidate.short}", since=since)
-
-    def _count_leftovers(self, candidate: Candidate, leftovers: Sequence[str]) -> None:
-        """Processes a probe left were killed when it ended (probe/reaper.py), so no later sample
-        runs beside them; its own sample stands: they ran during it as its workers would. Said
-        once per hunt, and counted in the report."""
-        with self._counts_lock:
-            first = self.leftovers["probes"] == 0
-            self.leftovers["probes"] += 1
-            self.leftovers["killed"] += len(leftovers)
-            self.leftovers["first"] = (self.leftovers["first"] + list(leftovers))[:LEFTOVERS_KEPT]
-        if first:
-            shown = "; ".join(leftovers[:3]) + ("; ..." if len(leftovers) > 3 else "")
-            warn(f"the probe of {candidate.short} left {len(leftovers)} process(es) running when it ended "
-                 f"({shown}); they were killed, as is whatever a probe leaves")
-
-    def measurement_json(self) -> dict[str, Any]:
-        """Report fields: preloaded start-up, overlapped probes, setup step, slot venvs, samples re-taken
-        under contention."""
-        out: dict[str, Any] = {"probe_seconds": round(self.probe_seconds, 3),
-                               "preload": self._executor.preload_stats(),
-                               "overlap": self._executor.overlap_stats(),
-                               "setup": self._setup.to_json() if self._setup is not None else None,
-                               "venvs": None, "contention": None, "leftovers": dict(self.leftovers)}
-        if self._venvs is not None:
-            trees = self._setup.trees.used if self._setup is not None else range(self.slots)
-            out["venvs"] = {"base_python": self._venvs.python,
-                            "paths": [str(self._venvs.path(t)) for t in trees]}
-        if self._guard is not None:
-            rule = self._guard.rule
-            guard = self._guard
-            loads = sorted(self._other_loads)
-            ncpus = guard.ncpus or os.cpu_count() or 1
-            out["contention"] = {"retaken": len(self.retakes), "retakes": list(self.retakes),
-                                 "waited_s": round(guard.waited_s, 1),
-                                 "wall_s": round(guard.wall_s(), 1),
-                                 "steady_other_cpus": round(statistics.median(loads), 2) if loads else None,
-                                 "other_cpus_range": [round(loads[0], 2), round(loads[-1], 2)] if loads else None,
-                                 "level_changes": guard.level_changes, "under_load": self.under_load,
-                                 "rule": {"busy_cpus": rule.cpus, "busy_share": rule.share,
-                                          "busy_gpu": rule.gpu, "max_wait_s": guard.max_wait_s,
-                                          "max_wait_share": guard.wait_share,
-                                          "change_cpus": round(rule.floor(ncpus) / 2, 3)}}
-        return out
-
-
-def _skipped(reason: str | None) -> ProbeOutcome:
-    """A candidate skipped before its probe; wall_seconds 0 keeps setup time out of every tok/s."""
-    return ProbeOutcome(sample=None, skip_reason=reason, exit_code=None, wall_seconds=0.0)
+        self._slots.executor.cancel_all()
+        self._judge.cancel()
 
 
 def median_counters(samples: Sequence[Sample]) -> dict[str, float]:

@@ -146,7 +146,9 @@ class Hunt:
             hunt_id = start(store) if start is not None else None
             parts = measurement_parts(cfg, self.history, store, hunt_id, self.progress)
             lane_envs = slot_envs if one_lane else lane_environments(cfg, slot_envs)
-            if parts.setup is not None:   # candidates kept built in worktrees of their own (docs/setup.md)
+            # Sized here once for every source of the hunt (--tokens auto measures through two):
+            # with a setup step, candidates are kept built in worktrees of their own (docs/setup.md).
+            if parts.setup is not None:
                 pool.widen(parts.setup.trees.fit(len(lane_envs)))
             yield Rig(store=store, pool=pool, cost=cost, hunt_id=hunt_id, parts=parts, lane_envs=lane_envs,
                       history=self.history, env_fingerprint=self.env_fingerprint)
