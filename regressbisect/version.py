@@ -10,7 +10,7 @@ import functools
 import subprocess
 from pathlib import Path
 
-__version__ = "0.2.8"
+__version__ = "0.2.9"
 
 SOURCE_ROOT = Path(__file__).resolve().parents[1]
 
