@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from regressbisect.config import (NIGHTLY_BRANCH, NIGHTLY_LOOKBACK, NIGHTLY_MAX_NEW, NIGHTLY_SAMPLES_PER_COMMIT,
-                                  HuntConfig)
+                                  Executor, HuntConfig)
 from regressbisect.errors import ExitCode, UserError
 from regressbisect.git.history import CommitInfo, History
 from regressbisect.hunts.commits import CommitHunt
@@ -137,7 +137,7 @@ class Nightly(Hunt):
     def _check_machine(self) -> dict[str, Any]:
         from regressbisect.machine import doctor
 
-        if self.config.executor == "slurm" and self.machine_check is None:
+        if self.config.executor == Executor.SLURM and self.machine_check is None:
             # This process runs on a login node: its own load says nothing about the job nodes.
             return {"status": "not checked", "check": None,
                     "reasons": ["probes run as Slurm jobs; the submitting machine is not the one measured"]}

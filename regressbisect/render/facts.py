@@ -21,7 +21,7 @@ from regressbisect.render.report_parts import (Candidate, ChangePoint, Cost, Dri
 from regressbisect.search.sides import SideOutcome
 from regressbisect.search.verdicts import Verdict
 
-_HUNTED_CHANGE: dict[Direction, str] = {"slower": "slowdown", "faster": "speed-up"}
+_HUNTED_CHANGE: dict[Direction, str] = {Direction.SLOWER: "slowdown", Direction.FASTER: "speed-up"}
 """What a hunt looking for that direction (`settings.direction`) calls a step; 'step' for 'both'."""
 
 

@@ -85,7 +85,7 @@ class Position:
 def slowdowns(base: Sequence[float], subset: Sequence[float], direction: Direction = DIRECTION) -> list[float]:
     """Log slowdown of each subset sample against its BASE partner (i-th with i-th), positive in
     the hunted direction ('both' counts a slowdown as positive)."""
-    sign = -1.0 if direction == "faster" else 1.0
+    sign = -1.0 if direction == Direction.FASTER else 1.0
     return [sign * (math.log(b) - math.log(s)) for b, s in zip(base, subset)]
 
 
