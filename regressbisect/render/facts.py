@@ -181,9 +181,9 @@ def drill_text(drill: DrillReport | None) -> str | None:
     return f"no hunk of its {drill.hunk_count} named (drill): {drill.reason or drill.verdict}"
 
 
-_SUSPECT_WHY = {"undecided": "not named: its test ran out of pairs",
-                "not-reproduced": "not named: it did not reproduce the slowdown on fresh pairs",
-                "reproduced": "not named: whether it needs each of its hunks stayed open, or the shares did not add up"}
+_SUSPECT_WHY = {Verdict.UNDECIDED: "not named: its test ran out of pairs",
+                Verdict.NOT_REPRODUCED: "not named: it did not reproduce the slowdown on fresh pairs",
+                Verdict.REPRODUCED: "not named: whether it needs each of its hunks stayed open, or the shares did not add up"}
 
 
 def drill_group(group: HunkGroup, unit_text: str, suspect: bool = False) -> DrillGroup:
