@@ -15,8 +15,9 @@ import math
 import re
 import sys
 from dataclasses import dataclass, field
+from enum import Enum
 from pathlib import Path
-from typing import Any, Literal, Mapping, get_args
+from typing import Any, Mapping
 
 from regressbisect.errors import UserError
 from regressbisect.metric import DEFAULT_METRIC_REGEX, HASHED_DEFAULT_METRIC_REGEX, compile_metric_regex, metric_unit
@@ -24,10 +25,23 @@ from regressbisect.metric import DEFAULT_METRIC_REGEX, HASHED_DEFAULT_METRIC_REG
 
 # -- the defaults of every setting that more than one module reads: the config's dataclasses,
 # the search's and the change-point detector's settings and the CLI take them from here --------
-Direction = Literal["slower", "faster", "both"]
-"""The changes a hunt looks for (--direction): drops in tok/s, rises, or either."""
-DIRECTIONS: tuple[Direction, ...] = get_args(Direction)
-DIRECTION: Direction = "slower"
+class Direction(str, Enum):
+    """The changes a hunt looks for (--direction). A member is its value wherever it is written
+    (the report's settings, the resume key, the flags of `run_flags`)."""
+
+    SLOWER = "slower"
+    """Drops in tok/s (regressions)."""
+    FASTER = "faster"
+    """Rises."""
+    BOTH = "both"
+    """Either."""
+
+    def __str__(self) -> str:   # its value, also in f-strings
+        return self.value
+
+
+DIRECTIONS: tuple[str, ...] = tuple(d.value for d in Direction)
+DIRECTION = Direction.SLOWER
 MIN_EFFECT = 0.02
 MAX_SAMPLES = 96
 STALL_SHARE = 0.3
@@ -40,9 +54,21 @@ CHANGE_ALPHA = 0.01
 INSTRUMENT_MODES = ("auto", "off", "separate")
 PRELOAD = "auto"
 OVERLAP = 1
-Executor = Literal["local", "slurm"]
-"""Where probes run (--executor): processes on this machine, or one Slurm job each."""
-EXECUTORS: tuple[Executor, ...] = get_args(Executor)
+
+
+class Executor(str, Enum):
+    """Where probes run (--executor). A member is its value wherever it is written."""
+
+    LOCAL = "local"
+    """Processes on this machine."""
+    SLURM = "slurm"
+    """One Slurm job each."""
+
+    def __str__(self) -> str:   # its value, also in f-strings
+        return self.value
+
+
+EXECUTORS: tuple[str, ...] = tuple(e.value for e in Executor)
 MAX_WAIT_SHARE = 0.10
 """Share of a hunt's wall time it may spend waiting for a quiet machine (machine/contention.py)."""
 
@@ -421,7 +447,7 @@ class HuntConfig:
     """Relative tok/s change below which a step is not a culprit (0.02 = 2%): below run-to-run
     noise of a training job, localising a step costs many samples (search/bisect.py)."""
     direction: Direction = knob(
-        DIRECTION, choices=DIRECTIONS, panel=DECIDE, search="direction",
+        DIRECTION, kind=str, choices=DIRECTIONS, panel=DECIDE, search="direction",
         help=("Culprits of: 'slower' (default), 'faster', or 'both'."))
     """Which changes are culprits: 'slower' (regressions), 'faster', or 'both'."""
     max_samples: int = knob(
@@ -546,7 +572,7 @@ class HuntConfig:
     for another metric_regex the unit written after its number ('([0-9.]+) req/s' -> 'req/s'),
     else 'units/s'."""
     executor: Executor = knob(
-        "local", choices=EXECUTORS, panel=SLURM,
+        Executor.LOCAL, kind=str, choices=EXECUTORS, panel=SLURM,
         help=("Where probes run: 'local' (this machine, default) or 'slurm' (one Slurm job per probe; "
               "settings in [tool.regressbisect.slurm], docs/cluster.md)."))
     """Where probes run: 'local' (processes on this machine) or 'slurm' (one Slurm job each)."""
@@ -591,6 +617,8 @@ class HuntConfig:
 
     def __post_init__(self) -> None:
         _check_settings(self, "hunt")
+        object.__setattr__(self, "direction", Direction(self.direction))  # a flag's or pyproject's text
+        object.__setattr__(self, "executor", Executor(self.executor))
         if not 0 < self.min_effect < 1:
             raise UserError(f"--min-effect must be a fraction between 0 and 1 (e.g. 0.01), got {self.min_effect}")
         if self.side_resolution is not None and not 0 < self.side_resolution < 1:
@@ -598,7 +626,7 @@ class HuntConfig:
         if self.slot_devices and len(self.slot_devices) != self.slots:
             raise UserError(f"--slot-devices names {len(self.slot_devices)} device sets for "
                             f"{self.slots} slots; give one per slot (e.g. --slot-devices 0,1 --slot-devices 2,3)")
-        if self.executor == "slurm" and self.slot_devices:
+        if self.executor == Executor.SLURM and self.slot_devices:
             raise UserError("--slot-devices does not go with --executor slurm: Slurm pins each job's GPUs; "
                             "set gpus_per_probe in [tool.regressbisect.slurm] (or --slurm-gpus)")
         object.__setattr__(self, "slot_devices", tuple(self.slot_devices))
@@ -612,7 +640,7 @@ class HuntConfig:
             raise UserError("--overlap needs Linux (the window gate stops and continues probes by process "
                             "group and names them by SO_PEERCRED); use --overlap 1 (overlap = 1 in "
                             "[tool.regressbisect])")
-        if self.overlap > 1 and self.executor != "local":
+        if self.overlap > 1 and self.executor != Executor.LOCAL:
             raise UserError("--overlap needs the local executor: a Slurm job holds its GPUs only while "
                             "its probe runs; use --slots for parallel jobs, and --overlap 1 (overlap = 1 in "
                             "[tool.regressbisect])")

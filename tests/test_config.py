@@ -226,6 +226,22 @@ def test_the_hunts_build_their_search_settings_from_the_config_only():
         assert "SearchSettings(" not in path.read_text(), f"{path.name}: use SearchSettings.of(config, command)"
 
 
+def test_direction_and_executor_from_pyproject_or_a_flag_are_members_written_as_their_words():
+    """The config holds members whatever layer gave the word; every place the value is written
+    (the resume key's JSON, another hunt's flags) writes the word, as before they were enums."""
+    import json
+
+    from regressbisect.config import Direction, Executor, run_flags
+
+    cfg = build_config({"cmd": "x {tokens}", "direction": "both"}, {"executor": "local"})
+    assert cfg.direction is Direction.BOTH and cfg.executor is Executor.LOCAL
+    assert build_config({"cmd": "x {tokens}"}, {"direction": "faster"}).direction is Direction.FASTER
+    assert json.dumps(cfg.search_key("run"), sort_keys=True) == json.dumps(
+        {k: (v.value if k == "direction" else v) for k, v in cfg.search_key("run").items()}, sort_keys=True)
+    flags = run_flags(cfg)
+    assert flags[flags.index("--direction") + 1] == "both" and type(flags[flags.index("--direction") + 1]) is str
+
+
 def test_a_flag_reaches_its_setting_through_the_generated_options(tmp_path, monkeypatch):
     """Every generated flag lands in build_config's flags under its pyproject key."""
     from regressbisect.cli import options

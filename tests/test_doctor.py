@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from regressbisect.machine import doctor
-from regressbisect.machine.doctor import Health, MachineCheck, assess, check_to_json
+from regressbisect.machine.doctor import Health, HealthStatus, MachineCheck, assess, check_to_json
 
 REPO = Path(__file__).resolve().parents[1]
 DEVICE = "cuda: NVIDIA H200"
@@ -114,6 +114,9 @@ def test_doctor_cli_rejects_unknown_flags():
 @pytest.mark.parametrize("status", ["ok", "slow", "busy", "no-history"])
 def test_health_serialises(status):
     assert Health(status, ("a",)).to_json() == {"status": status, "reasons": ["a"]}
+    member = Health(HealthStatus(status), ("a",))     # what assess gives: written as its word
+    assert json.dumps(member.to_json()) == json.dumps({"status": status, "reasons": ["a"]})
+    assert f"status: {member.status}" == f"status: {status}"
 
 
 def test_a_machine_that_scatters_widely_is_judged_against_its_own_spread():

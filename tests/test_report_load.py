@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from regressbisect.errors import UserError
 from regressbisect.jsonio import strict_json
 from regressbisect.render.report_hunks import HunkReport
 from regressbisect.render.report_json import SCHEMA, CommitCulprit, CommitReport, NightlyReport
@@ -58,3 +59,16 @@ def test_a_field_a_report_lacks_is_there_empty():
     assert culprit.hunks is ABSENT and culprit.counters_before == {} and culprit.possible_commits is ABSENT
     assert report.endpoints == Endpoints(good=None, bad=None) and report.established is None
     assert report.facts.probes == 0 and report.facts.isolation is None and report.sides == []
+
+
+def test_a_word_no_member_of_its_enum_has_fails_loudly_naming_the_words():
+    """Read as a plain string an unknown verdict would equal no member and be taken for none of
+    them (a culprits report read as not having culprits): loading it is an error instead."""
+    with pytest.raises(UserError, match="Verdict is 'culprit', which is none of: culprits, not-reproduced, "):
+        load_report({"kind": "commits", "verdict": "culprit", "culprits": []})
+    saved = json.loads((REPO / "tests" / "reports" / "commits-undecided.json").read_text())
+    saved["candidates"][0]["verdict"] = "fine"
+    with pytest.raises(UserError, match="CandidateCall is 'fine', which is none of: good, bad, level, skip, unsure"):
+        load_report(saved)
+    saved["candidates"][0]["verdict"] = "good"
+    assert load_report(saved).candidates[0].verdict is CandidateCall.GOOD

@@ -23,6 +23,10 @@ from regressbisect.search.pairing import Pairing
 from regressbisect.search.sides import SideOutcome, SideRule
 from regressbisect.search.stats import NoisePool, SprtDecision
 from regressbisect.search.verdicts import CandidateCall
+from regressbisect.config import Direction, Executor
+from regressbisect.search.overhead import OverheadDecision
+from regressbisect.search.results import MeasureTag
+from regressbisect.search.simulate import simulate
 
 
 def _book(series: dict[int, list[tuple[int, float]]], prior: NoisePool | None = None) -> SampleBook:
@@ -654,9 +658,27 @@ def test_a_commit_at_its_cap_still_takes_a_found_steps_fresh_pairs_up_to_the_gat
 
 
 
-@pytest.mark.parametrize("kind", [SprtDecision, Look, SideOutcome, CandidateCall])
+@pytest.mark.parametrize("kind", [SprtDecision, Look, SideOutcome, CandidateCall, Direction, Executor, MeasureTag,
+                                  OverheadDecision])
 def test_the_searchs_outcomes_read_as_their_strings(kind):
     """Each member equals its value and is written as it: in f-strings, str() and the JSON report."""
     for member in kind:
         assert member == member.value and f"{member}" == str(member) == member.value
         assert json.dumps({"x": member}) == json.dumps({"x": member.value})
+
+
+def test_the_control_arms_samples_carry_its_tag_and_show_its_words():
+    """The prefix search tells the control arm's samples apart by the member (`is`), so the arm
+    hands the member itself; the progress display and a sample's note show its value."""
+    run = simulate(FakeHistory(step_levels(8, {4: -0.2}), 0.01), seed=1)
+    first = run.reasons[0]
+    assert first and all(r is MeasureTag.CONTROL_ARM for r in first)
+    assert f"#0 {first[0]}" == "#0 control arm"
+    assert not any(r is MeasureTag.CONTROL_ARM for r in run.reasons[-1])
+
+
+def test_a_direction_given_as_its_word_is_held_as_the_member():
+    assert SearchSettings(direction="faster").direction is Direction.FASTER
+    assert SearchSettings().direction is Direction.SLOWER
+    with pytest.raises(ValueError, match="direction must be one of"):
+        SearchSettings(direction="sideways")

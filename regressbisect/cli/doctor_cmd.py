@@ -57,7 +57,7 @@ def doctor(
         print(f"status: {health.status}")
         for reason in health.reasons:
             print(f"  {reason}")
-    raise typer.Exit(0 if health.status in ("ok", "no-history") else 1)
+    raise typer.Exit(0 if health.status in (doc.HealthStatus.OK, doc.HealthStatus.NO_HISTORY) else 1)
 
 
 def _import_check(repo: Path, cmd: str, env: list[str] | None, tokens: int | None,

@@ -35,7 +35,7 @@ from regressbisect.search import stats
 from regressbisect.search.bisect import CommitSearch, Measure, SearchSettings
 from regressbisect.search.budget import AUTO_PILOTS, BudgetChoice, Pilot, choose_budget, drill_probe_cap
 from regressbisect.search.driver import drive
-from regressbisect.search.overhead import OverheadArm
+from regressbisect.search.overhead import OverheadArm, OverheadDecision
 from regressbisect.search.verdicts import Verdict
 from regressbisect.store import Store
 
@@ -276,11 +276,11 @@ class CommitHunt(Hunt):
         interval_text = (f"anytime-valid 95% interval {-comparison.ci95[1]:+.2%}..{-comparison.ci95[0]:+.2%}"
                          if all(math.isfinite(x) for x in interval) else "too few pairs to bound it: an anytime-valid interval needs three or more")
         measured = f"shim overhead {-comparison.change:+.2%} ({interval_text}, {arm.pairs} pairs)"
-        if decision == "within":
+        if decision == OverheadDecision.WITHIN:
             note = (f"{measured} is within {cfg.overhead_limit:.0%}: {cfg.unit} and counters come from the "
                     f"same shimmed runs")
             return InstrumentationPlan(True, comparison, note, overhead_pairs=arm.pairs)
-        why = "is beyond" if decision == "beyond" else "is not proven within"
+        why = "is beyond" if decision == OverheadDecision.BEYOND else "is not proven within"
         note = (f"{measured} {why} {cfg.overhead_limit:.0%}: {cfg.unit} from unshimmed runs, counters "
                 f"from separate shimmed runs")
         return InstrumentationPlan(False, comparison, note, overhead_pairs=arm.pairs)

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
-from regressbisect.config import HuntConfig
+from regressbisect.config import Executor, HuntConfig
 from regressbisect.errors import ExitCode, UserError, warn
 from regressbisect.git.history import History
 from regressbisect.hunts.sampling import MeasurementParts
@@ -61,7 +61,7 @@ def slot_environments(config: HuntConfig, gpu_count: int) -> list[dict[str, str]
     """Pin each slot to its own devices: explicit --slot-devices, else split the GPUs evenly.
 
     With Slurm no slot names devices: each job gets its GPUs from the scheduler's allocation."""
-    if config.executor == "slurm":
+    if config.executor == Executor.SLURM:
         return [{} for _ in range(config.slots)]
     if config.slot_devices:
         return [{"CUDA_VISIBLE_DEVICES": d} for d in config.slot_devices]
@@ -84,7 +84,7 @@ def warn_unusable_slots(config: HuntConfig, candidates: int, gpu_count: int, cor
         warn(f"--slots {config.slots} exceeds the {candidates} candidates of the range: at most "
              f"{candidates} probes run at once", "--slots")
     cores = cores or os.cpu_count() or 1
-    if config.executor == "local" and gpu_count == 0 and config.slots > cores:
+    if config.executor == Executor.LOCAL and gpu_count == 0 and config.slots > cores:
         fate = ("the first sample taken so is stored apart, never used, and stops the hunt" if config.busy_check
                 else "with --no-busy-check nothing sees it and every such sample is used: each probe runs on a "
                      "share of a core, slower and noisier, so the hunt needs more probes")
@@ -139,7 +139,7 @@ def busy_guard(config: HuntConfig, progress: HuntProgress) -> "ContentionGuard |
     the scheduler gave (the guard reads this machine's load). Every hunt's, deps's too."""
     from regressbisect.machine.contention import BusyRule, ContentionGuard
 
-    if not (config.busy_check and config.executor == "local"):
+    if not (config.busy_check and config.executor == Executor.LOCAL):
         return None
     return ContentionGuard(BusyRule(cpus=config.busy_cpus, share=config.busy_share, gpu=config.busy_gpu),
                            max_wait_s=config.max_wait_s, wait_share=config.max_wait_share,

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
+from regressbisect.config import Executor
 from regressbisect.probe.executors.base import ProbeExecutor
 from regressbisect.search.budget import BudgetChoice
 
@@ -248,7 +249,7 @@ GIVEN_BUDGET = "given by the user (never changed)"
 def _gpu_holding(config: "HuntConfig", slot_envs: Sequence[Mapping[str, str]], gpus: int) -> dict[str, Any]:
     """How a hunt holds GPUs, for its GPU-seconds (hunt_gpu_seconds): a Slurm job its own while
     it runs, a local hunt every slot's."""
-    if config.executor == "slurm":
+    if config.executor == Executor.SLURM:
         return {"held_gpus": config.slurm.gpus_per_probe, "jobs": True}
     return {"held_gpus": held_gpus(slot_envs, gpus), "jobs": False}
 

@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
-from regressbisect.config import HuntConfig
+from regressbisect.config import Executor, HuntConfig
 from regressbisect.deps.builds import EnvBuilder, IndexOptions, Source
 from regressbisect.deps.envs import Environment, apply, diff
 from regressbisect.deps.keys import ProjectState
@@ -95,7 +95,7 @@ class DepsHunt(Hunt):
         venvs, `<common_dir>/regressbisect/venvs`, which `clean` removes); package_repos: a
         changed package's normalised name -> its git repository, whose commits between the culprit
         releases are searched."""
-        if config.executor != "local":
+        if config.executor != Executor.LOCAL:
             raise UserError("deps runs its probes on this machine only: its environments are built here "
                             "(drop --executor)")
         self.changes = diff(good, bad)

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from regressbisect.config import (NIGHTLY_BRANCH, NIGHTLY_LOOKBACK, NIGHTLY_MAX_NEW, NIGHTLY_SAMPLES_PER_COMMIT,
-                                  HuntConfig)
+                                  Executor, HuntConfig)
 from regressbisect.errors import ExitCode, UserError
 from regressbisect.git.history import CommitInfo, History
 from regressbisect.hunts.commits import CommitHunt
@@ -28,6 +28,7 @@ from regressbisect.hunts.common import hunting, key_for
 from regressbisect.hunts.sampling import Request
 from regressbisect.hunts.skeleton import Hunt
 from regressbisect.jsonio import dumps
+from regressbisect.machine.doctor import HealthStatus
 from regressbisect.probe.executors import ProbeExecutor
 from regressbisect.probe.isolation import Isolation
 from regressbisect.probe.runner import run_probe
@@ -105,7 +106,7 @@ class Nightly(Hunt):
             self.history.touching(tip, tip, self.settings.paths)
         commits = self._lineage(tip)
         health = self._check_machine()
-        flagged = health["status"] in ("slow", "busy")
+        flagged = health["status"] in (HealthStatus.SLOW, HealthStatus.BUSY)
         measured = self._measure(commits, flagged)
         series = self._series(commits)
         points = self._change_points(series)
@@ -137,9 +138,9 @@ class Nightly(Hunt):
     def _check_machine(self) -> dict[str, Any]:
         from regressbisect.machine import doctor
 
-        if self.config.executor == "slurm" and self.machine_check is None:
+        if self.config.executor == Executor.SLURM and self.machine_check is None:
             # This process runs on a login node: its own load says nothing about the job nodes.
-            return {"status": "not checked", "check": None,
+            return {"status": HealthStatus.NOT_CHECKED, "check": None,
                     "reasons": ["probes run as Slurm jobs; the submitting machine is not the one measured"]}
         check = (self.machine_check or doctor.run_check)()
         with Store(self.store_path) as store:

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterable, Iterator
 
-from regressbisect.config import HuntConfig, default_store_path, file_digests
+from regressbisect.config import Executor, HuntConfig, default_store_path, file_digests
 from regressbisect.git.history import History
 from regressbisect.git.worktrees import WorktreePool, check_writable
 from regressbisect.hunts import cost as costs
@@ -51,7 +51,7 @@ class Rig:
         if isolation is None:
             isolation = isolation_for_hunt(self.history, config.probe.isolation_check, spec.env,
                                            records_root=work_root(config, self.history),
-                                           record_writes=len(self.lane_envs) > 1 and config.executor == "local")
+                                           record_writes=len(self.lane_envs) > 1 and config.executor == Executor.LOCAL)
         return SampleSource(store=self.store, pool=self.pool, spec=spec,
                             env_fingerprint=self.env_fingerprint, hunt_id=self.hunt_id,
                             key_for=key_for, patch_for=patch_for, slot_env=self.lane_envs,

@@ -20,6 +20,7 @@ import subprocess
 import sys
 import time
 from dataclasses import asdict, dataclass, field
+from enum import Enum
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
@@ -61,13 +62,29 @@ class MachineCheck:
                    clocks=dict(data.get("clocks") or {}), raw=dict(data.get("raw") or {}))
 
 
+class HealthStatus(str, Enum):
+    """What a machine check says (`Health.status`, a nightly report's `machine.status`)."""
+
+    OK = "ok"
+    SLOW = "slow"
+    """A kernel below the history median by more than the tolerance."""
+    BUSY = "busy"
+    """Other processes share the device."""
+    NO_HISTORY = "no-history"
+    """Nothing earlier of this device to compare with."""
+    NOT_CHECKED = "not checked"
+    """A nightly whose probes run as Slurm jobs: the submitting machine is not the one measured."""
+
+    def __str__(self) -> str:   # its value, also in f-strings
+        return self.value
+
+
 @dataclass(frozen=True)
 class Health:
     """Verdict on one check compared with the machine's history."""
 
-    status: str
-    """'ok', 'slow' (a kernel below the history median by more than the tolerance), 'busy' (other
-    processes share the device) or 'no-history' (nothing earlier of this device to compare with)."""
+    status: HealthStatus
+    """`assess`'s reading of the check (never NOT_CHECKED)."""
     reasons: tuple[str, ...] = ()
     """One line each, e.g. "matmul 310 TFLOP/s is 41% below this machine's median 530 (12 checks)"."""
 
@@ -153,7 +170,8 @@ def assess(check: MachineCheck, history: Sequence[MachineCheck | Mapping[str, An
     throttle = _throttle_reason(check.clocks)
     if throttle:
         reasons.append(throttle)
-    status = "busy" if busy else "slow" if slow else "ok" if past else "no-history"
+    status = (HealthStatus.BUSY if busy else HealthStatus.SLOW if slow else HealthStatus.OK if past
+              else HealthStatus.NO_HISTORY)
     return Health(status=status, reasons=tuple(reasons))
 
 

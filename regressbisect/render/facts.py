@@ -21,7 +21,7 @@ from regressbisect.render.report_parts import (Candidate, ChangePoint, Cost, Dri
 from regressbisect.search.sides import SideOutcome
 from regressbisect.search.verdicts import Verdict
 
-_HUNTED_CHANGE: dict[Direction, str] = {"slower": "slowdown", "faster": "speed-up"}
+_HUNTED_CHANGE: dict[Direction, str] = {Direction.SLOWER: "slowdown", Direction.FASTER: "speed-up"}
 """What a hunt looking for that direction (`settings.direction`) calls a step; 'step' for 'both'."""
 
 
@@ -181,9 +181,9 @@ def drill_text(drill: DrillReport | None) -> str | None:
     return f"no hunk of its {drill.hunk_count} named (drill): {drill.reason or drill.verdict}"
 
 
-_SUSPECT_WHY = {"undecided": "not named: its test ran out of pairs",
-                "not-reproduced": "not named: it did not reproduce the slowdown on fresh pairs",
-                "reproduced": "not named: whether it needs each of its hunks stayed open, or the shares did not add up"}
+_SUSPECT_WHY = {Verdict.UNDECIDED: "not named: its test ran out of pairs",
+                Verdict.NOT_REPRODUCED: "not named: it did not reproduce the slowdown on fresh pairs",
+                Verdict.REPRODUCED: "not named: whether it needs each of its hunks stayed open, or the shares did not add up"}
 
 
 def drill_group(group: HunkGroup, unit_text: str, suspect: bool = False) -> DrillGroup:

@@ -19,8 +19,10 @@ from regressbisect.render.report_hunks import HunkReport
 from regressbisect.render.report_json import CommitCulprit, CommitReport, NightlyReport, Report
 from regressbisect.render.report_load import load_report
 from regressbisect.render.report_parts import Candidate, HunkCulprit, SeriesRow
+from regressbisect.search.verdicts import CandidateCall
 
-_VERDICT_COLOURS = {"good": "#2a9d4b", "bad": "#c8372d", "unsure": "#8a8a8a", "skip": "#e0a100"}
+_VERDICT_COLOURS = {CandidateCall.GOOD: "#2a9d4b", CandidateCall.BAD: "#c8372d", CandidateCall.UNSURE: "#8a8a8a",
+                    CandidateCall.SKIP: "#e0a100"}
 _DPI = 100
 
 

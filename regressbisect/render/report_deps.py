@@ -25,6 +25,7 @@ from typing import Any, Mapping, Sequence
 
 from regressbisect.search.bisect import SearchResult
 from regressbisect.search.hunkdecide import HunkDecision
+from regressbisect.search.sides import SideOutcome
 
 SCHEMA = 1
 
@@ -213,10 +214,10 @@ def _pct_text(value: float | None) -> str:
 
 def _side_text(side: Mapping[str, Any]) -> str:
     """What became of the releases beside a step (`SideOutcome`)."""
-    if side["outcome"] in ("cleared", "remainder") and side.get("ruled_out_pct") is not None:
-        searched = ", then searched for the remainder" if side["outcome"] == "remainder" else ""
+    if side["outcome"] in (SideOutcome.CLEARED, SideOutcome.REMAINDER) and side.get("ruled_out_pct") is not None:
+        searched = ", then searched for the remainder" if side["outcome"] == SideOutcome.REMAINDER else ""
         return f"no further step of {abs(side['ruled_out_pct']):.1f}% or more{searched}"
-    if side["outcome"] == "searched":
+    if side["outcome"] == SideOutcome.SEARCHED:
         return "its ends differed: searched"
     return "not told: a further step there is not ruled out"
 

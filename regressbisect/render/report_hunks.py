@@ -13,6 +13,7 @@ from regressbisect.render.report_parts import (AloneTest, Candidate, DrillReport
                                                HunkEntry, HunkGroup, HunksEstablished, Instrumentation, NotMeasuredHunk,
                                                Spread, Summary, flat, hunt_facts)
 from regressbisect.render.work import culprit_work, split_counts
+from regressbisect.search.ddmin import SubsetVerdict
 from regressbisect.search.hunkdecide import HunkDecision, TestedSubset
 from regressbisect.search.verdicts import Verdict
 
@@ -196,7 +197,7 @@ def hunk_report(hunted: HuntedHunks, decision: HunkDecision, *, prefixes: Sequen
         established=hunted.established(decision, prefixes) if decision.verdict == Verdict.UNDECIDED else None,
         # hunks of prefixes at BASE's level and of subsets measured 'good': what the search ruled out
         hunks_in_fast_subsets=sorted(decision.ruled_out
-                                     | {i for s, v in (result.verdicts if result else ()) if v == "good" for i in s}),
+                                     | {i for s, v in (result.verdicts if result else ()) if v == SubsetVerdict.GOOD for i in s}),
         unexplained_share=round(1 - sum(shares), 4) if shares else None,
         unexplained_share_ci95=[round(x, 4) for x in decision.unexplained_ci95] if shares else None,
         spread=hunted.spread(decision),

@@ -13,6 +13,7 @@ from typing import Any, Mapping
 from regressbisect.render.report_hunks import HunkReport
 from regressbisect.render.report_json import SCHEMA, CommitReport, NightlyReport, Report
 from regressbisect.render.report_parts import from_json
+from regressbisect.search.verdicts import Verdict
 
 TypedReport = CommitReport | HunkReport | NightlyReport
 KINDS: dict[str, type] = {"commits": CommitReport, "hunks": HunkReport, "nightly": NightlyReport}
@@ -33,7 +34,7 @@ def update_to_2(report: dict[str, Any]) -> dict[str, Any]:
     no single step explains it; the only reading a schema-1 report with endpoints has) and each
     has an `exit_code`; a nightly keeps its own `none`."""
     if report.get("kind") != "nightly" and report.get("verdict") == "none":
-        report["verdict"] = "not-localised"
+        report["verdict"] = Verdict.NOT_LOCALISED.value
     return report
 
 

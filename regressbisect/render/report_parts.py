@@ -16,7 +16,9 @@ from dataclasses import dataclass, field, fields
 from enum import Enum
 from typing import Any, Literal, Mapping
 
+from regressbisect.errors import UserError
 from regressbisect.git.hunks import HunkKind
+from regressbisect.search.overhead import OverheadDecision
 from regressbisect.search.sides import SideOutcome
 from regressbisect.search.verdicts import CandidateCall, Verdict
 
@@ -126,7 +128,8 @@ def from_json(cls: type, value: Mapping[str, Any]) -> Any:
 
 def _value(value: Any, hint: Any) -> Any:
     """A JSON value as the type `hint` says: a part from its object, a list of them, an enum
-    member; a value that fits no option (an old report's word) is kept as it is."""
+    member; a value that fits no option of a union is kept as it is, except a word no member of an
+    enum has where only enums may stand (`_member`)."""
     if hint is Any:
         return value
     origin, args = typing.get_origin(hint), typing.get_args(hint)
@@ -137,14 +140,13 @@ def _value(value: Any, hint: Any) -> Any:
         for option in options:
             if _fits(value, option):
                 return _value(value, option)
+        if options and all(isinstance(o, type) and issubclass(o, Enum) for o in options):
+            return _member(options[0], value)
         return value
     if dataclasses.is_dataclass(hint):
         return from_json(hint, value) if isinstance(value, Mapping) else value
     if isinstance(hint, type) and issubclass(hint, Enum):
-        try:
-            return hint(value)
-        except ValueError:
-            return value
+        return _member(hint, value)
     if (origin is list or hint is list) and isinstance(value, list):
         item = args[0] if args else Any
         return [_value(v, item) for v in value]
@@ -154,6 +156,18 @@ def _value(value: Any, hint: Any) -> Any:
     if hint is float and value is None:
         return math.nan     # NaN is written null
     return value
+
+
+def _member(cls: type[Enum], value: Any) -> Enum:
+    """The member of `cls` whose value `value` is. A word no member has (a report edited by hand,
+    or written by a later version) fails loudly, naming the words it may be: read as a plain
+    string it would compare unequal to every member and be taken for none of them. An old
+    schema's words are rewritten by their migration (report_load.py) before this."""
+    try:
+        return cls(value)
+    except ValueError:
+        words = ", ".join(m.value for m in cls)
+        raise UserError(f"a report's {cls.__name__} is {value!r}, which is none of: {words}") from None
 
 
 def _fits(value: Any, hint: Any) -> bool:
@@ -232,9 +246,9 @@ class NightlyVerdict(str, Enum):
 class OverheadVerdict(str, Enum):
     """The counters shim's overhead against `overhead_limit` (`instrumentation_overhead_pct.verdict`)."""
 
-    WITHIN = "within"
-    BEYOND = "beyond"
-    UNDECIDABLE = "undecidable"
+    WITHIN = OverheadDecision.WITHIN.value
+    BEYOND = OverheadDecision.BEYOND.value
+    UNDECIDABLE = OverheadDecision.UNDECIDABLE.value
 
     def __str__(self) -> str:
         return self.value

@@ -57,14 +57,14 @@ from regressbisect.search.confirm import StepConfirmation
 from regressbisect.search.culprits import Culprit
 from regressbisect.search.interference import Reader
 from regressbisect.search.phases import OutOfProbes, Phase, PhaseRunner
-from regressbisect.search.results import (CONTROL_ARM, CandidateVerdict, LeadingStep, Measure, SearchResult,
+from regressbisect.search.results import (CandidateVerdict, LeadingStep, Measure, MeasureTag, SearchResult,
                                           SideCheck)
 from regressbisect.search.settings import SearchSettings
 from regressbisect.search.stats import NoisePool
 from regressbisect.search.verdicts import Verdict
 
 # the settings and result types live in settings.py and results.py; every import of them from here keeps working
-__all__ = ["SearchSettings", "CONTROL_ARM", "Measure", "Culprit", "CandidateVerdict", "SideCheck", "LeadingStep",
+__all__ = ["SearchSettings", "MeasureTag", "Measure", "Culprit", "CandidateVerdict", "SideCheck", "LeadingStep",
            "SearchResult", "CommitSearch"]
 
 

@@ -137,7 +137,7 @@ def detect(values: Sequence[float], settings: ChangePointSettings = ChangePointS
         before = float(np.nanmedian(raw_kept[edges[i]:index]))
         after = float(np.nanmedian(raw_kept[index:edges[i + 2]]))
         change = after / before - 1
-        wanted = {"slower": change < 0, "faster": change > 0, "both": True}[direction]
+        wanted = {Direction.SLOWER: change < 0, Direction.FASTER: change > 0, Direction.BOTH: True}[direction]
         if wanted and abs(change) >= settings.min_magnitude and found[index] <= settings.alpha:
             points.append(ChangePoint(index=index, before=before, after=after,
                                       change=change, p_value=found[index]))

@@ -10,16 +10,14 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Protocol, Sequence
+from typing import Protocol, Sequence
 
 import numpy as np
 
+from regressbisect.config import Direction
 from regressbisect.search.book import SampleBook
 from regressbisect.search.naming import NamingGate
 from regressbisect.search.stats import log_threshold, t_ppf
-
-if TYPE_CHECKING:
-    from regressbisect.config import Direction
 
 __all__ = ["Culprit", "CulpritRule", "remainder_of_gap", "share_interval", "shares_do_not_add_up"]
 
@@ -131,7 +129,7 @@ class CulpritRule:
         d = self.settings.direction
         slower = c.step < 0 and hi < 0
         faster = c.step > 0 and lo > 0
-        if not (big and ((d != "faster" and slower) or (d != "slower" and faster))):
+        if not (big and ((d != Direction.FASTER and slower) or (d != Direction.SLOWER and faster))):
             return False
         return self.own_step_shows(c, drift_per_round)
 
@@ -263,7 +261,7 @@ def shares_do_not_add_up(intervals: Sequence[tuple[float, float]], gap: float, s
     exempt_both: with direction 'both' the rule does not apply (steps that cancel by design); the
     commit search's choice. The hunk hunt passes False and holds 'both' to it too: the two differ
     there, kept as they were until a later change makes them one."""
-    if (exempt_both and direction == "both") or not gap or not math.isfinite(gap):
+    if (exempt_both and direction == Direction.BOTH) or not gap or not math.isfinite(gap):
         return False
     least = []
     for interval in intervals:

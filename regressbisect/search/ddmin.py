@@ -45,14 +45,29 @@ measured both endpoints before the search starts). A subset asked for a second t
 from __future__ import annotations
 
 from dataclasses import dataclass
+from enum import Enum
 from typing import Callable, Generator, Iterable, Sequence
 
-GOOD, BAD, PARTIAL, UNRESOLVED = "good", "bad", "partial", "unresolved"
-UNDECIDED = "undecided"
-"""Measured, but the samples ran out before a verdict: like 'unresolved' it never reduces the
-search, but a remainder that is undecided is not split up to look for a slow part (each part
-would cost as much and is likelier still to end undecided)."""
-VERDICTS = frozenset({GOOD, BAD, PARTIAL, UNRESOLVED, UNDECIDED})
+
+class SubsetVerdict(str, Enum):
+    """What a test of one subset of the hunks answers (the oracle above; levels.subset_verdict
+    gives the first three from its pairs)."""
+
+    GOOD = "good"
+    BAD = "bad"
+    PARTIAL = "partial"
+    UNRESOLVED = "unresolved"
+    UNDECIDED = "undecided"
+    """Measured, but the samples ran out before a verdict: like 'unresolved' it never reduces the
+    search, but a remainder that is undecided is not split up to look for a slow part (each part
+    would cost as much and is likelier still to end undecided)."""
+
+    def __str__(self) -> str:   # its value, also in f-strings
+        return self.value
+
+
+GOOD, BAD, PARTIAL, UNRESOLVED, UNDECIDED = SubsetVerdict    # the names the search below reads
+VERDICTS = frozenset(SubsetVerdict)
 _SLOW = frozenset({PARTIAL, BAD})     # a measurable slowdown: what peeling looks for
 _WHOLE_GAP = frozenset({BAD})         # the whole regression: what completeness looks for
 

@@ -1,17 +1,14 @@
 """The hunted direction: --direction as a sign, and a change measured along it."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from regressbisect.config import Direction
+from regressbisect.config import Direction
 
 __all__ = ["hunted_sign", "toward"]
 
 
 def hunted_sign(direction: Direction) -> int:
     """-1 for 'slower', +1 for 'faster', 0 for 'both'."""
-    return -1 if direction == "slower" else 1 if direction == "faster" else 0
+    return -1 if direction == Direction.SLOWER else 1 if direction == Direction.FASTER else 0
 
 
 def toward(change: float, sign: int) -> float:

@@ -76,7 +76,7 @@ from regressbisect.search.levels import LevelRule
 from regressbisect.search.naming import AlphaSpender
 from regressbisect.search.phases import OutOfProbes, Phase, PhaseRunner
 from regressbisect.search.stats import NoisePool
-from regressbisect.search.verdicts import Verdict
+from regressbisect.search.verdicts import CandidateCall, Verdict
 
 __all__ = ["HUNK_SIDE_PAIRS", "HunkDecider", "HunkDecision", "Measure", "Needs", "Runnable", "TestedSubset",
            "decide_hunks", "prefix_groups", "test_subset"]
@@ -186,7 +186,7 @@ def _phases(ctx: HuntContext, end_names: tuple[str, str]) -> Phase:
         return HunkDecision(prefix.verdict, prefix.reason, prefix, prefix=prefix)
     # what every verdict below reports beside its culprits
     facts = HunkDecision("", "", replace(prefix, verdict=Verdict.REPRODUCED), prefix=prefix, ruled_out=frozenset().union(
-        *(candidates[c.index] for c in prefix.candidates if c.verdict == "good")))
+        *(candidates[c.index] for c in prefix.candidates if c.verdict == CandidateCall.GOOD)))
     ctx.capped = True      # from here on the probe cap stops the phases (the prefix search has its own)
     if prefix.shape is not None:
         # BASE + every hunk changed the shape of the run times (a stall), not only their level:
@@ -215,7 +215,7 @@ def _phases(ctx: HuntContext, end_names: tuple[str, str]) -> Phase:
         spread = spread_over(prefix, candidates)
         return replace(facts, verdict=Verdict.NOT_LOCALISED, spread_over=spread,
                        reason=spread_reason(len(spread), len(prefix.refuted), ctx.settings.min_effect))
-    elif prefix.verdict == Verdict.UNDECIDED and not any(c.verdict == "skip" for c in prefix.candidates):
+    elif prefix.verdict == Verdict.UNDECIDED and not any(c.verdict == CandidateCall.SKIP for c in prefix.candidates):
         # out of samples or budget: delta debugging would need more of both, not less (with
         # prefixes that do not run, a dependency nobody declared, it is the search that fits)
         return replace(facts, verdict=Verdict.UNDECIDED,

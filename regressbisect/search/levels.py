@@ -27,6 +27,7 @@ from typing import Sequence
 from scipy import stats as st
 
 from regressbisect.config import DIRECTION, Direction
+from regressbisect.search.ddmin import SubsetVerdict
 
 
 @dataclass(frozen=True)
@@ -85,7 +86,7 @@ class Position:
 def slowdowns(base: Sequence[float], subset: Sequence[float], direction: Direction = DIRECTION) -> list[float]:
     """Log slowdown of each subset sample against its BASE partner (i-th with i-th), positive in
     the hunted direction ('both' counts a slowdown as positive)."""
-    sign = -1.0 if direction == "faster" else 1.0
+    sign = -1.0 if direction == Direction.FASTER else 1.0
     return [sign * (math.log(b) - math.log(s)) for b, s in zip(base, subset)]
 
 
@@ -104,7 +105,7 @@ def position(diffs: Sequence[float], gap: float, confidence: float = 0.95) -> Po
 
 
 def subset_verdict(diffs: Sequence[float], gap: float, min_effect_log: float,
-                   rule: LevelRule = LevelRule()) -> str | None:
+                   rule: LevelRule = LevelRule()) -> SubsetVerdict | None:
     """'good' | 'partial' | 'bad' at a look, None while more pairs are needed or, at max_pairs,
     when the subset could not be decided (check `undecided`)."""
     n = len(diffs)
@@ -112,12 +113,12 @@ def subset_verdict(diffs: Sequence[float], gap: float, min_effect_log: float,
         return None
     pos = position(diffs, gap, rule.confidence)
     if pos.hi < rule.good_below:
-        return "good"
+        return SubsetVerdict.GOOD
     big = pos.p * gap >= min_effect_log
     if big and pos.lo > rule.bad_above:
-        return "bad"
+        return SubsetVerdict.BAD
     if big and pos.lo > 0 and pos.hi < rule.partial_high:
-        return "partial"
+        return SubsetVerdict.PARTIAL
     return None
 
 

@@ -8,11 +8,29 @@ from __future__ import annotations
 
 import math
 import statistics
+from enum import Enum
 from typing import Sequence
 
 from regressbisect.search import stats
 
-__all__ = ["OverheadArm", "overhead_decision"]
+__all__ = ["OverheadArm", "OverheadDecision", "overhead_decision"]
+
+
+class OverheadDecision(str, Enum):
+    """What the overhead arm has decided (`overhead_decision`); the report's
+    `instrumentation_overhead_pct.verdict` is one of the first three (render/report_parts.OverheadVerdict)."""
+
+    WITHIN = "within"
+    """Proven below the limit: tok/s may come from shimmed runs."""
+    BEYOND = "beyond"
+    """Proven above the limit."""
+    UNDECIDABLE = "undecidable"
+    """Neither, and more pairs would not decide it (the safe 'not proven' path)."""
+    CONTINUE = "continue"
+    """Not yet: take another round."""
+
+    def __str__(self) -> str:   # its value, also in f-strings
+        return self.value
 
 
 class OverheadArm:
@@ -24,8 +42,8 @@ class OverheadArm:
         self.limit, self.max_pairs, self.at_once = limit, max_pairs, at_once
         self.plain: list[float] = []
         self.shimmed: list[float] = []
-        self.decision = "continue"
-        """'within' | 'beyond' | 'undecidable' | 'continue' (`overhead_decision`)."""
+        self.decision = OverheadDecision.CONTINUE
+        """`overhead_decision`'s first part at the last look."""
         self.interval = (-math.inf, math.inf)
         """Anytime-valid 95% interval of log(plain / shimmed) at the last look."""
 
@@ -37,7 +55,7 @@ class OverheadArm:
         if self.plain and len(self.plain) == len(self.shimmed):
             self.decision, self.interval = overhead_decision(self.plain, self.shimmed, limit=self.limit,
                                                              max_pairs=self.max_pairs)
-        if self.decision != "continue":
+        if self.decision != OverheadDecision.CONTINUE:
             return []
         taken = [len(self.plain), len(self.shimmed)]
         order: list[bool] = []
@@ -67,8 +85,8 @@ class OverheadArm:
 
 
 def overhead_decision(plain: Sequence[float], shimmed: Sequence[float], *, limit: float,
-                      max_pairs: int, alpha: float = 0.05) -> tuple[str, tuple[float, float]]:
-    """('within' | 'beyond' | 'undecidable' | 'continue', interval of the overhead) after the
+                      max_pairs: int, alpha: float = 0.05) -> tuple[OverheadDecision, tuple[float, float]]:
+    """(`OverheadDecision`, interval of the overhead) after the
     pairs so far. Overhead = log(plain / shimmed) (positive: the shim slows tok/s).
 
     'within'/'beyond': the anytime-valid interval (stats.t_confidence_sequence) lies below /
@@ -81,17 +99,17 @@ def overhead_decision(plain: Sequence[float], shimmed: Sequence[float], *, limit
     bound = math.log1p(limit)
     lo, hi = stats.t_confidence_sequence(diffs, alpha=alpha)
     if hi < bound:
-        return "within", (lo, hi)
+        return OverheadDecision.WITHIN, (lo, hi)
     if lo > bound:
-        return "beyond", (lo, hi)
+        return OverheadDecision.BEYOND, (lo, hi)
     if m >= max_pairs:
-        return "undecidable", (lo, hi)
+        return OverheadDecision.UNDECIDABLE, (lo, hi)
     if m >= 2:
         sd = statistics.stdev(diffs)
         projected = _projected_half_width(sd, max_pairs, alpha)
         if projected > 2 * bound:
-            return "undecidable", (lo, hi)
-    return "continue", (lo, hi)
+            return OverheadDecision.UNDECIDABLE, (lo, hi)
+    return OverheadDecision.CONTINUE, (lo, hi)
 
 
 def _projected_half_width(sd: float, n: int, alpha: float) -> float:

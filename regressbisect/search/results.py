@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from enum import Enum
 
 from regressbisect.search.control import ShapeChange
 from regressbisect.search.culprits import Culprit
@@ -11,11 +12,18 @@ from regressbisect.search.sides import SideOutcome
 from regressbisect.search.stats import Comparison, Summary
 from regressbisect.search.verdicts import CandidateCall, Verdict
 
-__all__ = ["CONTROL_ARM", "Measure", "Culprit", "CandidateVerdict", "SideCheck", "LeadingStep", "SearchResult"]
+__all__ = ["MeasureTag", "Measure", "Culprit", "CandidateVerdict", "SideCheck", "LeadingStep", "SearchResult"]
 
 
-CONTROL_ARM = "control arm"
-"""The `Measure.reason` of the control arm's samples (a hunk hunt's prefix search tells them apart by it)."""
+class MeasureTag(str, Enum):
+    """A `Measure.reason` that its caller acts on, not only shows: told apart by the member
+    (`is`), never by its text; written as its value (the progress display, a sample's note)."""
+
+    CONTROL_ARM = "control arm"
+    """The control arm's samples (a hunk hunt's prefix search gives them their own purpose)."""
+
+    def __str__(self) -> str:   # its value, also in f-strings
+        return self.value
 
 
 @dataclass(frozen=True)
@@ -25,7 +33,8 @@ class Measure:
     index: int
     """Candidate index: 0 = GOOD ... n-1 = BAD (first-parent order)."""
     reason: str = ""
-    """Short text for the progress display ('control arm', 'bisect 12..40', 'confirm step')."""
+    """Short text for the progress display ('bisect 12..40', 'confirm step'), or a `MeasureTag`
+    (a str: its value is shown)."""
 
 
 @dataclass(frozen=True)

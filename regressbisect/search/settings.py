@@ -111,6 +111,7 @@ class SearchSettings:
     def __post_init__(self) -> None:
         if self.direction not in DIRECTIONS:
             raise ValueError(f"direction must be one of {DIRECTIONS}, got {self.direction!r}")
+        object.__setattr__(self, "direction", Direction(self.direction))
         if not 0 < self.min_effect < 1:
             raise ValueError("min_effect must be in (0, 1)")
         if not all(0 < x < 0.5 for x in (self.alpha, self.beta, self.confirm_alpha, self.name_alpha)):

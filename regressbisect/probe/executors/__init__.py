@@ -8,7 +8,7 @@ import hashlib
 from pathlib import Path
 from typing import Callable
 
-from regressbisect.config import HuntConfig
+from regressbisect.config import Executor, HuntConfig
 from regressbisect.git.history import History
 from regressbisect.git.worktrees import pool_root
 from regressbisect.samples import ProbeOutcome
@@ -25,7 +25,7 @@ def work_root(config: HuntConfig, history: History) -> Path:
 
     Inside the git dir by default; with `shared_dir` set, a per-repository directory under it
     (two repositories pointed at one shared_dir must not share slots)."""
-    if config.executor == "slurm" and config.slurm.shared_dir:
+    if config.executor == Executor.SLURM and config.slurm.shared_dir:
         return shared_work_root(config.slurm.shared_dir, history)
     return pool_root(history)
 
@@ -45,7 +45,7 @@ The CLI's end-to-end tests of verdicts, reports and exit codes put an in-process
 def make_executor(config: HuntConfig, history: History, *, progress=None,
                   probe_runner: Callable[..., ProbeOutcome] = run_probe) -> ProbeExecutor:
     """The executor a hunt's config asks for; `probe_runner` is the local executor's runner."""
-    if config.executor == "local":
+    if config.executor == Executor.LOCAL:
         # A setup step may reinstall the very stack a preload server would hold (docs/setup.md).
         preload = "off" if config.probe.setup is not None else config.preload
         runner = LOCAL_RUNNER if probe_runner is run_probe else probe_runner

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import math
 
+from regressbisect.config import Direction
 from regressbisect.search.commit.context import Bracket, SearchContext
 from regressbisect.search.phases import Phase
-from regressbisect.search.results import CONTROL_ARM, Measure
+from regressbisect.search.results import Measure, MeasureTag
 from regressbisect.search.stats import log_threshold
 
 __all__ = ["control_arm", "start_search"]
@@ -17,11 +18,11 @@ def control_arm(ctx: SearchContext) -> Phase:
     GOOD and BAD in pairs, the arm's samples tagged as its own; spare slots (three or more) start
     the localisation inside the range, whose samples serve it once the arm says 'go'."""
     while (verdict := ctx.control.decide()) is None:
-        picks = [(Measure(i, CONTROL_ARM), ctx.control.tag) for i in ctx.control.next_samples(ctx.slots)]
+        picks = [(Measure(i, MeasureTag.CONTROL_ARM), ctx.control.tag) for i in ctx.control.next_samples(ctx.slots)]
         if ctx.slots > 2:
             good, bad = 0, ctx.n - 1
             iv = Bracket(good, bad, True)
-            post = ctx.posterior(iv, sign=-1 if ctx.settings.direction != "faster" else 1)
+            post = ctx.posterior(iv, sign=-1 if ctx.settings.direction != Direction.FASTER else 1)
             for i in ctx.picker.quantiles(iv, post, ctx.slots - 2, exclude={good, bad}):
                 picks.append((Measure(i, f"bisect {good}..{bad}"), None))
         yield from ctx.measure(picks)

@@ -5,6 +5,7 @@ import math
 from dataclasses import replace
 from typing import Sequence
 
+from regressbisect.config import Direction
 from regressbisect.search.ddmin import UNDECIDED, UNRESOLVED, HunkSearch
 from regressbisect.search.hunks.context import HuntContext
 from regressbisect.search.hunks.members import needed_members
@@ -34,7 +35,7 @@ def by_delta_debugging(ctx: HuntContext, facts: HunkDecision, base_samples: Sequ
     gap = abs(signed_gap)
     rule = replace(ctx.rule, max_pairs=min(ctx.rule.max_pairs, settings.max_samples))   # --max-samples caps all
     rule = rule.scaled_to(gap, log_threshold(settings.min_effect), pair_sd)
-    direction = "faster" if signed_gap > 0 else "slower"   # the reproduced one ('both' hunts either)
+    direction = Direction.FASTER if signed_gap > 0 else Direction.SLOWER   # the reproduced one ('both' hunts either)
     margin = log_threshold(settings.min_effect)
 
     share_gap, gap_se = gap, pair_sd / math.sqrt(pairs) if pairs else math.inf

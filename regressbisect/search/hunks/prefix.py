@@ -8,7 +8,7 @@ from typing import Sequence
 
 import numpy as np
 
-from regressbisect.search.bisect import CONTROL_ARM, CommitSearch, Measure, SearchResult, SearchSettings
+from regressbisect.search.bisect import CommitSearch, Measure, MeasureTag, SearchResult, SearchSettings
 from regressbisect.search.hunks.context import HuntContext
 from regressbisect.search.hunks.runnable import Needs, Purpose
 from regressbisect.search.interference import Reader
@@ -110,7 +110,7 @@ def search_prefixes(ctx: HuntContext, candidates: Sequence[frozenset], *, first:
     if carried:
         search.carry_control_pairs(*carried)
     while batch := search.next_batch(ctx.slots):
-        values = yield Batch(tuple((candidates[m.index], first if m.reason == CONTROL_ARM else rest)
+        values = yield Batch(tuple((candidates[m.index], first if m.reason is MeasureTag.CONTROL_ARM else rest)
                                    for m in batch))
         for m, value in zip(batch, values):
             search.record(m.index, value)
