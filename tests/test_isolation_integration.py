@@ -96,13 +96,14 @@ import mypkg
 folder = Path(os.environ["RANK_SPEEDS"]) / os.environ["TORCHELASTIC_RUN_ID"]
 folder.mkdir(parents=True, exist_ok=True)
 rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
-(folder / f"{rank}.tmp").write_text(repr(mypkg.SPEED))
-(folder / f"{rank}.tmp").rename(folder / str(rank))
+(folder / f"writing-{rank}").write_text(repr(mypkg.SPEED))
+(folder / f"writing-{rank}").rename(folder / f"rank-{rank}")   # whole when it appears
 if rank == 0:
+    ranks = [folder / f"rank-{r}" for r in range(world)]
     deadline = time.monotonic() + 60
-    while len(list(folder.glob("[0-9]*"))) < world and time.monotonic() < deadline:
+    while not all(path.exists() for path in ranks) and time.monotonic() < deadline:
         time.sleep(0.01)
-    mypkg.report(sum(float((folder / str(r)).read_text()) for r in range(world)))
+    mypkg.report(sum(float(path.read_text()) for path in ranks))
 """
 
 
