@@ -13,6 +13,30 @@ import pytest
 
 from tests.diskfs import read_only  # noqa: F401 (a fixture: every test module may ask for it)
 
+# The files that take longest, longest first (measured under `-n 2`: docs/results/test-suite.md).
+# With --dist loadfile each file is one unit of work, handed out in collection order
+# (--no-loadscope-reorder in pyproject.toml; xdist's default order is by number of tests, which
+# put the demo hunt, one test of minutes, last, its worker alone for its whole run): the long ones
+# start at once and the short files fill in behind them, so the two workers end together.
+LONGEST_FIRST = (
+    "test_demo_hunt.py",
+    "test_isolation_integration.py",
+    "test_slurm.py",
+    "test_deps_hunt.py",
+    "test_work_compiled.py",
+    "test_hunt_integration.py",
+    "test_hunkdecide.py",
+    "test_search_bisect.py",
+    "test_drill.py",
+    "test_setup_step.py",
+    "test_run_shapes.py",
+)
+
+
+def pytest_collection_modifyitems(items):
+    order = {name: i for i, name in enumerate(LONGEST_FIRST)}
+    items.sort(key=lambda item: order.get(item.path.name, len(order)))   # stable: the rest as collected
+
 
 @pytest.fixture(autouse=True)
 def _no_contention_verdicts_unless_asked(request, monkeypatch):

@@ -85,17 +85,41 @@ def test_d_python_dash_m_of_a_src_package(tmp_path, repo):
     assert report["isolation"]["imported_from"]["__main__"] == "src/mypkg/__main__.py"
 
 
+# The ranks' script: each rank imports the package and rank 0 reports the sum of every rank's
+# speed, as train.py's all_reduce does, through files (one per rank, named by the launch's run id)
+# instead of torch.distributed: torch's import in each of the two ranks was two thirds of a probe.
+RANKS_TRAIN = """\
+import os, time
+from pathlib import Path
+import mypkg
+
+folder = Path(os.environ["RANK_SPEEDS"]) / os.environ["TORCHELASTIC_RUN_ID"]
+folder.mkdir(parents=True, exist_ok=True)
+rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+(folder / f"writing-{rank}").write_text(repr(mypkg.SPEED))
+(folder / f"writing-{rank}").rename(folder / f"rank-{rank}")   # whole when it appears
+if rank == 0:
+    ranks = [folder / f"rank-{r}" for r in range(world)]
+    deadline = time.monotonic() + 60
+    while not all(path.exists() for path in ranks) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    mypkg.report(sum(float(path.read_text()) for path in ranks))
+"""
+
+
 def test_d_torchrun_script_every_rank_imports_the_worktree(tmp_path):
     pytest.importorskip("torch")
-    # Two commits (a torchrun probe takes 4-13 s on 2 cores); 12 samples of each: the control arm
-    # decides at 6 pairs at the earliest, then fresh pairs name the step (docs/verdicts.md).
-    shas = make_installed_repo(tmp_path / "repo", [1000.0, 500.0])
+    # Two commits (a torchrun probe, its launcher importing torch, takes 2-4 s on 2 cores); 12
+    # samples of each: the control arm decides at 6 pairs at the earliest, then fresh pairs name the
+    # step (docs/verdicts.md).
+    shas = make_installed_repo(tmp_path / "repo", [1000.0, 500.0], extra={"train.py": RANKS_TRAIN})
     python = make_venv(tmp_path / "venv")
     pip_install(python, tmp_path / "repo", editable=True)
     cmd = (f"{python} -m torch.distributed.run --nproc-per-node 2 --standalone train.py")
     code = run_cli(["run", "-C", str(tmp_path / "repo"), "--cmd", cmd, "--instrument", "off",
                     "--max-samples", "12", "--min-effect", "0.1", "--quiet", "--timeout", "120",
-                    "--env", "OMP_NUM_THREADS=1", "--json", str(tmp_path / "r.json"), shas[0], shas[-1]])
+                    "--env", "OMP_NUM_THREADS=1", "--env", f"RANK_SPEEDS={tmp_path / 'ranks'}",
+                    "--json", str(tmp_path / "r.json"), shas[0], shas[-1]])
     report = json.loads((tmp_path / "r.json").read_text())
     assert code == ExitCode.OK
     assert [c["commit"] for c in report["culprits"]] == [shas[1]]
