@@ -33,6 +33,9 @@ class ConfirmSettings(Protocol):
     confirm_alpha: float
     beta: float
     confidence: float
+    max_samples: int
+
+    def pairs_to_name_a_step(self) -> int: ...
 
 
 class Action(str, Enum):
@@ -137,7 +140,11 @@ class StepConfirmation:
         what finding a step costs, and the floor is the price of naming one found, paid once (at
         most its 5-6 pairs). Half the runs at 0.7x: commit 13, sampled to its cap refuting the
         step 12..13, left the true step 13..14 at mass 1.0 with 2 fresh pairs of 5, 'could not
-        decide' (1 hunt of 100 in `bench_accuracy.py --shapes`; 93% -> 94% exact)."""
+        decide' (1 hunt of 100 in `bench_accuracy.py --shapes`; 93% -> 94% exact). A cap below
+        what a commit needs to be named (`SearchSettings.pairs_to_name_a_step`) is the user's
+        bound on the cost, warned of (`hunts.common.warn_short_cap`), and stays one."""
+        if self.settings.max_samples < self.settings.pairs_to_name_a_step():
+            return True
         return len(self.gate.fresh_pairs(a, b)) >= self.gate.fresh_pairs_needed(a, b)
 
     def step_for_sprt(self, step_hat: float, sign: int) -> float:
