@@ -15,17 +15,17 @@ import math
 import re
 import sys
 from dataclasses import dataclass, field
-from enum import Enum
 from pathlib import Path
 from typing import Any, Mapping
 
 from regressbisect.errors import UserError
 from regressbisect.metric import DEFAULT_METRIC_REGEX, HASHED_DEFAULT_METRIC_REGEX, compile_metric_regex, metric_unit
+from regressbisect.enums import WordEnum
 
 
 # -- the defaults of every setting that more than one module reads: the config's dataclasses,
 # the search's and the change-point detector's settings and the CLI take them from here --------
-class Direction(str, Enum):
+class Direction(WordEnum):
     """The changes a hunt looks for (--direction). A member is its value wherever it is written
     (the report's settings, the resume key, the flags of `run_flags`)."""
 
@@ -35,9 +35,6 @@ class Direction(str, Enum):
     """Rises."""
     BOTH = "both"
     """Either."""
-
-    def __str__(self) -> str:   # its value, also in f-strings
-        return self.value
 
 
 DIRECTIONS: tuple[str, ...] = tuple(d.value for d in Direction)
@@ -56,16 +53,13 @@ PRELOAD = "auto"
 OVERLAP = 1
 
 
-class Executor(str, Enum):
+class Executor(WordEnum):
     """Where probes run (--executor). A member is its value wherever it is written."""
 
     LOCAL = "local"
     """Processes on this machine."""
     SLURM = "slurm"
     """One Slurm job each."""
-
-    def __str__(self) -> str:   # its value, also in f-strings
-        return self.value
 
 
 EXECUTORS: tuple[str, ...] = tuple(e.value for e in Executor)

@@ -8,11 +8,11 @@ from __future__ import annotations
 import hashlib
 import math
 from dataclasses import dataclass, field
-from enum import Enum
 from typing import Any, Mapping
+from regressbisect.enums import WordEnum
 
 
-class Arm(str, Enum):
+class Arm(WordEnum):
     """What a stored sample was taken for (the store's `arm`): only MAIN is evidence of tok/s."""
 
     MAIN = "main"
@@ -23,9 +23,6 @@ class Arm(str, Enum):
     """The counting arm: the work per step counted too (probe/work.py); never a source of tok/s."""
     FLAGGED = "flagged"
     """Taken under contention, or on a night whose machine check failed: kept, never evidence."""
-
-    def __str__(self) -> str:   # the stored value, also in f-strings
-        return self.value
 
 
 @dataclass(frozen=True)

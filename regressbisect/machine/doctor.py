@@ -20,12 +20,12 @@ import subprocess
 import sys
 import time
 from dataclasses import asdict, dataclass, field
-from enum import Enum
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
 from regressbisect.errors import UserError
 from regressbisect.machine.fingerprint import cpu_model, nvidia_smi
+from regressbisect.enums import WordEnum
 
 SCHEMA = 1
 # Each kernel is timed in blocks of at least this many seconds; the rate is the median over
@@ -62,7 +62,7 @@ class MachineCheck:
                    clocks=dict(data.get("clocks") or {}), raw=dict(data.get("raw") or {}))
 
 
-class HealthStatus(str, Enum):
+class HealthStatus(WordEnum):
     """What a machine check says (`Health.status`, a nightly report's `machine.status`)."""
 
     OK = "ok"
@@ -74,9 +74,6 @@ class HealthStatus(str, Enum):
     """Nothing earlier of this device to compare with."""
     NOT_CHECKED = "not checked"
     """A nightly whose probes run as Slurm jobs: the submitting machine is not the one measured."""
-
-    def __str__(self) -> str:   # its value, also in f-strings
-        return self.value
 
 
 @dataclass(frozen=True)

@@ -21,6 +21,7 @@ from regressbisect.git.hunks import HunkKind
 from regressbisect.search.overhead import OverheadDecision
 from regressbisect.search.sides import SideOutcome
 from regressbisect.search.verdicts import CandidateCall, Verdict
+from regressbisect.enums import WordEnum
 
 
 class Absent:
@@ -215,7 +216,7 @@ def _empty(hint: Any) -> Any:
 
 # ------------------------------------------------------------------ value sets
 
-class DrillVerdict(str, Enum):
+class DrillVerdict(WordEnum):
     """A culprit commit's drill (`culprits[].hunks.verdict`): its hunk hunt's verdict, or why
     there was no hunt."""
 
@@ -229,29 +230,20 @@ class DrillVerdict(str, Enum):
     NO_HUNKS = "no-hunks"
     """An empty commit, or one that adds or removes a submodule."""
 
-    def __str__(self) -> str:
-        return self.value
 
-
-class NightlyVerdict(str, Enum):
+class NightlyVerdict(WordEnum):
     """A night's verdict: a hunt tonight or earlier named a culprit, or none did (schema 1's word)."""
 
     CULPRITS = "culprits"
     NONE = "none"
 
-    def __str__(self) -> str:
-        return self.value
 
-
-class OverheadVerdict(str, Enum):
+class OverheadVerdict(WordEnum):
     """The counters shim's overhead against `overhead_limit` (`instrumentation_overhead_pct.verdict`)."""
 
     WITHIN = OverheadDecision.WITHIN.value
     BEYOND = OverheadDecision.BEYOND.value
     UNDECIDABLE = OverheadDecision.UNDECIDABLE.value
-
-    def __str__(self) -> str:
-        return self.value
 
 
 # ------------------------------------------------------------------ parts every kind shares

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from enum import Enum
 from typing import TYPE_CHECKING, Callable, Protocol, Sequence
 
 import numpy as np
@@ -21,6 +20,7 @@ from regressbisect.search.interference import level_in_doubt
 from regressbisect.search.naming import MOST_READ_OFF, fresh_pairs_to_tell_a_mode
 from regressbisect.search.stats import EFFECT_PRIORS, Comparison, NoisePool, compare, far_pairs_sign_log_e, log_threshold, paired_log_diffs, pooled_t_log_bf, sign_log_e, stall_log_e
 from regressbisect.search.verdicts import Verdict
+from regressbisect.enums import WordEnum
 
 if TYPE_CHECKING:
     from regressbisect.config import Direction
@@ -57,7 +57,7 @@ def rules_out_step(before: Sequence[float], after: Sequence[float], noise: Noise
     return all(ControlArm._beyond_null(est, c, noise, null, math.log(5 / alpha)) for null in nulls)
 
 
-class Look(str, Enum):
+class Look(WordEnum):
     """What one look of the control arm at its pairs says (`ControlArm._look`)."""
 
     GO = "go"
@@ -66,9 +66,6 @@ class Look(str, Enum):
     """None of min_effect."""
     MORE = "more"
     """Neither yet: take another pair."""
-
-    def __str__(self) -> str:   # its value, also in f-strings
-        return self.value
 
 
 PAIRS_TO_DECIDE = 3

@@ -45,11 +45,11 @@ measured both endpoints before the search starts). A subset asked for a second t
 from __future__ import annotations
 
 from dataclasses import dataclass
-from enum import Enum
 from typing import Callable, Generator, Iterable, Sequence
+from regressbisect.enums import WordEnum
 
 
-class SubsetVerdict(str, Enum):
+class SubsetVerdict(WordEnum):
     """What a test of one subset of the hunks answers (the oracle above; levels.subset_verdict
     gives the first three from its pairs)."""
 
@@ -61,9 +61,6 @@ class SubsetVerdict(str, Enum):
     """Measured, but the samples ran out before a verdict: like 'unresolved' it never reduces the
     search, but a remainder that is undecided is not split up to look for a slow part (each part
     would cost as much and is likelier still to end undecided)."""
-
-    def __str__(self) -> str:   # its value, also in f-strings
-        return self.value
 
 
 GOOD, BAD, PARTIAL, UNRESOLVED, UNDECIDED = SubsetVerdict    # the names the search below reads

@@ -8,15 +8,15 @@ from __future__ import annotations
 
 import math
 import statistics
-from enum import Enum
 from typing import Sequence
 
 from regressbisect.search import stats
+from regressbisect.enums import WordEnum
 
 __all__ = ["OverheadArm", "OverheadDecision", "overhead_decision"]
 
 
-class OverheadDecision(str, Enum):
+class OverheadDecision(WordEnum):
     """What the overhead arm has decided (`overhead_decision`); the report's
     `instrumentation_overhead_pct.verdict` is one of the first three (render/report_parts.OverheadVerdict)."""
 
@@ -28,9 +28,6 @@ class OverheadDecision(str, Enum):
     """Neither, and more pairs would not decide it (the safe 'not proven' path)."""
     CONTINUE = "continue"
     """Not yet: take another round."""
-
-    def __str__(self) -> str:   # its value, also in f-strings
-        return self.value
 
 
 class OverheadArm:

@@ -4,26 +4,23 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from enum import Enum
 
 from regressbisect.search.control import ShapeChange
 from regressbisect.search.culprits import Culprit
 from regressbisect.search.sides import SideOutcome
 from regressbisect.search.stats import Comparison, Summary
 from regressbisect.search.verdicts import CandidateCall, Verdict
+from regressbisect.enums import WordEnum
 
 __all__ = ["MeasureTag", "Measure", "Culprit", "CandidateVerdict", "SideCheck", "LeadingStep", "SearchResult"]
 
 
-class MeasureTag(str, Enum):
+class MeasureTag(WordEnum):
     """A `Measure.reason` that its caller acts on, not only shows: told apart by the member
     (`is`), never by its text; written as its value (the progress display, a sample's note)."""
 
     CONTROL_ARM = "control arm"
     """The control arm's samples (a hunk hunt's prefix search gives them their own purpose)."""
-
-    def __str__(self) -> str:   # its value, also in f-strings
-        return self.value
 
 
 @dataclass(frozen=True)

@@ -7,18 +7,18 @@ when, is the search's (bisect.py).
 from __future__ import annotations
 
 import math
-from enum import Enum
 
 import numpy as np
 
 from regressbisect.search.book import SampleBook
 from regressbisect.search.direction import toward
 from regressbisect.search.stats import log_threshold, mixture_log_lr, t_cdf, t_ppf
+from regressbisect.enums import WordEnum
 
 __all__ = ["SideOutcome", "SideRule"]
 
 
-class SideOutcome(str, Enum):
+class SideOutcome(WordEnum):
     """What became of one side of a culprit (`SideRule.decide`, `bisect.SideCheck.outcome`)."""
 
     SEARCHED = "searched"
@@ -30,9 +30,6 @@ class SideOutcome(str, Enum):
     REMAINDER = "remainder"
     """Cleared, then searched all the same (the unexplained remainder was larger than what the
     cleared sides ruled out, and this side's ends differed most)."""
-
-    def __str__(self) -> str:   # as in the report, also in f-strings
-        return self.value
 
 
 class SideRule:

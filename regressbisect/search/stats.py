@@ -24,12 +24,12 @@ from __future__ import annotations
 import functools
 import math
 from dataclasses import dataclass
-from enum import Enum
 from typing import Iterable, Sequence
 
 import numpy as np
 from scipy import stats as _st
 from scipy.special import fdtri as _fdtri, gammaincinv as _gammaincinv, log_ndtr as _log_ndtr, stdtr as _stdtr, stdtrit as _stdtrit
+from regressbisect.enums import WordEnum
 
 __all__ = [
     "Summary", "summarize", "Comparison", "compare", "pooled_log_sigma", "sprt", "SprtDecision",
@@ -211,7 +211,7 @@ def pooled_log_sigma(groups: Iterable[Sequence[float]]) -> tuple[float, int]:
     return pool.sigma, pool.df
 
 
-class SprtDecision(str, Enum):
+class SprtDecision(WordEnum):
     """What `sprt` decides after the pairs so far."""
 
     H1 = "H1"
@@ -220,9 +220,6 @@ class SprtDecision(str, Enum):
     """Accept no step."""
     CONTINUE = "continue"
     """Neither yet: take another pair."""
-
-    def __str__(self) -> str:   # its value, also in f-strings
-        return self.value
 
 
 def sprt(diffs: Sequence[float], *, sigma: float, delta: float, alpha: float, beta: float) -> SprtDecision:

@@ -2,12 +2,12 @@
 values (docs/report-schema.md, docs/verdicts.md): a member is its value wherever it is written."""
 from __future__ import annotations
 
-from enum import Enum
+from regressbisect.enums import WordEnum
 
 __all__ = ["CandidateCall", "Verdict"]
 
 
-class Verdict(str, Enum):
+class Verdict(WordEnum):
     """A commit or hunk hunt's verdict (each with its exit code: hunts/common.py `VERDICT_EXIT`),
     and REPRODUCED, the verdict of a control arm or a tested subset that goes on to a search."""
 
@@ -26,11 +26,8 @@ class Verdict(str, Enum):
     REPRODUCED = "reproduced"
     """A control arm's (or a tested subset's): the slowdown reproduced. Never a hunt's verdict."""
 
-    def __str__(self) -> str:   # as in the report, also in f-strings (Python 3.11+ would write 'Verdict.X')
-        return self.value
 
-
-class CandidateCall(str, Enum):
+class CandidateCall(WordEnum):
     """What a search concluded about one candidate it measured or tried to (`bisect.CandidateVerdict.verdict`,
     each candidate's `verdict` in the JSON report)."""
 
@@ -44,6 +41,3 @@ class CandidateCall(str, Enum):
     """Unmeasurable."""
     UNSURE = "unsure"
     """Inside a range the search could not resolve, or no run of it could be read."""
-
-    def __str__(self) -> str:   # as in the report, also in f-strings
-        return self.value

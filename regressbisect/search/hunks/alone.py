@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import math
 from dataclasses import replace
-from enum import Enum
 
 from regressbisect.search.control import rules_out_step, shows_step
 from regressbisect.search.hunks.context import HuntContext
@@ -13,11 +12,12 @@ from regressbisect.search.hunks.subsets import Joined, TestedSubset, sized_at_st
 from regressbisect.search.phases import Phase
 from regressbisect.search.stats import log_step, log_threshold
 from regressbisect.search.verdicts import Verdict
+from regressbisect.enums import WordEnum
 
 __all__ = ["NEEDS_DEPTH", "Alone", "alone_with_what_it_needs", "first_group_alone"]
 
 
-class Alone(str, Enum):
+class Alone(WordEnum):
     """What a step's group against BASE, beside the slow prefix it ends, said (`alone`)."""
 
     REPRODUCED = "reproduced"
@@ -29,8 +29,6 @@ class Alone(str, Enum):
     OPEN = "open"
     """Out of pairs."""
 
-    def __str__(self) -> str:   # its value, also in f-strings
-        return self.value
 
 NEEDS_DEPTH = 3
 """Prefix searches for what a step needs to be slow, before delta debugging takes over (the

@@ -1,7 +1,6 @@
 """Which hunks of a culprit it needs: each left out in turn (leave-one-out)."""
 from __future__ import annotations
 
-from enum import Enum
 from typing import Sequence
 
 from regressbisect.search.control import shows_step
@@ -10,11 +9,12 @@ from regressbisect.search.hunks.runnable import Purpose
 from regressbisect.search.hunks.subsets import Joined, TestedSubset, sized_at_stop, step_scale, with_joined
 from regressbisect.search.phases import Phase
 from regressbisect.search.stats import log_step
+from regressbisect.enums import WordEnum
 
 __all__ = ["Need", "needed_members"]
 
 
-class Need(str, Enum):
+class Need(WordEnum):
     """What leaving one hunk out of a culprit said (`leave_each_out`)."""
 
     NEEDED = "needed"
@@ -23,9 +23,6 @@ class Need(str, Enum):
     """The rest alone reproduces the slowdown against BASE."""
     OPEN = "open"
     """Out of pairs."""
-
-    def __str__(self) -> str:   # its value, also in f-strings
-        return self.value
 
 
 def needed_members(ctx: HuntContext, tested: TestedSubset, sign: int) -> Phase:

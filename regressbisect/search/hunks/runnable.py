@@ -2,16 +2,16 @@
 and the runner that asks for them are search/phases.py's, the commit search's too."""
 from __future__ import annotations
 
-from enum import Enum
 from typing import Callable, Iterable, Mapping
 
 from regressbisect.search.book import unmeasurable_by_skips
 from regressbisect.search.phases import Batch, Phase
+from regressbisect.enums import WordEnum
 
 __all__ = ["Measure", "Needs", "Purpose", "Runnable"]
 
 
-class Purpose(str, Enum):
+class Purpose(WordEnum):
     """What a run of the hunk hunt is for: its progress note, and its share of the cost
     (scripts/bench_hunks.py --phases)."""
 
@@ -29,9 +29,6 @@ class Purpose(str, Enum):
     """Delta debugging's subsets."""
     CONFIRM = "confirm"
     """Delta debugging's confirmation of a subset."""
-
-    def __str__(self) -> str:   # the progress note writes the value
-        return self.value
 
 
 Measure = Callable[[frozenset, Purpose], "float | None"]

@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
-from enum import Enum
 from typing import Mapping, Sequence
 
 import numpy as np
@@ -16,12 +15,13 @@ from regressbisect.search.hunks.runnable import Purpose
 from regressbisect.search.phases import Phase
 from regressbisect.search.stats import NoisePool, log_threshold, mixture_half_width, t_ppf
 from regressbisect.search.verdicts import CandidateCall, Verdict
+from regressbisect.enums import WordEnum
 
 __all__ = ["Joined", "TestedSubset", "Names", "with_joined", "test_subset", "tested", "sized_at_stop", "step_scale", "stop_interval",
            "spread_over", "spread_note", "spread_reason", "with_share", "log_se"]
 
 
-class Joined(str, Enum):
+class Joined(WordEnum):
     """How a hunk came to be in a culprit (or a suspect): the report's `joined`."""
 
     PROPOSED = "proposed"
@@ -33,9 +33,6 @@ class Joined(str, Enum):
     """The step of a search for what the group needs to be slow added it."""
     KEPT_BY_LEAVE_ONE_OUT = "kept by leave-one-out"
     """The culprit without it was shown less slow."""
-
-    def __str__(self) -> str:
-        return self.value
 
 
 @dataclass(frozen=True)
