@@ -59,6 +59,9 @@ PER_FUNCTION = 2
 Diff = functools.partial(SimulatedDiff, per_function=PER_FUNCTION, base_tok_s=BASE_TOK_S)
 """n hunks in files of 5, functions of 2."""
 
+ONE_STALL = (0.40, 0.7)
+"""The 'one stall' scenario's hunk: 40% of the runs at 0.7x (a stall every few steps: the mean 14% slower)."""
+
 
 @dataclass(frozen=True)
 class Row:
@@ -70,7 +73,7 @@ class Row:
     scenario: str
     cv: float | None = None
     interference: tuple[tuple[float, float], ...] | None = None
-    stall: tuple[float, float] = (0.40, 0.7)
+    stall: tuple[float, float] = ONE_STALL
 
     @property
     def shape(self) -> str:
@@ -105,7 +108,7 @@ def shape_cases() -> list[Row]:
 
 
 def make_diff(n: int, scenario: str, rng: np.random.Generator,
-              stall: tuple[float, float] = (0.40, 0.7)) -> tuple[SimulatedDiff, dict | bool]:
+              stall: tuple[float, float] = ONE_STALL) -> tuple[SimulatedDiff, dict | bool]:
     """The diff and the dependencies the hunt is told: True for all of them, False for none."""
     picks = [f"h{i:03d}" for i in rng.choice(n, size=min(n, 5), replace=False)]
     if scenario == "one culprit":
@@ -138,7 +141,7 @@ TAKES_NEEDS = "needs" in inspect.signature(decide_hunks).parameters
 def run_trial(n: int, scenario: str, seed: int, row: int, trial: int, cv: float,
               settings: SearchSettings = SearchSettings(),
               interference: tuple[tuple[float, float], ...] = (),
-              stall: tuple[float, float] = (0.40, 0.7)) -> tuple[bool, bool, Counter, int]:
+              stall: tuple[float, float] = ONE_STALL) -> tuple[bool, bool, Counter, int]:
     """(right, named a wrong hunk, probes by purpose, probes that crashed) of one hunk hunt with the real decisions
     and a simulated probe; `interference`: (fraction, factor) of runs far off their level, drawn
     per run after its lognormal noise (none: the noise stream of before)."""
